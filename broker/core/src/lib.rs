@@ -1,0 +1,12 @@
+//! Domain types shared by every es crate: records, the record-batch codec, limits and
+//! the clock. This crate performs no I/O and has no async code, so codecs and the log
+//! can be tested byte for byte.
+
+pub mod batch;
+pub mod clock;
+pub mod limits;
+pub mod record;
+
+pub use batch::{BatchHeader, BatchView, CodecError, RecordView};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use record::{Header, ProducerInfo, Record};

@@ -1,0 +1,34 @@
+//! Every size and count limit of the storage layer in one place. Defaults follow
+//! Kafka's where Kafka has one; hard caps bound what any configuration may ask for.
+
+/// Default largest encoded batch one append may carry (Kafka's `message.max.bytes`
+/// is about 1 MiB; es batches of 500 x 256-byte records are about 150 KiB).
+pub const BATCH_BYTES_MAX_DEFAULT: usize = 8 * 1024 * 1024;
+/// No configuration may raise the batch limit above this.
+pub const BATCH_BYTES_MAX_HARD: usize = 64 * 1024 * 1024;
+/// Default largest single record (key + value + headers).
+pub const RECORD_BYTES_MAX_DEFAULT: usize = 1024 * 1024;
+/// Most records one batch may hold.
+pub const BATCH_RECORDS_MAX: usize = 1_000_000;
+/// Most headers one record may hold.
+pub const RECORD_HEADERS_MAX: usize = 1024;
+
+/// Default segment size before a roll (Kafka's `segment.bytes`).
+pub const SEGMENT_BYTES_DEFAULT: u64 = 1024 * 1024 * 1024;
+/// Smallest segment size a configuration may ask for.
+pub const SEGMENT_BYTES_MIN: u64 = 4 * 1024;
+/// Segment positions are stored as u32 in the index, so a segment stays below 4 GiB.
+pub const SEGMENT_BYTES_MAX: u64 = u32::MAX as u64 - BATCH_BYTES_MAX_HARD as u64;
+/// Default age before the active segment rolls (Kafka's `segment.ms`: 7 days).
+pub const SEGMENT_MS_DEFAULT: i64 = 7 * 24 * 3600 * 1000;
+/// Bytes between two sparse index entries (Kafka's `index.interval.bytes`).
+pub const INDEX_INTERVAL_BYTES_DEFAULT: u32 = 4096;
+/// Default retention by age (Kafka's `retention.ms`: 7 days). -1 keeps forever.
+pub const RETENTION_MS_DEFAULT: i64 = 7 * 24 * 3600 * 1000;
+/// Default retention by size per partition. -1 keeps any size.
+pub const RETENTION_BYTES_DEFAULT: i64 = -1;
+/// How long a tombstone survives compaction (Kafka's `delete.retention.ms`: 1 day).
+pub const DELETE_RETENTION_MS_DEFAULT: i64 = 24 * 3600 * 1000;
+
+/// Most segment files kept open for reading at once, across all partitions.
+pub const OPEN_SEGMENT_FILES_MAX_DEFAULT: usize = 1024;

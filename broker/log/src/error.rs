@@ -1,0 +1,70 @@
+//! The log's error type: one enum, cheap to clone so a failed flush can be reported
+//! to every writer that shared it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use es_core::CodecError;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LogError {
+    #[error("i/o error while {context}: {source}")]
+    Io {
+        context: String,
+        source: Arc<std::io::Error>,
+    },
+    #[error("corrupt data in {file} at byte {position}: {reason}")]
+    Corrupt {
+        file: PathBuf,
+        position: u64,
+        reason: String,
+    },
+    #[error("invalid batch: {0}")]
+    InvalidBatch(#[from] CodecError),
+    #[error("batch of {size} bytes exceeds the limit of {max} bytes")]
+    BatchTooLarge { size: usize, max: usize },
+    #[error("record of {size} bytes exceeds the limit of {max} bytes")]
+    RecordTooLarge { size: usize, max: usize },
+    #[error("offset {requested} is out of range: the log holds [{log_start}, {high_watermark})")]
+    OffsetOutOfRange {
+        requested: u64,
+        log_start: u64,
+        high_watermark: u64,
+    },
+    #[error("replica batch starts at offset {got}, but the log ends at {expected}")]
+    OffsetMismatch { expected: u64, got: u64 },
+    #[error("term {term} is older than the log's latest term {latest}")]
+    StaleTerm { term: u64, latest: u64 },
+    #[error("cannot truncate at offset {offset}: it is not a batch boundary")]
+    NotBatchBoundary { offset: u64 },
+    #[error("invalid log config: {0}")]
+    InvalidConfig(String),
+    #[error(
+        "the log stopped accepting writes after a failed flush ({0}); restart the broker to recover from disk"
+    )]
+    Failed(String),
+    #[error("the log is shut down")]
+    ShutDown,
+}
+
+impl LogError {
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        LogError::Io {
+            context: context.into(),
+            source: Arc::new(source),
+        }
+    }
+}
+
+pub type Result<T, E = LogError> = std::result::Result<T, E>;
+
+/// Adds a context sentence to an `io::Result`.
+pub(crate) trait IoContext<T> {
+    fn ctx(self, context: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn ctx(self, context: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|e| LogError::io(context(), e))
+    }
+}

@@ -1,0 +1,224 @@
+//! Group commit. One flusher thread per [`crate::LogManager`] (one per disk): each
+//! round takes every segment with pending bytes, writes each one's bytes with one
+//! `writev` and makes them durable with one `fdatasync`, then acknowledges every
+//! append that was waiting on them. Appends that arrive during a round join the next
+//! one, so N concurrent writers share one write and one fsync per segment per round.
+//! The flusher waits on nothing but the disk: no plugin, no network, no log lock.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use crate::error::{LogError, Result};
+use crate::files;
+use crate::segment::Segment;
+
+/// Durability progress of one partition, shared by its appenders, readers and the flusher.
+#[derive(Debug)]
+pub(crate) struct Progress {
+    /// The offset after the last durable batch.
+    pub durable_offset: AtomicU64,
+    /// Wakes long-polling readers when `durable_offset` moves.
+    pub notify: tokio::sync::watch::Sender<u64>,
+    /// Set after a failed write or fsync: the partition refuses writes until reopened,
+    /// because after a failed fsync the kernel may have dropped the dirty pages.
+    pub failed: Mutex<Option<String>>,
+}
+
+impl Progress {
+    pub fn new(durable_offset: u64) -> Arc<Self> {
+        Arc::new(Progress {
+            durable_offset: AtomicU64::new(durable_offset),
+            notify: tokio::sync::watch::Sender::new(durable_offset),
+            failed: Mutex::new(None),
+        })
+    }
+
+    pub fn check(&self) -> Result<()> {
+        match &*self.failed.lock().expect("failed lock") {
+            Some(reason) => Err(LogError::Failed(reason.clone())),
+            None => Ok(()),
+        }
+    }
+
+    pub fn advance(&self, offset: u64) {
+        let prev = self.durable_offset.fetch_max(offset, Ordering::AcqRel);
+        if offset > prev {
+            self.notify.send_replace(offset);
+        }
+    }
+}
+
+/// A segment with pending bytes, queued for the next round.
+pub(crate) struct Job {
+    pub segment: Arc<Segment>,
+    pub progress: Arc<Progress>,
+    pub dir: PathBuf,
+}
+
+/// Counters for benchmarks and metrics.
+#[derive(Debug, Default)]
+pub struct FlushStats {
+    pub rounds: AtomicU64,
+    pub fsyncs: AtomicU64,
+    pub appends: AtomicU64,
+    pub bytes: AtomicU64,
+}
+
+#[derive(Default)]
+struct QueueState {
+    jobs: Vec<Job>,
+    shutdown: bool,
+}
+
+pub(crate) struct Flusher {
+    state: Mutex<QueueState>,
+    wake: Condvar,
+    pub stats: FlushStats,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Flusher {
+    pub fn start() -> Arc<Flusher> {
+        let flusher = Arc::new(Flusher {
+            state: Mutex::new(QueueState::default()),
+            wake: Condvar::new(),
+            stats: FlushStats::default(),
+            thread: Mutex::new(None),
+        });
+        let me = flusher.clone();
+        let handle = std::thread::Builder::new()
+            .name("es-flusher".into())
+            .spawn(move || me.run())
+            .expect("spawning the flusher thread");
+        *flusher.thread.lock().expect("thread lock") = Some(handle);
+        flusher
+    }
+
+    pub fn enqueue(&self, job: Job) -> Result<()> {
+        let mut st = self.state.lock().expect("flusher lock");
+        if st.shutdown {
+            return Err(LogError::ShutDown);
+        }
+        st.jobs.push(job);
+        drop(st);
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    /// Finishes every queued round, then stops the thread.
+    pub fn shutdown(&self) {
+        self.state.lock().expect("flusher lock").shutdown = true;
+        self.wake.notify_all();
+        if let Some(h) = self.thread.lock().expect("thread lock").take() {
+            let _ = h.join();
+        }
+    }
+
+    fn run(&self) {
+        loop {
+            let jobs = {
+                let mut st = self.state.lock().expect("flusher lock");
+                while st.jobs.is_empty() && !st.shutdown {
+                    st = self.wake.wait(st).expect("flusher lock");
+                }
+                if st.jobs.is_empty() {
+                    return;
+                }
+                std::mem::take(&mut st.jobs)
+            };
+            self.stats.rounds.fetch_add(1, Ordering::Relaxed);
+            // In queue order: a partition's rolled segment comes before its new one,
+            // so the new segment's bytes never reach the file before the old ones are durable.
+            for job in jobs {
+                self.flush_one(&job);
+            }
+        }
+    }
+
+    fn flush_one(&self, job: &Job) {
+        let writer = job
+            .segment
+            .writer
+            .as_ref()
+            .expect("queued segment has a writer");
+        let (chunks, waiters, end_position, end_offset) = {
+            let mut p = writer.pending.lock().expect("pending lock");
+            p.queued = false;
+            p.flushing = true;
+            p.bytes = 0;
+            (
+                std::mem::take(&mut p.chunks),
+                std::mem::take(&mut p.waiters),
+                p.end_position,
+                p.end_offset,
+            )
+        };
+        let result = self.write_and_sync(job, &chunks);
+        self.stats
+            .appends
+            .fetch_add(waiters.len() as u64, Ordering::Relaxed);
+        match &result {
+            Ok(()) => {
+                job.segment
+                    .durable_size
+                    .store(end_position, Ordering::Release);
+                job.progress.advance(end_offset);
+            }
+            Err(e) => {
+                tracing::error!(file = %job.segment.log_path.display(), error = %e, "flush failed; the partition stops accepting writes");
+                *job.progress.failed.lock().expect("failed lock") = Some(e.to_string());
+            }
+        }
+        for w in waiters {
+            let _ = w.send(result.clone());
+        }
+        let seal = {
+            let mut p = writer.pending.lock().expect("pending lock");
+            p.flushing = false;
+            p.seal && p.chunks.is_empty() && !p.queued && result.is_ok()
+        };
+        if seal {
+            self.seal(job);
+        }
+        writer.drained.notify_all();
+    }
+
+    fn write_and_sync(&self, job: &Job, chunks: &[Vec<u8>]) -> Result<()> {
+        let writer = job
+            .segment
+            .writer
+            .as_ref()
+            .expect("queued segment has a writer");
+        let mut file = writer.file.lock().expect("writer file lock");
+        let file = file.as_mut().ok_or(LogError::ShutDown)?;
+        let path = &job.segment.log_path;
+        if !chunks.is_empty() {
+            files::write_all_vectored(file, chunks)
+                .map_err(|e| LogError::io(format!("writing {}", path.display()), e))?;
+            let bytes: usize = chunks.iter().map(Vec::len).sum();
+            self.stats.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        }
+        file.sync_data()
+            .map_err(|e| LogError::io(format!("syncing {}", path.display()), e))?;
+        self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// A rolled segment is durable: write its indexes and close its write handle.
+    fn seal(&self, job: &Job) {
+        if let Err(e) = job.segment.write_indexes(&job.dir) {
+            // The index is a hint; the next open rebuilds it from the segment.
+            tracing::warn!(file = %job.segment.log_path.display(), error = %e, "could not write the index of a sealed segment");
+        }
+        job.segment
+            .state
+            .write()
+            .expect("segment state lock")
+            .sealed = true;
+        if let Some(w) = job.segment.writer.as_ref() {
+            w.file.lock().expect("writer file lock").take();
+        }
+    }
+}

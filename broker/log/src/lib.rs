@@ -1,0 +1,31 @@
+//! The es partition log: durable, group-committed, recoverable.
+//!
+//! A [`LogManager`] owns one data directory, the flusher thread that turns many
+//! concurrent appends into one write and one `fdatasync` per segment per round, and
+//! a housekeeping thread for retention, tiering and compaction. Each
+//! [`PartitionLog`] is a directory of segments. An append returns its offsets at
+//! once and resolves only when the batch is on disk; readers never see past the
+//! durable high watermark. The log knows nothing of HTTP, Kafka, Raft or Wasm.
+
+mod compaction;
+mod config;
+mod epochs;
+mod error;
+mod files;
+mod flusher;
+mod index;
+mod manager;
+mod open_files;
+mod partition;
+mod retention;
+mod segment;
+
+pub use config::{CleanupPolicy, LogConfig};
+pub use error::{LogError, Result};
+pub use flusher::FlushStats;
+pub use manager::{LogManager, ManagerOptions};
+pub use partition::{
+    Appended, PartitionInfo, PartitionLog, PendingAppend, ReadResult, RecoveryReport,
+};
+pub use retention::HousekeepingReport;
+pub use segment::Trimmed;

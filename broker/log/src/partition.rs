@@ -1,0 +1,750 @@
+//! One partition's log: the ordered segments, the append paths (leader and replica),
+//! reads by offset and by timestamp, and truncation.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use es_core::batch::{self, BatchView};
+use es_core::{ProducerInfo, Record};
+use tokio::sync::oneshot;
+
+use crate::config::LogConfig;
+use crate::epochs::Epochs;
+use crate::error::{IoContext, LogError, Result};
+use crate::files::{self, INDEX_EXT, LOG_EXT, TIME_INDEX_EXT};
+use crate::flusher::{Job, Progress};
+use crate::manager::Shared;
+use crate::segment::{Segment, Trimmed};
+
+/// Bytes one active segment may hold waiting for the flusher before appenders wait.
+const PENDING_BYTES_MAX: usize = 256 * 1024 * 1024;
+
+pub(crate) struct Inner {
+    /// Local segments by base offset; the last one is the active segment.
+    pub segments: BTreeMap<u64, Arc<Segment>>,
+    /// Segments moved to the cold tier, by base offset; all below the local ones.
+    pub cold: BTreeMap<u64, Arc<Segment>>,
+    /// The offset the next appended batch gets (log end offset).
+    pub next_offset: u64,
+    pub epochs: Epochs,
+}
+
+impl Inner {
+    pub fn active(&self) -> &Arc<Segment> {
+        self.segments
+            .values()
+            .next_back()
+            .expect("a partition always has an active segment")
+    }
+
+    pub fn log_start(&self) -> u64 {
+        self.cold
+            .keys()
+            .next()
+            .or(self.segments.keys().next())
+            .copied()
+            .unwrap_or(self.next_offset)
+    }
+}
+
+/// A partition log. Cheap to share: every method takes `&self`.
+pub struct PartitionLog {
+    pub(crate) name: String,
+    pub(crate) dir: PathBuf,
+    pub(crate) cold_dir: Option<PathBuf>,
+    pub(crate) config: RwLock<LogConfig>,
+    pub(crate) inner: Mutex<Inner>,
+    pub(crate) progress: Arc<Progress>,
+    pub(crate) shared: Arc<Shared>,
+    /// Serialises retention, tiering and compaction of this partition.
+    pub(crate) housekeeping: Mutex<()>,
+}
+
+/// An append whose offsets are assigned; await it (or `wait`) for durability.
+#[derive(Debug)]
+pub struct PendingAppend {
+    pub base_offset: u64,
+    pub last_offset: u64,
+    rx: oneshot::Receiver<Result<()>>,
+}
+
+/// The offsets of a durable append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    pub base_offset: u64,
+    pub last_offset: u64,
+}
+
+impl PendingAppend {
+    /// Blocks until the batch is durable. Not for async contexts: await `durable`.
+    pub fn wait(self) -> Result<Appended> {
+        let (base_offset, last_offset) = (self.base_offset, self.last_offset);
+        self.rx.blocking_recv().map_err(|_| LogError::ShutDown)??;
+        Ok(Appended {
+            base_offset,
+            last_offset,
+        })
+    }
+
+    /// Resolves once the batch is durable.
+    pub async fn durable(self) -> Result<Appended> {
+        let (base_offset, last_offset) = (self.base_offset, self.last_offset);
+        self.rx.await.map_err(|_| LogError::ShutDown)??;
+        Ok(Appended {
+            base_offset,
+            last_offset,
+        })
+    }
+}
+
+/// Whole batches read from the log.
+#[derive(Debug, Clone)]
+pub struct ReadResult {
+    /// Concatenated, CRC-checked batches; empty when there is nothing at the offset yet.
+    pub data: Bytes,
+    pub high_watermark: u64,
+    pub log_start_offset: u64,
+}
+
+impl ReadResult {
+    /// Iterates the batches of `data`.
+    pub fn batches(&self) -> impl Iterator<Item = BatchView<'_>> {
+        let mut rest: &[u8] = &self.data;
+        std::iter::from_fn(move || {
+            let view = BatchView::parse(rest, usize::MAX).ok()?;
+            rest = &rest[view.header.total_len()..];
+            Some(view)
+        })
+    }
+}
+
+/// A partition's offsets and size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionInfo {
+    pub log_start_offset: u64,
+    /// Offsets below this are durable and readable.
+    pub high_watermark: u64,
+    /// The offset the next append gets (may run ahead of the high watermark).
+    pub log_end_offset: u64,
+    pub size_bytes: u64,
+    pub segment_count: usize,
+    pub cold_segment_count: usize,
+}
+
+/// What opening a partition found and repaired.
+#[derive(Debug, Clone, Default)]
+pub struct RecoveryReport {
+    pub trimmed: Option<Trimmed>,
+    pub corrupt_segments: Vec<(PathBuf, u64, String)>,
+}
+
+impl PartitionLog {
+    pub(crate) fn open(
+        name: String,
+        dir: PathBuf,
+        cold_dir: Option<PathBuf>,
+        config: LogConfig,
+        shared: Arc<Shared>,
+    ) -> Result<(Arc<Self>, RecoveryReport)> {
+        config.validate()?;
+        if config.cold_tier && cold_dir.is_none() {
+            return Err(LogError::InvalidConfig("the cold tier is on for this topic, but the broker has no cold tier directory configured".into()));
+        }
+        std::fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
+        let max = config
+            .batch_bytes_max
+            .max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
+        let mut report = RecoveryReport::default();
+        let bases = list_segments(&dir)?;
+        let mut segments = BTreeMap::new();
+        let (last, sealed) = bases
+            .split_last()
+            .map_or((None, &[][..]), |(l, s)| (Some(*l), s));
+        for &base in sealed {
+            let seg = Segment::open_sealed(&dir, base, shared.open_files.clone(), max)?;
+            note_corrupt(&seg, &mut report);
+            segments.insert(base, seg);
+        }
+        let active = match last {
+            Some(base) => {
+                let (seg, trimmed) =
+                    Segment::open_active(&dir, base, shared.open_files.clone(), max)?;
+                if let Some(t) = &trimmed {
+                    tracing::warn!(file = %t.file.display(), position = t.position, bytes = t.bytes, reason = %t.reason, "recovery trimmed a torn tail");
+                }
+                report.trimmed = trimmed;
+                seg
+            }
+            None => Segment::create(&dir, 0, shared.open_files.clone(), max)?,
+        };
+        let next_offset = active.next_offset();
+        segments.insert(active.base_offset, active);
+        let mut cold = BTreeMap::new();
+        if let Some(cdir) = &cold_dir {
+            std::fs::create_dir_all(cdir).ctx(|| format!("creating {}", cdir.display()))?;
+            let local_start = segments.keys().next().copied().unwrap_or(u64::MAX);
+            for base in list_segments(cdir)? {
+                if base >= local_start {
+                    // A crash interrupted a move to the cold tier after the copy: the
+                    // local segment is still authoritative, so drop the copy.
+                    for ext in [LOG_EXT, INDEX_EXT, TIME_INDEX_EXT] {
+                        let p = files::segment_path(cdir, base, ext);
+                        files::remove_if_exists(&p).ctx(|| format!("removing {}", p.display()))?;
+                    }
+                    continue;
+                }
+                let seg = Segment::open_sealed(cdir, base, shared.open_files.clone(), max)?;
+                note_corrupt(&seg, &mut report);
+                cold.insert(base, seg);
+            }
+        }
+        let mut epochs = Epochs::load(&dir)?;
+        epochs.truncate_from(next_offset)?;
+        let log = Arc::new(PartitionLog {
+            name,
+            dir,
+            cold_dir,
+            config: RwLock::new(config),
+            inner: Mutex::new(Inner {
+                segments,
+                cold,
+                next_offset,
+                epochs,
+            }),
+            progress: Progress::new(next_offset),
+            shared,
+            housekeeping: Mutex::new(()),
+        });
+        Ok((log, report))
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> LogConfig {
+        self.config.read().expect("config lock").clone()
+    }
+
+    /// Replaces the configuration; applies to the next append and housekeeping round.
+    pub fn set_config(&self, config: LogConfig) -> Result<()> {
+        config.validate()?;
+        if config.cold_tier && self.cold_dir.is_none() {
+            return Err(LogError::InvalidConfig(
+                "the broker has no cold tier directory configured".into(),
+            ));
+        }
+        *self.config.write().expect("config lock") = config;
+        Ok(())
+    }
+
+    /// Leader path: encodes `records`, assigns offsets and (where absent) timestamps.
+    pub fn append_records(&self, records: &[Record], term: u64) -> Result<PendingAppend> {
+        let bytes = batch::encode(records, self.shared.clock.now_ms(), ProducerInfo::NONE)?;
+        self.append(bytes, term)
+    }
+
+    /// Leader path: appends an encoded batch (see [`es_core::batch::encode`]), stamping
+    /// its base offset and `term`. The batch is checked (size, CRC, records) before
+    /// any lock is taken.
+    pub fn append(&self, mut bytes: Vec<u8>, term: u64) -> Result<PendingAppend> {
+        self.check_batch(&bytes)?;
+        self.append_inner(&mut bytes, |next| (next, term))
+    }
+
+    /// Follower path: appends a batch that already carries its base offset and term,
+    /// byte for byte. Its base offset must equal the log end offset.
+    pub fn append_replica(&self, bytes: Vec<u8>) -> Result<PendingAppend> {
+        let mut bytes = bytes;
+        let header = self.check_batch(&bytes)?;
+        self.append_inner(&mut bytes, |_| (header.base_offset, header.term))
+    }
+
+    fn check_batch(&self, bytes: &[u8]) -> Result<es_core::BatchHeader> {
+        let cfg = self.config.read().expect("config lock");
+        if bytes.len() > cfg.batch_bytes_max {
+            return Err(LogError::BatchTooLarge {
+                size: bytes.len(),
+                max: cfg.batch_bytes_max,
+            });
+        }
+        let view = BatchView::parse(bytes, cfg.batch_bytes_max)?;
+        if view.header.total_len() != bytes.len() {
+            return Err(LogError::InvalidBatch(es_core::CodecError::BadRecord {
+                position: view.header.total_len(),
+                reason: "bytes after the batch",
+            }));
+        }
+        view.validate_records()?;
+        for r in view.records() {
+            let r = r?;
+            let size = r.key.map_or(0, <[u8]>::len)
+                + r.value.map_or(0, <[u8]>::len)
+                + r.headers
+                    .iter()
+                    .map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len))
+                    .sum::<usize>();
+            if size > cfg.record_bytes_max {
+                return Err(LogError::RecordTooLarge {
+                    size,
+                    max: cfg.record_bytes_max,
+                });
+            }
+        }
+        Ok(view.header)
+    }
+
+    /// Stamps, orders and queues one batch. `assign(next_offset)` returns the
+    /// (base offset, term) the batch gets.
+    fn append_inner(
+        &self,
+        bytes: &mut Vec<u8>,
+        assign: impl FnOnce(u64) -> (u64, u64),
+    ) -> Result<PendingAppend> {
+        self.progress.check()?;
+        self.wait_for_flusher_room();
+        let now = self.shared.clock.now_ms();
+        let (segment_bytes, segment_ms, interval) = {
+            let c = self.config.read().expect("config lock");
+            (c.segment_bytes, c.segment_ms, c.index_interval_bytes)
+        };
+        let mut inner = self.inner.lock().expect("partition lock");
+        let (base, term) = assign(inner.next_offset);
+        if base != inner.next_offset {
+            return Err(LogError::OffsetMismatch {
+                expected: inner.next_offset,
+                got: base,
+            });
+        }
+        if let Some(latest) = inner.epochs.latest_term() {
+            if term < latest {
+                return Err(LogError::StaleTerm { term, latest });
+            }
+        }
+        batch::stamp(bytes, base, term);
+        let header = es_core::BatchHeader::parse(bytes, usize::MAX)?;
+        self.maybe_roll(
+            &mut inner,
+            bytes.len() as u64,
+            now,
+            segment_bytes,
+            segment_ms,
+        )?;
+        if inner.epochs.latest_term() != Some(term) {
+            inner.epochs.begin(term, base)?;
+        }
+        let active = inner.active().clone();
+        let len = bytes.len();
+        let position = {
+            let mut st = active.state.write().expect("segment state lock");
+            let position = st.size;
+            let rel = (base - active.base_offset) as u32;
+            st.index.on_batch(
+                rel,
+                position as u32,
+                len as u32,
+                header.max_timestamp,
+                interval,
+            );
+            st.size += len as u64;
+            st.next_offset = header.next_offset();
+            st.first_append_ms.get_or_insert(now);
+            position
+        };
+        inner.next_offset = header.next_offset();
+        let (tx, rx) = oneshot::channel();
+        let enqueue = {
+            let writer = active.writer.as_ref().expect("active segment has a writer");
+            let mut p = writer.pending.lock().expect("pending lock");
+            p.chunks.push(std::mem::take(bytes));
+            p.bytes += len;
+            p.waiters.push(tx);
+            p.end_position = position + len as u64;
+            p.end_offset = header.next_offset();
+            !std::mem::replace(&mut p.queued, true)
+        };
+        if enqueue {
+            self.shared.flusher.enqueue(self.job(&active))?;
+        }
+        drop(inner);
+        Ok(PendingAppend {
+            base_offset: base,
+            last_offset: header.last_offset(),
+            rx,
+        })
+    }
+
+    fn job(&self, segment: &Arc<Segment>) -> Job {
+        Job {
+            segment: segment.clone(),
+            progress: self.progress.clone(),
+            dir: self.dir.clone(),
+        }
+    }
+
+    /// Rolls the active segment when the batch would push it past `segment.bytes` or
+    /// when its first batch is older than `segment.ms`.
+    fn maybe_roll(
+        &self,
+        inner: &mut Inner,
+        len: u64,
+        now: i64,
+        segment_bytes: u64,
+        segment_ms: i64,
+    ) -> Result<()> {
+        let active = inner.active().clone();
+        let (size, first) = {
+            let st = active.state.read().expect("segment state lock");
+            (st.size, st.first_append_ms)
+        };
+        let full = size > 0 && size + len > segment_bytes;
+        let old = first.is_some_and(|t| now.saturating_sub(t) >= segment_ms);
+        if !(full || old) {
+            return Ok(());
+        }
+        self.roll(inner, &active)
+    }
+
+    fn roll(&self, inner: &mut Inner, active: &Arc<Segment>) -> Result<()> {
+        let enqueue = {
+            let writer = active.writer.as_ref().expect("active segment has a writer");
+            let mut p = writer.pending.lock().expect("pending lock");
+            p.seal = true;
+            !std::mem::replace(&mut p.queued, true)
+        };
+        if enqueue {
+            self.shared.flusher.enqueue(self.job(active))?;
+        }
+        let max = self
+            .config
+            .read()
+            .expect("config lock")
+            .batch_bytes_max
+            .max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
+        let seg = Segment::create(
+            &self.dir,
+            inner.next_offset,
+            self.shared.open_files.clone(),
+            max,
+        )?;
+        inner.segments.insert(seg.base_offset, seg);
+        Ok(())
+    }
+
+    /// Rolls the active segment now, if it holds anything (tests and tools).
+    pub fn force_roll(&self) -> Result<()> {
+        let mut inner = self.inner.lock().expect("partition lock");
+        let active = inner.active().clone();
+        if active.size() == 0 {
+            return Ok(());
+        }
+        self.roll(&mut inner, &active)
+    }
+
+    /// Bounds the bytes queued for the flusher: waits while the active segment holds
+    /// more than `PENDING_BYTES_MAX` unflushed bytes.
+    fn wait_for_flusher_room(&self) {
+        let active = self.inner.lock().expect("partition lock").active().clone();
+        let Some(writer) = active.writer.as_ref() else {
+            return;
+        };
+        let mut p = writer.pending.lock().expect("pending lock");
+        while p.bytes > PENDING_BYTES_MAX {
+            p = writer
+                .drained
+                .wait_timeout(p, Duration::from_millis(100))
+                .expect("pending lock")
+                .0;
+        }
+    }
+
+    /// Waits until no segment of this partition has bytes queued or in flight.
+    pub fn flush(&self) -> Result<()> {
+        let segments: Vec<Arc<Segment>> = self
+            .inner
+            .lock()
+            .expect("partition lock")
+            .segments
+            .values()
+            .cloned()
+            .collect();
+        for seg in segments {
+            wait_drained(&seg);
+        }
+        self.progress.check()
+    }
+
+    /// Reads whole batches starting with the one that contains `offset`, up to
+    /// `max_bytes` (always at least one whole batch), never past the high watermark.
+    pub fn read(&self, offset: u64, max_bytes: usize) -> Result<ReadResult> {
+        match self.read_once(offset, max_bytes) {
+            // Retention or compaction replaced a segment under this read: try once more.
+            Err(LogError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                self.read_once(offset, max_bytes)
+            }
+            other => other,
+        }
+    }
+
+    fn read_once(&self, offset: u64, max_bytes: usize) -> Result<ReadResult> {
+        let hw = self.high_watermark();
+        let (candidates, log_start) = {
+            let inner = self.inner.lock().expect("partition lock");
+            let log_start = inner.log_start();
+            if offset < log_start || offset > hw {
+                return Err(LogError::OffsetOutOfRange {
+                    requested: offset,
+                    log_start,
+                    high_watermark: hw,
+                });
+            }
+            let all = inner.cold.iter().chain(inner.segments.iter());
+            let floor = all
+                .clone()
+                .take_while(|(b, _)| **b <= offset)
+                .count()
+                .saturating_sub(1);
+            let candidates: Vec<Arc<Segment>> = all.skip(floor).map(|(_, s)| s.clone()).collect();
+            (candidates, log_start)
+        };
+        let mut data = Vec::new();
+        if offset < hw {
+            for seg in candidates {
+                data = seg.read(offset, max_bytes, hw)?;
+                if !data.is_empty() {
+                    break;
+                }
+            }
+        }
+        Ok(ReadResult {
+            data: Bytes::from(data),
+            high_watermark: hw,
+            log_start_offset: log_start,
+        })
+    }
+
+    /// The first offset whose record timestamp is >= `timestamp`, or `None` if every
+    /// durable record is older.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<u64>> {
+        let hw = self.high_watermark();
+        let segments: Vec<Arc<Segment>> = {
+            let inner = self.inner.lock().expect("partition lock");
+            inner
+                .cold
+                .values()
+                .chain(inner.segments.values())
+                .cloned()
+                .collect()
+        };
+        for seg in segments {
+            if let Some(o) = seg.offset_for_timestamp(timestamp, hw)? {
+                return Ok(Some(o));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The offset after the last durable batch: readers see everything below it.
+    pub fn high_watermark(&self) -> u64 {
+        self.progress.durable_offset.load(Ordering::Acquire)
+    }
+
+    /// A receiver that changes whenever the high watermark moves (for long polls).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.progress.notify.subscribe()
+    }
+
+    pub fn info(&self) -> PartitionInfo {
+        let hw = self.high_watermark();
+        let inner = self.inner.lock().expect("partition lock");
+        PartitionInfo {
+            log_start_offset: inner.log_start(),
+            high_watermark: hw,
+            log_end_offset: inner.next_offset,
+            size_bytes: inner.segments.values().map(|s| s.size()).sum(),
+            segment_count: inner.segments.len(),
+            cold_segment_count: inner.cold.len(),
+        }
+    }
+
+    /// The (term, first offset) transitions of this log, oldest first.
+    pub fn term_starts(&self) -> Vec<(u64, u64)> {
+        self.inner
+            .lock()
+            .expect("partition lock")
+            .epochs
+            .entries
+            .clone()
+    }
+
+    /// Discards every record after `offset` (Raft truncation of an uncommitted suffix).
+    pub fn truncate_after(&self, offset: u64) -> Result<()> {
+        self.truncate_from(offset + 1)
+    }
+
+    /// Discards every record at or after `offset`, which must be a batch boundary.
+    pub fn truncate_from(&self, offset: u64) -> Result<()> {
+        let mut inner = self.inner.lock().expect("partition lock");
+        if offset >= inner.next_offset {
+            return Ok(());
+        }
+        let local_start = *inner.segments.keys().next().expect("active segment");
+        if offset < local_start {
+            return Err(LogError::OffsetOutOfRange {
+                requested: offset,
+                log_start: local_start,
+                high_watermark: inner.next_offset,
+            });
+        }
+        for seg in inner.segments.values() {
+            wait_drained(seg);
+        }
+        self.progress.check()?;
+        let target = inner
+            .segments
+            .range(..=offset)
+            .next_back()
+            .map(|(_, s)| s.clone())
+            .expect("segment at or below offset");
+        let cut = find_boundary(&target, offset)?;
+        let doomed: Vec<u64> = inner
+            .segments
+            .range(offset..)
+            .map(|(b, _)| *b)
+            .filter(|b| *b != target.base_offset)
+            .collect();
+        for base in doomed {
+            inner.segments.remove(&base);
+            self.remove_files(base)?;
+        }
+        inner.segments.remove(&target.base_offset);
+        {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&target.log_path)
+                .ctx(|| format!("opening {}", target.log_path.display()))?;
+            f.set_len(cut)
+                .ctx(|| format!("truncating {}", target.log_path.display()))?;
+            f.sync_all()
+                .ctx(|| format!("syncing {}", target.log_path.display()))?;
+        }
+        let max = self
+            .config
+            .read()
+            .expect("config lock")
+            .batch_bytes_max
+            .max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
+        let (seg, _) = Segment::open_active(
+            &self.dir,
+            target.base_offset,
+            self.shared.open_files.clone(),
+            max,
+        )?;
+        files::fsync_dir(&self.dir).ctx(|| format!("syncing {}", self.dir.display()))?;
+        inner.segments.insert(seg.base_offset, seg);
+        inner.next_offset = offset;
+        inner.epochs.truncate_from(offset)?;
+        self.progress
+            .durable_offset
+            .store(offset, Ordering::Release);
+        self.progress.notify.send_replace(offset);
+        Ok(())
+    }
+
+    pub(crate) fn remove_files(&self, base: u64) -> Result<()> {
+        for ext in [LOG_EXT, INDEX_EXT, TIME_INDEX_EXT] {
+            let p = files::segment_path(&self.dir, base, ext);
+            files::remove_if_exists(&p).ctx(|| format!("removing {}", p.display()))?;
+        }
+        files::fsync_dir(&self.dir).ctx(|| format!("syncing {}", self.dir.display()))
+    }
+
+    /// Flushes everything and writes the active segment's indexes, so the next open
+    /// only has to check the tail.
+    pub fn close(&self) -> Result<()> {
+        self.flush()?;
+        let active = self.inner.lock().expect("partition lock").active().clone();
+        active.write_indexes(&self.dir)
+    }
+}
+
+fn note_corrupt(seg: &Segment, report: &mut RecoveryReport) {
+    if let Some((pos, reason)) = &seg.state.read().expect("segment state lock").corrupt_at {
+        report
+            .corrupt_segments
+            .push((seg.log_path.clone(), *pos, reason.clone()));
+    }
+}
+
+/// Blocks until a segment has nothing queued or in flight.
+fn wait_drained(seg: &Segment) {
+    let Some(writer) = seg.writer.as_ref() else {
+        return;
+    };
+    let mut p = writer.pending.lock().expect("pending lock");
+    while p.queued || p.flushing || !p.chunks.is_empty() {
+        p = writer
+            .drained
+            .wait_timeout(p, Duration::from_millis(50))
+            .expect("pending lock")
+            .0;
+    }
+}
+
+/// The byte position of the batch that starts at `offset` (or the segment end if
+/// `offset` is its next offset).
+fn find_boundary(seg: &Arc<Segment>, offset: u64) -> Result<u64> {
+    let (size, next) = {
+        let st = seg.state.read().expect("segment state lock");
+        (st.size, st.next_offset)
+    };
+    if offset == next {
+        return Ok(size);
+    }
+    let hint = {
+        let st = seg.state.read().expect("segment state lock");
+        st.index
+            .lookup((offset - seg.base_offset) as u32)
+            .map_or(0, |e| u64::from(e.position))
+    };
+    let file = seg.reader()?;
+    let mut pos = hint;
+    while pos < size {
+        let h = seg.header_at(&file, pos)?;
+        if h.base_offset == offset {
+            return Ok(pos);
+        }
+        if h.base_offset > offset {
+            break;
+        }
+        pos += h.total_len() as u64;
+    }
+    Err(LogError::NotBatchBoundary { offset })
+}
+
+/// Base offsets of the `.log` files in `dir`, ascending; deletes leftovers of
+/// interrupted atomic writes.
+pub(crate) fn list_segments(dir: &Path) -> Result<Vec<u64>> {
+    let mut bases = Vec::new();
+    for entry in std::fs::read_dir(dir).ctx(|| format!("listing {}", dir.display()))? {
+        let entry = entry.ctx(|| format!("listing {}", dir.display()))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.ends_with(files::TMP_SUFFIX) {
+            files::remove_if_exists(&entry.path())
+                .ctx(|| format!("removing {}", entry.path().display()))?;
+        } else if let Some(base) = files::parse_segment_name(&name) {
+            bases.push(base);
+        }
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}

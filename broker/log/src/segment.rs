@@ -1,0 +1,650 @@
+//! One segment: a `.log` file of whole batches plus its sparse indexes. The active
+//! segment of a partition also owns a [`Writer`], the queue of bytes waiting for the
+//! flusher. Sealed segments are immutable; only compaction replaces one, whole.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+
+use es_core::batch::{BatchHeader, BatchView, HEADER_LEN};
+use tokio::sync::oneshot;
+
+use crate::error::{IoContext, LogError, Result};
+use crate::files::{self, INDEX_EXT, LOG_EXT, TIME_INDEX_EXT};
+use crate::index::SegmentIndex;
+use crate::open_files::OpenFiles;
+
+pub(crate) type Waiter = oneshot::Sender<Result<()>>;
+
+/// Bytes appended to the active segment but not yet written and synced.
+#[derive(Default)]
+pub(crate) struct Pending {
+    pub chunks: Vec<Vec<u8>>,
+    pub bytes: usize,
+    pub waiters: Vec<Waiter>,
+    /// Segment size and next offset once everything pending is written.
+    pub end_position: u64,
+    pub end_offset: u64,
+    /// In the flusher's queue already.
+    pub queued: bool,
+    /// The flusher is writing a previous take of this segment.
+    pub flushing: bool,
+    /// Seal the segment (write its index files) once this flush is durable.
+    pub seal: bool,
+}
+
+/// The write side of the active segment.
+pub(crate) struct Writer {
+    pub file: Mutex<Option<File>>,
+    pub pending: Mutex<Pending>,
+    /// Signalled when the flusher finishes a round for this segment.
+    pub drained: Condvar,
+}
+
+/// Mutable facts about a segment, behind one lock.
+#[derive(Debug, Clone)]
+pub(crate) struct SegState {
+    pub index: SegmentIndex,
+    /// Bytes appended, pending ones included.
+    pub size: u64,
+    /// The offset after the last batch appended.
+    pub next_offset: u64,
+    /// Wall-clock time of the first append (for `segment.ms`).
+    pub first_append_ms: Option<i64>,
+    pub sealed: bool,
+    /// First byte of a batch that failed its CRC in a sealed segment; never served.
+    pub corrupt_at: Option<(u64, String)>,
+}
+
+pub(crate) struct Segment {
+    pub base_offset: u64,
+    pub log_path: PathBuf,
+    pub state: RwLock<SegState>,
+    /// Bytes known to be on disk; reads never go past this.
+    pub durable_size: AtomicU64,
+    pub writer: Option<Writer>,
+    reader: Mutex<Option<Arc<File>>>,
+    pub(crate) last_used: AtomicU64,
+    open_files: Arc<OpenFiles>,
+    batch_bytes_max: usize,
+}
+
+/// What recovery found when opening the newest segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trimmed {
+    pub file: PathBuf,
+    pub position: u64,
+    pub bytes: u64,
+    pub reason: String,
+}
+
+/// Outcome of walking batches from a position.
+struct Scan {
+    end_position: u64,
+    next_offset: Option<u64>,
+    error: Option<(u64, String)>,
+}
+
+impl Segment {
+    fn new(
+        base_offset: u64,
+        log_path: PathBuf,
+        state: SegState,
+        writer: Option<Writer>,
+        open_files: Arc<OpenFiles>,
+        batch_bytes_max: usize,
+    ) -> Self {
+        let durable = state.size;
+        Segment {
+            base_offset,
+            log_path,
+            state: RwLock::new(state),
+            durable_size: AtomicU64::new(durable),
+            writer,
+            reader: Mutex::new(None),
+            last_used: AtomicU64::new(0),
+            open_files,
+            batch_bytes_max,
+        }
+    }
+
+    /// Creates an empty active segment at `base_offset` and makes its name durable.
+    pub fn create(
+        dir: &Path,
+        base_offset: u64,
+        open_files: Arc<OpenFiles>,
+        batch_bytes_max: usize,
+    ) -> Result<Arc<Segment>> {
+        let log_path = files::segment_path(dir, base_offset, LOG_EXT);
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .read(true)
+            .open(&log_path)
+            .ctx(|| format!("creating segment {}", log_path.display()))?;
+        files::fsync_dir(dir).ctx(|| format!("syncing directory {}", dir.display()))?;
+        let state = SegState {
+            index: SegmentIndex::default(),
+            size: 0,
+            next_offset: base_offset,
+            first_append_ms: None,
+            sealed: false,
+            corrupt_at: None,
+        };
+        let writer = Writer::new(file, 0, base_offset);
+        Ok(Arc::new(Segment::new(
+            base_offset,
+            log_path,
+            state,
+            Some(writer),
+            open_files,
+            batch_bytes_max,
+        )))
+    }
+
+    /// Opens a sealed segment: loads its indexes, or rebuilds them when missing or
+    /// invalid. Never modifies the `.log` file.
+    pub fn open_sealed(
+        dir: &Path,
+        base_offset: u64,
+        open_files: Arc<OpenFiles>,
+        batch_bytes_max: usize,
+    ) -> Result<Arc<Segment>> {
+        let log_path = files::segment_path(dir, base_offset, LOG_EXT);
+        let file =
+            File::open(&log_path).ctx(|| format!("opening segment {}", log_path.display()))?;
+        let len = file
+            .metadata()
+            .ctx(|| format!("reading size of {}", log_path.display()))?
+            .len();
+        let (state, rebuilt) = match load_index(dir, base_offset, &file, len, batch_bytes_max) {
+            Some(index) => match walk_headers(&file, base_offset, &index, len, batch_bytes_max) {
+                Some(state) => (state, false),
+                None => (
+                    rebuild(&file, &log_path, base_offset, len, batch_bytes_max)?,
+                    true,
+                ),
+            },
+            None => (
+                rebuild(&file, &log_path, base_offset, len, batch_bytes_max)?,
+                true,
+            ),
+        };
+        let mut state = state;
+        state.sealed = true;
+        if let Some((pos, reason)) = &state.corrupt_at {
+            tracing::error!(file = %log_path.display(), position = pos, reason, "sealed segment is corrupt past this byte; it will not be served");
+        }
+        let seg = Segment::new(
+            base_offset,
+            log_path,
+            state,
+            None,
+            open_files,
+            batch_bytes_max,
+        );
+        if rebuilt {
+            seg.write_indexes(dir)?;
+        }
+        Ok(Arc::new(seg))
+    }
+
+    /// Opens the newest segment for appending: validates CRCs from its last valid
+    /// index entry to the end and truncates a torn or corrupt tail.
+    pub fn open_active(
+        dir: &Path,
+        base_offset: u64,
+        open_files: Arc<OpenFiles>,
+        batch_bytes_max: usize,
+    ) -> Result<(Arc<Segment>, Option<Trimmed>)> {
+        let log_path = files::segment_path(dir, base_offset, LOG_EXT);
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(&log_path)
+            .ctx(|| format!("opening segment {}", log_path.display()))?;
+        let len = file
+            .metadata()
+            .ctx(|| format!("reading size of {}", log_path.display()))?
+            .len();
+        let mut index =
+            load_index(dir, base_offset, &file, len, batch_bytes_max).unwrap_or_default();
+        // The newest segment's index files describe an older clean shutdown at best;
+        // remove them now so a later crash cannot pair them with a different tail.
+        for ext in [INDEX_EXT, TIME_INDEX_EXT] {
+            let p = files::segment_path(dir, base_offset, ext);
+            files::remove_if_exists(&p).ctx(|| format!("removing {}", p.display()))?;
+        }
+        let start = index.offsets.last().copied();
+        let (start_pos, start_offset) = match start {
+            Some(e) => (
+                u64::from(e.position),
+                base_offset + u64::from(e.relative_offset),
+            ),
+            None => (0, base_offset),
+        };
+        if let Some(e) = start {
+            index.offsets.pop();
+            index
+                .times
+                .retain(|t| t.relative_offset < e.relative_offset);
+            index.truncate_to_position(
+                u64::from(e.position),
+                base_offset,
+                base_offset + u64::from(e.relative_offset),
+            );
+        }
+        let scan = scan(
+            &file,
+            start_pos,
+            len,
+            start_offset,
+            batch_bytes_max,
+            true,
+            |h, pos| {
+                index.on_batch(
+                    (h.base_offset - base_offset) as u32,
+                    pos as u32,
+                    h.total_len() as u32,
+                    h.max_timestamp,
+                    u32::MAX,
+                );
+            },
+        )
+        .ctx(|| format!("scanning {}", log_path.display()))?;
+        let trimmed = if scan.end_position < len {
+            let reason = scan
+                .error
+                .map(|(_, r)| r)
+                .unwrap_or_else(|| "incomplete batch".into());
+            file.set_len(scan.end_position)
+                .ctx(|| format!("truncating {}", log_path.display()))?;
+            file.sync_all()
+                .ctx(|| format!("syncing {}", log_path.display()))?;
+            Some(Trimmed {
+                file: log_path.clone(),
+                position: scan.end_position,
+                bytes: len - scan.end_position,
+                reason,
+            })
+        } else {
+            None
+        };
+        let next_offset = scan.next_offset.unwrap_or(start_offset);
+        let state = SegState {
+            index,
+            size: scan.end_position,
+            next_offset,
+            first_append_ms: None,
+            sealed: false,
+            corrupt_at: None,
+        };
+        let writer = Writer::new(file, scan.end_position, next_offset);
+        let seg = Segment::new(
+            base_offset,
+            log_path,
+            state,
+            Some(writer),
+            open_files,
+            batch_bytes_max,
+        );
+        Ok((Arc::new(seg), trimmed))
+    }
+
+    /// Writes `.index` and `.timeindex` durably.
+    pub fn write_indexes(&self, dir: &Path) -> Result<()> {
+        let (offsets, times) = {
+            let st = self.state.read().expect("segment state lock");
+            (st.index.encode_offsets(), st.index.encode_times())
+        };
+        for (ext, bytes) in [(INDEX_EXT, offsets), (TIME_INDEX_EXT, times)] {
+            let p = files::segment_path(dir, self.base_offset, ext);
+            files::write_atomic(&p, &bytes).ctx(|| format!("writing {}", p.display()))?;
+        }
+        Ok(())
+    }
+
+    pub fn next_offset(&self) -> u64 {
+        self.state.read().expect("segment state lock").next_offset
+    }
+
+    pub fn size(&self) -> u64 {
+        self.state.read().expect("segment state lock").size
+    }
+
+    pub fn max_timestamp(&self) -> Option<i64> {
+        self.state
+            .read()
+            .expect("segment state lock")
+            .index
+            .max_timestamp()
+    }
+
+    /// A read handle, opened lazily and closed by [`OpenFiles`] under pressure.
+    pub fn reader(self: &Arc<Self>) -> Result<Arc<File>> {
+        self.last_used
+            .store(self.open_files.tick(), Ordering::Relaxed);
+        let mut guard = self.reader.lock().expect("reader lock");
+        if let Some(f) = guard.as_ref() {
+            return Ok(f.clone());
+        }
+        let f = Arc::new(
+            File::open(&self.log_path).ctx(|| format!("opening {}", self.log_path.display()))?,
+        );
+        *guard = Some(f.clone());
+        drop(guard);
+        self.open_files.opened(self);
+        Ok(f)
+    }
+
+    /// Closes the read handle (readers holding a clone keep it until they finish).
+    pub(crate) fn close_reader(&self) -> bool {
+        self.reader.lock().expect("reader lock").take().is_some()
+    }
+
+    /// Whole batches starting with the one that contains `offset` (or the first one
+    /// after it), up to `max_bytes` (at least one batch), below `limit_offset`.
+    /// Every batch is CRC-checked before it is returned. Empty when this segment holds
+    /// nothing at or after `offset` below the limit.
+    pub fn read(
+        self: &Arc<Self>,
+        offset: u64,
+        max_bytes: usize,
+        limit_offset: u64,
+    ) -> Result<Vec<u8>> {
+        let (start_hint, corrupt_at, end) = {
+            let st = self.state.read().expect("segment state lock");
+            let rel = offset
+                .saturating_sub(self.base_offset)
+                .min(u64::from(u32::MAX)) as u32;
+            let hint = st.index.lookup(rel).map_or(0, |e| u64::from(e.position));
+            let end = if st.sealed {
+                st.size
+            } else {
+                self.durable_size.load(Ordering::Acquire)
+            };
+            (hint, st.corrupt_at.clone(), end)
+        };
+        let end = corrupt_at.as_ref().map_or(end, |(p, _)| end.min(*p));
+        let file = self.reader()?;
+        let mut pos = start_hint;
+        // Find the batch holding `offset` (headers only).
+        let first = loop {
+            if pos + HEADER_LEN as u64 > end {
+                return self.empty_or_corrupt(pos, end, &corrupt_at);
+            }
+            let header = self.header_at(&file, pos)?;
+            if header.base_offset >= limit_offset {
+                return Ok(Vec::new());
+            }
+            if header.last_offset() >= offset {
+                break header;
+            }
+            pos += header.total_len() as u64;
+        };
+        let want = (first.total_len().max(max_bytes) as u64).min(end - pos) as usize;
+        let mut data = files::read_at(&file, pos, want)
+            .ctx(|| format!("reading {}", self.log_path.display()))?;
+        // Keep whole, valid batches below the limit; a batch cut off by max_bytes is
+        // left for the next read.
+        let mut keep = 0usize;
+        while keep < data.len() {
+            let header = BatchHeader::parse(&data[keep..], self.batch_bytes_max)
+                .map_err(|e| self.corrupt(pos + keep as u64, &e.to_string()))?;
+            if keep + header.total_len() > data.len() {
+                if keep == 0 {
+                    return Err(self.corrupt(pos, "batch runs past the end of the segment"));
+                }
+                break;
+            }
+            if header.base_offset >= limit_offset {
+                break;
+            }
+            BatchView::parse(&data[keep..], self.batch_bytes_max)
+                .map_err(|e| self.corrupt(pos + keep as u64, &e.to_string()))?;
+            keep += header.total_len();
+        }
+        data.truncate(keep);
+        Ok(data)
+    }
+
+    fn empty_or_corrupt(
+        &self,
+        pos: u64,
+        end: u64,
+        corrupt_at: &Option<(u64, String)>,
+    ) -> Result<Vec<u8>> {
+        match corrupt_at {
+            Some((p, reason)) if pos >= *p || end >= *p => Err(self.corrupt(*p, reason)),
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    pub(crate) fn header_at(&self, file: &File, pos: u64) -> Result<BatchHeader> {
+        let buf = files::read_at(file, pos, HEADER_LEN)
+            .ctx(|| format!("reading {}", self.log_path.display()))?;
+        BatchHeader::parse(&buf, self.batch_bytes_max)
+            .map_err(|e| self.corrupt(pos, &e.to_string()))
+    }
+
+    fn corrupt(&self, position: u64, reason: &str) -> LogError {
+        LogError::Corrupt {
+            file: self.log_path.clone(),
+            position,
+            reason: reason.to_owned(),
+        }
+    }
+
+    /// First offset in this segment whose record timestamp is >= `timestamp`.
+    pub fn offset_for_timestamp(
+        self: &Arc<Self>,
+        timestamp: i64,
+        limit_offset: u64,
+    ) -> Result<Option<u64>> {
+        let start_offset = {
+            let st = self.state.read().expect("segment state lock");
+            if st.index.max_timestamp().is_none_or(|m| m < timestamp) {
+                return Ok(None);
+            }
+            st.index
+                .lookup_time(timestamp)
+                .map_or(self.base_offset, |e| {
+                    self.base_offset + u64::from(e.relative_offset)
+                })
+        };
+        let mut offset = start_offset;
+        loop {
+            let data = self.read(offset, 1 << 20, limit_offset)?;
+            if data.is_empty() {
+                return Ok(None);
+            }
+            let mut at = 0;
+            while at < data.len() {
+                let view = BatchView::parse(&data[at..], self.batch_bytes_max)
+                    .map_err(|e| self.corrupt(0, &e.to_string()))?;
+                if view.header.max_timestamp >= timestamp {
+                    for r in view.records() {
+                        let r = r.map_err(|e| self.corrupt(0, &e.to_string()))?;
+                        if r.timestamp >= timestamp && r.offset >= offset {
+                            return Ok(Some(r.offset));
+                        }
+                    }
+                }
+                offset = view.header.next_offset();
+                at += view.header.total_len();
+            }
+        }
+    }
+}
+
+impl Writer {
+    fn new(file: File, size: u64, next_offset: u64) -> Writer {
+        Writer {
+            file: Mutex::new(Some(file)),
+            pending: Mutex::new(Pending {
+                end_position: size,
+                end_offset: next_offset,
+                ..Pending::default()
+            }),
+            drained: Condvar::new(),
+        }
+    }
+}
+
+/// Reads both index files and checks them against the segment; `None` if unusable.
+fn load_index(dir: &Path, base: u64, file: &File, len: u64, max: usize) -> Option<SegmentIndex> {
+    let offsets = std::fs::read(files::segment_path(dir, base, INDEX_EXT)).ok()?;
+    let times = std::fs::read(files::segment_path(dir, base, TIME_INDEX_EXT)).ok()?;
+    let index = SegmentIndex::decode(&offsets, &times, len)?;
+    // The last entry must point at a whole, valid batch with the offset it claims.
+    if let Some(last) = index.offsets.last() {
+        let header = BatchHeader::parse(
+            &files::read_at(file, u64::from(last.position), HEADER_LEN).ok()?,
+            max,
+        )
+        .ok()?;
+        let bytes = files::read_at(file, u64::from(last.position), header.total_len()).ok()?;
+        let view = BatchView::parse(&bytes, max).ok()?;
+        if view.header.base_offset != base + u64::from(last.relative_offset) {
+            return None;
+        }
+    }
+    Some(index)
+}
+
+/// Walks batch headers from the last index entry of a sealed segment to find its end
+/// offset and max timestamp. `None` if the walk does not land exactly on the file end.
+fn walk_headers(
+    file: &File,
+    base: u64,
+    index: &SegmentIndex,
+    len: u64,
+    max: usize,
+) -> Option<SegState> {
+    let mut index = index.clone();
+    let (mut pos, mut first) = match index.offsets.last() {
+        Some(e) => (u64::from(e.position), true),
+        None => (0, false),
+    };
+    let mut next_offset = base;
+    while pos < len {
+        let header = BatchHeader::parse(&files::read_at(file, pos, HEADER_LEN).ok()?, max).ok()?;
+        if first {
+            index.note_timestamp(header.max_timestamp);
+            first = false;
+        } else {
+            index.on_batch(
+                (header.base_offset - base) as u32,
+                pos as u32,
+                header.total_len() as u32,
+                header.max_timestamp,
+                u32::MAX,
+            );
+        }
+        next_offset = header.next_offset();
+        pos += header.total_len() as u64;
+    }
+    (pos == len).then_some(SegState {
+        index,
+        size: len,
+        next_offset,
+        first_append_ms: None,
+        sealed: true,
+        corrupt_at: None,
+    })
+}
+
+/// Rebuilds a sealed segment's index with a full CRC scan.
+fn rebuild(file: &File, path: &Path, base: u64, len: u64, max: usize) -> Result<SegState> {
+    tracing::info!(file = %path.display(), "rebuilding segment index");
+    let mut index = SegmentIndex::default();
+    let interval = es_core::limits::INDEX_INTERVAL_BYTES_DEFAULT;
+    let scan = scan(file, 0, len, base, max, false, |h, pos| {
+        index.on_batch(
+            (h.base_offset - base) as u32,
+            pos as u32,
+            h.total_len() as u32,
+            h.max_timestamp,
+            interval,
+        );
+    })
+    .ctx(|| format!("scanning {}", path.display()))?;
+    let corrupt_at = if scan.end_position < len {
+        Some(
+            scan.error
+                .unwrap_or((scan.end_position, "incomplete batch".into())),
+        )
+    } else {
+        None
+    };
+    Ok(SegState {
+        index,
+        size: len,
+        next_offset: scan.next_offset.unwrap_or(base),
+        first_append_ms: None,
+        sealed: true,
+        corrupt_at,
+    })
+}
+
+/// Walks whole batches from `start`, checking length, CRC and offset continuity.
+/// Stops at the first invalid or incomplete batch.
+fn scan(
+    file: &File,
+    start: u64,
+    len: u64,
+    first_offset: u64,
+    max: usize,
+    strict: bool,
+    mut on_batch: impl FnMut(&BatchHeader, u64),
+) -> std::io::Result<Scan> {
+    let mut pos = start;
+    let mut expected: Option<u64> = None;
+    let mut next_offset = None;
+    let fail = |pos: u64, next_offset, reason: String| {
+        Ok(Scan {
+            end_position: pos,
+            next_offset,
+            error: Some((pos, reason)),
+        })
+    };
+    while pos < len {
+        let head = files::read_at(file, pos, HEADER_LEN)?;
+        let header = match BatchHeader::parse(&head, max) {
+            Ok(h) => h,
+            Err(e) => return fail(pos, next_offset, e.to_string()),
+        };
+        let bytes = files::read_at(file, pos, header.total_len())?;
+        if let Err(e) = BatchView::parse(&bytes, max) {
+            return fail(pos, next_offset, e.to_string());
+        }
+        // The active segment never has gaps; compaction may leave them in sealed ones.
+        let exp = expected.unwrap_or(first_offset);
+        let ok_offset = if strict {
+            header.base_offset == exp
+        } else {
+            header.base_offset >= exp
+        };
+        if !ok_offset {
+            return fail(
+                pos,
+                next_offset,
+                format!(
+                    "batch offset {} does not follow offset {exp}",
+                    header.base_offset
+                ),
+            );
+        }
+        on_batch(&header, pos);
+        expected = Some(header.next_offset());
+        next_offset = expected;
+        pos += header.total_len() as u64;
+    }
+    Ok(Scan {
+        end_position: pos,
+        next_offset,
+        error: None,
+    })
+}
