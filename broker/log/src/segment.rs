@@ -391,6 +391,9 @@ impl Segment {
         // left for the next read.
         let mut keep = 0usize;
         while keep < data.len() {
+            if keep > 0 && data.len() - keep < HEADER_LEN {
+                break;
+            }
             let header = BatchHeader::parse(&data[keep..], self.batch_bytes_max)
                 .map_err(|e| self.corrupt(pos + keep as u64, &e.to_string()))?;
             if keep + header.total_len() > data.len() {
