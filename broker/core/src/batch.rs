@@ -58,10 +58,7 @@ pub enum CodecError {
     #[error("unsupported batch attributes {attributes:#04x}")]
     BadAttributes { attributes: u8 },
     #[error("malformed record at byte {position}: {reason}")]
-    BadRecord {
-        position: usize,
-        reason: &'static str,
-    },
+    BadRecord { position: usize, reason: &'static str },
     #[error("batch has {count} records; the limit is {max}")]
     TooManyRecords { count: usize, max: usize },
     #[error("empty batch: a batch needs at least one record")]
@@ -89,18 +86,12 @@ impl BatchHeader {
     /// batch size so a corrupt length field cannot make a reader allocate gigabytes.
     pub fn parse(buf: &[u8], max_len: usize) -> Result<Self, CodecError> {
         if buf.len() < HEADER_LEN {
-            return Err(CodecError::Truncated {
-                needed: HEADER_LEN,
-                available: buf.len(),
-            });
+            return Err(CodecError::Truncated { needed: HEADER_LEN, available: buf.len() });
         }
         let batch_length = be_u32(buf, 8);
         let total = LENGTH_PREFIX as u64 + u64::from(batch_length);
         if total < HEADER_LEN as u64 || total > max_len as u64 {
-            return Err(CodecError::BadLength {
-                length: total,
-                max: max_len,
-            });
+            return Err(CodecError::BadLength { length: total, max: max_len });
         }
         let magic = buf[24];
         if magic != MAGIC {
@@ -154,23 +145,15 @@ impl<'a> BatchView<'a> {
         let header = BatchHeader::parse(buf, max_len)?;
         let total = header.total_len();
         if buf.len() < total {
-            return Err(CodecError::Truncated {
-                needed: total,
-                available: buf.len(),
-            });
+            return Err(CodecError::Truncated { needed: total, available: buf.len() });
         }
         let bytes = &buf[..total];
         let computed = crc32fast::hash(&bytes[CRC_START..]);
         if computed != header.crc {
-            return Err(CodecError::BadCrc {
-                stored: header.crc,
-                computed,
-            });
+            return Err(CodecError::BadCrc { stored: header.crc, computed });
         }
         if header.attributes & !COMPRESSION_MASK != 0 {
-            return Err(CodecError::BadAttributes {
-                attributes: header.attributes,
-            });
+            return Err(CodecError::BadAttributes { attributes: header.attributes });
         }
         Ok(Self { header, bytes })
     }
@@ -245,10 +228,7 @@ impl RecordView<'_> {
             headers: self
                 .headers
                 .iter()
-                .map(|(k, v)| Header {
-                    key: (*k).to_owned(),
-                    value: v.map(Bytes::copy_from_slice),
-                })
+                .map(|(k, v)| Header { key: (*k).to_owned(), value: v.map(Bytes::copy_from_slice) })
                 .collect(),
             timestamp: Some(self.timestamp),
         }
@@ -275,9 +255,7 @@ impl<'a> Iterator for RecordIter<'a> {
         }
         if self.compressed {
             self.remaining = 0;
-            return Some(Err(CodecError::BadAttributes {
-                attributes: self.attributes,
-            }));
+            return Some(Err(CodecError::BadAttributes { attributes: self.attributes }));
         }
         self.remaining -= 1;
         let result = self.parse_one();
@@ -291,30 +269,19 @@ impl<'a> Iterator for RecordIter<'a> {
 impl<'a> RecordIter<'a> {
     fn parse_one(&mut self) -> Result<RecordView<'a>, CodecError> {
         let start = self.position;
-        let mut cur = Cursor {
-            buf: self.buf,
-            pos: start,
-        };
+        let mut cur = Cursor { buf: self.buf, pos: start };
         let length = cur.u32()? as usize;
         let end = cur.pos.checked_add(length).filter(|e| *e <= self.buf.len());
-        let end = end.ok_or(CodecError::BadRecord {
-            position: start,
-            reason: "record length past the batch end",
-        })?;
-        let mut cur = Cursor {
-            buf: &self.buf[..end],
-            pos: cur.pos,
-        };
+        let end =
+            end.ok_or(CodecError::BadRecord { position: start, reason: "record length past the batch end" })?;
+        let mut cur = Cursor { buf: &self.buf[..end], pos: cur.pos };
         let offset_delta = cur.u32()?;
         let timestamp = cur.u64()? as i64;
         let key = cur.nullable()?;
         let value = cur.nullable()?;
         let header_count = cur.u32()? as usize;
         if header_count > crate::limits::RECORD_HEADERS_MAX {
-            return Err(CodecError::BadRecord {
-                position: cur.pos,
-                reason: "too many headers",
-            });
+            return Err(CodecError::BadRecord { position: cur.pos, reason: "too many headers" });
         }
         let mut headers = Vec::with_capacity(header_count);
         for _ in 0..header_count {
@@ -333,13 +300,7 @@ impl<'a> RecordIter<'a> {
             });
         }
         self.position = end;
-        Ok(RecordView {
-            offset: self.base_offset + u64::from(offset_delta),
-            timestamp,
-            key,
-            value,
-            headers,
-        })
+        Ok(RecordView { offset: self.base_offset + u64::from(offset_delta), timestamp, key, value, headers })
     }
 }
 
@@ -351,10 +312,8 @@ struct Cursor<'a> {
 impl<'a> Cursor<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], CodecError> {
         let end = self.pos.checked_add(n).filter(|e| *e <= self.buf.len());
-        let end = end.ok_or(CodecError::BadRecord {
-            position: self.pos,
-            reason: "field past the record end",
-        })?;
+        let end =
+            end.ok_or(CodecError::BadRecord { position: self.pos, reason: "field past the record end" })?;
         let out = &self.buf[self.pos..end];
         self.pos = end;
         Ok(out)
@@ -374,10 +333,7 @@ impl<'a> Cursor<'a> {
         let len = self.u32()? as i32;
         match len {
             -1 => Ok(None),
-            n if n < 0 => Err(CodecError::BadRecord {
-                position: self.pos,
-                reason: "negative length",
-            }),
+            n if n < 0 => Err(CodecError::BadRecord { position: self.pos, reason: "negative length" }),
             n => Ok(Some(self.take(n as usize)?)),
         }
     }
@@ -386,16 +342,8 @@ impl<'a> Cursor<'a> {
 /// Encodes records into one uncompressed batch with base offset 0 and term 0, CRC
 /// filled in. The leader later stamps base offset and term with [`stamp`]. Records
 /// without a timestamp get `now_ms`.
-pub fn encode(
-    records: &[Record],
-    now_ms: i64,
-    producer: ProducerInfo,
-) -> Result<Vec<u8>, CodecError> {
-    encode_with_deltas(
-        records.iter().enumerate().map(|(i, r)| (i as u32, r)),
-        now_ms,
-        producer,
-    )
+pub fn encode(records: &[Record], now_ms: i64, producer: ProducerInfo) -> Result<Vec<u8>, CodecError> {
+    encode_with_deltas(records.iter().enumerate().map(|(i, r)| (i as u32, r)), now_ms, producer)
 }
 
 /// Like [`encode`], with explicit offset deltas (compaction keeps the original
@@ -415,10 +363,7 @@ pub fn encode_with_deltas<'r>(
         return Err(CodecError::Empty);
     }
     if count > crate::limits::BATCH_RECORDS_MAX {
-        return Err(CodecError::TooManyRecords {
-            count,
-            max: crate::limits::BATCH_RECORDS_MAX,
-        });
+        return Err(CodecError::TooManyRecords { count, max: crate::limits::BATCH_RECORDS_MAX });
     }
     let mut buf = Vec::with_capacity(size);
     buf.resize(HEADER_LEN, 0);
@@ -431,11 +376,8 @@ pub fn encode_with_deltas<'r>(
         encode_record(&mut buf, delta, ts, r);
     }
     debug_assert_eq!(buf.len(), size);
-    let batch_length =
-        u32::try_from(buf.len() - LENGTH_PREFIX).map_err(|_| CodecError::BadLength {
-            length: buf.len() as u64,
-            max: u32::MAX as usize,
-        })?;
+    let batch_length = u32::try_from(buf.len() - LENGTH_PREFIX)
+        .map_err(|_| CodecError::BadLength { length: buf.len() as u64, max: u32::MAX as usize })?;
     buf[8..12].copy_from_slice(&batch_length.to_be_bytes());
     buf[24] = MAGIC;
     buf[25] = 0;
@@ -479,10 +421,7 @@ fn put_nullable(buf: &mut Vec<u8>, v: Option<&[u8]>) {
 /// Writes the leader-assigned base offset and term into an encoded batch. These
 /// fields are outside the CRC, so the checksum stays valid.
 pub fn stamp(batch: &mut [u8], base_offset: u64, term: u64) {
-    assert!(
-        batch.len() >= HEADER_LEN,
-        "stamp on a buffer shorter than a batch header"
-    );
+    assert!(batch.len() >= HEADER_LEN, "stamp on a buffer shorter than a batch header");
     batch[0..8].copy_from_slice(&base_offset.to_be_bytes());
     batch[12..20].copy_from_slice(&term.to_be_bytes());
 }
@@ -508,19 +447,13 @@ mod tests {
             Record {
                 key: None,
                 value: None,
-                headers: vec![Header {
-                    key: "h".into(),
-                    value: None,
-                }],
+                headers: vec![Header { key: "h".into(), value: None }],
                 timestamp: Some(7),
             },
             Record {
                 key: Some(Bytes::from_static(b"")),
                 value: Some(Bytes::from_static(&[0xff, 0x00])),
-                headers: vec![Header {
-                    key: "trace".into(),
-                    value: Some(Bytes::from_static(b"abc")),
-                }],
+                headers: vec![Header { key: "trace".into(), value: Some(Bytes::from_static(b"abc")) }],
                 timestamp: Some(3),
             },
         ]
@@ -567,10 +500,7 @@ mod tests {
     fn corrupt_length_cannot_request_huge_reads() {
         let mut buf = encode(&sample(), 1, ProducerInfo::NONE).unwrap();
         buf[8..12].copy_from_slice(&u32::MAX.to_be_bytes());
-        assert!(matches!(
-            BatchHeader::parse(&buf, MAX),
-            Err(CodecError::BadLength { .. })
-        ));
+        assert!(matches!(BatchHeader::parse(&buf, MAX), Err(CodecError::BadLength { .. })));
     }
 
     proptest! {

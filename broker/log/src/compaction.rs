@@ -30,11 +30,8 @@ impl PartitionLog {
         let (sealed, all) = {
             let inner = self.inner.lock().expect("partition lock");
             let all: Vec<Arc<Segment>> = inner.segments.values().cloned().collect();
-            let sealed: Vec<Arc<Segment>> = all
-                .iter()
-                .filter(|s| s.state.read().expect("segment state lock").sealed)
-                .cloned()
-                .collect();
+            let sealed: Vec<Arc<Segment>> =
+                all.iter().filter(|s| s.state.read().expect("segment state lock").sealed).cloned().collect();
             (sealed, all)
         };
         if sealed.is_empty() {
@@ -72,9 +69,7 @@ impl PartitionLog {
         tmp.push(files::TMP_SUFFIX);
         let tmp = std::path::PathBuf::from(tmp);
         std::fs::write(&tmp, bytes).ctx(|| format!("writing {}", tmp.display()))?;
-        std::fs::File::open(&tmp)
-            .and_then(|f| f.sync_all())
-            .ctx(|| format!("syncing {}", tmp.display()))?;
+        std::fs::File::open(&tmp).and_then(|f| f.sync_all()).ctx(|| format!("syncing {}", tmp.display()))?;
         // Readers of the old segment keep their handle on the old file.
         let _ = old.reader();
         for ext in [INDEX_EXT, TIME_INDEX_EXT] {
@@ -83,17 +78,10 @@ impl PartitionLog {
         }
         std::fs::rename(&tmp, &old.log_path).ctx(|| format!("renaming {}", tmp.display()))?;
         files::fsync_dir(&self.dir).ctx(|| format!("syncing {}", self.dir.display()))?;
-        let max = self
-            .config()
-            .batch_bytes_max
-            .max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
+        let max = self.config().batch_bytes_max.max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
         let new = Segment::open_sealed(&self.dir, base, self.shared.open_files.clone(), max)?;
         let mut inner = self.inner.lock().expect("partition lock");
-        if inner
-            .segments
-            .get(&base)
-            .is_some_and(|s| Arc::ptr_eq(s, old))
-        {
+        if inner.segments.get(&base).is_some_and(|s| Arc::ptr_eq(s, old)) {
             inner.segments.insert(base, new);
         }
         Ok(())

@@ -9,16 +9,9 @@ use es_core::CodecError;
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum LogError {
     #[error("i/o error while {context}: {source}")]
-    Io {
-        context: String,
-        source: Arc<std::io::Error>,
-    },
+    Io { context: String, source: Arc<std::io::Error> },
     #[error("corrupt data in {file} at byte {position}: {reason}")]
-    Corrupt {
-        file: PathBuf,
-        position: u64,
-        reason: String,
-    },
+    Corrupt { file: PathBuf, position: u64, reason: String },
     #[error("invalid batch: {0}")]
     InvalidBatch(#[from] CodecError),
     #[error("batch of {size} bytes exceeds the limit of {max} bytes")]
@@ -26,11 +19,7 @@ pub enum LogError {
     #[error("record of {size} bytes exceeds the limit of {max} bytes")]
     RecordTooLarge { size: usize, max: usize },
     #[error("offset {requested} is out of range: the log holds [{log_start}, {high_watermark})")]
-    OffsetOutOfRange {
-        requested: u64,
-        log_start: u64,
-        high_watermark: u64,
-    },
+    OffsetOutOfRange { requested: u64, log_start: u64, high_watermark: u64 },
     #[error("replica batch starts at offset {got}, but the log ends at {expected}")]
     OffsetMismatch { expected: u64, got: u64 },
     #[error("term {term} is older than the log's latest term {latest}")]
@@ -49,10 +38,7 @@ pub enum LogError {
 
 impl LogError {
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        LogError::Io {
-            context: context.into(),
-            source: Arc::new(source),
-        }
+        LogError::Io { context: context.into(), source: Arc::new(source) }
     }
 }
 

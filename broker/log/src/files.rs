@@ -39,11 +39,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     tmp.push(TMP_SUFFIX);
     let tmp = PathBuf::from(tmp);
     {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
+        let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
     }
@@ -61,10 +57,7 @@ pub(crate) fn write_all_vectored(file: &mut File, chunks: &[Vec<u8>]) -> io::Res
         while !slices.is_empty() {
             let n = file.write_vectored(slices)?;
             if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::WriteZero,
-                    "writev wrote nothing",
-                ));
+                return Err(io::Error::new(io::ErrorKind::WriteZero, "writev wrote nothing"));
             }
             IoSlice::advance_slices(&mut slices, n);
         }

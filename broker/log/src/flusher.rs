@@ -138,32 +138,19 @@ impl Flusher {
     }
 
     fn flush_one(&self, job: &Job) {
-        let writer = job
-            .segment
-            .writer
-            .as_ref()
-            .expect("queued segment has a writer");
+        let writer = job.segment.writer.as_ref().expect("queued segment has a writer");
         let (chunks, waiters, end_position, end_offset) = {
             let mut p = writer.pending.lock().expect("pending lock");
             p.queued = false;
             p.flushing = true;
             p.bytes = 0;
-            (
-                std::mem::take(&mut p.chunks),
-                std::mem::take(&mut p.waiters),
-                p.end_position,
-                p.end_offset,
-            )
+            (std::mem::take(&mut p.chunks), std::mem::take(&mut p.waiters), p.end_position, p.end_offset)
         };
         let result = self.write_and_sync(job, &chunks);
-        self.stats
-            .appends
-            .fetch_add(waiters.len() as u64, Ordering::Relaxed);
+        self.stats.appends.fetch_add(waiters.len() as u64, Ordering::Relaxed);
         match &result {
             Ok(()) => {
-                job.segment
-                    .durable_size
-                    .store(end_position, Ordering::Release);
+                job.segment.durable_size.store(end_position, Ordering::Release);
                 job.progress.advance(end_offset);
             }
             Err(e) => {
@@ -186,11 +173,7 @@ impl Flusher {
     }
 
     fn write_and_sync(&self, job: &Job, chunks: &[Vec<u8>]) -> Result<()> {
-        let writer = job
-            .segment
-            .writer
-            .as_ref()
-            .expect("queued segment has a writer");
+        let writer = job.segment.writer.as_ref().expect("queued segment has a writer");
         let mut file = writer.file.lock().expect("writer file lock");
         let file = file.as_mut().ok_or(LogError::ShutDown)?;
         let path = &job.segment.log_path;
@@ -200,8 +183,7 @@ impl Flusher {
             let bytes: usize = chunks.iter().map(Vec::len).sum();
             self.stats.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         }
-        file.sync_data()
-            .map_err(|e| LogError::io(format!("syncing {}", path.display()), e))?;
+        file.sync_data().map_err(|e| LogError::io(format!("syncing {}", path.display()), e))?;
         self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -212,11 +194,7 @@ impl Flusher {
             // The index is a hint; the next open rebuilds it from the segment.
             tracing::warn!(file = %job.segment.log_path.display(), error = %e, "could not write the index of a sealed segment");
         }
-        job.segment
-            .state
-            .write()
-            .expect("segment state lock")
-            .sealed = true;
+        job.segment.state.write().expect("segment state lock").sealed = true;
         if let Some(w) = job.segment.writer.as_ref() {
             w.file.lock().expect("writer file lock").take();
         }

@@ -24,8 +24,6 @@ pub use config::{CleanupPolicy, LogConfig};
 pub use error::{LogError, Result};
 pub use flusher::FlushStats;
 pub use manager::{LogManager, ManagerOptions};
-pub use partition::{
-    Appended, PartitionInfo, PartitionLog, PendingAppend, ReadResult, RecoveryReport,
-};
+pub use partition::{Appended, PartitionInfo, PartitionLog, PendingAppend, ReadResult, RecoveryReport};
 pub use retention::HousekeepingReport;
 pub use segment::Trimmed;

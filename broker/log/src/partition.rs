@@ -35,19 +35,11 @@ pub(crate) struct Inner {
 
 impl Inner {
     pub fn active(&self) -> &Arc<Segment> {
-        self.segments
-            .values()
-            .next_back()
-            .expect("a partition always has an active segment")
+        self.segments.values().next_back().expect("a partition always has an active segment")
     }
 
     pub fn log_start(&self) -> u64 {
-        self.cold
-            .keys()
-            .next()
-            .or(self.segments.keys().next())
-            .copied()
-            .unwrap_or(self.next_offset)
+        self.cold.keys().next().or(self.segments.keys().next()).copied().unwrap_or(self.next_offset)
     }
 }
 
@@ -84,20 +76,14 @@ impl PendingAppend {
     pub fn wait(self) -> Result<Appended> {
         let (base_offset, last_offset) = (self.base_offset, self.last_offset);
         self.rx.blocking_recv().map_err(|_| LogError::ShutDown)??;
-        Ok(Appended {
-            base_offset,
-            last_offset,
-        })
+        Ok(Appended { base_offset, last_offset })
     }
 
     /// Resolves once the batch is durable.
     pub async fn durable(self) -> Result<Appended> {
         let (base_offset, last_offset) = (self.base_offset, self.last_offset);
         self.rx.await.map_err(|_| LogError::ShutDown)??;
-        Ok(Appended {
-            base_offset,
-            last_offset,
-        })
+        Ok(Appended { base_offset, last_offset })
     }
 }
 
@@ -152,18 +138,17 @@ impl PartitionLog {
     ) -> Result<(Arc<Self>, RecoveryReport)> {
         config.validate()?;
         if config.cold_tier && cold_dir.is_none() {
-            return Err(LogError::InvalidConfig("the cold tier is on for this topic, but the broker has no cold tier directory configured".into()));
+            return Err(LogError::InvalidConfig(
+                "the cold tier is on for this topic, but the broker has no cold tier directory configured"
+                    .into(),
+            ));
         }
         std::fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
-        let max = config
-            .batch_bytes_max
-            .max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
+        let max = config.batch_bytes_max.max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
         let mut report = RecoveryReport::default();
         let bases = list_segments(&dir)?;
         let mut segments = BTreeMap::new();
-        let (last, sealed) = bases
-            .split_last()
-            .map_or((None, &[][..]), |(l, s)| (Some(*l), s));
+        let (last, sealed) = bases.split_last().map_or((None, &[][..]), |(l, s)| (Some(*l), s));
         for &base in sealed {
             let seg = Segment::open_sealed(&dir, base, shared.open_files.clone(), max)?;
             note_corrupt(&seg, &mut report);
@@ -171,8 +156,7 @@ impl PartitionLog {
         }
         let active = match last {
             Some(base) => {
-                let (seg, trimmed) =
-                    Segment::open_active(&dir, base, shared.open_files.clone(), max)?;
+                let (seg, trimmed) = Segment::open_active(&dir, base, shared.open_files.clone(), max)?;
                 if let Some(t) = &trimmed {
                     tracing::warn!(file = %t.file.display(), position = t.position, bytes = t.bytes, reason = %t.reason, "recovery trimmed a torn tail");
                 }
@@ -209,12 +193,7 @@ impl PartitionLog {
             dir,
             cold_dir,
             config: RwLock::new(config),
-            inner: Mutex::new(Inner {
-                segments,
-                cold,
-                next_offset,
-                epochs,
-            }),
+            inner: Mutex::new(Inner { segments, cold, next_offset, epochs }),
             progress: Progress::new(next_offset),
             shared,
             housekeeping: Mutex::new(()),
@@ -238,9 +217,7 @@ impl PartitionLog {
     pub fn set_config(&self, config: LogConfig) -> Result<()> {
         config.validate()?;
         if config.cold_tier && self.cold_dir.is_none() {
-            return Err(LogError::InvalidConfig(
-                "the broker has no cold tier directory configured".into(),
-            ));
+            return Err(LogError::InvalidConfig("the broker has no cold tier directory configured".into()));
         }
         *self.config.write().expect("config lock") = config;
         Ok(())
@@ -271,10 +248,7 @@ impl PartitionLog {
     fn check_batch(&self, bytes: &[u8]) -> Result<es_core::BatchHeader> {
         let cfg = self.config.read().expect("config lock");
         if bytes.len() > cfg.batch_bytes_max {
-            return Err(LogError::BatchTooLarge {
-                size: bytes.len(),
-                max: cfg.batch_bytes_max,
-            });
+            return Err(LogError::BatchTooLarge { size: bytes.len(), max: cfg.batch_bytes_max });
         }
         let view = BatchView::parse(bytes, cfg.batch_bytes_max)?;
         if view.header.total_len() != bytes.len() {
@@ -288,15 +262,9 @@ impl PartitionLog {
             let r = r?;
             let size = r.key.map_or(0, <[u8]>::len)
                 + r.value.map_or(0, <[u8]>::len)
-                + r.headers
-                    .iter()
-                    .map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len))
-                    .sum::<usize>();
+                + r.headers.iter().map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len)).sum::<usize>();
             if size > cfg.record_bytes_max {
-                return Err(LogError::RecordTooLarge {
-                    size,
-                    max: cfg.record_bytes_max,
-                });
+                return Err(LogError::RecordTooLarge { size, max: cfg.record_bytes_max });
             }
         }
         Ok(view.header)
@@ -319,10 +287,7 @@ impl PartitionLog {
         let mut inner = self.inner.lock().expect("partition lock");
         let (base, term) = assign(inner.next_offset);
         if base != inner.next_offset {
-            return Err(LogError::OffsetMismatch {
-                expected: inner.next_offset,
-                got: base,
-            });
+            return Err(LogError::OffsetMismatch { expected: inner.next_offset, got: base });
         }
         if let Some(latest) = inner.epochs.latest_term() {
             if term < latest {
@@ -331,13 +296,7 @@ impl PartitionLog {
         }
         batch::stamp(bytes, base, term);
         let header = es_core::BatchHeader::parse(bytes, usize::MAX)?;
-        self.maybe_roll(
-            &mut inner,
-            bytes.len() as u64,
-            now,
-            segment_bytes,
-            segment_ms,
-        )?;
+        self.maybe_roll(&mut inner, bytes.len() as u64, now, segment_bytes, segment_ms)?;
         if inner.epochs.latest_term() != Some(term) {
             inner.epochs.begin(term, base)?;
         }
@@ -347,13 +306,7 @@ impl PartitionLog {
             let mut st = active.state.write().expect("segment state lock");
             let position = st.size;
             let rel = (base - active.base_offset) as u32;
-            st.index.on_batch(
-                rel,
-                position as u32,
-                len as u32,
-                header.max_timestamp,
-                interval,
-            );
+            st.index.on_batch(rel, position as u32, len as u32, header.max_timestamp, interval);
             st.size += len as u64;
             st.next_offset = header.next_offset();
             st.first_append_ms.get_or_insert(now);
@@ -375,19 +328,11 @@ impl PartitionLog {
             self.shared.flusher.enqueue(self.job(&active))?;
         }
         drop(inner);
-        Ok(PendingAppend {
-            base_offset: base,
-            last_offset: header.last_offset(),
-            rx,
-        })
+        Ok(PendingAppend { base_offset: base, last_offset: header.last_offset(), rx })
     }
 
     fn job(&self, segment: &Arc<Segment>) -> Job {
-        Job {
-            segment: segment.clone(),
-            progress: self.progress.clone(),
-            dir: self.dir.clone(),
-        }
+        Job { segment: segment.clone(), progress: self.progress.clone(), dir: self.dir.clone() }
     }
 
     /// Rolls the active segment when the batch would push it past `segment.bytes` or
@@ -429,12 +374,7 @@ impl PartitionLog {
             .expect("config lock")
             .batch_bytes_max
             .max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
-        let seg = Segment::create(
-            &self.dir,
-            inner.next_offset,
-            self.shared.open_files.clone(),
-            max,
-        )?;
+        let seg = Segment::create(&self.dir, inner.next_offset, self.shared.open_files.clone(), max)?;
         inner.segments.insert(seg.base_offset, seg);
         Ok(())
     }
@@ -458,24 +398,14 @@ impl PartitionLog {
         };
         let mut p = writer.pending.lock().expect("pending lock");
         while p.bytes > PENDING_BYTES_MAX {
-            p = writer
-                .drained
-                .wait_timeout(p, Duration::from_millis(100))
-                .expect("pending lock")
-                .0;
+            p = writer.drained.wait_timeout(p, Duration::from_millis(100)).expect("pending lock").0;
         }
     }
 
     /// Waits until no segment of this partition has bytes queued or in flight.
     pub fn flush(&self) -> Result<()> {
-        let segments: Vec<Arc<Segment>> = self
-            .inner
-            .lock()
-            .expect("partition lock")
-            .segments
-            .values()
-            .cloned()
-            .collect();
+        let segments: Vec<Arc<Segment>> =
+            self.inner.lock().expect("partition lock").segments.values().cloned().collect();
         for seg in segments {
             wait_drained(&seg);
         }
@@ -500,18 +430,10 @@ impl PartitionLog {
             let inner = self.inner.lock().expect("partition lock");
             let log_start = inner.log_start();
             if offset < log_start || offset > hw {
-                return Err(LogError::OffsetOutOfRange {
-                    requested: offset,
-                    log_start,
-                    high_watermark: hw,
-                });
+                return Err(LogError::OffsetOutOfRange { requested: offset, log_start, high_watermark: hw });
             }
             let all = inner.cold.iter().chain(inner.segments.iter());
-            let floor = all
-                .clone()
-                .take_while(|(b, _)| **b <= offset)
-                .count()
-                .saturating_sub(1);
+            let floor = all.clone().take_while(|(b, _)| **b <= offset).count().saturating_sub(1);
             let candidates: Vec<Arc<Segment>> = all.skip(floor).map(|(_, s)| s.clone()).collect();
             (candidates, log_start)
         };
@@ -524,11 +446,7 @@ impl PartitionLog {
                 }
             }
         }
-        Ok(ReadResult {
-            data: Bytes::from(data),
-            high_watermark: hw,
-            log_start_offset: log_start,
-        })
+        Ok(ReadResult { data: Bytes::from(data), high_watermark: hw, log_start_offset: log_start })
     }
 
     /// The first offset whose record timestamp is >= `timestamp`, or `None` if every
@@ -537,12 +455,7 @@ impl PartitionLog {
         let hw = self.high_watermark();
         let segments: Vec<Arc<Segment>> = {
             let inner = self.inner.lock().expect("partition lock");
-            inner
-                .cold
-                .values()
-                .chain(inner.segments.values())
-                .cloned()
-                .collect()
+            inner.cold.values().chain(inner.segments.values()).cloned().collect()
         };
         for seg in segments {
             if let Some(o) = seg.offset_for_timestamp(timestamp, hw)? {
@@ -577,12 +490,7 @@ impl PartitionLog {
 
     /// The (term, first offset) transitions of this log, oldest first.
     pub fn term_starts(&self) -> Vec<(u64, u64)> {
-        self.inner
-            .lock()
-            .expect("partition lock")
-            .epochs
-            .entries
-            .clone()
+        self.inner.lock().expect("partition lock").epochs.entries.clone()
     }
 
     /// Discards every record after `offset` (Raft truncation of an uncommitted suffix).
@@ -615,12 +523,8 @@ impl PartitionLog {
             .map(|(_, s)| s.clone())
             .expect("segment at or below offset");
         let cut = find_boundary(&target, offset)?;
-        let doomed: Vec<u64> = inner
-            .segments
-            .range(offset..)
-            .map(|(b, _)| *b)
-            .filter(|b| *b != target.base_offset)
-            .collect();
+        let doomed: Vec<u64> =
+            inner.segments.range(offset..).map(|(b, _)| *b).filter(|b| *b != target.base_offset).collect();
         for base in doomed {
             inner.segments.remove(&base);
             self.remove_files(base)?;
@@ -631,10 +535,8 @@ impl PartitionLog {
                 .write(true)
                 .open(&target.log_path)
                 .ctx(|| format!("opening {}", target.log_path.display()))?;
-            f.set_len(cut)
-                .ctx(|| format!("truncating {}", target.log_path.display()))?;
-            f.sync_all()
-                .ctx(|| format!("syncing {}", target.log_path.display()))?;
+            f.set_len(cut).ctx(|| format!("truncating {}", target.log_path.display()))?;
+            f.sync_all().ctx(|| format!("syncing {}", target.log_path.display()))?;
         }
         let max = self
             .config
@@ -642,19 +544,13 @@ impl PartitionLog {
             .expect("config lock")
             .batch_bytes_max
             .max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
-        let (seg, _) = Segment::open_active(
-            &self.dir,
-            target.base_offset,
-            self.shared.open_files.clone(),
-            max,
-        )?;
+        let (seg, _) =
+            Segment::open_active(&self.dir, target.base_offset, self.shared.open_files.clone(), max)?;
         files::fsync_dir(&self.dir).ctx(|| format!("syncing {}", self.dir.display()))?;
         inner.segments.insert(seg.base_offset, seg);
         inner.next_offset = offset;
         inner.epochs.truncate_from(offset)?;
-        self.progress
-            .durable_offset
-            .store(offset, Ordering::Release);
+        self.progress.durable_offset.store(offset, Ordering::Release);
         self.progress.notify.send_replace(offset);
         Ok(())
     }
@@ -678,9 +574,7 @@ impl PartitionLog {
 
 fn note_corrupt(seg: &Segment, report: &mut RecoveryReport) {
     if let Some((pos, reason)) = &seg.state.read().expect("segment state lock").corrupt_at {
-        report
-            .corrupt_segments
-            .push((seg.log_path.clone(), *pos, reason.clone()));
+        report.corrupt_segments.push((seg.log_path.clone(), *pos, reason.clone()));
     }
 }
 
@@ -691,11 +585,7 @@ fn wait_drained(seg: &Segment) {
     };
     let mut p = writer.pending.lock().expect("pending lock");
     while p.queued || p.flushing || !p.chunks.is_empty() {
-        p = writer
-            .drained
-            .wait_timeout(p, Duration::from_millis(50))
-            .expect("pending lock")
-            .0;
+        p = writer.drained.wait_timeout(p, Duration::from_millis(50)).expect("pending lock").0;
     }
 }
 
@@ -711,9 +601,7 @@ fn find_boundary(seg: &Arc<Segment>, offset: u64) -> Result<u64> {
     }
     let hint = {
         let st = seg.state.read().expect("segment state lock");
-        st.index
-            .lookup((offset - seg.base_offset) as u32)
-            .map_or(0, |e| u64::from(e.position))
+        st.index.lookup((offset - seg.base_offset) as u32).map_or(0, |e| u64::from(e.position))
     };
     let file = seg.reader()?;
     let mut pos = hint;
@@ -739,8 +627,7 @@ pub(crate) fn list_segments(dir: &Path) -> Result<Vec<u64>> {
         let name = entry.file_name();
         let name = name.to_string_lossy();
         if name.ends_with(files::TMP_SUFFIX) {
-            files::remove_if_exists(&entry.path())
-                .ctx(|| format!("removing {}", entry.path().display()))?;
+            files::remove_if_exists(&entry.path()).ctx(|| format!("removing {}", entry.path().display()))?;
         } else if let Some(base) = files::parse_segment_name(&name) {
             bases.push(base);
         }

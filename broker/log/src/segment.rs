@@ -134,14 +134,7 @@ impl Segment {
             corrupt_at: None,
         };
         let writer = Writer::new(file, 0, base_offset);
-        Ok(Arc::new(Segment::new(
-            base_offset,
-            log_path,
-            state,
-            Some(writer),
-            open_files,
-            batch_bytes_max,
-        )))
+        Ok(Arc::new(Segment::new(base_offset, log_path, state, Some(writer), open_files, batch_bytes_max)))
     }
 
     /// Opens a sealed segment: loads its indexes, or rebuilds them when missing or
@@ -153,38 +146,21 @@ impl Segment {
         batch_bytes_max: usize,
     ) -> Result<Arc<Segment>> {
         let log_path = files::segment_path(dir, base_offset, LOG_EXT);
-        let file =
-            File::open(&log_path).ctx(|| format!("opening segment {}", log_path.display()))?;
-        let len = file
-            .metadata()
-            .ctx(|| format!("reading size of {}", log_path.display()))?
-            .len();
+        let file = File::open(&log_path).ctx(|| format!("opening segment {}", log_path.display()))?;
+        let len = file.metadata().ctx(|| format!("reading size of {}", log_path.display()))?.len();
         let (state, rebuilt) = match load_index(dir, base_offset, &file, len, batch_bytes_max) {
             Some(index) => match walk_headers(&file, base_offset, &index, len, batch_bytes_max) {
                 Some(state) => (state, false),
-                None => (
-                    rebuild(&file, &log_path, base_offset, len, batch_bytes_max)?,
-                    true,
-                ),
+                None => (rebuild(&file, &log_path, base_offset, len, batch_bytes_max)?, true),
             },
-            None => (
-                rebuild(&file, &log_path, base_offset, len, batch_bytes_max)?,
-                true,
-            ),
+            None => (rebuild(&file, &log_path, base_offset, len, batch_bytes_max)?, true),
         };
         let mut state = state;
         state.sealed = true;
         if let Some((pos, reason)) = &state.corrupt_at {
             tracing::error!(file = %log_path.display(), position = pos, reason, "sealed segment is corrupt past this byte; it will not be served");
         }
-        let seg = Segment::new(
-            base_offset,
-            log_path,
-            state,
-            None,
-            open_files,
-            batch_bytes_max,
-        );
+        let seg = Segment::new(base_offset, log_path, state, None, open_files, batch_bytes_max);
         if rebuilt {
             seg.write_indexes(dir)?;
         }
@@ -205,12 +181,8 @@ impl Segment {
             .append(true)
             .open(&log_path)
             .ctx(|| format!("opening segment {}", log_path.display()))?;
-        let len = file
-            .metadata()
-            .ctx(|| format!("reading size of {}", log_path.display()))?
-            .len();
-        let mut index =
-            load_index(dir, base_offset, &file, len, batch_bytes_max).unwrap_or_default();
+        let len = file.metadata().ctx(|| format!("reading size of {}", log_path.display()))?.len();
+        let mut index = load_index(dir, base_offset, &file, len, batch_bytes_max).unwrap_or_default();
         // The newest segment's index files describe an older clean shutdown at best;
         // remove them now so a later crash cannot pair them with a different tail.
         for ext in [INDEX_EXT, TIME_INDEX_EXT] {
@@ -219,50 +191,32 @@ impl Segment {
         }
         let start = index.offsets.last().copied();
         let (start_pos, start_offset) = match start {
-            Some(e) => (
-                u64::from(e.position),
-                base_offset + u64::from(e.relative_offset),
-            ),
+            Some(e) => (u64::from(e.position), base_offset + u64::from(e.relative_offset)),
             None => (0, base_offset),
         };
         if let Some(e) = start {
             index.offsets.pop();
-            index
-                .times
-                .retain(|t| t.relative_offset < e.relative_offset);
+            index.times.retain(|t| t.relative_offset < e.relative_offset);
             index.truncate_to_position(
                 u64::from(e.position),
                 base_offset,
                 base_offset + u64::from(e.relative_offset),
             );
         }
-        let scan = scan(
-            &file,
-            start_pos,
-            len,
-            start_offset,
-            batch_bytes_max,
-            true,
-            |h, pos| {
-                index.on_batch(
-                    (h.base_offset - base_offset) as u32,
-                    pos as u32,
-                    h.total_len() as u32,
-                    h.max_timestamp,
-                    u32::MAX,
-                );
-            },
-        )
+        let scan = scan(&file, start_pos, len, start_offset, batch_bytes_max, true, |h, pos| {
+            index.on_batch(
+                (h.base_offset - base_offset) as u32,
+                pos as u32,
+                h.total_len() as u32,
+                h.max_timestamp,
+                u32::MAX,
+            );
+        })
         .ctx(|| format!("scanning {}", log_path.display()))?;
         let trimmed = if scan.end_position < len {
-            let reason = scan
-                .error
-                .map(|(_, r)| r)
-                .unwrap_or_else(|| "incomplete batch".into());
-            file.set_len(scan.end_position)
-                .ctx(|| format!("truncating {}", log_path.display()))?;
-            file.sync_all()
-                .ctx(|| format!("syncing {}", log_path.display()))?;
+            let reason = scan.error.map(|(_, r)| r).unwrap_or_else(|| "incomplete batch".into());
+            file.set_len(scan.end_position).ctx(|| format!("truncating {}", log_path.display()))?;
+            file.sync_all().ctx(|| format!("syncing {}", log_path.display()))?;
             Some(Trimmed {
                 file: log_path.clone(),
                 position: scan.end_position,
@@ -282,14 +236,7 @@ impl Segment {
             corrupt_at: None,
         };
         let writer = Writer::new(file, scan.end_position, next_offset);
-        let seg = Segment::new(
-            base_offset,
-            log_path,
-            state,
-            Some(writer),
-            open_files,
-            batch_bytes_max,
-        );
+        let seg = Segment::new(base_offset, log_path, state, Some(writer), open_files, batch_bytes_max);
         Ok((Arc::new(seg), trimmed))
     }
 
@@ -315,24 +262,17 @@ impl Segment {
     }
 
     pub fn max_timestamp(&self) -> Option<i64> {
-        self.state
-            .read()
-            .expect("segment state lock")
-            .index
-            .max_timestamp()
+        self.state.read().expect("segment state lock").index.max_timestamp()
     }
 
     /// A read handle, opened lazily and closed by [`OpenFiles`] under pressure.
     pub fn reader(self: &Arc<Self>) -> Result<Arc<File>> {
-        self.last_used
-            .store(self.open_files.tick(), Ordering::Relaxed);
+        self.last_used.store(self.open_files.tick(), Ordering::Relaxed);
         let mut guard = self.reader.lock().expect("reader lock");
         if let Some(f) = guard.as_ref() {
             return Ok(f.clone());
         }
-        let f = Arc::new(
-            File::open(&self.log_path).ctx(|| format!("opening {}", self.log_path.display()))?,
-        );
+        let f = Arc::new(File::open(&self.log_path).ctx(|| format!("opening {}", self.log_path.display()))?);
         *guard = Some(f.clone());
         drop(guard);
         self.open_files.opened(self);
@@ -348,23 +288,12 @@ impl Segment {
     /// after it), up to `max_bytes` (at least one batch), below `limit_offset`.
     /// Every batch is CRC-checked before it is returned. Empty when this segment holds
     /// nothing at or after `offset` below the limit.
-    pub fn read(
-        self: &Arc<Self>,
-        offset: u64,
-        max_bytes: usize,
-        limit_offset: u64,
-    ) -> Result<Vec<u8>> {
+    pub fn read(self: &Arc<Self>, offset: u64, max_bytes: usize, limit_offset: u64) -> Result<Vec<u8>> {
         let (start_hint, corrupt_at, end) = {
             let st = self.state.read().expect("segment state lock");
-            let rel = offset
-                .saturating_sub(self.base_offset)
-                .min(u64::from(u32::MAX)) as u32;
+            let rel = offset.saturating_sub(self.base_offset).min(u64::from(u32::MAX)) as u32;
             let hint = st.index.lookup(rel).map_or(0, |e| u64::from(e.position));
-            let end = if st.sealed {
-                st.size
-            } else {
-                self.durable_size.load(Ordering::Acquire)
-            };
+            let end = if st.sealed { st.size } else { self.durable_size.load(Ordering::Acquire) };
             (hint, st.corrupt_at.clone(), end)
         };
         let end = corrupt_at.as_ref().map_or(end, |(p, _)| end.min(*p));
@@ -385,8 +314,8 @@ impl Segment {
             pos += header.total_len() as u64;
         };
         let want = (first.total_len().max(max_bytes) as u64).min(end - pos) as usize;
-        let mut data = files::read_at(&file, pos, want)
-            .ctx(|| format!("reading {}", self.log_path.display()))?;
+        let mut data =
+            files::read_at(&file, pos, want).ctx(|| format!("reading {}", self.log_path.display()))?;
         // Keep whole, valid batches below the limit; a batch cut off by max_bytes is
         // left for the next read.
         let mut keep = 0usize;
@@ -413,12 +342,7 @@ impl Segment {
         Ok(data)
     }
 
-    fn empty_or_corrupt(
-        &self,
-        pos: u64,
-        end: u64,
-        corrupt_at: &Option<(u64, String)>,
-    ) -> Result<Vec<u8>> {
+    fn empty_or_corrupt(&self, pos: u64, end: u64, corrupt_at: &Option<(u64, String)>) -> Result<Vec<u8>> {
         match corrupt_at {
             Some((p, reason)) if pos >= *p || end >= *p => Err(self.corrupt(*p, reason)),
             _ => Ok(Vec::new()),
@@ -426,26 +350,17 @@ impl Segment {
     }
 
     pub(crate) fn header_at(&self, file: &File, pos: u64) -> Result<BatchHeader> {
-        let buf = files::read_at(file, pos, HEADER_LEN)
-            .ctx(|| format!("reading {}", self.log_path.display()))?;
-        BatchHeader::parse(&buf, self.batch_bytes_max)
-            .map_err(|e| self.corrupt(pos, &e.to_string()))
+        let buf =
+            files::read_at(file, pos, HEADER_LEN).ctx(|| format!("reading {}", self.log_path.display()))?;
+        BatchHeader::parse(&buf, self.batch_bytes_max).map_err(|e| self.corrupt(pos, &e.to_string()))
     }
 
     fn corrupt(&self, position: u64, reason: &str) -> LogError {
-        LogError::Corrupt {
-            file: self.log_path.clone(),
-            position,
-            reason: reason.to_owned(),
-        }
+        LogError::Corrupt { file: self.log_path.clone(), position, reason: reason.to_owned() }
     }
 
     /// First offset in this segment whose record timestamp is >= `timestamp`.
-    pub fn offset_for_timestamp(
-        self: &Arc<Self>,
-        timestamp: i64,
-        limit_offset: u64,
-    ) -> Result<Option<u64>> {
+    pub fn offset_for_timestamp(self: &Arc<Self>, timestamp: i64, limit_offset: u64) -> Result<Option<u64>> {
         let start_offset = {
             let st = self.state.read().expect("segment state lock");
             if st.index.max_timestamp().is_none_or(|m| m < timestamp) {
@@ -453,9 +368,7 @@ impl Segment {
             }
             st.index
                 .lookup_time(timestamp)
-                .map_or(self.base_offset, |e| {
-                    self.base_offset + u64::from(e.relative_offset)
-                })
+                .map_or(self.base_offset, |e| self.base_offset + u64::from(e.relative_offset))
         };
         let mut offset = start_offset;
         loop {
@@ -503,11 +416,9 @@ fn load_index(dir: &Path, base: u64, file: &File, len: u64, max: usize) -> Optio
     let index = SegmentIndex::decode(&offsets, &times, len)?;
     // The last entry must point at a whole, valid batch with the offset it claims.
     if let Some(last) = index.offsets.last() {
-        let header = BatchHeader::parse(
-            &files::read_at(file, u64::from(last.position), HEADER_LEN).ok()?,
-            max,
-        )
-        .ok()?;
+        let header =
+            BatchHeader::parse(&files::read_at(file, u64::from(last.position), HEADER_LEN).ok()?, max)
+                .ok()?;
         let bytes = files::read_at(file, u64::from(last.position), header.total_len()).ok()?;
         let view = BatchView::parse(&bytes, max).ok()?;
         if view.header.base_offset != base + u64::from(last.relative_offset) {
@@ -519,13 +430,7 @@ fn load_index(dir: &Path, base: u64, file: &File, len: u64, max: usize) -> Optio
 
 /// Walks batch headers from the last index entry of a sealed segment to find its end
 /// offset and max timestamp. `None` if the walk does not land exactly on the file end.
-fn walk_headers(
-    file: &File,
-    base: u64,
-    index: &SegmentIndex,
-    len: u64,
-    max: usize,
-) -> Option<SegState> {
+fn walk_headers(file: &File, base: u64, index: &SegmentIndex, len: u64, max: usize) -> Option<SegState> {
     let mut index = index.clone();
     let (mut pos, mut first) = match index.offsets.last() {
         Some(e) => (u64::from(e.position), true),
@@ -575,10 +480,7 @@ fn rebuild(file: &File, path: &Path, base: u64, len: u64, max: usize) -> Result<
     })
     .ctx(|| format!("scanning {}", path.display()))?;
     let corrupt_at = if scan.end_position < len {
-        Some(
-            scan.error
-                .unwrap_or((scan.end_position, "incomplete batch".into())),
-        )
+        Some(scan.error.unwrap_or((scan.end_position, "incomplete batch".into())))
     } else {
         None
     };
@@ -607,11 +509,7 @@ fn scan(
     let mut expected: Option<u64> = None;
     let mut next_offset = None;
     let fail = |pos: u64, next_offset, reason: String| {
-        Ok(Scan {
-            end_position: pos,
-            next_offset,
-            error: Some((pos, reason)),
-        })
+        Ok(Scan { end_position: pos, next_offset, error: Some((pos, reason)) })
     };
     while pos < len {
         let head = files::read_at(file, pos, HEADER_LEN)?;
@@ -625,19 +523,12 @@ fn scan(
         }
         // The active segment never has gaps; compaction may leave them in sealed ones.
         let exp = expected.unwrap_or(first_offset);
-        let ok_offset = if strict {
-            header.base_offset == exp
-        } else {
-            header.base_offset >= exp
-        };
+        let ok_offset = if strict { header.base_offset == exp } else { header.base_offset >= exp };
         if !ok_offset {
             return fail(
                 pos,
                 next_offset,
-                format!(
-                    "batch offset {} does not follow offset {exp}",
-                    header.base_offset
-                ),
+                format!("batch offset {} does not follow offset {exp}", header.base_offset),
             );
         }
         on_batch(&header, pos);
@@ -645,9 +536,5 @@ fn scan(
         next_offset = expected;
         pos += header.total_len() as u64;
     }
-    Ok(Scan {
-        end_position: pos,
-        next_offset,
-        error: None,
-    })
+    Ok(Scan { end_position: pos, next_offset, error: None })
 }

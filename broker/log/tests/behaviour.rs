@@ -18,11 +18,7 @@ fn manager(dir: &std::path::Path, clock: Arc<ManualClock>) -> LogManager {
 }
 
 fn small() -> LogConfig {
-    LogConfig {
-        segment_bytes: 4096,
-        index_interval_bytes: 256,
-        ..LogConfig::default()
-    }
+    LogConfig { segment_bytes: 4096, index_interval_bytes: 256, ..LogConfig::default() }
 }
 
 fn value(i: u64) -> Record {
@@ -47,10 +43,7 @@ fn offsets_from(p: &PartitionLog, from: u64) -> Vec<u64> {
     let mut next = from;
     while next < p.high_watermark() {
         let r = p.read(next, 1000).unwrap();
-        assert!(
-            !r.data.is_empty(),
-            "no data at {next} below the high watermark"
-        );
+        assert!(!r.data.is_empty(), "no data at {next} below the high watermark");
         for b in r.batches() {
             for rec in b.records() {
                 out.push(rec.unwrap().offset);
@@ -67,11 +60,7 @@ fn segments_roll_by_size_and_every_offset_reads_back() {
     let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
     let (p, _) = m.open_partition("t-0", small()).unwrap();
     fill(&p, 300);
-    assert!(
-        p.info().segment_count > 3,
-        "expected rolls, got {:?}",
-        p.info()
-    );
+    assert!(p.info().segment_count > 3, "expected rolls, got {:?}", p.info());
     for start in [0u64, 1, 57, 123, 299] {
         let r = p.read(start, 1).unwrap();
         let first = r.batches().next().unwrap();
@@ -87,14 +76,7 @@ fn segments_roll_by_size_and_every_offset_reads_back() {
     assert!(report.trimmed.is_none() && report.corrupt_segments.is_empty());
     assert_eq!(p.high_watermark(), 300);
     assert_eq!(offsets_from(&p, 150), (150..300).collect::<Vec<_>>());
-    assert_eq!(
-        p.append_records(&[value(300)], 1)
-            .unwrap()
-            .wait()
-            .unwrap()
-            .base_offset,
-        300
-    );
+    assert_eq!(p.append_records(&[value(300)], 1).unwrap().wait().unwrap().base_offset, 300);
 }
 
 #[test]
@@ -126,10 +108,7 @@ fn segments_roll_by_age() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(0));
     let m = manager(dir.path(), clock.clone());
-    let cfg = LogConfig {
-        segment_ms: 1000,
-        ..LogConfig::default()
-    };
+    let cfg = LogConfig { segment_ms: 1000, ..LogConfig::default() };
     let (p, _) = m.open_partition("t-0", cfg).unwrap();
     fill(&p, 3);
     assert_eq!(p.info().segment_count, 1);
@@ -140,14 +119,7 @@ fn segments_roll_by_age() {
 
 fn fill_from(p: &PartitionLog, from: u64, n: u64) {
     for i in from..from + n {
-        assert_eq!(
-            p.append_records(&[value(i)], 1)
-                .unwrap()
-                .wait()
-                .unwrap()
-                .base_offset,
-            i
-        );
+        assert_eq!(p.append_records(&[value(i)], 1).unwrap().wait().unwrap().base_offset, i);
     }
 }
 
@@ -174,11 +146,7 @@ fn reads_respect_max_bytes_but_return_at_least_one_batch() {
     p.append_records(&big, 1).unwrap().wait().unwrap();
     let r = p.read(10, 1).unwrap();
     let batches: Vec<BatchView<'_>> = r.batches().collect();
-    assert_eq!(
-        batches.len(),
-        1,
-        "a fetch in the middle of a batch returns that whole batch"
-    );
+    assert_eq!(batches.len(), 1, "a fetch in the middle of a batch returns that whole batch");
     assert_eq!(batches[0].header.base_offset, 0);
     assert_eq!(p.read(0, 1 << 20).unwrap().batches().count(), 2);
 }
@@ -191,11 +159,7 @@ fn out_of_range_offsets_are_typed_errors() {
     fill(&p, 5);
     assert!(p.read(5, 100).unwrap().data.is_empty());
     match p.read(6, 100) {
-        Err(LogError::OffsetOutOfRange {
-            requested: 6,
-            log_start: 0,
-            high_watermark: 5,
-        }) => {}
+        Err(LogError::OffsetOutOfRange { requested: 6, log_start: 0, high_watermark: 5 }) => {}
         other => panic!("expected OffsetOutOfRange, got {other:?}"),
     }
 }
@@ -204,35 +168,17 @@ fn out_of_range_offsets_are_typed_errors() {
 fn limits_and_bad_batches_are_refused_and_write_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
-    let cfg = LogConfig {
-        batch_bytes_max: 4096,
-        record_bytes_max: 1000,
-        ..LogConfig::default()
-    };
+    let cfg = LogConfig { batch_bytes_max: 4096, record_bytes_max: 1000, ..LogConfig::default() };
     let (p, _) = m.open_partition("t-0", cfg).unwrap();
     let huge = Record::from_value(vec![0u8; 1001]);
-    assert!(matches!(
-        p.append_records(&[huge], 1),
-        Err(LogError::RecordTooLarge {
-            size: 1001,
-            max: 1000
-        })
-    ));
-    let many: Vec<Record> = (0..10)
-        .map(|_| Record::from_value(vec![1u8; 900]))
-        .collect();
-    assert!(matches!(
-        p.append_records(&many, 1),
-        Err(LogError::BatchTooLarge { .. })
-    ));
+    assert!(matches!(p.append_records(&[huge], 1), Err(LogError::RecordTooLarge { size: 1001, max: 1000 })));
+    let many: Vec<Record> = (0..10).map(|_| Record::from_value(vec![1u8; 900])).collect();
+    assert!(matches!(p.append_records(&many, 1), Err(LogError::BatchTooLarge { .. })));
     let mut bad = batch::encode(&[Record::from_value("x")], 0, ProducerInfo::NONE).unwrap();
     let last = bad.len() - 1;
     bad[last] ^= 0xff;
     assert!(matches!(p.append(bad, 1), Err(LogError::InvalidBatch(_))));
-    assert!(matches!(
-        p.append(vec![1, 2, 3], 1),
-        Err(LogError::InvalidBatch(_))
-    ));
+    assert!(matches!(p.append(vec![1, 2, 3], 1), Err(LogError::InvalidBatch(_))));
     assert_eq!(p.info().log_end_offset, 0);
     assert_eq!(p.high_watermark(), 0);
 }
@@ -243,38 +189,20 @@ fn replica_path_keeps_bytes_and_checks_offsets_and_terms() {
     let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
     let (leader, _) = m.open_partition("leader", LogConfig::default()).unwrap();
     let (follower, _) = m.open_partition("follower", LogConfig::default()).unwrap();
-    leader
-        .append_records(&[value(0), value(1)], 3)
-        .unwrap()
-        .wait()
-        .unwrap();
-    leader
-        .append_records(&[value(2)], 4)
-        .unwrap()
-        .wait()
-        .unwrap();
+    leader.append_records(&[value(0), value(1)], 3).unwrap().wait().unwrap();
+    leader.append_records(&[value(2)], 4).unwrap().wait().unwrap();
     let data = leader.read(0, 1 << 20).unwrap();
     let batches: Vec<Vec<u8>> = data.batches().map(|b| b.bytes().to_vec()).collect();
     assert!(matches!(
         follower.append_replica(batches[1].clone()),
-        Err(LogError::OffsetMismatch {
-            expected: 0,
-            got: 2
-        })
+        Err(LogError::OffsetMismatch { expected: 0, got: 2 })
     ));
     for b in &batches {
         follower.append_replica(b.clone()).unwrap().wait().unwrap();
     }
-    assert_eq!(
-        follower.read(0, 1 << 20).unwrap().data,
-        data.data,
-        "replicas store byte-identical batches"
-    );
+    assert_eq!(follower.read(0, 1 << 20).unwrap().data, data.data, "replicas store byte-identical batches");
     assert_eq!(follower.term_starts(), vec![(3, 0), (4, 2)]);
-    assert!(matches!(
-        leader.append_records(&[value(9)], 2),
-        Err(LogError::StaleTerm { term: 2, latest: 4 })
-    ));
+    assert!(matches!(leader.append_records(&[value(9)], 2), Err(LogError::StaleTerm { term: 2, latest: 4 })));
 }
 
 #[test]
@@ -294,14 +222,7 @@ fn truncate_after_discards_the_suffix_and_terms() {
     p.truncate_after(49).unwrap();
     assert_eq!(p.term_starts(), vec![(1, 0)]);
     assert_eq!(offsets_from(&p, 0), (0..50).collect::<Vec<_>>());
-    assert_eq!(
-        p.append_records(&[value(50)], 3)
-            .unwrap()
-            .wait()
-            .unwrap()
-            .base_offset,
-        50
-    );
+    assert_eq!(p.append_records(&[value(50)], 3).unwrap().wait().unwrap().base_offset, 50);
     // The truncation is durable.
     drop(p);
     m.shutdown().unwrap();
@@ -316,14 +237,8 @@ fn truncation_inside_a_batch_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
     let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
-    p.append_records(&[value(0), value(1), value(2)], 1)
-        .unwrap()
-        .wait()
-        .unwrap();
-    assert!(matches!(
-        p.truncate_after(0),
-        Err(LogError::NotBatchBoundary { offset: 1 })
-    ));
+    p.append_records(&[value(0), value(1), value(2)], 1).unwrap().wait().unwrap();
+    assert!(matches!(p.truncate_after(0), Err(LogError::NotBatchBoundary { offset: 1 })));
 }
 
 #[test]
@@ -345,10 +260,7 @@ fn concurrent_writers_share_fsyncs() {
     let appends = stats.appends.load(std::sync::atomic::Ordering::Relaxed);
     let fsyncs = stats.fsyncs.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!(appends, 8 * per_writer);
-    assert!(
-        fsyncs < appends,
-        "group commit must merge fsyncs: {fsyncs} fsyncs for {appends} appends"
-    );
+    assert!(fsyncs < appends, "group commit must merge fsyncs: {fsyncs} fsyncs for {appends} appends");
     assert_eq!(p.high_watermark(), 8 * per_writer);
     let mut seen = offsets_from(&p, 0);
     seen.dedup();
@@ -364,8 +276,5 @@ async fn async_appends_resolve_and_wake_subscribers() {
     let pending = p.append_records(&[value(0)], 1).unwrap();
     let appended = pending.durable().await.unwrap();
     assert_eq!(appended.base_offset, 0);
-    tokio::time::timeout(std::time::Duration::from_secs(5), hw.wait_for(|v| *v >= 1))
-        .await
-        .unwrap()
-        .unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(5), hw.wait_for(|v| *v >= 1)).await.unwrap().unwrap();
 }

@@ -19,11 +19,7 @@ fn manager(dir: &std::path::Path, clock: Arc<ManualClock>) -> LogManager {
 }
 
 fn cfg() -> LogConfig {
-    LogConfig {
-        segment_bytes: 4096,
-        index_interval_bytes: 512,
-        ..LogConfig::default()
-    }
+    LogConfig { segment_bytes: 4096, index_interval_bytes: 512, ..LogConfig::default() }
 }
 
 /// Appends `n` records with timestamp `ts`, one per batch.
@@ -43,15 +39,7 @@ fn retention_by_age_deletes_only_old_sealed_segments() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(1_000_000));
     let m = manager(dir.path(), clock.clone());
-    let (p, _) = m
-        .open_partition(
-            "t-0",
-            LogConfig {
-                retention_ms: 10_000,
-                ..cfg()
-            },
-        )
-        .unwrap();
+    let (p, _) = m.open_partition("t-0", LogConfig { retention_ms: 10_000, ..cfg() }).unwrap();
     fill(&p, 100, 1_000_000);
     p.force_roll().unwrap();
     fill(&p, 100, 1_050_000);
@@ -61,15 +49,9 @@ fn retention_by_age_deletes_only_old_sealed_segments() {
     let report = p.housekeeping().unwrap();
     assert!(!report.deleted_segments.is_empty());
     let after = p.info();
-    assert_eq!(
-        after.log_start_offset, 100,
-        "segments holding only old records are gone: {after:?}"
-    );
+    assert_eq!(after.log_start_offset, 100, "segments holding only old records are gone: {after:?}");
     assert!(after.segment_count < before.segment_count);
-    assert!(matches!(
-        p.read(0, 100),
-        Err(LogError::OffsetOutOfRange { log_start: 100, .. })
-    ));
+    assert!(matches!(p.read(0, 100), Err(LogError::OffsetOutOfRange { log_start: 100, .. })));
     assert!(!p.read(100, 100).unwrap().data.is_empty());
     // Much later everything sealed is old, but the active segment always stays.
     clock.set_ms(9_000_000);
@@ -82,43 +64,23 @@ fn retention_by_age_deletes_only_old_sealed_segments() {
 fn retention_by_size_keeps_the_partition_under_the_limit() {
     let dir = tempfile::tempdir().unwrap();
     let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
-    let (p, _) = m
-        .open_partition(
-            "t-0",
-            LogConfig {
-                retention_bytes: 10_000,
-                retention_ms: -1,
-                ..cfg()
-            },
-        )
-        .unwrap();
+    let (p, _) =
+        m.open_partition("t-0", LogConfig { retention_bytes: 10_000, retention_ms: -1, ..cfg() }).unwrap();
     fill(&p, 600, 0);
     p.flush().unwrap();
     p.housekeeping().unwrap();
     let info = p.info();
-    assert!(
-        info.size_bytes <= 10_000 + 4096,
-        "size {} over the limit",
-        info.size_bytes
-    );
+    assert!(info.size_bytes <= 10_000 + 4096, "size {} over the limit", info.size_bytes);
     assert!(info.log_start_offset > 0);
     let r = p.read(info.log_start_offset, 1 << 20).unwrap();
-    assert_eq!(
-        r.batches().next().unwrap().header.base_offset,
-        info.log_start_offset
-    );
+    assert_eq!(r.batches().next().unwrap().header.base_offset, info.log_start_offset);
 }
 
 #[test]
 fn cold_tier_serves_reads_below_the_local_start_and_survives_restart() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(0));
-    let config = LogConfig {
-        retention_bytes: 8_000,
-        retention_ms: -1,
-        cold_tier: true,
-        ..cfg()
-    };
+    let config = LogConfig { retention_bytes: 8_000, retention_ms: -1, cold_tier: true, ..cfg() };
     {
         let m = manager(dir.path(), clock.clone());
         let (p, _) = m.open_partition("t-0", config.clone()).unwrap();
@@ -129,21 +91,14 @@ fn cold_tier_serves_reads_below_the_local_start_and_survives_restart() {
         assert!(report.deleted_segments.is_empty());
         let info = p.info();
         assert!(info.cold_segment_count > 0);
-        assert_eq!(
-            info.log_start_offset, 0,
-            "cold data still counts as readable"
-        );
+        assert_eq!(info.log_start_offset, 0, "cold data still counts as readable");
         let r = p.read(3, 1).unwrap();
         assert_eq!(r.batches().next().unwrap().header.base_offset, 3);
         drop(p);
         m.shutdown().unwrap();
     }
-    let local: Vec<_> = std::fs::read_dir(dir.path().join("data/t-0"))
-        .unwrap()
-        .collect();
-    let cold: Vec<_> = std::fs::read_dir(dir.path().join("cold/t-0"))
-        .unwrap()
-        .collect();
+    let local: Vec<_> = std::fs::read_dir(dir.path().join("data/t-0")).unwrap().collect();
+    let cold: Vec<_> = std::fs::read_dir(dir.path().join("cold/t-0")).unwrap().collect();
     assert!(!local.is_empty() && !cold.is_empty());
     let m = manager(dir.path(), clock);
     let (p, _) = m.open_partition("t-0", config).unwrap();
@@ -191,11 +146,7 @@ fn compaction_keeps_the_newest_value_per_key_and_offsets() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(1_000));
     let m = manager(dir.path(), clock.clone());
-    let config = LogConfig {
-        cleanup_policy: CleanupPolicy::Compact,
-        delete_retention_ms: 5_000,
-        ..cfg()
-    };
+    let config = LogConfig { cleanup_policy: CleanupPolicy::Compact, delete_retention_ms: 5_000, ..cfg() };
     let (p, _) = m.open_partition("t-0", config.clone()).unwrap();
     let mut expected: HashMap<String, (u64, Option<String>)> = HashMap::new();
     for i in 0..300u64 {
@@ -203,12 +154,7 @@ fn compaction_keeps_the_newest_value_per_key_and_offsets() {
         let value = format!("value-{i}-{}", "y".repeat(30));
         let tombstone = i >= 290 && i % 10 == 3;
         let rec = keyed(&key, (!tombstone).then_some(value.as_str()), 1_000);
-        let off = p
-            .append_records(&[rec], 1)
-            .unwrap()
-            .wait()
-            .unwrap()
-            .base_offset;
+        let off = p.append_records(&[rec], 1).unwrap().wait().unwrap().base_offset;
         expected.insert(key, (off, (!tombstone).then_some(value)));
     }
     // Batches with several records too, and records without a key.
@@ -216,10 +162,7 @@ fn compaction_keeps_the_newest_value_per_key_and_offsets() {
         .append_records(
             &[
                 keyed("key-0", Some("last-0"), 1_000),
-                Record {
-                    value: Some("nokey".into()),
-                    ..Record::default()
-                },
+                Record { value: Some("nokey".into()), ..Record::default() },
             ],
             1,
         )
@@ -228,14 +171,8 @@ fn compaction_keeps_the_newest_value_per_key_and_offsets() {
         .unwrap();
     expected.insert("key-0".into(), (off.base_offset, Some("last-0".into())));
     p.force_roll().unwrap();
-    p.append_records(&[keyed("key-1", Some("active-1"), 1_000)], 1)
-        .unwrap()
-        .wait()
-        .unwrap();
-    expected.insert(
-        "key-1".into(),
-        (off.last_offset + 1, Some("active-1".into())),
-    );
+    p.append_records(&[keyed("key-1", Some("active-1"), 1_000)], 1).unwrap().wait().unwrap();
+    expected.insert("key-1".into(), (off.last_offset + 1, Some("active-1".into())));
     p.flush().unwrap();
 
     let report = p.housekeeping().unwrap();
@@ -251,31 +188,15 @@ fn compaction_keeps_the_newest_value_per_key_and_offsets() {
             latest.insert(k.clone(), (*off, value.clone()));
         }
     }
-    assert_eq!(
-        latest, expected,
-        "the newest value (or a young tombstone) per key, at its original offset"
-    );
-    assert!(
-        records
-            .iter()
-            .any(|(_, k, v)| k.is_none() && v.as_deref() == Some("nokey"))
-    );
+    assert_eq!(latest, expected, "the newest value (or a young tombstone) per key, at its original offset");
+    assert!(records.iter().any(|(_, k, v)| k.is_none() && v.as_deref() == Some("nokey")));
 
     // Tombstones go once they are older than delete.retention.ms.
     clock.set_ms(10_000);
     p.housekeeping().unwrap();
     let records = all_records(&p);
-    assert!(
-        !records
-            .iter()
-            .any(|(_, k, _)| k.as_deref() == Some("key-3")),
-        "expired tombstone removed"
-    );
-    assert!(
-        records
-            .iter()
-            .any(|(_, k, v)| k.as_deref() == Some("key-4") && v.is_some())
-    );
+    assert!(!records.iter().any(|(_, k, _)| k.as_deref() == Some("key-3")), "expired tombstone removed");
+    assert!(records.iter().any(|(_, k, v)| k.as_deref() == Some("key-4") && v.is_some()));
 
     // Survives restart.
     drop(p);
@@ -291,14 +212,7 @@ fn compact_policy_never_deletes_by_age() {
     let clock = Arc::new(ManualClock::new(0));
     let m = manager(dir.path(), clock.clone());
     let (p, _) = m
-        .open_partition(
-            "t-0",
-            LogConfig {
-                cleanup_policy: CleanupPolicy::Compact,
-                retention_ms: 1,
-                ..cfg()
-            },
-        )
+        .open_partition("t-0", LogConfig { cleanup_policy: CleanupPolicy::Compact, retention_ms: 1, ..cfg() })
         .unwrap();
     fill(&p, 200, 0);
     p.flush().unwrap();
