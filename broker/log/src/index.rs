@@ -108,7 +108,7 @@ impl SegmentIndex {
     /// order, positions past `file_len`). The caller still checks that the last entry
     /// points at a real batch, which needs the segment file.
     pub fn decode(offsets: &[u8], times: &[u8], file_len: u64) -> Option<SegmentIndex> {
-        if offsets.len() % OFFSET_ENTRY_LEN != 0 || times.len() % TIME_ENTRY_LEN != 0 {
+        if !offsets.len().is_multiple_of(OFFSET_ENTRY_LEN) || !times.len().is_multiple_of(TIME_ENTRY_LEN) {
             return None;
         }
         let offsets: Vec<OffsetEntry> = offsets

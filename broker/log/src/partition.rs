@@ -289,10 +289,10 @@ impl PartitionLog {
         if base != inner.next_offset {
             return Err(LogError::OffsetMismatch { expected: inner.next_offset, got: base });
         }
-        if let Some(latest) = inner.epochs.latest_term() {
-            if term < latest {
-                return Err(LogError::StaleTerm { term, latest });
-            }
+        if let Some(latest) = inner.epochs.latest_term()
+            && term < latest
+        {
+            return Err(LogError::StaleTerm { term, latest });
         }
         batch::stamp(bytes, base, term);
         let header = es_core::BatchHeader::parse(bytes, usize::MAX)?;
