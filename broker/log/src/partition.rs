@@ -635,3 +635,32 @@ pub(crate) fn list_segments(dir: &Path) -> Result<Vec<u64>> {
     bases.sort_unstable();
     Ok(bases)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manager::{LogManager, ManagerOptions};
+
+    /// After a failed write, every waiter gets the error, nothing is acknowledged,
+    /// and the partition refuses further appends instead of retrying an fsync that
+    /// may have lost data.
+    #[test]
+    fn a_failed_flush_fails_waiters_and_poisons_the_partition() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = ManagerOptions { housekeeping_interval: None, ..ManagerOptions::default() };
+        let m = LogManager::new(dir.path(), opts).unwrap();
+        let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+        p.append_records(&[Record::from_value("ok")], 1).unwrap().wait().unwrap();
+        {
+            let inner = p.inner.lock().unwrap();
+            let active = inner.active();
+            // A read-only handle makes the next write fail like a dying disk would.
+            let ro = std::fs::File::open(&active.log_path).unwrap();
+            *active.writer.as_ref().unwrap().file.lock().unwrap() = Some(ro);
+        }
+        let err = p.append_records(&[Record::from_value("lost")], 1).unwrap().wait().unwrap_err();
+        assert!(matches!(err, LogError::Io { .. }), "{err:?}");
+        assert_eq!(p.high_watermark(), 1, "the failed batch is never visible");
+        assert!(matches!(p.append_records(&[Record::from_value("again")], 1), Err(LogError::Failed(_))));
+    }
+}

@@ -220,3 +220,23 @@ fn compact_policy_never_deletes_by_age() {
     p.housekeeping().unwrap();
     assert_eq!(p.info().log_start_offset, 0);
 }
+
+#[test]
+fn the_background_thread_applies_retention_on_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = ManagerOptions {
+        housekeeping_interval: Some(std::time::Duration::from_millis(20)),
+        clock: Arc::new(ManualClock::new(0)),
+        ..ManagerOptions::default()
+    };
+    let m = LogManager::new(dir.path().join("data"), opts).unwrap();
+    let (p, _) =
+        m.open_partition("t-0", LogConfig { retention_bytes: 8_000, retention_ms: -1, ..cfg() }).unwrap();
+    fill(&p, 400, 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while p.info().log_start_offset == 0 {
+        assert!(std::time::Instant::now() < deadline, "housekeeping never ran: {:?}", p.info());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    m.shutdown().unwrap();
+}
