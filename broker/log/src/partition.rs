@@ -146,7 +146,7 @@ impl PartitionLog {
         std::fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
         let max = config.batch_bytes_max.max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
         let mut report = RecoveryReport::default();
-        let bases = list_segments(&dir)?;
+        let bases = drop_empty_newest(&dir, list_segments(&dir)?)?;
         let mut segments = BTreeMap::new();
         let (last, sealed) = bases.split_last().map_or((None, &[][..]), |(l, s)| (Some(*l), s));
         for &base in sealed {
@@ -616,6 +616,28 @@ fn find_boundary(seg: &Arc<Segment>, offset: u64) -> Result<u64> {
         pos += h.total_len() as u64;
     }
     Err(LogError::NotBatchBoundary { offset })
+}
+
+/// A roll creates the new segment before the old one's last bytes are durable, so
+/// after a crash an empty newest segment may sit above a torn one. The flusher
+/// never writes a new segment before the old one is synced, so only empty newest
+/// segments can hide a tear: remove them and recover the one below as active.
+fn drop_empty_newest(dir: &Path, mut bases: Vec<u64>) -> Result<Vec<u64>> {
+    while bases.len() > 1 {
+        let base = *bases.last().expect("non-empty");
+        let path = files::segment_path(dir, base, LOG_EXT);
+        let len = std::fs::metadata(&path).ctx(|| format!("reading size of {}", path.display()))?.len();
+        if len > 0 {
+            break;
+        }
+        for ext in [LOG_EXT, INDEX_EXT, TIME_INDEX_EXT] {
+            let p = files::segment_path(dir, base, ext);
+            files::remove_if_exists(&p).ctx(|| format!("removing {}", p.display()))?;
+        }
+        files::fsync_dir(dir).ctx(|| format!("syncing {}", dir.display()))?;
+        bases.pop();
+    }
+    Ok(bases)
 }
 
 /// Base offsets of the `.log` files in `dir`, ascending; deletes leftovers of

@@ -278,3 +278,34 @@ async fn async_appends_resolve_and_wake_subscribers() {
     assert_eq!(appended.base_offset, 0);
     tokio::time::timeout(std::time::Duration::from_secs(5), hw.wait_for(|v| *v >= 1)).await.unwrap().unwrap();
 }
+
+/// A crash right after a roll: the new, empty segment was created, but the old
+/// segment's last batches never reached the disk. Recovery must fall back to the
+/// old segment and trim it, not start the log after a hole.
+#[test]
+fn crash_after_roll_with_torn_previous_segment_recovers_the_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = dir.path().join("data/t-0");
+    {
+        let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
+        let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+        fill(&p, 10);
+        p.flush().unwrap();
+        drop(p);
+        m.shutdown().unwrap();
+    }
+    let seg0 = pdir.join("00000000000000000000.log");
+    let len = std::fs::metadata(&seg0).unwrap().len();
+    // Tear the last batch and fake the roll's empty successor at the in-memory end.
+    std::fs::OpenOptions::new().write(true).open(&seg0).unwrap().set_len(len - 5).unwrap();
+    std::fs::write(pdir.join("00000000000000000010.log"), b"").unwrap();
+    for ext in ["index", "timeindex"] {
+        let _ = std::fs::remove_file(pdir.join(format!("00000000000000000000.{ext}")));
+    }
+    let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
+    let (p, report) = m.open_partition("t-0", LogConfig::default()).unwrap();
+    assert!(report.trimmed.is_some());
+    assert_eq!(p.high_watermark(), 9);
+    assert_eq!(offsets_from(&p, 0), (0..9).collect::<Vec<_>>());
+    assert_eq!(p.append_records(&[value(9)], 1).unwrap().wait().unwrap().base_offset, 9);
+}
