@@ -123,12 +123,13 @@ impl BatchHeader {
 
     /// Offset of the last record (the batch's offset span survives compaction).
     pub fn last_offset(&self) -> u64 {
-        self.base_offset + u64::from(self.last_offset_delta)
+        // Saturating: a damaged header must not overflow; callers bound-check offsets.
+        self.base_offset.saturating_add(u64::from(self.last_offset_delta))
     }
 
     /// The offset after this batch.
     pub fn next_offset(&self) -> u64 {
-        self.last_offset() + 1
+        self.last_offset().saturating_add(1)
     }
 }
 

@@ -79,7 +79,8 @@ impl PartitionLog {
         std::fs::rename(&tmp, &old.log_path).ctx(|| format!("renaming {}", tmp.display()))?;
         files::fsync_dir(&self.dir).ctx(|| format!("syncing {}", self.dir.display()))?;
         let max = self.config().batch_bytes_max.max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
-        let new = Segment::open_sealed(&self.dir, base, self.shared.open_files.clone(), max)?;
+        let new =
+            Segment::open_sealed(&self.dir, base, old.next_offset(), self.shared.open_files.clone(), max)?;
         let mut inner = self.inner.lock().expect("partition lock");
         if inner.segments.get(&base).is_some_and(|s| Arc::ptr_eq(s, old)) {
             inner.segments.insert(base, new);

@@ -149,8 +149,9 @@ impl PartitionLog {
         let bases = drop_empty_newest(&dir, list_segments(&dir)?)?;
         let mut segments = BTreeMap::new();
         let (last, sealed) = bases.split_last().map_or((None, &[][..]), |(l, s)| (Some(*l), s));
-        for &base in sealed {
-            let seg = Segment::open_sealed(&dir, base, shared.open_files.clone(), max)?;
+        for (i, &base) in sealed.iter().enumerate() {
+            let upper = sealed.get(i + 1).copied().or(last).unwrap_or(u64::MAX);
+            let seg = Segment::open_sealed(&dir, base, upper, shared.open_files.clone(), max)?;
             note_corrupt(&seg, &mut report);
             segments.insert(base, seg);
         }
@@ -171,7 +172,8 @@ impl PartitionLog {
         if let Some(cdir) = &cold_dir {
             std::fs::create_dir_all(cdir).ctx(|| format!("creating {}", cdir.display()))?;
             let local_start = segments.keys().next().copied().unwrap_or(u64::MAX);
-            for base in list_segments(cdir)? {
+            let cold_bases = list_segments(cdir)?;
+            for (i, &base) in cold_bases.iter().enumerate() {
                 if base >= local_start {
                     // A crash interrupted a move to the cold tier after the copy: the
                     // local segment is still authoritative, so drop the copy.
@@ -181,7 +183,8 @@ impl PartitionLog {
                     }
                     continue;
                 }
-                let seg = Segment::open_sealed(cdir, base, shared.open_files.clone(), max)?;
+                let upper = cold_bases.get(i + 1).copied().unwrap_or(local_start).min(local_start);
+                let seg = Segment::open_sealed(cdir, base, upper, shared.open_files.clone(), max)?;
                 note_corrupt(&seg, &mut report);
                 cold.insert(base, seg);
             }

@@ -84,7 +84,8 @@ impl PartitionLog {
         std::fs::rename(&tmp, &dst).ctx(|| format!("renaming {}", tmp.display()))?;
         files::fsync_dir(cold_dir).ctx(|| format!("syncing {}", cold_dir.display()))?;
         let max = self.config().batch_bytes_max.max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
-        let cold = Segment::open_sealed(cold_dir, base, self.shared.open_files.clone(), max)?;
+        let cold =
+            Segment::open_sealed(cold_dir, base, seg.next_offset(), self.shared.open_files.clone(), max)?;
         {
             let mut inner = self.inner.lock().expect("partition lock");
             inner.segments.remove(&base);

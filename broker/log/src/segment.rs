@@ -138,10 +138,13 @@ impl Segment {
     }
 
     /// Opens a sealed segment: loads its indexes, or rebuilds them when missing or
-    /// invalid. Never modifies the `.log` file.
+    /// invalid. Never modifies the `.log` file. Every batch must lie in
+    /// `[base_offset, upper)` (`upper` is the next segment's base): base offsets are
+    /// outside the CRC, so this bound is what catches a damaged one.
     pub fn open_sealed(
         dir: &Path,
         base_offset: u64,
+        upper: u64,
         open_files: Arc<OpenFiles>,
         batch_bytes_max: usize,
     ) -> Result<Arc<Segment>> {
@@ -149,11 +152,11 @@ impl Segment {
         let file = File::open(&log_path).ctx(|| format!("opening segment {}", log_path.display()))?;
         let len = file.metadata().ctx(|| format!("reading size of {}", log_path.display()))?.len();
         let (state, rebuilt) = match load_index(dir, base_offset, &file, len, batch_bytes_max) {
-            Some(index) => match walk_headers(&file, base_offset, &index, len, batch_bytes_max) {
+            Some(index) => match walk_headers(&file, base_offset, upper, &index, len, batch_bytes_max) {
                 Some(state) => (state, false),
-                None => (rebuild(&file, &log_path, base_offset, len, batch_bytes_max)?, true),
+                None => (rebuild(&file, &log_path, base_offset, upper, len, batch_bytes_max)?, true),
             },
-            None => (rebuild(&file, &log_path, base_offset, len, batch_bytes_max)?, true),
+            None => (rebuild(&file, &log_path, base_offset, upper, len, batch_bytes_max)?, true),
         };
         let mut state = state;
         state.sealed = true;
@@ -203,7 +206,7 @@ impl Segment {
                 base_offset + u64::from(e.relative_offset),
             );
         }
-        let scan = scan(&file, start_pos, len, start_offset, batch_bytes_max, true, |h, pos| {
+        let scan = scan(&file, start_pos, len, (start_offset, u64::MAX), batch_bytes_max, true, |h, pos| {
             index.on_batch(
                 (h.base_offset - base_offset) as u32,
                 pos as u32,
@@ -289,28 +292,40 @@ impl Segment {
     /// Every batch is CRC-checked before it is returned. Empty when this segment holds
     /// nothing at or after `offset` below the limit.
     pub fn read(self: &Arc<Self>, offset: u64, max_bytes: usize, limit_offset: u64) -> Result<Vec<u8>> {
-        let (start_hint, corrupt_at, end) = {
+        let (start_hint, corrupt_at, end, seg_next) = {
             let st = self.state.read().expect("segment state lock");
             let rel = offset.saturating_sub(self.base_offset).min(u64::from(u32::MAX)) as u32;
-            let hint = st.index.lookup(rel).map_or(0, |e| u64::from(e.position));
+            let hint = st.index.lookup(rel).map_or((0, self.base_offset), |e| {
+                (u64::from(e.position), self.base_offset + u64::from(e.relative_offset))
+            });
             let end = if st.sealed { st.size } else { self.durable_size.load(Ordering::Acquire) };
-            (hint, st.corrupt_at.clone(), end)
+            (hint, st.corrupt_at.clone(), end, st.next_offset)
         };
         let end = corrupt_at.as_ref().map_or(end, |(p, _)| end.min(*p));
         let file = self.reader()?;
-        let mut pos = start_hint;
-        // Find the batch holding `offset` (headers only).
+        let (mut pos, mut floor) = start_hint;
+        // Find the batch holding `offset` (headers only). Base offsets are outside the
+        // CRC, so each one must follow the previous and stay inside this segment.
         let first = loop {
-            if pos + HEADER_LEN as u64 > end {
+            if pos == end {
                 return self.empty_or_corrupt(pos, end, &corrupt_at);
             }
+            if pos + HEADER_LEN as u64 > end {
+                return Err(self.corrupt(pos, "batch header runs past the end of the segment"));
+            }
             let header = self.header_at(&file, pos)?;
+            if header.base_offset < floor || header.next_offset() > seg_next {
+                return Err(
+                    self.corrupt(pos, &format!("batch offset {} is out of place", header.base_offset))
+                );
+            }
             if header.base_offset >= limit_offset {
                 return Ok(Vec::new());
             }
             if header.last_offset() >= offset {
                 break header;
             }
+            floor = header.next_offset();
             pos += header.total_len() as u64;
         };
         let want = (first.total_len().max(max_bytes) as u64).min(end - pos) as usize;
@@ -430,7 +445,14 @@ fn load_index(dir: &Path, base: u64, file: &File, len: u64, max: usize) -> Optio
 
 /// Walks batch headers from the last index entry of a sealed segment to find its end
 /// offset and max timestamp. `None` if the walk does not land exactly on the file end.
-fn walk_headers(file: &File, base: u64, index: &SegmentIndex, len: u64, max: usize) -> Option<SegState> {
+fn walk_headers(
+    file: &File,
+    base: u64,
+    upper: u64,
+    index: &SegmentIndex,
+    len: u64,
+    max: usize,
+) -> Option<SegState> {
     let mut index = index.clone();
     let (mut pos, mut first) = match index.offsets.last() {
         Some(e) => (u64::from(e.position), true),
@@ -439,6 +461,9 @@ fn walk_headers(file: &File, base: u64, index: &SegmentIndex, len: u64, max: usi
     let mut next_offset = base;
     while pos < len {
         let header = BatchHeader::parse(&files::read_at(file, pos, HEADER_LEN).ok()?, max).ok()?;
+        if header.base_offset < next_offset || header.next_offset() > upper {
+            return None;
+        }
         if first {
             index.note_timestamp(header.max_timestamp);
             first = false;
@@ -465,11 +490,11 @@ fn walk_headers(file: &File, base: u64, index: &SegmentIndex, len: u64, max: usi
 }
 
 /// Rebuilds a sealed segment's index with a full CRC scan.
-fn rebuild(file: &File, path: &Path, base: u64, len: u64, max: usize) -> Result<SegState> {
+fn rebuild(file: &File, path: &Path, base: u64, upper: u64, len: u64, max: usize) -> Result<SegState> {
     tracing::info!(file = %path.display(), "rebuilding segment index");
     let mut index = SegmentIndex::default();
     let interval = es_core::limits::INDEX_INTERVAL_BYTES_DEFAULT;
-    let scan = scan(file, 0, len, base, max, false, |h, pos| {
+    let scan = scan(file, 0, len, (base, upper), max, false, |h, pos| {
         index.on_batch(
             (h.base_offset - base) as u32,
             pos as u32,
@@ -494,13 +519,13 @@ fn rebuild(file: &File, path: &Path, base: u64, len: u64, max: usize) -> Result<
     })
 }
 
-/// Walks whole batches from `start`, checking length, CRC and offset continuity.
-/// Stops at the first invalid or incomplete batch.
+/// Walks whole batches from `start`, checking length, CRC and offset continuity
+/// within `[first_offset, upper)`. Stops at the first invalid or incomplete batch.
 fn scan(
     file: &File,
     start: u64,
     len: u64,
-    first_offset: u64,
+    (first_offset, upper): (u64, u64),
     max: usize,
     strict: bool,
     mut on_batch: impl FnMut(&BatchHeader, u64),
@@ -524,6 +549,7 @@ fn scan(
         // The active segment never has gaps; compaction may leave them in sealed ones.
         let exp = expected.unwrap_or(first_offset);
         let ok_offset = if strict { header.base_offset == exp } else { header.base_offset >= exp };
+        let ok_offset = ok_offset && header.next_offset() <= upper;
         if !ok_offset {
             return fail(
                 pos,
