@@ -76,6 +76,10 @@ impl PartitionLog {
             let p = files::segment_path(&self.dir, base, ext);
             files::remove_if_exists(&p).ctx(|| format!("removing {}", p.display()))?;
         }
+        // Mark the segment before its gaps appear, so recovery never mistakes a
+        // compaction gap for damage.
+        let marker = files::segment_path(&self.dir, base, files::COMPACTED_EXT);
+        files::write_atomic(&marker, b"").ctx(|| format!("writing {}", marker.display()))?;
         std::fs::rename(&tmp, &old.log_path).ctx(|| format!("renaming {}", tmp.display()))?;
         files::fsync_dir(&self.dir).ctx(|| format!("syncing {}", self.dir.display()))?;
         let max = self.config().batch_bytes_max.max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);

@@ -15,6 +15,10 @@ pub(crate) fn segment_path(dir: &Path, base_offset: u64, ext: &str) -> PathBuf {
 pub(crate) const LOG_EXT: &str = "log";
 pub(crate) const INDEX_EXT: &str = "index";
 pub(crate) const TIME_INDEX_EXT: &str = "timeindex";
+/// Marker: the segment was rewritten by compaction, so its offsets may have gaps.
+pub(crate) const COMPACTED_EXT: &str = "compacted";
+/// Every file that belongs to one segment.
+pub(crate) const SEGMENT_EXTS: [&str; 4] = [LOG_EXT, INDEX_EXT, TIME_INDEX_EXT, COMPACTED_EXT];
 /// Files ending in this are half-written replacements; recovery deletes them.
 pub(crate) const TMP_SUFFIX: &str = ".tmp";
 

@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 use crate::config::LogConfig;
 use crate::epochs::Epochs;
 use crate::error::{IoContext, LogError, Result};
-use crate::files::{self, INDEX_EXT, LOG_EXT, TIME_INDEX_EXT};
+use crate::files::{self, LOG_EXT};
 use crate::flusher::{Job, Progress};
 use crate::manager::Shared;
 use crate::segment::{Segment, Trimmed};
@@ -177,7 +177,7 @@ impl PartitionLog {
                 if base >= local_start {
                     // A crash interrupted a move to the cold tier after the copy: the
                     // local segment is still authoritative, so drop the copy.
-                    for ext in [LOG_EXT, INDEX_EXT, TIME_INDEX_EXT] {
+                    for ext in files::SEGMENT_EXTS {
                         let p = files::segment_path(cdir, base, ext);
                         files::remove_if_exists(&p).ctx(|| format!("removing {}", p.display()))?;
                     }
@@ -559,7 +559,7 @@ impl PartitionLog {
     }
 
     pub(crate) fn remove_files(&self, base: u64) -> Result<()> {
-        for ext in [LOG_EXT, INDEX_EXT, TIME_INDEX_EXT] {
+        for ext in files::SEGMENT_EXTS {
             let p = files::segment_path(&self.dir, base, ext);
             files::remove_if_exists(&p).ctx(|| format!("removing {}", p.display()))?;
         }
@@ -633,7 +633,7 @@ fn drop_empty_newest(dir: &Path, mut bases: Vec<u64>) -> Result<Vec<u64>> {
         if len > 0 {
             break;
         }
-        for ext in [LOG_EXT, INDEX_EXT, TIME_INDEX_EXT] {
+        for ext in files::SEGMENT_EXTS {
             let p = files::segment_path(dir, base, ext);
             files::remove_if_exists(&p).ctx(|| format!("removing {}", p.display()))?;
         }

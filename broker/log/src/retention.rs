@@ -81,6 +81,10 @@ impl PartitionLog {
             .ctx(|| format!("copying {} to the cold tier", seg.log_path.display()))?;
         std::fs::File::open(&tmp).and_then(|f| f.sync_all()).ctx(|| format!("syncing {}", tmp.display()))?;
         seg.write_indexes(cold_dir)?;
+        if seg.state.read().expect("segment state lock").compacted {
+            let marker = files::segment_path(cold_dir, base, files::COMPACTED_EXT);
+            files::write_atomic(&marker, b"").ctx(|| format!("writing {}", marker.display()))?;
+        }
         std::fs::rename(&tmp, &dst).ctx(|| format!("renaming {}", tmp.display()))?;
         files::fsync_dir(cold_dir).ctx(|| format!("syncing {}", cold_dir.display()))?;
         let max = self.config().batch_bytes_max.max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
@@ -91,7 +95,7 @@ impl PartitionLog {
             inner.segments.remove(&base);
             inner.cold.insert(base, cold);
         }
-        for ext in [INDEX_EXT, TIME_INDEX_EXT, LOG_EXT] {
+        for ext in [INDEX_EXT, TIME_INDEX_EXT, LOG_EXT, files::COMPACTED_EXT] {
             let p = files::segment_path(&self.dir, base, ext);
             files::remove_if_exists(&p).ctx(|| format!("removing {}", p.display()))?;
         }

@@ -53,6 +53,8 @@ pub(crate) struct SegState {
     /// Wall-clock time of the first append (for `segment.ms`).
     pub first_append_ms: Option<i64>,
     pub sealed: bool,
+    /// Rewritten by compaction: batches may skip offsets.
+    pub compacted: bool,
     /// First byte of a batch that failed its CRC in a sealed segment; never served.
     pub corrupt_at: Option<(u64, String)>,
 }
@@ -132,6 +134,7 @@ impl Segment {
             first_append_ms: None,
             sealed: false,
             corrupt_at: None,
+            compacted: false,
         };
         let writer = Writer::new(file, 0, base_offset);
         Ok(Arc::new(Segment::new(base_offset, log_path, state, Some(writer), open_files, batch_bytes_max)))
@@ -151,12 +154,14 @@ impl Segment {
         let log_path = files::segment_path(dir, base_offset, LOG_EXT);
         let file = File::open(&log_path).ctx(|| format!("opening segment {}", log_path.display()))?;
         let len = file.metadata().ctx(|| format!("reading size of {}", log_path.display()))?.len();
+        let compacted = files::segment_path(dir, base_offset, files::COMPACTED_EXT).exists();
+        let bounds = Bounds { base: base_offset, upper, compacted };
         let (state, rebuilt) = match load_index(dir, base_offset, &file, len, batch_bytes_max) {
-            Some(index) => match walk_headers(&file, base_offset, upper, &index, len, batch_bytes_max) {
+            Some(index) => match walk_headers(&file, bounds, &index, len, batch_bytes_max) {
                 Some(state) => (state, false),
-                None => (rebuild(&file, &log_path, base_offset, upper, len, batch_bytes_max)?, true),
+                None => (rebuild(&file, &log_path, bounds, len, batch_bytes_max)?, true),
             },
-            None => (rebuild(&file, &log_path, base_offset, upper, len, batch_bytes_max)?, true),
+            None => (rebuild(&file, &log_path, bounds, len, batch_bytes_max)?, true),
         };
         let mut state = state;
         state.sealed = true;
@@ -206,7 +211,9 @@ impl Segment {
                 base_offset + u64::from(e.relative_offset),
             );
         }
-        let scan = scan(&file, start_pos, len, (start_offset, u64::MAX), batch_bytes_max, true, |h, pos| {
+        let compacted = files::segment_path(dir, base_offset, files::COMPACTED_EXT).exists();
+        let bounds = Bounds { base: start_offset, upper: u64::MAX, compacted };
+        let scan = scan(&file, start_pos, len, bounds, batch_bytes_max, |h, pos| {
             index.on_batch(
                 (h.base_offset - base_offset) as u32,
                 pos as u32,
@@ -237,6 +244,7 @@ impl Segment {
             first_append_ms: None,
             sealed: false,
             corrupt_at: None,
+            compacted,
         };
         let writer = Writer::new(file, scan.end_position, next_offset);
         let seg = Segment::new(base_offset, log_path, state, Some(writer), open_files, batch_bytes_max);
@@ -292,18 +300,19 @@ impl Segment {
     /// Every batch is CRC-checked before it is returned. Empty when this segment holds
     /// nothing at or after `offset` below the limit.
     pub fn read(self: &Arc<Self>, offset: u64, max_bytes: usize, limit_offset: u64) -> Result<Vec<u8>> {
-        let (start_hint, corrupt_at, end, seg_next) = {
+        let (start_hint, corrupt_at, end, seg_next, compacted) = {
             let st = self.state.read().expect("segment state lock");
             let rel = offset.saturating_sub(self.base_offset).min(u64::from(u32::MAX)) as u32;
-            let hint = st.index.lookup(rel).map_or((0, self.base_offset), |e| {
-                (u64::from(e.position), self.base_offset + u64::from(e.relative_offset))
-            });
+            let hint = st
+                .index
+                .lookup(rel)
+                .map(|e| (u64::from(e.position), self.base_offset + u64::from(e.relative_offset)));
             let end = if st.sealed { st.size } else { self.durable_size.load(Ordering::Acquire) };
-            (hint, st.corrupt_at.clone(), end, st.next_offset)
+            (hint, st.corrupt_at.clone(), end, st.next_offset, st.compacted)
         };
         let end = corrupt_at.as_ref().map_or(end, |(p, _)| end.min(*p));
         let file = self.reader()?;
-        let (mut pos, mut floor) = start_hint;
+        let (mut pos, mut floor) = start_hint.unwrap_or((0, self.base_offset));
         // Find the batch holding `offset` (headers only). Base offsets are outside the
         // CRC, so each one must follow the previous and stay inside this segment.
         let first = loop {
@@ -314,7 +323,11 @@ impl Segment {
                 return Err(self.corrupt(pos, "batch header runs past the end of the segment"));
             }
             let header = self.header_at(&file, pos)?;
-            if header.base_offset < floor || header.next_offset() > seg_next {
+            // Index entries point at batch starts, and without compaction every batch
+            // starts where the previous one ended.
+            let exact = start_hint.is_some_and(|(p, _)| p == pos) || !compacted;
+            let misplaced = if exact { header.base_offset != floor } else { header.base_offset < floor };
+            if misplaced || header.next_offset() > seg_next {
                 return Err(
                     self.corrupt(pos, &format!("batch offset {} is out of place", header.base_offset))
                 );
@@ -334,6 +347,7 @@ impl Segment {
         // Keep whole, valid batches below the limit; a batch cut off by max_bytes is
         // left for the next read.
         let mut keep = 0usize;
+        floor = first.base_offset;
         while keep < data.len() {
             if keep > 0 && data.len() - keep < HEADER_LEN {
                 break;
@@ -349,6 +363,11 @@ impl Segment {
             if header.base_offset >= limit_offset {
                 break;
             }
+            if keep > 0 && (header.base_offset < floor || (!compacted && header.base_offset != floor)) {
+                // Out of place: stop here; a read that starts at it reports the damage.
+                break;
+            }
+            floor = header.next_offset();
             BatchView::parse(&data[keep..], self.batch_bytes_max)
                 .map_err(|e| self.corrupt(pos + keep as u64, &e.to_string()))?;
             keep += header.total_len();
@@ -445,23 +464,22 @@ fn load_index(dir: &Path, base: u64, file: &File, len: u64, max: usize) -> Optio
 
 /// Walks batch headers from the last index entry of a sealed segment to find its end
 /// offset and max timestamp. `None` if the walk does not land exactly on the file end.
-fn walk_headers(
-    file: &File,
-    base: u64,
-    upper: u64,
-    index: &SegmentIndex,
-    len: u64,
-    max: usize,
-) -> Option<SegState> {
+fn walk_headers(file: &File, bounds: Bounds, index: &SegmentIndex, len: u64, max: usize) -> Option<SegState> {
+    let Bounds { base, upper, compacted } = bounds;
     let mut index = index.clone();
     let (mut pos, mut first) = match index.offsets.last() {
         Some(e) => (u64::from(e.position), true),
         None => (0, false),
     };
-    let mut next_offset = base;
+    let mut next_offset = index.offsets.last().map_or(base, |e| base + u64::from(e.relative_offset));
     while pos < len {
         let header = BatchHeader::parse(&files::read_at(file, pos, HEADER_LEN).ok()?, max).ok()?;
-        if header.base_offset < next_offset || header.next_offset() > upper {
+        let misplaced = if first || !compacted {
+            header.base_offset != next_offset
+        } else {
+            header.base_offset < next_offset
+        };
+        if misplaced || header.next_offset() > upper {
             return None;
         }
         if first {
@@ -486,15 +504,17 @@ fn walk_headers(
         first_append_ms: None,
         sealed: true,
         corrupt_at: None,
+        compacted,
     })
 }
 
 /// Rebuilds a sealed segment's index with a full CRC scan.
-fn rebuild(file: &File, path: &Path, base: u64, upper: u64, len: u64, max: usize) -> Result<SegState> {
+fn rebuild(file: &File, path: &Path, bounds: Bounds, len: u64, max: usize) -> Result<SegState> {
+    let base = bounds.base;
     tracing::info!(file = %path.display(), "rebuilding segment index");
     let mut index = SegmentIndex::default();
     let interval = es_core::limits::INDEX_INTERVAL_BYTES_DEFAULT;
-    let scan = scan(file, 0, len, (base, upper), max, false, |h, pos| {
+    let scan = scan(file, 0, len, bounds, max, |h, pos| {
         index.on_batch(
             (h.base_offset - base) as u32,
             pos as u32,
@@ -516,23 +536,36 @@ fn rebuild(file: &File, path: &Path, base: u64, upper: u64, len: u64, max: usize
         first_append_ms: None,
         sealed: true,
         corrupt_at,
+        compacted: bounds.compacted,
     })
 }
 
+/// Where a segment's batches may lie: from `base` (the first batch of an
+/// uncompacted segment starts exactly there) to below `upper`.
+#[derive(Debug, Clone, Copy)]
+struct Bounds {
+    base: u64,
+    upper: u64,
+    compacted: bool,
+}
+
 /// Walks whole batches from `start`, checking length, CRC and offset continuity
-/// within `[first_offset, upper)`. Stops at the first invalid or incomplete batch.
+/// within the bounds. Stops at the first invalid or incomplete batch. In a compacted
+/// segment gaps are legal, so a batch whose offset goes backwards may mean the
+/// previous batch's base offset was damaged (it is outside the CRC): the scan then
+/// stops before that previous batch too.
 fn scan(
     file: &File,
     start: u64,
     len: u64,
-    (first_offset, upper): (u64, u64),
+    bounds: Bounds,
     max: usize,
-    strict: bool,
     mut on_batch: impl FnMut(&BatchHeader, u64),
 ) -> std::io::Result<Scan> {
     let mut pos = start;
-    let mut expected: Option<u64> = None;
+    let mut expected = bounds.base;
     let mut next_offset = None;
+    let mut previous: Option<(u64, Option<u64>)> = None;
     let fail = |pos: u64, next_offset, reason: String| {
         Ok(Scan { end_position: pos, next_offset, error: Some((pos, reason)) })
     };
@@ -546,20 +579,19 @@ fn scan(
         if let Err(e) = BatchView::parse(&bytes, max) {
             return fail(pos, next_offset, e.to_string());
         }
-        // The active segment never has gaps; compaction may leave them in sealed ones.
-        let exp = expected.unwrap_or(first_offset);
-        let ok_offset = if strict { header.base_offset == exp } else { header.base_offset >= exp };
-        let ok_offset = ok_offset && header.next_offset() <= upper;
-        if !ok_offset {
-            return fail(
-                pos,
-                next_offset,
-                format!("batch offset {} does not follow offset {exp}", header.base_offset),
-            );
+        let reason = |exp: u64| format!("batch offset {} does not follow offset {exp}", header.base_offset);
+        if bounds.compacted && header.base_offset < expected {
+            let (at, next) = previous.unwrap_or((pos, next_offset));
+            return fail(at, next, reason(expected));
+        }
+        let exact = !bounds.compacted;
+        if (exact && header.base_offset != expected) || header.next_offset() > bounds.upper {
+            return fail(pos, next_offset, reason(expected));
         }
         on_batch(&header, pos);
-        expected = Some(header.next_offset());
-        next_offset = expected;
+        previous = Some((pos, next_offset));
+        expected = header.next_offset();
+        next_offset = Some(expected);
         pos += header.total_len() as u64;
     }
     Ok(Scan { end_position: pos, next_offset, error: None })
