@@ -26,6 +26,14 @@ pub enum LogError {
     StaleTerm { term: u64, latest: u64 },
     #[error("cannot truncate at offset {offset}: it is not a batch boundary")]
     NotBatchBoundary { offset: u64 },
+    #[error(
+        "producer {producer_id}: expected sequence {expected}, got {got}; a batch is missing or was reordered"
+    )]
+    OutOfOrderSequence { producer_id: i64, expected: i32, got: i32 },
+    #[error(
+        "producer {producer_id} epoch {epoch} is fenced by epoch {current}; a newer instance of this producer took over"
+    )]
+    ProducerFenced { producer_id: i64, epoch: i16, current: i16 },
     #[error("invalid log config: {0}")]
     InvalidConfig(String),
     #[error(

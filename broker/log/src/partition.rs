@@ -18,7 +18,11 @@ use crate::error::{IoContext, LogError, Result};
 use crate::files::{self, LOG_EXT};
 use crate::flusher::{Job, Progress};
 use crate::manager::Shared;
+use crate::producers::{Check, ProducerTable};
 use crate::segment::{Segment, Trimmed};
+
+/// The producer-state snapshot file of a partition.
+const PRODUCER_STATE_FILE: &str = "producer-state";
 
 /// Bytes one active segment may hold waiting for the flusher before appenders wait.
 const PENDING_BYTES_MAX: usize = 256 * 1024 * 1024;
@@ -31,6 +35,7 @@ pub(crate) struct Inner {
     /// The offset the next appended batch gets (log end offset).
     pub next_offset: u64,
     pub epochs: Epochs,
+    pub producers: ProducerTable,
 }
 
 impl Inner {
@@ -61,6 +66,8 @@ pub struct PartitionLog {
 pub struct PendingAppend {
     pub base_offset: u64,
     pub last_offset: u64,
+    /// An idempotent producer's retry: nothing was written, the offsets are the original's.
+    pub duplicate: bool,
     rx: oneshot::Receiver<Result<()>>,
 }
 
@@ -69,21 +76,22 @@ pub struct PendingAppend {
 pub struct Appended {
     pub base_offset: u64,
     pub last_offset: u64,
+    pub duplicate: bool,
 }
 
 impl PendingAppend {
     /// Blocks until the batch is durable. Not for async contexts: await `durable`.
     pub fn wait(self) -> Result<Appended> {
-        let (base_offset, last_offset) = (self.base_offset, self.last_offset);
+        let (base_offset, last_offset, duplicate) = (self.base_offset, self.last_offset, self.duplicate);
         self.rx.blocking_recv().map_err(|_| LogError::ShutDown)??;
-        Ok(Appended { base_offset, last_offset })
+        Ok(Appended { base_offset, last_offset, duplicate })
     }
 
     /// Resolves once the batch is durable.
     pub async fn durable(self) -> Result<Appended> {
-        let (base_offset, last_offset) = (self.base_offset, self.last_offset);
+        let (base_offset, last_offset, duplicate) = (self.base_offset, self.last_offset, self.duplicate);
         self.rx.await.map_err(|_| LogError::ShutDown)??;
-        Ok(Appended { base_offset, last_offset })
+        Ok(Appended { base_offset, last_offset, duplicate })
     }
 }
 
@@ -191,12 +199,13 @@ impl PartitionLog {
         }
         let mut epochs = Epochs::load(&dir)?;
         epochs.truncate_from(next_offset)?;
+        let producers = load_producers(&dir, cold.values().chain(segments.values()), next_offset)?;
         let log = Arc::new(PartitionLog {
             name,
             dir,
             cold_dir,
             config: RwLock::new(config),
-            inner: Mutex::new(Inner { segments, cold, next_offset, epochs }),
+            inner: Mutex::new(Inner { segments, cold, next_offset, epochs, producers }),
             progress: Progress::new(next_offset),
             shared,
             housekeeping: Mutex::new(()),
@@ -237,7 +246,7 @@ impl PartitionLog {
     /// any lock is taken.
     pub fn append(&self, mut bytes: Vec<u8>, term: u64) -> Result<PendingAppend> {
         self.check_batch(&bytes)?;
-        self.append_inner(&mut bytes, |next| (next, term))
+        self.append_inner(&mut bytes, true, |next| (next, term))
     }
 
     /// Follower path: appends a batch that already carries its base offset and term,
@@ -245,7 +254,7 @@ impl PartitionLog {
     pub fn append_replica(&self, bytes: Vec<u8>) -> Result<PendingAppend> {
         let mut bytes = bytes;
         let header = self.check_batch(&bytes)?;
-        self.append_inner(&mut bytes, |_| (header.base_offset, header.term))
+        self.append_inner(&mut bytes, false, |_| (header.base_offset, header.term))
     }
 
     fn check_batch(&self, bytes: &[u8]) -> Result<es_core::BatchHeader> {
@@ -278,6 +287,7 @@ impl PartitionLog {
     fn append_inner(
         &self,
         bytes: &mut Vec<u8>,
+        leader: bool,
         assign: impl FnOnce(u64) -> (u64, u64),
     ) -> Result<PendingAppend> {
         self.progress.check()?;
@@ -289,6 +299,14 @@ impl PartitionLog {
         };
         let mut inner = self.inner.lock().expect("partition lock");
         let (base, term) = assign(inner.next_offset);
+        let incoming = es_core::BatchHeader::parse(bytes, usize::MAX)?;
+        if leader
+            && let Check::Duplicate(b) =
+                inner.producers.check(&incoming.producer, incoming.last_offset_delta)?
+        {
+            // A retry of a recent batch: answer with the original offsets once they are durable.
+            return self.duplicate(&inner, b.base_offset, b.last_offset);
+        }
         if base != inner.next_offset {
             return Err(LogError::OffsetMismatch { expected: inner.next_offset, got: base });
         }
@@ -316,6 +334,7 @@ impl PartitionLog {
             position
         };
         inner.next_offset = header.next_offset();
+        inner.producers.record(&header);
         let (tx, rx) = oneshot::channel();
         let enqueue = {
             let writer = active.writer.as_ref().expect("active segment has a writer");
@@ -331,7 +350,28 @@ impl PartitionLog {
             self.shared.flusher.enqueue(self.job(&active))?;
         }
         drop(inner);
-        Ok(PendingAppend { base_offset: base, last_offset: header.last_offset(), rx })
+        Ok(PendingAppend { base_offset: base, last_offset: header.last_offset(), duplicate: false, rx })
+    }
+
+    /// A pending answer for a retried batch that resolves after the next flush of the
+    /// active segment, which completes no earlier than the original batch's flush.
+    fn duplicate(&self, inner: &Inner, base_offset: u64, last_offset: u64) -> Result<PendingAppend> {
+        let (tx, rx) = oneshot::channel();
+        if self.high_watermark() > last_offset {
+            let _ = tx.send(Ok(()));
+            return Ok(PendingAppend { base_offset, last_offset, duplicate: true, rx });
+        }
+        let active = inner.active().clone();
+        let enqueue = {
+            let writer = active.writer.as_ref().expect("active segment has a writer");
+            let mut p = writer.pending.lock().expect("pending lock");
+            p.waiters.push(tx);
+            !std::mem::replace(&mut p.queued, true)
+        };
+        if enqueue {
+            self.shared.flusher.enqueue(self.job(&active))?;
+        }
+        Ok(PendingAppend { base_offset, last_offset, duplicate: true, rx })
     }
 
     fn job(&self, segment: &Arc<Segment>) -> Job {
@@ -379,7 +419,7 @@ impl PartitionLog {
             .max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
         let seg = Segment::create(&self.dir, inner.next_offset, self.shared.open_files.clone(), max)?;
         inner.segments.insert(seg.base_offset, seg);
-        Ok(())
+        self.snapshot_producers(inner)
     }
 
     /// Rolls the active segment now, if it holds anything (tests and tools).
@@ -553,6 +593,8 @@ impl PartitionLog {
         inner.segments.insert(seg.base_offset, seg);
         inner.next_offset = offset;
         inner.epochs.truncate_from(offset)?;
+        inner.producers =
+            load_producers(&self.dir, inner.cold.values().chain(inner.segments.values()), offset)?;
         self.progress.durable_offset.store(offset, Ordering::Release);
         self.progress.notify.send_replace(offset);
         Ok(())
@@ -570,9 +612,49 @@ impl PartitionLog {
     /// only has to check the tail.
     pub fn close(&self) -> Result<()> {
         self.flush()?;
-        let active = self.inner.lock().expect("partition lock").active().clone();
-        active.write_indexes(&self.dir)
+        let inner = self.inner.lock().expect("partition lock");
+        inner.active().write_indexes(&self.dir)?;
+        self.snapshot_producers(&inner)
     }
+
+    /// Writes the producer state covering the log below `next_offset`, so a restart
+    /// replays only the batches after it.
+    fn snapshot_producers(&self, inner: &Inner) -> Result<()> {
+        let path = self.dir.join(PRODUCER_STATE_FILE);
+        let text = inner.producers.encode(inner.next_offset);
+        files::write_atomic(&path, text.as_bytes()).ctx(|| format!("writing {}", path.display()))
+    }
+
+    /// The epoch and last sequence this partition knows for a producer.
+    pub fn producer_state(&self, producer_id: i64) -> Option<(i16, i32)> {
+        self.inner.lock().expect("partition lock").producers.latest(producer_id)
+    }
+}
+
+/// Loads the producer-state snapshot (if it covers no more than the log holds) and
+/// replays the batch headers after it.
+fn load_producers<'a>(
+    dir: &Path,
+    segments: impl Iterator<Item = &'a Arc<Segment>>,
+    next_offset: u64,
+) -> Result<ProducerTable> {
+    let path = dir.join(PRODUCER_STATE_FILE);
+    let snapshot = std::fs::read_to_string(&path).ok().and_then(|t| ProducerTable::decode(&t));
+    let (from, mut table) = match snapshot {
+        Some((offset, table)) if offset <= next_offset => (offset, table),
+        _ => (0, ProducerTable::default()),
+    };
+    for seg in segments {
+        if seg.next_offset() <= from {
+            continue;
+        }
+        for h in seg.headers_from(from)? {
+            if h.base_offset < next_offset {
+                table.record(&h);
+            }
+        }
+    }
+    Ok(table)
 }
 
 fn note_corrupt(seg: &Segment, report: &mut RecoveryReport) {

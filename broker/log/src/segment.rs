@@ -376,6 +376,28 @@ impl Segment {
         Ok(data)
     }
 
+    /// Headers of every batch whose base offset is >= `from` (producer-state replay).
+    pub fn headers_from(self: &Arc<Self>, from: u64) -> Result<Vec<BatchHeader>> {
+        let (mut pos, size) = {
+            let st = self.state.read().expect("segment state lock");
+            let rel = from.saturating_sub(self.base_offset).min(u64::from(u32::MAX)) as u32;
+            (
+                st.index.lookup(rel).map_or(0, |e| u64::from(e.position)),
+                st.corrupt_at.as_ref().map_or(st.size, |c| c.0),
+            )
+        };
+        let file = self.reader()?;
+        let mut out = Vec::new();
+        while pos + HEADER_LEN as u64 <= size {
+            let h = self.header_at(&file, pos)?;
+            if h.base_offset >= from {
+                out.push(h);
+            }
+            pos += h.total_len() as u64;
+        }
+        Ok(out)
+    }
+
     fn empty_or_corrupt(&self, pos: u64, end: u64, corrupt_at: &Option<(u64, String)>) -> Result<Vec<u8>> {
         match corrupt_at {
             Some((p, reason)) if pos >= *p || end >= *p => Err(self.corrupt(*p, reason)),

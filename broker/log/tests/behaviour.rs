@@ -309,3 +309,62 @@ fn crash_after_roll_with_torn_previous_segment_recovers_the_prefix() {
     assert_eq!(offsets_from(&p, 0), (0..9).collect::<Vec<_>>());
     assert_eq!(p.append_records(&[value(9)], 1).unwrap().wait().unwrap().base_offset, 9);
 }
+
+fn producer_batch(id: i64, epoch: i16, seq: i32, n: usize) -> Vec<u8> {
+    let records: Vec<Record> =
+        (0..n).map(|i| Record::from_value(format!("p{id}-e{epoch}-s{}", seq + i as i32))).collect();
+    let producer = ProducerInfo { producer_id: id, producer_epoch: epoch, base_sequence: seq };
+    batch::encode(&records, 5, producer).unwrap()
+}
+
+#[test]
+fn idempotent_retries_get_the_original_offsets_even_after_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
+        let (p, _) = m.open_partition("t-0", small()).unwrap();
+        let first = p.append(producer_batch(9, 0, 0, 3), 1).unwrap().wait().unwrap();
+        assert_eq!((first.base_offset, first.last_offset, first.duplicate), (0, 2, false));
+        let again = p.append(producer_batch(9, 0, 0, 3), 1).unwrap().wait().unwrap();
+        assert_eq!((again.base_offset, again.last_offset, again.duplicate), (0, 2, true));
+        assert_eq!(p.high_watermark(), 3, "the retry wrote nothing");
+        assert!(matches!(
+            p.append(producer_batch(9, 0, 5, 1), 1),
+            Err(LogError::OutOfOrderSequence { expected: 3, got: 5, .. })
+        ));
+        p.append(producer_batch(9, 0, 3, 2), 1).unwrap().wait().unwrap();
+        // Enough traffic to roll segments, so the snapshot and the replay both matter.
+        fill_from(&p, 5, 60);
+        p.append(producer_batch(9, 0, 5, 1), 1).unwrap().wait().unwrap();
+        // No clean close: the state must come back from the snapshot plus the log.
+    }
+    let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
+    let (p, _) = m.open_partition("t-0", small()).unwrap();
+    let hw = p.high_watermark();
+    let retry = p.append(producer_batch(9, 0, 5, 1), 1).unwrap().wait().unwrap();
+    assert!(retry.duplicate);
+    assert_eq!(retry.base_offset, hw - 1);
+    assert_eq!(p.high_watermark(), hw);
+    assert_eq!(p.producer_state(9), Some((0, 5)));
+    let retry = p.append(producer_batch(9, 0, 3, 2), 1).unwrap().wait().unwrap();
+    assert_eq!((retry.base_offset, retry.duplicate), (3, true));
+    // A new epoch fences the old one.
+    p.append(producer_batch(9, 1, 0, 1), 1).unwrap().wait().unwrap();
+    assert!(matches!(
+        p.append(producer_batch(9, 0, 6, 1), 1),
+        Err(LogError::ProducerFenced { epoch: 0, current: 1, .. })
+    ));
+}
+
+#[test]
+fn producer_state_follows_truncation() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
+    let (p, _) = m.open_partition("t-0", small()).unwrap();
+    p.append(producer_batch(4, 0, 0, 1), 1).unwrap().wait().unwrap();
+    p.append(producer_batch(4, 0, 1, 1), 1).unwrap().wait().unwrap();
+    p.truncate_after(0).unwrap();
+    assert_eq!(p.producer_state(4), Some((0, 0)));
+    let again = p.append(producer_batch(4, 0, 1, 1), 1).unwrap().wait().unwrap();
+    assert_eq!((again.base_offset, again.duplicate), (1, false));
+}
