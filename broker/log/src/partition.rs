@@ -672,6 +672,17 @@ fn wait_drained(seg: &Segment) {
     while p.queued || p.flushing || !p.chunks.is_empty() {
         p = writer.drained.wait_timeout(p, Duration::from_millis(50)).expect("pending lock").0;
     }
+    let sealing = p.seal;
+    drop(p);
+    // A rolled segment is sealed by a background index writer; wait for it (bounded:
+    // if the writer fails the flag is still set).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while sealing
+        && !seg.state.read().expect("segment state lock").sealed
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// The byte position of the batch that starts at `offset` (or the segment end if
