@@ -1,1 +1,3 @@
-//! x
+//! Shared helpers for the es black-box tests.
+
+pub mod broker;
