@@ -31,6 +31,21 @@ pub fn broker_bin() -> PathBuf {
     p
 }
 
+/// The es CLI binary: `$ES_BIN`, else `target/release/es`.
+pub fn es_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("ES_BIN") {
+        return PathBuf::from(p);
+    }
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/es");
+    assert!(
+        p.exists(),
+        "es binary not found at {}: run `cargo build --release --workspace` before the \
+         tests, or point ES_BIN at it",
+        p.display()
+    );
+    p
+}
+
 /// An HTTP response: status and body (JSON, or the raw text as a JSON string).
 #[derive(Debug, Clone)]
 pub struct Resp {
