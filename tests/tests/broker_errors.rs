@@ -336,32 +336,60 @@ fn malformed_requests_never_get_a_server_error() {
     assert_eq!(b.get("/healthz").status, 200);
 }
 
-#[test]
-fn non_loopback_bind_is_refused_with_the_reason() {
-    let dir = tempfile::tempdir().unwrap();
+/// Runs es-broker with `args` and expects it to exit by itself within 20 s.
+fn run_to_exit(args: &[&std::ffi::OsStr]) -> std::process::Output {
     let mut child = Command::new(broker_bin())
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args(["--bind", "0.0.0.0:0"])
+        .args(args)
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
+    while child.try_wait().unwrap().is_none() {
         if Instant::now() > deadline {
             let _ = child.kill();
-            panic!("es-broker kept running with a non-loopback --bind");
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "es-broker {args:?} kept running; stderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
-    };
-    let out = child.wait_with_output().unwrap();
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn non_loopback_bind_is_refused_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_to_exit(&[
+        "--data-dir".as_ref(),
+        dir.path().as_os_str(),
+        "--bind".as_ref(),
+        "0.0.0.0:0".as_ref(),
+    ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!status.success());
+    assert!(!out.status.success());
     assert!(stderr.contains("authentication"), "stderr: {stderr}");
     assert!(stderr.contains("loopback"), "stderr: {stderr}");
     assert!(!String::from_utf8_lossy(&out.stdout).contains("listening"));
+}
+
+#[test]
+fn a_second_broker_on_the_same_data_dir_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let _first = Broker::start(dir.path());
+    let out = run_to_exit(&[
+        "--data-dir".as_ref(),
+        dir.path().as_os_str(),
+        "--bind".as_ref(),
+        "127.0.0.1:0".as_ref(),
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("already using the data directory"),
+        "stderr: {stderr}"
+    );
 }

@@ -58,6 +58,10 @@ pub enum ServerError {
     MethodNotAllowed,
     #[error("the broker is shutting down; retry against a running broker")]
     ShuttingDown,
+    #[error(
+        "another es-broker is already using the data directory {0}; stop it or pick another --data-dir"
+    )]
+    DataDirInUse(std::path::PathBuf),
     #[error("storage error: {0}")]
     Storage(LogError),
     #[error("internal error: {0}")]
@@ -85,6 +89,7 @@ impl ServerError {
             ServerError::NotFound(_) => "not_found",
             ServerError::MethodNotAllowed => "method_not_allowed",
             ServerError::ShuttingDown => "shutting_down",
+            ServerError::DataDirInUse(_) => "data_dir_in_use",
             ServerError::Storage(_) => "storage_error",
             ServerError::Internal(_) => "internal_error",
         }
@@ -107,7 +112,9 @@ impl ServerError {
             | ServerError::RequestTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ServerError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ServerError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
-            ServerError::Storage(_) | ServerError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ServerError::DataDirInUse(_) | ServerError::Storage(_) | ServerError::Internal(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
     }
 }

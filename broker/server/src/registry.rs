@@ -89,6 +89,8 @@ pub struct Registry {
     store: MetaStore,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
     shutting_down: AtomicBool,
+    /// Held for the broker's life: two brokers on one data directory would corrupt it.
+    _lock: std::fs::File,
 }
 
 fn partition_dir_name(topic: &str, partition: u32) -> String {
@@ -103,6 +105,7 @@ impl Registry {
     /// Opens the data directory: loads every topic, runs log recovery on each
     /// partition and removes partition directories no topic owns.
     pub fn open(options: BrokerOptions) -> Result<(Arc<Registry>, StartupReport)> {
+        let lock = lock_data_dir(&options.data_dir)?;
         let store = MetaStore::open(options.data_dir.join("topics"))?;
         let manager = LogManager::new(
             options.data_dir.join("partitions"),
@@ -117,6 +120,7 @@ impl Registry {
             store,
             topics: RwLock::new(BTreeMap::new()),
             shutting_down: AtomicBool::new(false),
+            _lock: lock,
         };
         let mut report = StartupReport::default();
         for meta in registry.store.load_all()? {
@@ -336,6 +340,24 @@ impl Registry {
     pub fn shutdown(&self) -> Result<()> {
         self.begin_shutdown();
         Ok(self.manager.shutdown()?)
+    }
+}
+
+/// Takes an exclusive lock on `<data>/LOCK`; the OS drops it when the process dies,
+/// so a crash never leaves a stale lock behind.
+fn lock_data_dir(dir: &std::path::Path) -> Result<std::fs::File> {
+    std::fs::create_dir_all(dir).map_err(|e| io(format!("creating {}", dir.display()), e))?;
+    let path = dir.join("LOCK");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| io(format!("opening {}", path.display()), e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(ServerError::DataDirInUse(dir.to_owned())),
+        Err(std::fs::TryLockError::Error(e)) => Err(io(format!("locking {}", path.display()), e)),
     }
 }
 
