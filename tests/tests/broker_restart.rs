@@ -293,3 +293,25 @@ fn a_half_created_topic_never_appears() {
         0
     );
 }
+
+#[test]
+fn longest_topic_name_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "n".repeat(249);
+    let mut b = Broker::start(dir.path());
+    b.create_topic(&name, 2);
+    let r = b.patch(
+        &format!("/topics/{name}/config"),
+        &json!({"config": {"retention.ms": 1000}}),
+    );
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let r = b.post(
+        &format!("/topics/{name}/records"),
+        &json!({"records": [{"value": "v", "partition": 1}]}),
+    );
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    b.signal("TERM");
+    assert!(b.wait_exit(EXIT_TIMEOUT).success());
+    let b = Broker::start(dir.path());
+    assert_eq!(read_all(&b, &name).len(), 1);
+}

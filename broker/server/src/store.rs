@@ -5,6 +5,7 @@
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -85,7 +86,13 @@ impl MetaStore {
     /// Writes (or replaces) a topic's metadata atomically and durably.
     pub fn save(&self, meta: &TopicMeta) -> Result<()> {
         let path = self.path(&meta.name);
-        let tmp = PathBuf::from(format!("{}{TMP_SUFFIX}", path.display()));
+        // A short temp name: `<249-char topic>.json.tmp` would pass the 255-byte
+        // file name limit.
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let tmp = self
+            .dir
+            .join(format!("save-{}-{seq}{TMP_SUFFIX}", std::process::id()));
         let bytes = serde_json::to_vec_pretty(meta)
             .map_err(|e| ServerError::Internal(format!("encoding topic metadata: {e}")))?;
         let write = || -> std::io::Result<()> {

@@ -87,19 +87,15 @@ fn assign_partitions(topic: &Topic, req: ProduceRequest) -> Result<Groups> {
     let mut sticky = None;
     let mut groups = Groups::new();
     for (index, wire) in req.records.into_iter().enumerate() {
-        let partition = match (wire.partition, wire.key.as_ref()) {
+        let explicit = wire.partition;
+        let record = decode_record(req.encoding, index, wire)?;
+        let partition = match (explicit, record.key.as_deref()) {
             (Some(p), _) => {
                 topic.partition(u64::from(p))?;
                 p
             }
-            (None, Some(_)) => u32::MAX,
+            (None, Some(key)) => partitioner::partition_for_key(key, count),
             (None, None) => *sticky.get_or_insert_with(|| topic.sticky_partition()),
-        };
-        let record = decode_record(req.encoding, index, wire)?;
-        let partition = if partition == u32::MAX {
-            partitioner::partition_for_key(record.key.as_deref().unwrap_or_default(), count)
-        } else {
-            partition
         };
         groups.entry(partition).or_default().push((index, record));
     }
