@@ -1,6 +1,8 @@
 //! Shared helpers of the black-box tests: the deterministic batch contents that the
 //! crash child writes and the crash test regenerates to check bytes, and the `ack`
-//! line protocol between them.
+//! line protocol between them, and the handle that runs a real es-broker.
+
+pub mod broker;
 
 pub mod crashload {
     //! Every batch the crash child appends is a pure function of its [`BatchId`]

@@ -1,0 +1,119 @@
+//! A small blocking HTTP client for the broker API that turns every failure into
+//! a sentence saying what went wrong and what to do next.
+
+use std::time::Duration;
+
+use anyhow::{Context, anyhow};
+use serde_json::Value;
+
+/// Talks to one broker.
+pub struct Client {
+    base: String,
+    agent: ureq::Agent,
+}
+
+impl Client {
+    pub fn new(base: &str) -> Self {
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(90)))
+            .build()
+            .into();
+        Self {
+            base: base.trim_end_matches('/').to_owned(),
+            agent,
+        }
+    }
+
+    pub fn get(&self, path: &str) -> anyhow::Result<Value> {
+        self.send("GET", path, None)
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        self.send("POST", path, Some(body))
+    }
+
+    pub fn patch(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        self.send("PATCH", path, Some(body))
+    }
+
+    pub fn delete(&self, path: &str) -> anyhow::Result<Value> {
+        self.send("DELETE", path, None)
+    }
+
+    fn send(&self, method: &str, path: &str, body: Option<&Value>) -> anyhow::Result<Value> {
+        let url = format!("{}{path}", self.base);
+        let body = body.map(Value::to_string).unwrap_or_default();
+        let sent = match method {
+            "GET" => self.agent.get(&url).call(),
+            "DELETE" => self.agent.delete(&url).call(),
+            "POST" => self
+                .agent
+                .post(&url)
+                .header("content-type", "application/json")
+                .send(&body),
+            _ => self
+                .agent
+                .patch(&url)
+                .header("content-type", "application/json")
+                .send(&body),
+        };
+        let mut resp = sent.map_err(|e| unreachable_broker(&self.base, &e))?;
+        let status = resp.status();
+        let text = resp
+            .body_mut()
+            .with_config()
+            .limit(256 * 1024 * 1024)
+            .read_to_string()
+            .with_context(|| format!("reading the broker's reply to {method} {path}"))?;
+        let value: Value = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text)
+                .with_context(|| format!("the broker's reply to {method} {path} is not JSON"))?
+        };
+        if status.is_success() {
+            return Ok(value);
+        }
+        Err(api_error(status.as_u16(), &value))
+    }
+}
+
+fn unreachable_broker(base: &str, e: &ureq::Error) -> anyhow::Error {
+    anyhow!(
+        "cannot reach the broker at {base} ({e}).\n\
+         Is es-broker running? Start it with `es-broker`, or point ES_BROKER (or --broker) at a running broker."
+    )
+}
+
+/// The broker's typed error as a sentence with a hint.
+fn api_error(status: u16, body: &Value) -> anyhow::Error {
+    let code = body["error"]["code"].as_str().unwrap_or("unknown_error");
+    let message = body["error"]["message"]
+        .as_str()
+        .map_or_else(|| body.to_string(), str::to_owned);
+    let hint = match code {
+        "topic_not_found" => {
+            "List the topics with `es topic list`, or create it with `es topic create --name ...`."
+        }
+        "partition_not_found" => "See the topic's partitions with `es topic describe --name ...`.",
+        "topic_already_exists" => "Pick another name, or delete the old topic first.",
+        "offset_out_of_range" => {
+            "See valid offsets with `es offsets --topic ...`, or use --from-beginning."
+        }
+        "invalid_config" => {
+            "Settings are Kafka-style names: retention.ms, retention.bytes, segment.bytes, segment.ms, cleanup.policy, delete.retention.ms, max.message.bytes, cold.tier.enable."
+        }
+        "batch_too_large" | "record_too_large" | "request_too_large" => {
+            "Send smaller batches (--batch-size) or raise the topic's max.message.bytes."
+        }
+        "shutting_down" => "The broker is stopping; try again once it is back.",
+        _ => "",
+    };
+    let hint = if hint.is_empty() {
+        String::new()
+    } else {
+        format!("\n{hint}")
+    };
+    anyhow!("{message} ({code}, HTTP {status}){hint}")
+}

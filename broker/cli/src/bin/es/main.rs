@@ -1,0 +1,78 @@
+//! es: the command-line client for an es broker's HTTP API. Tables for people by
+//! default, `--json` for scripts; errors in plain words with what to do next; a
+//! non-zero exit code on any failure.
+
+mod client;
+mod consume;
+mod output;
+mod produce;
+mod topic;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use client::Client;
+
+#[derive(Debug, Parser)]
+#[command(name = "es", version, about = "Command-line client for the es broker")]
+struct Cli {
+    /// The broker's HTTP address.
+    #[arg(
+        long,
+        global = true,
+        env = "ES_BROKER",
+        default_value = "http://127.0.0.1:9000"
+    )]
+    broker: String,
+    /// Print the broker's JSON instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create, list, describe, delete and configure topics.
+    #[command(subcommand)]
+    Topic(topic::TopicCommand),
+    /// Write records, from flags or one per stdin line.
+    Produce(produce::ProduceArgs),
+    /// Read records from one partition or all of them.
+    Consume(consume::ConsumeArgs),
+    /// Show each partition's earliest and latest offsets.
+    Offsets(topic::OffsetsArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let client = Client::new(&cli.broker);
+    let result = match cli.command {
+        Command::Topic(cmd) => topic::run(&client, cmd, cli.json),
+        Command::Produce(args) => produce::run(&client, &args, cli.json),
+        Command::Consume(args) => consume::run(&client, &args, cli.json),
+        Command::Offsets(args) => topic::offsets(&client, &args, cli.json),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("es: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Percent-encodes a path segment (topic names are plain ASCII, but a user may
+/// type anything and should get the broker's typed error, not a broken URL).
+pub fn segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,168 @@
+//! `es produce`: one record from flags, or one record per stdin line (optionally
+//! split into key and value), sent in batches.
+
+use std::io::{BufRead, Write};
+
+use anyhow::{Context, bail};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use clap::Args;
+use serde_json::{Value, json};
+
+use crate::client::Client;
+use crate::segment;
+
+#[derive(Debug, Args)]
+pub struct ProduceArgs {
+    #[arg(long)]
+    topic: String,
+    /// The record key (for stdin input: the key of every line without --key-separator).
+    #[arg(long)]
+    key: Option<String>,
+    /// The record value; without it, each stdin line is a record.
+    #[arg(long)]
+    value: Option<String>,
+    /// Write to this partition instead of choosing by key.
+    #[arg(long)]
+    partition: Option<u32>,
+    /// A header as key=value; repeatable.
+    #[arg(long = "header", value_name = "KEY=VALUE")]
+    headers: Vec<String>,
+    /// Split each stdin line at the first SEP into key and value.
+    #[arg(long, value_name = "SEP")]
+    key_separator: Option<String>,
+    /// Stdin records per request.
+    #[arg(long, default_value_t = 500)]
+    batch_size: usize,
+}
+
+pub fn run(client: &Client, args: &ProduceArgs, json_out: bool) -> anyhow::Result<()> {
+    if args.batch_size == 0 {
+        bail!("--batch-size must be at least 1");
+    }
+    let headers = headers(&args.headers)?;
+    let path = format!("/topics/{}/records", segment(&args.topic));
+    if let Some(value) = &args.value {
+        let record = record(
+            args.key.as_deref().map(str::as_bytes),
+            value.as_bytes(),
+            args,
+            &headers,
+        );
+        let v = client.post(&path, &json!({"encoding": "base64", "records": [record]}))?;
+        if json_out {
+            println!("{v}");
+        } else {
+            let o = &v["offsets"][0];
+            println!(
+                "wrote to {} partition {} at offset {}",
+                args.topic, o["partition"], o["offset"]
+            );
+        }
+        return Ok(());
+    }
+    produce_stdin(client, &path, args, &headers, json_out)
+}
+
+fn produce_stdin(
+    client: &Client,
+    path: &str,
+    args: &ProduceArgs,
+    headers: &[Value],
+    json_out: bool,
+) -> anyhow::Result<()> {
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    let mut batch = Vec::new();
+    let mut sent = 0usize;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = input
+            .read_until(b'\n', &mut line)
+            .context("reading stdin")?;
+        if n > 0 {
+            let text = trim_newline(&line);
+            let (key, value) = split(text, args)?;
+            batch.push(record(key, value, args, headers));
+        }
+        if !batch.is_empty() && (n == 0 || batch.len() >= args.batch_size) {
+            let count = batch.len();
+            let v = client
+                .post(
+                    path,
+                    &json!({"encoding": "base64", "records": std::mem::take(&mut batch)}),
+                )
+                .with_context(|| {
+                    format!("sending records {}..{} from stdin", sent, sent + count)
+                })?;
+            sent += count;
+            if json_out {
+                println!("{v}");
+            }
+        }
+        if n == 0 {
+            break;
+        }
+    }
+    if !json_out {
+        println!("wrote {sent} records to {}", args.topic);
+    }
+    Ok(())
+}
+
+fn trim_newline(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+/// Splits a stdin line into key and value at the first separator, if one is set.
+fn split<'a>(
+    line: &'a [u8],
+    args: &'a ProduceArgs,
+) -> anyhow::Result<(Option<&'a [u8]>, &'a [u8])> {
+    let Some(sep) = args.key_separator.as_deref().filter(|s| !s.is_empty()) else {
+        return Ok((args.key.as_deref().map(str::as_bytes), line));
+    };
+    let sep = sep.as_bytes();
+    match line.windows(sep.len()).position(|w| w == sep) {
+        Some(i) => Ok((Some(&line[..i]), &line[i + sep.len()..])),
+        None => bail!(
+            "a stdin line has no key separator {:?}: {:?}",
+            args.key_separator.as_deref().unwrap_or_default(),
+            String::from_utf8_lossy(line)
+        ),
+    }
+}
+
+/// One record in the request's base64 encoding, so any bytes pass unchanged.
+fn record(key: Option<&[u8]>, value: &[u8], args: &ProduceArgs, headers: &[Value]) -> Value {
+    let mut r = json!({
+        "key": key.map(|k| B64.encode(k)),
+        "value": B64.encode(value),
+        "headers": headers,
+    });
+    if let Some(p) = args.partition {
+        r["partition"] = json!(p);
+    }
+    r
+}
+
+fn headers(pairs: &[String]) -> anyhow::Result<Vec<Value>> {
+    pairs
+        .iter()
+        .map(|pair| match pair.split_once('=') {
+            Some((k, v)) => Ok(json!({"key": k, "value": B64.encode(v)})),
+            None => bail!("--header takes KEY=VALUE; got {pair:?}"),
+        })
+        .collect()
+}
+
+/// Writes to stdout; a closed pipe (e.g. `| head`) is not an error.
+pub fn write_out(out: &mut impl Write, bytes: &[u8]) -> anyhow::Result<bool> {
+    match out.write_all(bytes) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(e).context("writing to stdout"),
+    }
+}

@@ -1,0 +1,130 @@
+//! es-broker: the single-node broker. Zero-config start (data in ./data, HTTP on
+//! 127.0.0.1:9000), log recovery on startup, graceful shutdown on SIGINT/SIGTERM.
+
+use std::io::Write;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use es_server::{BrokerOptions, Registry};
+use tokio::signal::unix::{SignalKind, signal};
+
+#[derive(Debug, Parser)]
+#[command(name = "es-broker", version, about = "The es event-streaming broker")]
+struct Args {
+    /// Where topics and their logs live.
+    #[arg(long, env = "ES_DATA_DIR", default_value = "./data")]
+    data_dir: PathBuf,
+    /// Address for the HTTP API; port 0 picks a free port. Loopback only until
+    /// authentication exists.
+    #[arg(long, env = "ES_BIND", default_value = "127.0.0.1:9000")]
+    bind: String,
+    /// Directory for the cold tier (topics with cold.tier.enable=true).
+    #[arg(long)]
+    cold_dir: Option<PathBuf>,
+    /// Largest HTTP request body in bytes.
+    #[arg(long, default_value_t = es_server::limits::REQUEST_BYTES_MAX_DEFAULT)]
+    max_request_bytes: usize,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("ES_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("es-broker: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    let addr = loopback_addr(&args.bind)?;
+    let options = BrokerOptions {
+        data_dir: args.data_dir.clone(),
+        cold_dir: args.cold_dir.clone(),
+        request_bytes_max: args.max_request_bytes,
+    };
+    let (registry, report) = Registry::open(options)
+        .with_context(|| format!("opening the data directory {}", args.data_dir.display()))?;
+    for repair in &report.repairs {
+        eprintln!("es-broker: recovery: {repair}");
+    }
+    eprintln!(
+        "es-broker: recovered {} topics, {} partitions from {}",
+        report.topics,
+        report.partitions,
+        args.data_dir.display()
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(serve(addr, registry.clone()))?;
+    // Every acknowledged record is already durable; this closes segments cleanly
+    // so the next start has nothing to recover.
+    registry
+        .shutdown()
+        .context("flushing and closing the logs")?;
+    eprintln!("es-broker: shut down cleanly");
+    Ok(())
+}
+
+async fn serve(addr: SocketAddr, registry: std::sync::Arc<Registry>) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))?;
+    let local = listener.local_addr().context("reading the bound address")?;
+    // Tests and scripts read this line to find the port.
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "listening on http://{local}")?;
+    out.flush()?;
+    drop(out);
+    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = sigint.recv() => {}
+            _ = sigterm.recv() => {}
+        }
+        eprintln!("es-broker: shutting down (send the signal again to exit at once)");
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = sigint.recv() => {}
+                _ = sigterm.recv() => {}
+            }
+            eprintln!("es-broker: second signal: exiting now");
+            std::process::exit(130);
+        });
+    };
+    es_server::serve(listener, registry, shutdown)
+        .await
+        .context("serving HTTP")
+}
+
+/// Resolves `--bind` and refuses anything but loopback: the API has no
+/// authentication yet, so listening elsewhere would open the data to the network.
+fn loopback_addr(bind: &str) -> anyhow::Result<SocketAddr> {
+    let addrs: Vec<SocketAddr> = bind
+        .to_socket_addrs()
+        .with_context(|| format!("--bind {bind:?} is not a host:port address"))?
+        .collect();
+    let Some(first) = addrs.first().copied() else {
+        bail!("--bind {bind:?} resolved to no address");
+    };
+    if let Some(bad) = addrs.iter().find(|a| !a.ip().is_loopback()) {
+        bail!(
+            "refusing to listen on {bad} (from --bind {bind}): es has no authentication yet (it comes in a later release), \
+             so the broker only listens on loopback addresses such as 127.0.0.1 or [::1]"
+        );
+    }
+    Ok(first)
+}

@@ -1,0 +1,227 @@
+//! The JSON shapes of the HTTP API (requests, responses, the error body) and the
+//! utf8/base64 codec for keys, values and header values.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+
+use crate::config::TopicConfig;
+use crate::error::{Result, ServerError};
+
+/// Every error response: `{"error": {"code": "...", "message": "..."}}`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ErrorDetail {
+    /// A stable machine-readable code, e.g. `topic_not_found`.
+    pub code: String,
+    /// A sentence for people: what went wrong and what to do.
+    pub message: String,
+}
+
+/// How keys, values and header values are written in JSON.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Encoding {
+    #[default]
+    Utf8,
+    Base64,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTopicRequest {
+    pub name: String,
+    /// Number of partitions (default 1).
+    #[serde(default = "one")]
+    pub partitions: u32,
+    /// Settings by Kafka name, e.g. `{"retention.ms": 86400000}`.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub config: BTreeMap<String, Value>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AlterConfigRequest {
+    /// Settings to change, by Kafka name; others keep their value.
+    #[schema(value_type = Object)]
+    pub config: BTreeMap<String, Value>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TopicSummary {
+    pub name: String,
+    pub partition_count: u32,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TopicList {
+    pub topics: Vec<TopicSummary>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PartitionDescription {
+    pub partition: u32,
+    pub log_start_offset: u64,
+    pub high_watermark: u64,
+    pub size_bytes: u64,
+    pub segment_count: usize,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TopicDescription {
+    pub name: String,
+    pub partition_count: u32,
+    pub config: TopicConfig,
+    pub partitions: Vec<PartitionDescription>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ConfigResponse {
+    pub config: TopicConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WireHeader {
+    pub key: String,
+    /// Encoded like the record's value; null for a null header value.
+    pub value: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProduceRequest {
+    /// How keys, values and header values of `records` are encoded (default utf8).
+    #[serde(default)]
+    pub encoding: Encoding,
+    pub records: Vec<ProduceRecord>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProduceRecord {
+    pub key: Option<String>,
+    /// Null writes a tombstone.
+    pub value: Option<String>,
+    #[serde(default)]
+    pub headers: Vec<WireHeader>,
+    /// Explicit partition; otherwise by key (murmur2, as Kafka), else one partition per batch.
+    pub partition: Option<u32>,
+    /// Milliseconds since the epoch; the broker's clock when absent.
+    pub timestamp: Option<i64>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RecordOffset {
+    pub partition: u32,
+    pub offset: u64,
+}
+
+/// Offsets in the order of the request's records, sent only once they are on disk.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ProduceResponse {
+    pub offsets: Vec<RecordOffset>,
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ConsumeQuery {
+    /// `earliest` (default), `latest`, or an offset number.
+    pub offset: Option<String>,
+    /// Start at the first record with a timestamp at or after this (ms); excludes `offset`.
+    pub timestamp: Option<i64>,
+    /// Most records to return (default 500, at most 10000).
+    pub max_records: Option<usize>,
+    /// Most batch bytes to read (default 1 MiB, at most 16 MiB; at least one batch is read).
+    pub max_bytes: Option<usize>,
+    /// Wait up to this long (ms, at most 60000) for data when there is none yet.
+    pub wait_ms: Option<u64>,
+    /// Preferred encoding; records that are not valid UTF-8 come back base64 anyway.
+    pub encoding: Option<Encoding>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ConsumedRecord {
+    pub offset: u64,
+    pub timestamp: i64,
+    /// The encoding of this record's key, value and header values.
+    pub encoding: Encoding,
+    pub key: Option<String>,
+    pub value: Option<String>,
+    pub headers: Vec<WireHeader>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ConsumeResponse {
+    pub topic: String,
+    pub partition: u32,
+    pub records: Vec<ConsumedRecord>,
+    /// The offset to ask for next.
+    pub next_offset: u64,
+    pub high_watermark: u64,
+    pub log_start_offset: u64,
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct OffsetsQuery {
+    /// Also look up the first offset at or after this timestamp (ms).
+    pub timestamp: Option<i64>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PartitionOffsets {
+    pub partition: u32,
+    pub earliest: u64,
+    /// The high watermark: the offset the next record will get.
+    pub latest: u64,
+    /// With `timestamp`: the first offset at or after it, null if every record is older.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timestamp_offset: Option<u64>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct OffsetsResponse {
+    pub topic: String,
+    pub partitions: Vec<PartitionOffsets>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Status {
+    pub status: String,
+}
+
+/// Decodes one field of a produce request; `what` names it in the error.
+pub fn decode(encoding: Encoding, text: &str, what: impl FnOnce() -> String) -> Result<Bytes> {
+    match encoding {
+        Encoding::Utf8 => Ok(Bytes::copy_from_slice(text.as_bytes())),
+        Encoding::Base64 => BASE64
+            .decode(text)
+            .map(Bytes::from)
+            .map_err(|e| ServerError::BadEncoding(format!("{} is not valid base64: {e}", what()))),
+    }
+}
+
+/// Encodes one field of a consumed record.
+pub fn encode(encoding: Encoding, bytes: &[u8]) -> String {
+    match encoding {
+        Encoding::Utf8 => String::from_utf8_lossy(bytes).into_owned(),
+        Encoding::Base64 => BASE64.encode(bytes),
+    }
+}

@@ -1,0 +1,147 @@
+//! The server's error type. Each variant has a stable wire code and an HTTP status;
+//! every error leaves as `{"error": {"code": "...", "message": "..."}}`.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use es_log::LogError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("topic {0:?} does not exist")]
+    TopicNotFound(String),
+    #[error("topic {topic:?} has no partition {partition} (it has {count})")]
+    PartitionNotFound {
+        topic: String,
+        partition: u64,
+        count: u32,
+    },
+    #[error("topic {0:?} already exists")]
+    TopicExists(String),
+    #[error("invalid topic name {name:?}: {reason}")]
+    InvalidTopicName { name: String, reason: &'static str },
+    #[error("{0}")]
+    InvalidConfig(String),
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("request body is not valid JSON for this route: {0}")]
+    BadJson(String),
+    #[error("{0}")]
+    BadEncoding(String),
+    #[error(
+        "offset {requested} is out of range: partition {partition} holds [{log_start}, {high_watermark}]"
+    )]
+    OffsetOutOfRange {
+        partition: u32,
+        requested: u64,
+        log_start: u64,
+        high_watermark: u64,
+    },
+    #[error(
+        "the batch for partition {partition} is {size} bytes encoded; the topic's max.message.bytes is {max}"
+    )]
+    BatchTooLarge {
+        partition: u32,
+        size: usize,
+        max: usize,
+    },
+    #[error("record {index} is {size} bytes (key + value + headers); the limit is {max}")]
+    RecordTooLarge {
+        index: usize,
+        size: usize,
+        max: usize,
+    },
+    #[error("request body exceeds the broker's limit of {max} bytes; send smaller batches")]
+    RequestTooLarge { max: usize },
+    #[error("no route for {0}")]
+    NotFound(String),
+    #[error("method not allowed on this route")]
+    MethodNotAllowed,
+    #[error("the broker is shutting down; retry against a running broker")]
+    ShuttingDown,
+    #[error(
+        "another es-broker is already using the data directory {0}; stop it or pick another --data-dir"
+    )]
+    DataDirInUse(std::path::PathBuf),
+    #[error("storage error: {0}")]
+    Storage(LogError),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+pub type Result<T, E = ServerError> = std::result::Result<T, E>;
+
+impl ServerError {
+    /// The stable wire code; never reuse a code for a different meaning.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ServerError::TopicNotFound(_) => "topic_not_found",
+            ServerError::PartitionNotFound { .. } => "partition_not_found",
+            ServerError::TopicExists(_) => "topic_already_exists",
+            ServerError::InvalidTopicName { .. } => "invalid_topic_name",
+            ServerError::InvalidConfig(_) => "invalid_config",
+            ServerError::InvalidRequest(_) => "invalid_request",
+            ServerError::BadJson(_) => "bad_json",
+            ServerError::BadEncoding(_) => "bad_encoding",
+            ServerError::OffsetOutOfRange { .. } => "offset_out_of_range",
+            ServerError::BatchTooLarge { .. } => "batch_too_large",
+            ServerError::RecordTooLarge { .. } => "record_too_large",
+            ServerError::RequestTooLarge { .. } => "request_too_large",
+            ServerError::NotFound(_) => "not_found",
+            ServerError::MethodNotAllowed => "method_not_allowed",
+            ServerError::ShuttingDown => "shutting_down",
+            ServerError::DataDirInUse(_) => "data_dir_in_use",
+            ServerError::Storage(_) => "storage_error",
+            ServerError::Internal(_) => "internal_error",
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ServerError::TopicNotFound(_)
+            | ServerError::PartitionNotFound { .. }
+            | ServerError::NotFound(_) => StatusCode::NOT_FOUND,
+            ServerError::TopicExists(_) => StatusCode::CONFLICT,
+            ServerError::InvalidTopicName { .. }
+            | ServerError::InvalidConfig(_)
+            | ServerError::InvalidRequest(_)
+            | ServerError::BadJson(_)
+            | ServerError::BadEncoding(_) => StatusCode::BAD_REQUEST,
+            ServerError::OffsetOutOfRange { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
+            ServerError::BatchTooLarge { .. }
+            | ServerError::RecordTooLarge { .. }
+            | ServerError::RequestTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ServerError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ServerError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            ServerError::DataDirInUse(_) | ServerError::Storage(_) | ServerError::Internal(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+        }
+    }
+}
+
+impl From<LogError> for ServerError {
+    fn from(e: LogError) -> Self {
+        match e {
+            LogError::InvalidConfig(m) => ServerError::InvalidConfig(m),
+            LogError::InvalidBatch(c) => ServerError::InvalidRequest(c.to_string()),
+            LogError::ShutDown => ServerError::ShuttingDown,
+            other => ServerError::Storage(other),
+        }
+    }
+}
+
+impl IntoResponse for ServerError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() && status != StatusCode::SERVICE_UNAVAILABLE {
+            tracing::error!(code = self.code(), error = %self, "request failed");
+        }
+        let body = crate::api::ErrorBody {
+            error: crate::api::ErrorDetail {
+                code: self.code().to_owned(),
+                message: self.to_string(),
+            },
+        };
+        (status, axum::Json(body)).into_response()
+    }
+}

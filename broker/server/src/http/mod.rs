@@ -1,0 +1,167 @@
+//! The HTTP/JSON listener: routes, extractors that turn every rejection into the
+//! JSON error shape, and [`serve`], which runs until the shutdown future resolves
+//! and then drains in-flight requests.
+
+mod openapi;
+mod records;
+mod topics;
+
+use std::future::{Future, IntoFuture};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Query, Request};
+use axum::http::request::Parts;
+use axum::http::{StatusCode, Uri};
+use axum::routing::{get, post};
+use bytes::Bytes;
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+
+use crate::error::{Result, ServerError};
+use crate::limits;
+use crate::registry::Registry;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    pub registry: Arc<Registry>,
+    /// Turns true when shutdown begins, so long polls return at once.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// The API's routes over `registry`.
+pub fn router(registry: Arc<Registry>, shutdown: watch::Receiver<bool>) -> Router {
+    let body_max = registry.options().request_bytes_max;
+    Router::new()
+        .route("/healthz", get(topics::healthz))
+        .route("/readyz", get(topics::readyz))
+        .route("/openapi.json", get(openapi::openapi_json))
+        .route("/topics", get(topics::list).post(topics::create))
+        .route(
+            "/topics/{topic}",
+            get(topics::describe).delete(topics::delete),
+        )
+        .route(
+            "/topics/{topic}/config",
+            get(topics::get_config).patch(topics::alter_config),
+        )
+        .route("/topics/{topic}/records", post(records::produce))
+        .route("/topics/{topic}/offsets", get(records::offsets))
+        .route(
+            "/topics/{topic}/partitions/{partition}/records",
+            get(records::consume),
+        )
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(body_max))
+        .with_state(AppState { registry, shutdown })
+}
+
+async fn not_found(uri: Uri) -> ServerError {
+    ServerError::NotFound(uri.path().to_owned())
+}
+
+async fn method_not_allowed() -> ServerError {
+    ServerError::MethodNotAllowed
+}
+
+/// Serves the API on `listener` until `shutdown` resolves, then stops accepting,
+/// wakes long polls, and waits (bounded) for in-flight requests to finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    registry: Arc<Registry>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let (tx, rx) = watch::channel(false);
+    let mut stopping = rx.clone();
+    let app = router(registry.clone(), rx);
+    let signal = async move {
+        shutdown.await;
+        registry.begin_shutdown();
+        let _ = tx.send(true);
+    };
+    let server = axum::serve(listener, app)
+        .with_graceful_shutdown(signal)
+        .into_future();
+    let drain_deadline = async move {
+        if stopping.wait_for(|s| *s).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+        tokio::time::sleep(Duration::from_millis(limits::SHUTDOWN_DRAIN_MS)).await;
+    };
+    tokio::select! {
+        r = server => r,
+        () = drain_deadline => {
+            tracing::warn!("in-flight requests did not finish within {} ms; closing anyway", limits::SHUTDOWN_DRAIN_MS);
+            Ok(())
+        }
+    }
+}
+
+/// A JSON body whose every failure (size, syntax, shape) is a typed API error.
+#[derive(Debug)]
+pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
+    type Rejection = ServerError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self> {
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ServerError::RequestTooLarge {
+                    max: state.registry.options().request_bytes_max,
+                }
+            } else {
+                ServerError::InvalidRequest(format!(
+                    "could not read the request body: {}",
+                    e.body_text()
+                ))
+            }
+        })?;
+        serde_json::from_slice(&bytes)
+            .map(ApiJson)
+            .map_err(|e| ServerError::BadJson(e.to_string()))
+    }
+}
+
+/// Query parameters whose parse failures are typed API errors.
+#[derive(Debug)]
+pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ServerError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self> {
+        Query::try_from_uri(&parts.uri)
+            .map(|Query(q)| ApiQuery(q))
+            .map_err(|e| {
+                ServerError::InvalidRequest(format!("bad query string: {}", e.body_text()))
+            })
+    }
+}
+
+/// Path parameters whose parse failures are typed API errors.
+#[derive(Debug)]
+pub struct ApiPath<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ServerError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self> {
+        Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Path(p)| ApiPath(p))
+            .map_err(|e| ServerError::InvalidRequest(format!("bad path: {}", e.body_text())))
+    }
+}
+
+/// Runs blocking registry or log work off the async workers.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ServerError::Internal(format!("blocking task failed: {e}")))?
+}

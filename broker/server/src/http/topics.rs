@@ -1,0 +1,146 @@
+//! Topic administration routes (create, list, describe, delete, config) and the
+//! health probes.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+
+use super::{ApiJson, ApiPath, AppState, blocking};
+use crate::api::{
+    AlterConfigRequest, ConfigResponse, CreateTopicRequest, ErrorBody, PartitionDescription,
+    Status, TopicDescription, TopicList, TopicSummary,
+};
+use crate::error::{Result, ServerError};
+use crate::registry::Topic;
+
+#[utoipa::path(get, path = "/healthz", tag = "health",
+    responses((status = 200, description = "The process is alive", body = Status)))]
+pub async fn healthz() -> Json<Status> {
+    Json(Status {
+        status: "ok".into(),
+    })
+}
+
+#[utoipa::path(get, path = "/readyz", tag = "health",
+    responses(
+        (status = 200, description = "Recovered and serving", body = Status),
+        (status = 503, description = "Shutting down", body = ErrorBody)))]
+pub async fn readyz(State(state): State<AppState>) -> Result<Json<Status>> {
+    // The listener is bound only after recovery, so serving means ready.
+    if state.registry.is_shutting_down() {
+        return Err(ServerError::ShuttingDown);
+    }
+    Ok(Json(Status {
+        status: "ready".into(),
+    }))
+}
+
+#[utoipa::path(get, path = "/topics", tag = "topics",
+    responses((status = 200, body = TopicList)))]
+pub async fn list(State(state): State<AppState>) -> Json<TopicList> {
+    let topics = state
+        .registry
+        .list()
+        .iter()
+        .map(|t| TopicSummary {
+            name: t.name(),
+            partition_count: t.partition_count(),
+        })
+        .collect();
+    Json(TopicList { topics })
+}
+
+#[utoipa::path(post, path = "/topics", tag = "topics", request_body = CreateTopicRequest,
+    responses(
+        (status = 201, description = "Created, metadata on disk", body = TopicDescription),
+        (status = 400, description = "invalid_topic_name, invalid_config, invalid_request, bad_json", body = ErrorBody),
+        (status = 409, description = "topic_already_exists", body = ErrorBody)))]
+pub async fn create(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<CreateTopicRequest>,
+) -> Result<(StatusCode, Json<TopicDescription>)> {
+    let registry = state.registry.clone();
+    let topic = blocking(move || registry.create(&req.name, req.partitions, &req.config)).await?;
+    Ok((StatusCode::CREATED, Json(describe_topic(&topic))))
+}
+
+#[utoipa::path(get, path = "/topics/{topic}", tag = "topics",
+    params(("topic" = String, Path, description = "Topic name")),
+    responses(
+        (status = 200, body = TopicDescription),
+        (status = 404, description = "topic_not_found", body = ErrorBody)))]
+pub async fn describe(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<TopicDescription>> {
+    let topic = state.registry.topic(&name)?;
+    Ok(Json(describe_topic(&topic)))
+}
+
+#[utoipa::path(delete, path = "/topics/{topic}", tag = "topics",
+    params(("topic" = String, Path, description = "Topic name")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "topic_not_found", body = ErrorBody)))]
+pub async fn delete(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<StatusCode> {
+    let registry = state.registry.clone();
+    blocking(move || registry.delete(&name)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(get, path = "/topics/{topic}/config", tag = "topics",
+    params(("topic" = String, Path, description = "Topic name")),
+    responses(
+        (status = 200, body = ConfigResponse),
+        (status = 404, description = "topic_not_found", body = ErrorBody)))]
+pub async fn get_config(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<ConfigResponse>> {
+    let config = state.registry.topic(&name)?.config();
+    Ok(Json(ConfigResponse { config }))
+}
+
+#[utoipa::path(patch, path = "/topics/{topic}/config", tag = "topics",
+    params(("topic" = String, Path, description = "Topic name")),
+    request_body = AlterConfigRequest,
+    responses(
+        (status = 200, description = "The whole config after the change", body = ConfigResponse),
+        (status = 400, description = "invalid_config, bad_json", body = ErrorBody),
+        (status = 404, description = "topic_not_found", body = ErrorBody)))]
+pub async fn alter_config(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(req): ApiJson<AlterConfigRequest>,
+) -> Result<Json<ConfigResponse>> {
+    let registry = state.registry.clone();
+    let config = blocking(move || registry.alter(&name, &req.config)).await?;
+    Ok(Json(ConfigResponse { config }))
+}
+
+fn describe_topic(topic: &Topic) -> TopicDescription {
+    let partitions = topic
+        .partitions
+        .iter()
+        .enumerate()
+        .map(|(i, log)| {
+            let info = log.info();
+            PartitionDescription {
+                partition: i as u32,
+                log_start_offset: info.log_start_offset,
+                high_watermark: info.high_watermark,
+                size_bytes: info.size_bytes,
+                segment_count: info.segment_count,
+            }
+        })
+        .collect();
+    TopicDescription {
+        name: topic.name(),
+        partition_count: topic.partition_count(),
+        config: topic.config(),
+        partitions,
+    }
+}

@@ -1,0 +1,19 @@
+//! The es broker's serving side: the topic registry with durable metadata, the
+//! HTTP/JSON API (axum), the Kafka-compatible partitioner and graceful shutdown.
+//!
+//! The binary (`es-broker` in es-cli) parses flags, binds the listener and hands it
+//! to [`serve`] together with a shutdown future, so tests can drive the same code.
+
+pub mod api;
+mod config;
+mod error;
+mod http;
+pub mod limits;
+pub mod partitioner;
+mod registry;
+mod store;
+
+pub use config::TopicConfig;
+pub use error::{Result, ServerError};
+pub use http::{router, serve};
+pub use registry::{BrokerOptions, Registry, StartupReport};

@@ -1,0 +1,22 @@
+//! Limits of the serving side in one place: request sizes, partition counts,
+//! long-poll and read bounds.
+
+/// Largest HTTP request body accepted by default (a produce batch as JSON; base64
+/// values inflate the encoded batch by about a third).
+pub const REQUEST_BYTES_MAX_DEFAULT: usize = 16 * 1024 * 1024;
+/// Most partitions one topic may have.
+pub const PARTITIONS_MAX: u32 = 1024;
+/// Longest topic name (Kafka's limit).
+pub const TOPIC_NAME_CHARS_MAX: usize = 249;
+/// Longest a consume request may wait for data.
+pub const WAIT_MS_MAX: u64 = 60_000;
+/// Default and largest number of records one consume returns.
+pub const CONSUME_RECORDS_DEFAULT: usize = 500;
+pub const CONSUME_RECORDS_MAX: usize = 10_000;
+/// Default and largest number of batch bytes one consume reads.
+pub const CONSUME_BYTES_DEFAULT: usize = 1024 * 1024;
+pub const CONSUME_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Most records one produce request may carry.
+pub const PRODUCE_RECORDS_MAX: usize = 100_000;
+/// How long graceful shutdown waits for in-flight requests before closing anyway.
+pub const SHUTDOWN_DRAIN_MS: u64 = 10_000;

@@ -1,0 +1,403 @@
+//! The topic registry: which topics exist, their partitions' logs and their config.
+//! Metadata is written only after every partition directory exists, and removed
+//! before any data is deleted, so a crash never leaves a half-created topic visible;
+//! startup deletes partition directories that no topic owns.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use es_core::{Clock, SystemClock};
+use es_log::{LogManager, ManagerOptions, PartitionLog, RecoveryReport};
+use serde_json::Value;
+
+use crate::config::TopicConfig;
+use crate::error::{Result, ServerError};
+use crate::limits;
+use crate::store::{self, MetaStore, TopicMeta};
+
+/// How the broker was started.
+#[derive(Debug, Clone)]
+pub struct BrokerOptions {
+    pub data_dir: PathBuf,
+    /// Where topics with `cold.tier.enable` move expired segments.
+    pub cold_dir: Option<PathBuf>,
+    pub request_bytes_max: usize,
+}
+
+impl BrokerOptions {
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            cold_dir: None,
+            request_bytes_max: limits::REQUEST_BYTES_MAX_DEFAULT,
+        }
+    }
+}
+
+/// What startup found: counts, and one human sentence per repair.
+#[derive(Debug, Default)]
+pub struct StartupReport {
+    pub topics: usize,
+    pub partitions: usize,
+    pub repairs: Vec<String>,
+}
+
+/// One topic: its metadata and one log per partition.
+pub struct Topic {
+    pub meta: Mutex<TopicMeta>,
+    pub partitions: Vec<Arc<PartitionLog>>,
+    /// Round-robin start for unkeyed batches (sticky per batch).
+    sticky: AtomicU32,
+}
+
+impl Topic {
+    pub fn name(&self) -> String {
+        self.meta.lock().expect("meta lock").name.clone()
+    }
+
+    pub fn config(&self) -> TopicConfig {
+        self.meta.lock().expect("meta lock").config.clone()
+    }
+
+    pub fn partition_count(&self) -> u32 {
+        self.partitions.len() as u32
+    }
+
+    /// The partition log, or a typed error naming the topic's partition count.
+    pub fn partition(&self, partition: u64) -> Result<&Arc<PartitionLog>> {
+        usize::try_from(partition)
+            .ok()
+            .and_then(|p| self.partitions.get(p))
+            .ok_or_else(|| ServerError::PartitionNotFound {
+                topic: self.name(),
+                partition,
+                count: self.partition_count(),
+            })
+    }
+
+    /// The partition all unkeyed records of one batch go to.
+    pub fn sticky_partition(&self) -> u32 {
+        self.sticky.fetch_add(1, Ordering::Relaxed) % self.partition_count()
+    }
+}
+
+pub struct Registry {
+    options: BrokerOptions,
+    manager: LogManager,
+    store: MetaStore,
+    topics: RwLock<BTreeMap<String, Arc<Topic>>>,
+    shutting_down: AtomicBool,
+    /// Held for the broker's life: two brokers on one data directory would corrupt it.
+    _lock: std::fs::File,
+}
+
+fn partition_dir_name(topic: &str, partition: u32) -> String {
+    format!("{topic}-{partition}")
+}
+
+fn io(context: String, e: std::io::Error) -> ServerError {
+    ServerError::Internal(format!("{context}: {e}"))
+}
+
+impl Registry {
+    /// Opens the data directory: loads every topic, runs log recovery on each
+    /// partition and removes partition directories no topic owns.
+    pub fn open(options: BrokerOptions) -> Result<(Arc<Registry>, StartupReport)> {
+        let lock = lock_data_dir(&options.data_dir)?;
+        let store = MetaStore::open(options.data_dir.join("topics"))?;
+        let manager = LogManager::new(
+            options.data_dir.join("partitions"),
+            ManagerOptions {
+                cold_dir: options.cold_dir.clone(),
+                ..ManagerOptions::default()
+            },
+        )?;
+        let registry = Registry {
+            options,
+            manager,
+            store,
+            topics: RwLock::new(BTreeMap::new()),
+            shutting_down: AtomicBool::new(false),
+            _lock: lock,
+        };
+        let mut report = StartupReport::default();
+        for meta in registry.store.load_all()? {
+            let log_config = meta.config.to_log_config()?;
+            let mut partitions = Vec::new();
+            for p in 0..meta.partitions {
+                let dir_name = partition_dir_name(&meta.name, p);
+                let (log, recovery) = registry
+                    .manager
+                    .open_partition(&dir_name, log_config.clone())?;
+                describe_recovery(&dir_name, &recovery, &mut report.repairs);
+                partitions.push(log);
+            }
+            report.topics += 1;
+            report.partitions += partitions.len();
+            registry.insert(meta, partitions);
+        }
+        registry.remove_orphans(&mut report.repairs)?;
+        Ok((Arc::new(registry), report))
+    }
+
+    fn insert(&self, meta: TopicMeta, partitions: Vec<Arc<PartitionLog>>) -> Arc<Topic> {
+        let topic = Arc::new(Topic {
+            meta: Mutex::new(meta.clone()),
+            partitions,
+            sticky: AtomicU32::new(0),
+        });
+        self.topics
+            .write()
+            .expect("topics lock")
+            .insert(meta.name, topic.clone());
+        topic
+    }
+
+    /// Deletes partition directories left by a crash during create or delete.
+    fn remove_orphans(&self, repairs: &mut Vec<String>) -> Result<()> {
+        let owned: BTreeSet<String> = self
+            .topics
+            .read()
+            .expect("topics lock")
+            .values()
+            .flat_map(|t| (0..t.partition_count()).map(move |p| partition_dir_name(&t.name(), p)))
+            .collect();
+        let root = self.manager.root();
+        let entries =
+            std::fs::read_dir(root).map_err(|e| io(format!("listing {}", root.display()), e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| io(format!("listing {}", root.display()), e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if owned.contains(&name) {
+                continue;
+            }
+            std::fs::remove_dir_all(entry.path())
+                .map_err(|e| io(format!("removing {}", entry.path().display()), e))?;
+            repairs.push(format!("removed partition directory {name} that no topic owns (left by an interrupted create or delete)"));
+        }
+        store::fsync_dir(root).map_err(|e| io(format!("syncing {}", root.display()), e))
+    }
+
+    pub fn options(&self) -> &BrokerOptions {
+        &self.options
+    }
+
+    pub fn topic(&self, name: &str) -> Result<Arc<Topic>> {
+        self.topics
+            .read()
+            .expect("topics lock")
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ServerError::TopicNotFound(name.to_owned()))
+    }
+
+    pub fn list(&self) -> Vec<Arc<Topic>> {
+        self.topics
+            .read()
+            .expect("topics lock")
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Creates a topic: partition directories first, then the metadata file.
+    pub fn create(
+        &self,
+        name: &str,
+        partitions: u32,
+        changes: &BTreeMap<String, Value>,
+    ) -> Result<Arc<Topic>> {
+        self.check_running()?;
+        validate_topic_name(name)?;
+        if !(1..=limits::PARTITIONS_MAX).contains(&partitions) {
+            return Err(ServerError::InvalidRequest(format!(
+                "partitions must be between 1 and {}; got {partitions}",
+                limits::PARTITIONS_MAX
+            )));
+        }
+        let config = TopicConfig::default().with_changes(changes)?;
+        let log_config = config.to_log_config()?;
+        if log_config.cold_tier && self.options.cold_dir.is_none() {
+            return Err(ServerError::InvalidConfig(
+                "cold.tier.enable needs a cold tier: start the broker with --cold-dir".into(),
+            ));
+        }
+        // Held for the whole create so two creates of one name cannot interleave.
+        let mut topics = self.topics.write().expect("topics lock");
+        if topics.contains_key(name) {
+            return Err(ServerError::TopicExists(name.to_owned()));
+        }
+        let mut logs = Vec::new();
+        for p in 0..partitions {
+            let dir_name = partition_dir_name(name, p);
+            let opened = self
+                .remove_partition_dir(&dir_name)
+                .and_then(|()| Ok(self.manager.open_partition(&dir_name, log_config.clone())?));
+            match opened {
+                Ok((log, _)) => logs.push(log),
+                Err(e) => {
+                    self.discard(&logs);
+                    return Err(e);
+                }
+            }
+        }
+        let meta = TopicMeta {
+            name: name.to_owned(),
+            partitions,
+            config,
+            created_ms: SystemClock.now_ms(),
+        };
+        if let Err(e) = self.store.save(&meta) {
+            self.discard(&logs);
+            return Err(e);
+        }
+        let topic = Arc::new(Topic {
+            meta: Mutex::new(meta),
+            partitions: logs,
+            sticky: AtomicU32::new(0),
+        });
+        topics.insert(name.to_owned(), topic.clone());
+        Ok(topic)
+    }
+
+    /// Removes a topic: metadata first (durably), then its partitions' data.
+    pub fn delete(&self, name: &str) -> Result<()> {
+        self.check_running()?;
+        let mut topics = self.topics.write().expect("topics lock");
+        if !topics.contains_key(name) {
+            return Err(ServerError::TopicNotFound(name.to_owned()));
+        }
+        self.store.remove(name)?;
+        let topic = topics.remove(name).expect("checked above");
+        drop(topics);
+        self.discard(&topic.partitions);
+        Ok(())
+    }
+
+    /// Closes and deletes partitions; failures only leave orphans startup removes.
+    fn discard(&self, logs: &[Arc<PartitionLog>]) {
+        for log in logs {
+            if let Err(e) = log.close() {
+                tracing::warn!(partition = log.name(), error = %e, "closing a deleted partition failed");
+            }
+            if let Err(e) = self.remove_partition_dir(log.name()) {
+                tracing::warn!(partition = log.name(), error = %e, "deleting a partition's data failed; the next start removes it");
+            }
+        }
+    }
+
+    fn remove_partition_dir(&self, dir_name: &str) -> Result<()> {
+        let dir = self.manager.root().join(dir_name);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => store::fsync_dir(self.manager.root())
+                .map_err(|e| io(format!("syncing {}", self.manager.root().display()), e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io(format!("removing {}", dir.display()), e)),
+        }
+    }
+
+    /// Changes a topic's config: validated, persisted, then applied to every partition.
+    pub fn alter(&self, name: &str, changes: &BTreeMap<String, Value>) -> Result<TopicConfig> {
+        self.check_running()?;
+        let topic = self.topic(name)?;
+        let mut meta = topic.meta.lock().expect("meta lock");
+        let config = meta.config.with_changes(changes)?;
+        let log_config = config.to_log_config()?;
+        if log_config.cold_tier && self.options.cold_dir.is_none() {
+            return Err(ServerError::InvalidConfig(
+                "cold.tier.enable needs a cold tier: start the broker with --cold-dir".into(),
+            ));
+        }
+        let mut next = meta.clone();
+        next.config = config.clone();
+        self.store.save(&next)?;
+        for log in &topic.partitions {
+            log.set_config(log_config.clone())?;
+        }
+        *meta = next;
+        Ok(config)
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::Acquire)
+    }
+
+    fn check_running(&self) -> Result<()> {
+        if self.is_shutting_down() {
+            return Err(ServerError::ShuttingDown);
+        }
+        Ok(())
+    }
+
+    /// Marks the broker as stopping (readiness turns false, admin changes refused).
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::Release);
+    }
+
+    /// Flushes and closes every partition.
+    pub fn shutdown(&self) -> Result<()> {
+        self.begin_shutdown();
+        Ok(self.manager.shutdown()?)
+    }
+}
+
+/// Takes an exclusive lock on `<data>/LOCK`; the OS drops it when the process dies,
+/// so a crash never leaves a stale lock behind.
+fn lock_data_dir(dir: &std::path::Path) -> Result<std::fs::File> {
+    std::fs::create_dir_all(dir).map_err(|e| io(format!("creating {}", dir.display()), e))?;
+    let path = dir.join("LOCK");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| io(format!("opening {}", path.display()), e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(ServerError::DataDirInUse(dir.to_owned())),
+        Err(std::fs::TryLockError::Error(e)) => Err(io(format!("locking {}", path.display()), e)),
+    }
+}
+
+fn describe_recovery(dir_name: &str, recovery: &RecoveryReport, repairs: &mut Vec<String>) {
+    if let Some(t) = &recovery.trimmed {
+        repairs.push(format!(
+            "partition {dir_name}: trimmed {} bytes of torn tail at byte {} of {} ({})",
+            t.bytes,
+            t.position,
+            t.file.display(),
+            t.reason
+        ));
+    }
+    for (file, position, reason) in &recovery.corrupt_segments {
+        repairs.push(format!(
+            "partition {dir_name}: sealed segment {} is corrupt at byte {position} ({reason}); reads stop there",
+            file.display()
+        ));
+    }
+}
+
+/// Kafka's topic name rule: 1 to 249 of `[A-Za-z0-9._-]`, and not `.` or `..`.
+fn validate_topic_name(name: &str) -> Result<()> {
+    let bad = |reason| {
+        Err(ServerError::InvalidTopicName {
+            name: name.to_owned(),
+            reason,
+        })
+    };
+    if name.is_empty() || name.len() > limits::TOPIC_NAME_CHARS_MAX {
+        return bad("a topic name has 1 to 249 characters");
+    }
+    if name == "." || name == ".." {
+        return bad("\".\" and \"..\" are reserved");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return bad("use only ASCII letters, digits, '.', '_' and '-'");
+    }
+    Ok(())
+}

@@ -1,0 +1,307 @@
+//! Helpers for black-box broker tests: start the real `es-broker` binary on
+//! 127.0.0.1:0, find its port from its `listening on` line, talk to it over HTTP,
+//! and stop it with SIGTERM or SIGKILL. Every wait here is bounded.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// How long a broker may take to start listening.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// Per-request timeout; long polls in tests stay well below it.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The es-broker binary: `$ES_BROKER_BIN`, else `target/release/es-broker`.
+pub fn broker_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("ES_BROKER_BIN") {
+        return PathBuf::from(p);
+    }
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/es-broker");
+    assert!(
+        p.exists(),
+        "es-broker binary not found at {}: run `cargo build --release --workspace` before \
+         the tests, or point ES_BROKER_BIN at it",
+        p.display()
+    );
+    p
+}
+
+/// The es CLI binary: `$ES_BIN`, else `target/release/es`.
+pub fn es_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("ES_BIN") {
+        return PathBuf::from(p);
+    }
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/es");
+    assert!(
+        p.exists(),
+        "es binary not found at {}: run `cargo build --release --workspace` before the \
+         tests, or point ES_BIN at it",
+        p.display()
+    );
+    p
+}
+
+/// An HTTP response: status and body (JSON, or the raw text as a JSON string).
+#[derive(Debug, Clone)]
+pub struct Resp {
+    pub status: u16,
+    pub body: Value,
+}
+
+impl Resp {
+    /// The error code of an error response, or "" if there is none.
+    pub fn code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or("")
+    }
+}
+
+/// A running es-broker process; killed on drop if still running.
+#[derive(Debug)]
+pub struct Broker {
+    child: Child,
+    pub url: String,
+    pub data_dir: PathBuf,
+    stderr: Arc<Mutex<String>>,
+    agent: ureq::Agent,
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(REQUEST_TIMEOUT))
+        .build()
+        .into()
+}
+
+/// Collects a child's stderr in the background, echoing it to the test's output.
+fn collect(mut from: impl Read + Send + 'static) -> Arc<Mutex<String>> {
+    let text = Arc::new(Mutex::new(String::new()));
+    let sink = text.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = from.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            let chunk = String::from_utf8_lossy(&buf[..n]).into_owned();
+            eprint!("{chunk}");
+            sink.lock().unwrap().push_str(&chunk);
+        }
+    });
+    text
+}
+
+impl Broker {
+    /// Starts a broker on 127.0.0.1:0 with its data in `data_dir`.
+    pub fn start(data_dir: &Path) -> Broker {
+        Self::start_with(data_dir, &[])
+    }
+
+    /// Starts a broker with extra command-line arguments.
+    pub fn start_with(data_dir: &Path, extra: &[&str]) -> Broker {
+        let mut child = Command::new(broker_bin())
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["--bind", "127.0.0.1:0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawning es-broker");
+        let stderr = collect(child.stderr.take().expect("piped stderr"));
+        let (tx, rx) = mpsc::channel();
+        let stdout = child.stdout.take().expect("piped stdout");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = Instant::now() + START_TIMEOUT;
+        let url = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(url) = line.strip_prefix("listening on ") {
+                        break url.trim().to_owned();
+                    }
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!(
+                        "es-broker did not print its address within {START_TIMEOUT:?}; stderr:\n{}",
+                        stderr.lock().unwrap()
+                    );
+                }
+            }
+        };
+        Broker {
+            child,
+            url,
+            data_dir: data_dir.to_owned(),
+            stderr,
+            agent: agent(),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Everything the broker wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    pub fn get(&self, path: &str) -> Resp {
+        request(&self.agent, "GET", &format!("{}{path}", self.url), None)
+    }
+
+    pub fn delete(&self, path: &str) -> Resp {
+        request(&self.agent, "DELETE", &format!("{}{path}", self.url), None)
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> Resp {
+        self.post_raw(path, &body.to_string())
+    }
+
+    pub fn post_raw(&self, path: &str, body: &str) -> Resp {
+        request(
+            &self.agent,
+            "POST",
+            &format!("{}{path}", self.url),
+            Some(body),
+        )
+    }
+
+    pub fn patch(&self, path: &str, body: &Value) -> Resp {
+        request(
+            &self.agent,
+            "PATCH",
+            &format!("{}{path}", self.url),
+            Some(&body.to_string()),
+        )
+    }
+
+    /// Creates a topic and asserts it worked.
+    pub fn create_topic(&self, name: &str, partitions: u32) {
+        let r = self.post(
+            "/topics",
+            &serde_json::json!({"name": name, "partitions": partitions}),
+        );
+        assert_eq!(r.status, 201, "creating topic {name}: {:?}", r.body);
+    }
+
+    /// Sends a signal by name (`TERM`, `INT`) with the `kill` command.
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("running kill");
+        assert!(status.success(), "kill -{name} failed");
+    }
+
+    /// Waits (bounded) for the process to exit.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("polling es-broker") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "es-broker did not exit within {timeout:?}; stderr:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL, like `kill -9`: no flush, no cleanup.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.kill9();
+        }
+    }
+}
+
+/// A one-shot client for a broker URL (e.g. from a producer thread).
+#[derive(Debug, Clone)]
+pub struct Client {
+    pub url: String,
+    agent: ureq::Agent,
+}
+
+impl Client {
+    pub fn new(url: &str) -> Self {
+        Self {
+            url: url.to_owned(),
+            agent: agent(),
+        }
+    }
+
+    pub fn get(&self, path: &str) -> Resp {
+        request(&self.agent, "GET", &format!("{}{path}", self.url), None)
+    }
+
+    /// POSTs JSON; `None` when the broker could not be reached or the reply was cut.
+    pub fn try_post(&self, path: &str, body: &Value) -> Option<Resp> {
+        try_request(
+            &self.agent,
+            "POST",
+            &format!("{}{path}", self.url),
+            Some(&body.to_string()),
+        )
+        .ok()
+    }
+}
+
+fn request(agent: &ureq::Agent, method: &str, url: &str, body: Option<&str>) -> Resp {
+    try_request(agent, method, url, body).unwrap_or_else(|e| panic!("{method} {url} failed: {e}"))
+}
+
+fn try_request(
+    agent: &ureq::Agent,
+    method: &str,
+    url: &str,
+    body: Option<&str>,
+) -> Result<Resp, ureq::Error> {
+    let mut resp = match (method, body) {
+        ("GET", _) => agent.get(url).call()?,
+        ("DELETE", _) => agent.delete(url).call()?,
+        ("POST", b) => agent
+            .post(url)
+            .header("content-type", "application/json")
+            .send(b.unwrap_or(""))?,
+        ("PATCH", b) => agent
+            .patch(url)
+            .header("content-type", "application/json")
+            .send(b.unwrap_or(""))?,
+        (m, _) => panic!("unsupported method {m}"),
+    };
+    let status = resp.status().as_u16();
+    let text = resp
+        .body_mut()
+        .with_config()
+        .limit(64 * 1024 * 1024)
+        .read_to_string()?;
+    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    Ok(Resp { status, body })
+}

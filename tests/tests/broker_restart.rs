@@ -1,0 +1,317 @@
+//! Black-box durability of the real es-broker across restarts: graceful shutdown,
+//! kill -9 in the middle of produce, torn tails, and interrupted topic creation.
+//! Every acknowledged record must be there afterwards, with its offset and value.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use es_tests::broker::{Broker, Client};
+use serde_json::json;
+
+const EXIT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// (partition, offset) -> value of every acknowledged record.
+type Acked = BTreeMap<(u64, u64), String>;
+
+/// Produces from `threads` writers until `stop` is set or the broker stops
+/// answering; returns every record the broker acknowledged.
+fn produce_until_stopped(
+    url: &str,
+    threads: usize,
+    stop: Arc<AtomicBool>,
+) -> Vec<std::thread::JoinHandle<Acked>> {
+    (0..threads)
+        .map(|t| {
+            let client = Client::new(url);
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut acked = Acked::new();
+                for i in 0.. {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let values: Vec<String> = (0..5).map(|j| format!("w{t}-{i}-{j}")).collect();
+                    let records: Vec<_> = values
+                        .iter()
+                        .map(|v| json!({"key": v, "value": v}))
+                        .collect();
+                    let Some(r) =
+                        client.try_post("/topics/d/records", &json!({ "records": records }))
+                    else {
+                        break;
+                    };
+                    if r.status != 200 {
+                        break;
+                    }
+                    for (o, v) in r.body["offsets"].as_array().unwrap().iter().zip(values) {
+                        let key = (
+                            o["partition"].as_u64().unwrap(),
+                            o["offset"].as_u64().unwrap(),
+                        );
+                        assert!(
+                            acked.insert(key, v).is_none(),
+                            "offset {key:?} acknowledged twice"
+                        );
+                    }
+                }
+                acked
+            })
+        })
+        .collect()
+}
+
+fn join_all(handles: Vec<std::thread::JoinHandle<Acked>>) -> Acked {
+    let mut all = Acked::new();
+    for h in handles {
+        for (k, v) in h.join().unwrap() {
+            assert!(
+                all.insert(k, v).is_none(),
+                "offset {k:?} acknowledged to two writers"
+            );
+        }
+    }
+    all
+}
+
+/// Every record of every partition of `topic`, read to the high watermark.
+fn read_all(b: &Broker, topic: &str) -> Acked {
+    let partitions = b.get(&format!("/topics/{topic}")).body["partition_count"]
+        .as_u64()
+        .unwrap();
+    let mut out = Acked::new();
+    for p in 0..partitions {
+        let mut offset = 0;
+        loop {
+            let r = b.get(&format!(
+                "/topics/{topic}/partitions/{p}/records?offset={offset}&max_records=10000"
+            ));
+            assert_eq!(r.status, 200, "{:?}", r.body);
+            for rec in r.body["records"].as_array().unwrap() {
+                let o = rec["offset"].as_u64().unwrap();
+                out.insert((p, o), rec["value"].as_str().unwrap().to_owned());
+            }
+            let next = r.body["next_offset"].as_u64().unwrap();
+            if next >= r.body["high_watermark"].as_u64().unwrap() {
+                break;
+            }
+            offset = next;
+        }
+    }
+    out
+}
+
+fn assert_all_present(acked: &Acked, found: &Acked) {
+    assert!(
+        !acked.is_empty(),
+        "the producers got no acknowledgement at all"
+    );
+    eprintln!(
+        "checking {} acknowledged records against {} found",
+        acked.len(),
+        found.len()
+    );
+    for (k, v) in acked {
+        assert_eq!(
+            found.get(k),
+            Some(v),
+            "acknowledged record at {k:?} is missing or changed"
+        );
+    }
+}
+
+#[test]
+fn restart_keeps_topics_config_and_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = Broker::start(dir.path());
+    let r = b.post(
+        "/topics",
+        &json!({"name": "keep", "partitions": 3, "config": {"retention.ms": 123456}}),
+    );
+    assert_eq!(r.status, 201);
+    let records: Vec<_> = (0..50)
+        .map(|i| json!({"key": format!("k{i}"), "value": format!("v{i}")}))
+        .collect();
+    assert_eq!(
+        b.post("/topics/keep/records", &json!({ "records": records }))
+            .status,
+        200
+    );
+    let before = read_all(&b, "keep");
+    assert_eq!(before.len(), 50);
+    b.signal("TERM");
+    assert!(
+        b.wait_exit(EXIT_TIMEOUT).success(),
+        "stderr:\n{}",
+        b.stderr()
+    );
+    assert!(b.stderr().contains("shut down cleanly"));
+
+    let b = Broker::start(dir.path());
+    assert_eq!(read_all(&b, "keep"), before);
+    assert_eq!(
+        b.get("/topics/keep/config").body["config"]["retention.ms"],
+        123456
+    );
+    // Appends continue after the recovered offsets.
+    let r = b.post(
+        "/topics/keep/records",
+        &json!({"records": [{"value": "after", "partition": 0}]}),
+    );
+    let expected = before.keys().filter(|(p, _)| *p == 0).count() as u64;
+    assert_eq!(r.body["offsets"][0]["offset"], expected);
+}
+
+#[test]
+fn kill_9_mid_produce_keeps_every_acknowledged_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut acked = Acked::new();
+    for round in 0..3 {
+        let mut b = Broker::start(dir.path());
+        if round == 0 {
+            b.create_topic("d", 3);
+        } else {
+            assert_all_present(&acked, &read_all(&b, "d"));
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let handles = produce_until_stopped(&b.url, 4, stop.clone());
+        std::thread::sleep(Duration::from_millis(400 + round * 150));
+        b.kill9();
+        stop.store(true, Ordering::Relaxed);
+        for (k, v) in join_all(handles) {
+            assert!(
+                acked.insert(k, v).is_none(),
+                "offset {k:?} reused after a crash"
+            );
+        }
+    }
+    let b = Broker::start(dir.path());
+    assert_all_present(&acked, &read_all(&b, "d"));
+}
+
+#[test]
+fn graceful_shutdown_under_load_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = Broker::start(dir.path());
+    b.create_topic("d", 2);
+    let stop = Arc::new(AtomicBool::new(false));
+    let handles = produce_until_stopped(&b.url, 4, stop.clone());
+    std::thread::sleep(Duration::from_millis(500));
+    b.signal("TERM");
+    let status = b.wait_exit(EXIT_TIMEOUT);
+    stop.store(true, Ordering::Relaxed);
+    let acked = join_all(handles);
+    assert!(status.success(), "exit {status:?}; stderr:\n{}", b.stderr());
+
+    let b = Broker::start(dir.path());
+    assert!(
+        !b.stderr().contains("trimmed"),
+        "a clean shutdown left a torn tail:\n{}",
+        b.stderr()
+    );
+    assert_all_present(&acked, &read_all(&b, "d"));
+}
+
+#[test]
+fn shutdown_wakes_long_polls_and_exits_promptly() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = Broker::start(dir.path());
+    b.create_topic("lp", 1);
+    let client = Client::new(&b.url);
+    let poller =
+        std::thread::spawn(move || client.get("/topics/lp/partitions/0/records?wait_ms=30000"));
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    b.signal("INT");
+    let status = b.wait_exit(EXIT_TIMEOUT);
+    assert!(status.success());
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "shutdown took {:?}",
+        t.elapsed()
+    );
+    let r = poller.join().unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["records"], json!([]));
+}
+
+#[test]
+fn recovery_trims_a_torn_tail_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = Broker::start(dir.path());
+    b.create_topic("torn", 1);
+    let records: Vec<_> = (0..10).map(|i| json!({"value": format!("v{i}")})).collect();
+    assert_eq!(
+        b.post("/topics/torn/records", &json!({ "records": records }))
+            .status,
+        200
+    );
+    b.kill9();
+    // A write the crash cut short: bytes after the last whole batch.
+    let segment = dir
+        .path()
+        .join("partitions/torn-0/00000000000000000000.log");
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&segment)
+        .unwrap();
+    f.write_all(&[
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0a, 0x00, 0x00, 0x01, 0x00, 0xde, 0xad,
+    ])
+    .unwrap();
+    drop(f);
+    let b = Broker::start(dir.path());
+    assert!(b.stderr().contains("trimmed"), "stderr:\n{}", b.stderr());
+    let all = read_all(&b, "torn");
+    assert_eq!(all.len(), 10);
+    let r = b.post(
+        "/topics/torn/records",
+        &json!({"records": [{"value": "next"}]}),
+    );
+    assert_eq!(r.body["offsets"][0]["offset"], 10);
+}
+
+#[test]
+fn a_half_created_topic_never_appears() {
+    let dir = tempfile::tempdir().unwrap();
+    // What a crash in the middle of a create leaves: partition directories and a
+    // temp metadata file, but no metadata file.
+    std::fs::create_dir_all(dir.path().join("partitions/ghost-0")).unwrap();
+    std::fs::create_dir_all(dir.path().join("topics")).unwrap();
+    std::fs::write(dir.path().join("topics/ghost.json.tmp"), b"{\"name\":").unwrap();
+    let b = Broker::start(dir.path());
+    assert_eq!(b.get("/topics").body["topics"], json!([]));
+    assert_eq!(b.get("/topics/ghost").status, 404);
+    assert!(!dir.path().join("partitions/ghost-0").exists());
+    assert!(!dir.path().join("topics/ghost.json.tmp").exists());
+    assert!(b.stderr().contains("ghost-0"), "stderr:\n{}", b.stderr());
+    b.create_topic("ghost", 1);
+    assert_eq!(
+        b.get("/topics/ghost/partitions/0/records").body["high_watermark"],
+        0
+    );
+}
+
+#[test]
+fn longest_topic_name_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "n".repeat(249);
+    let mut b = Broker::start(dir.path());
+    b.create_topic(&name, 2);
+    let r = b.patch(
+        &format!("/topics/{name}/config"),
+        &json!({"config": {"retention.ms": 1000}}),
+    );
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let r = b.post(
+        &format!("/topics/{name}/records"),
+        &json!({"records": [{"value": "v", "partition": 1}]}),
+    );
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    b.signal("TERM");
+    assert!(b.wait_exit(EXIT_TIMEOUT).success());
+    let b = Broker::start(dir.path());
+    assert_eq!(read_all(&b, &name).len(), 1);
+}
