@@ -30,6 +30,8 @@
 //! Compaction may remove records from a batch, so offsets inside a batch can have
 //! gaps: `last_offset_delta`, not `record_count`, gives the batch's offset span.
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
 
 use crate::record::{Header, ProducerInfo, Record};
@@ -63,6 +65,8 @@ pub enum CodecError {
     TooManyRecords { count: usize, max: usize },
     #[error("empty batch: a batch needs at least one record")]
     Empty,
+    #[error("bad compressed records: {reason}")]
+    BadCompression { reason: &'static str },
 }
 
 /// The fixed header of a batch.
@@ -153,7 +157,7 @@ impl<'a> BatchView<'a> {
         if computed != header.crc {
             return Err(CodecError::BadCrc { stored: header.crc, computed });
         }
-        if header.attributes & !COMPRESSION_MASK != 0 {
+        if header.attributes & !COMPRESSION_MASK != 0 || header.attributes & COMPRESSION_MASK > 1 {
             return Err(CodecError::BadAttributes { attributes: header.attributes });
         }
         Ok(Self { header, bytes })
@@ -164,13 +168,13 @@ impl<'a> BatchView<'a> {
         self.bytes
     }
 
-    /// Iterates the records; a malformed record ends the iteration with an error.
-    /// Compressed batches are not decoded here (the compression codecs live with the
-    /// protocols), so they yield `BadAttributes`.
+    /// Iterates the records of an uncompressed batch; a malformed record ends the
+    /// iteration with an error. A compressed batch yields `BadAttributes`: use
+    /// [`BatchView::plain_records`].
     pub fn records(&self) -> RecordIter<'a> {
         RecordIter {
-            buf: self.bytes,
-            position: HEADER_LEN,
+            buf: &self.bytes[HEADER_LEN..],
+            position: 0,
             remaining: self.header.record_count,
             base_offset: self.header.base_offset,
             compressed: self.header.attributes & COMPRESSION_MASK != 0,
@@ -178,11 +182,86 @@ impl<'a> BatchView<'a> {
         }
     }
 
+    /// How the records section is compressed.
+    pub fn compression(&self) -> Result<Compression, CodecError> {
+        Compression::from_attributes(self.header.attributes)
+    }
+
+    /// The records section, decompressed when needed, never larger than `max_plain`
+    /// bytes (a decompression bomb is an error, not an allocation).
+    pub fn plain_records(&self, max_plain: usize) -> Result<PlainRecords<'a>, CodecError> {
+        let section = &self.bytes[HEADER_LEN..];
+        let buf = match self.compression()? {
+            Compression::None => Cow::Borrowed(section),
+            Compression::Gzip => Cow::Owned(gunzip(section, max_plain)?),
+        };
+        Ok(PlainRecords { header: self.header, buf })
+    }
+
     /// Checks that the records section parses exactly: `record_count` records, each
     /// within its length, offsets increasing and within `last_offset_delta`.
+    /// Compressed batches are decompressed (up to the hard batch limit) to check.
     pub fn validate_records(&self) -> Result<(), CodecError> {
+        self.plain_records(crate::limits::BATCH_BYTES_MAX_HARD)?.validate()
+    }
+}
+
+/// Record-section compression, in attribute bits 0-2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+}
+
+impl Compression {
+    fn from_attributes(attributes: u8) -> Result<Self, CodecError> {
+        match attributes & COMPRESSION_MASK {
+            0 => Ok(Compression::None),
+            1 => Ok(Compression::Gzip),
+            _ => Err(CodecError::BadAttributes { attributes }),
+        }
+    }
+
+    fn bits(self) -> u8 {
+        match self {
+            Compression::None => 0,
+            Compression::Gzip => 1,
+        }
+    }
+}
+
+/// The records of a batch in plain (decompressed) form.
+#[derive(Debug, Clone)]
+pub struct PlainRecords<'a> {
+    header: BatchHeader,
+    buf: Cow<'a, [u8]>,
+}
+
+impl PlainRecords<'_> {
+    pub fn iter(&self) -> RecordIter<'_> {
+        RecordIter {
+            buf: &self.buf,
+            position: 0,
+            remaining: self.header.record_count,
+            base_offset: self.header.base_offset,
+            compressed: false,
+            attributes: 0,
+        }
+    }
+
+    /// Bytes of the plain records section.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// See [`BatchView::validate_records`].
+    pub fn validate(&self) -> Result<(), CodecError> {
         let mut last_delta: Option<u32> = None;
-        let mut iter = self.records();
+        let mut iter = self.iter();
         for record in iter.by_ref() {
             let record = record?;
             let delta = (record.offset - self.header.base_offset) as u32;
@@ -194,7 +273,7 @@ impl<'a> BatchView<'a> {
             }
             last_delta = Some(delta);
         }
-        if iter.position != self.bytes.len() {
+        if iter.position != self.buf.len() {
             return Err(CodecError::BadRecord {
                 position: iter.position,
                 reason: "trailing bytes after the last record",
@@ -208,6 +287,41 @@ impl<'a> BatchView<'a> {
         }
         Ok(())
     }
+}
+
+fn gunzip(section: &[u8], max_plain: usize) -> Result<Vec<u8>, CodecError> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    let mut decoder = flate2::read::GzDecoder::new(section).take(max_plain as u64 + 1);
+    decoder.read_to_end(&mut out).map_err(|_| CodecError::BadCompression { reason: "not valid gzip" })?;
+    if out.len() > max_plain {
+        return Err(CodecError::BadCompression {
+            reason: "decompressed records exceed the batch size limit",
+        });
+    }
+    Ok(out)
+}
+
+/// Re-encodes a plain batch with its records section compressed. The header keeps
+/// counts, offsets and timestamps; only attributes, length and CRC change.
+pub fn compress(plain: &[u8], compression: Compression) -> Result<Vec<u8>, CodecError> {
+    use std::io::Write;
+    if compression == Compression::None {
+        return Ok(plain.to_vec());
+    }
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let section = &plain[HEADER_LEN..];
+    encoder.write_all(section).map_err(|_| CodecError::BadCompression { reason: "gzip failed" })?;
+    let packed = encoder.finish().map_err(|_| CodecError::BadCompression { reason: "gzip failed" })?;
+    let mut out = Vec::with_capacity(HEADER_LEN + packed.len());
+    out.extend_from_slice(&plain[..HEADER_LEN]);
+    out.extend_from_slice(&packed);
+    let batch_length = (out.len() - LENGTH_PREFIX) as u32;
+    out[8..12].copy_from_slice(&batch_length.to_be_bytes());
+    out[25] = (out[25] & !COMPRESSION_MASK) | compression.bits();
+    let crc = crc32fast::hash(&out[CRC_START..]);
+    out[20..24].copy_from_slice(&crc.to_be_bytes());
+    Ok(out)
 }
 
 /// One record inside a batch, borrowed.
@@ -490,6 +604,31 @@ mod tests {
         assert_eq!(&buf[12..20], &2u64.to_be_bytes());
         assert_eq!(buf[24], MAGIC);
         assert_eq!(buf.len(), HEADER_LEN + RECORD_FIXED_LEN + 1);
+    }
+
+    #[test]
+    fn gzip_batches_round_trip_and_bombs_are_refused() {
+        let records: Vec<Record> =
+            (0..100).map(|i| Record::keyed(format!("k{i}"), "v".repeat(200))).collect();
+        let mut plain = encode(&records, 9, ProducerInfo::NONE).unwrap();
+        stamp(&mut plain, 10, 1);
+        let packed = compress(&plain, Compression::Gzip).unwrap();
+        assert!(packed.len() < plain.len() / 4);
+        let view = BatchView::parse(&packed, MAX).unwrap();
+        assert_eq!(view.compression().unwrap(), Compression::Gzip);
+        assert!(view.records().next().unwrap().is_err(), "plain iteration refuses compressed data");
+        view.validate_records().unwrap();
+        let got: Vec<Record> =
+            view.plain_records(MAX).unwrap().iter().map(|r| r.unwrap().to_record()).collect();
+        let want: Vec<Record> =
+            BatchView::parse(&plain, MAX).unwrap().records().map(|r| r.unwrap().to_record()).collect();
+        assert_eq!(got, want);
+        assert!(matches!(view.plain_records(1000), Err(CodecError::BadCompression { .. })));
+        let mut garbage = packed.clone();
+        garbage[HEADER_LEN + 12] ^= 0xff;
+        let crc = crc32fast::hash(&garbage[CRC_START..]);
+        garbage[20..24].copy_from_slice(&crc.to_be_bytes());
+        assert!(BatchView::parse(&garbage, MAX).unwrap().validate_records().is_err());
     }
 
     #[test]

@@ -41,7 +41,8 @@ impl PartitionLog {
         let mut latest: HashMap<Vec<u8>, u64> = HashMap::new();
         for seg in &all {
             for_each_batch(seg, hw, |view| {
-                for r in view.records() {
+                let plain = view.plain_records(es_core::limits::BATCH_BYTES_MAX_HARD)?;
+                for r in plain.iter() {
                     let r = r?;
                     if let Some(k) = r.key {
                         latest.insert(k.to_vec(), r.offset);
@@ -127,7 +128,8 @@ fn rewrite(
     for_each_batch(seg, hw, |view| {
         let base = view.header.base_offset;
         let mut kept: Vec<(u32, Record)> = Vec::new();
-        for r in view.records() {
+        let plain = view.plain_records(es_core::limits::BATCH_BYTES_MAX_HARD)?;
+        for r in plain.iter() {
             let r = r?;
             let keep = match r.key {
                 None => true,

@@ -269,8 +269,10 @@ impl PartitionLog {
                 reason: "bytes after the batch",
             }));
         }
-        view.validate_records()?;
-        for r in view.records() {
+        // Compressed batches are checked in plain form but stored as sent.
+        let plain = view.plain_records(es_core::limits::BATCH_BYTES_MAX_HARD)?;
+        plain.validate()?;
+        for r in plain.iter() {
             let r = r?;
             let size = r.key.map_or(0, <[u8]>::len)
                 + r.value.map_or(0, <[u8]>::len)

@@ -437,7 +437,10 @@ impl Segment {
                 let view = BatchView::parse(&data[at..], self.batch_bytes_max)
                     .map_err(|e| self.corrupt(0, &e.to_string()))?;
                 if view.header.max_timestamp >= timestamp {
-                    for r in view.records() {
+                    let plain = view
+                        .plain_records(es_core::limits::BATCH_BYTES_MAX_HARD)
+                        .map_err(|e| self.corrupt(0, &e.to_string()))?;
+                    for r in plain.iter() {
                         let r = r.map_err(|e| self.corrupt(0, &e.to_string()))?;
                         if r.timestamp >= timestamp && r.offset >= offset {
                             return Ok(Some(r.offset));

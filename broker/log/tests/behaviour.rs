@@ -368,3 +368,25 @@ fn producer_state_follows_truncation() {
     let again = p.append(producer_batch(4, 0, 1, 1), 1).unwrap().wait().unwrap();
     assert_eq!((again.base_offset, again.duplicate), (1, false));
 }
+
+#[test]
+fn gzip_batches_are_stored_and_served_as_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
+    let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+    let records: Vec<Record> = (0..200).map(value).collect();
+    let plain = batch::encode(&records, 0, ProducerInfo::NONE).unwrap();
+    let packed = batch::compress(&plain, batch::Compression::Gzip).unwrap();
+    let a = p.append(packed.clone(), 1).unwrap().wait().unwrap();
+    assert_eq!((a.base_offset, a.last_offset), (0, 199));
+    let r = p.read(150, 1).unwrap();
+    let view = r.batches().next().unwrap();
+    assert_eq!(view.header.base_offset, 0);
+    assert_eq!(&view.bytes()[24..], &packed[24..], "stored as sent, stamped only in the header");
+    let got: Vec<u64> = view.plain_records(1 << 26).unwrap().iter().map(|r| r.unwrap().offset).collect();
+    assert_eq!(got, (0..200).collect::<Vec<_>>());
+    assert_eq!(p.offset_for_timestamp(1_150).unwrap(), Some(150));
+    // A compressed batch whose records do not parse is refused.
+    let bad = batch::compress(&plain[..plain.len() - 1], batch::Compression::Gzip).unwrap();
+    assert!(matches!(p.append(bad, 1), Err(LogError::InvalidBatch(_))));
+}
