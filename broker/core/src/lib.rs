@@ -5,6 +5,7 @@
 pub mod batch;
 pub mod clock;
 pub mod limits;
+pub mod partitioner;
 pub mod record;
 
 pub use batch::{BatchHeader, BatchView, CodecError, RecordView};

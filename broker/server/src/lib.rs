@@ -9,7 +9,7 @@ mod config;
 mod error;
 mod http;
 pub mod limits;
-pub mod partitioner;
+pub use es_core::partitioner;
 mod registry;
 mod store;
 
