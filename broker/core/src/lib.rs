@@ -10,4 +10,4 @@ pub mod record;
 
 pub use batch::{BatchHeader, BatchView, CodecError, RecordView};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use record::{Header, ProducerInfo, Record};
+pub use record::{Header, ProducerInfo, Record, add_sequence};

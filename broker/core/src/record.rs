@@ -56,6 +56,11 @@ impl ProducerInfo {
     pub const NONE: ProducerInfo = ProducerInfo { producer_id: -1, producer_epoch: -1, base_sequence: -1 };
 }
 
+/// Kafka's sequence arithmetic: a producer's sequence wraps from i32::MAX to 0.
+pub fn add_sequence(seq: i32, delta: u64) -> i32 {
+    ((i64::from(seq) + delta as i64) % (i64::from(i32::MAX) + 1)) as i32
+}
+
 impl Default for ProducerInfo {
     fn default() -> Self {
         Self::NONE

@@ -44,9 +44,8 @@ pub(crate) struct ProducerTable {
     map: HashMap<i64, Entry>,
 }
 
-/// Kafka's sequence arithmetic: sequences wrap from i32::MAX to 0.
-pub fn add_seq(seq: i32, delta: u32) -> i32 {
-    ((i64::from(seq) + i64::from(delta)) % (i64::from(i32::MAX) + 1)) as i32
+fn add_seq(seq: i32, delta: u32) -> i32 {
+    es_core::add_sequence(seq, u64::from(delta))
 }
 
 impl ProducerTable {
