@@ -315,3 +315,33 @@ fn longest_topic_name_survives_a_restart() {
     let b = Broker::start(dir.path());
     assert_eq!(read_all(&b, &name).len(), 1);
 }
+
+#[test]
+fn a_second_signal_exits_at_once_while_a_request_is_in_flight() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = Broker::start(dir.path());
+    b.create_topic("slow", 1);
+    // A produce whose body never finishes arriving keeps graceful shutdown waiting.
+    let addr = b.url.trim_start_matches("http://").to_owned();
+    let mut slow = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        slow,
+        "POST /topics/slow/records HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{{\"records\""
+    )
+    .unwrap();
+    slow.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    b.signal("TERM");
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    b.signal("TERM");
+    let status = b.wait_exit(EXIT_TIMEOUT);
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(status.code(), Some(130), "stderr:\n{}", b.stderr());
+    assert!(b.stderr().contains("second signal"));
+}
