@@ -162,6 +162,24 @@ impl Broker {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Waits (bounded) until stderr contains `needle` and returns all of stderr.
+    /// Stderr is read by a background thread, so a line the broker printed before
+    /// its `listening on` line may still be on its way.
+    pub fn wait_for_stderr(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = self.stderr();
+            if text.contains(needle) {
+                return text;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "es-broker never wrote {needle:?} to stderr; it wrote:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     pub fn get(&self, path: &str) -> Resp {
         request(&self.agent, "GET", &format!("{}{path}", self.url), None)
     }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use es_tests::broker::{Broker, Client};
@@ -22,11 +22,13 @@ fn produce_until_stopped(
     url: &str,
     threads: usize,
     stop: Arc<AtomicBool>,
+    progress: Arc<AtomicUsize>,
 ) -> Vec<std::thread::JoinHandle<Acked>> {
     (0..threads)
         .map(|t| {
             let client = Client::new(url);
             let stop = stop.clone();
+            let progress = progress.clone();
             std::thread::spawn(move || {
                 let mut acked = Acked::new();
                 for i in 0.. {
@@ -46,6 +48,7 @@ fn produce_until_stopped(
                     if r.status != 200 {
                         break;
                     }
+                    progress.fetch_add(values.len(), Ordering::Relaxed);
                     for (o, v) in r.body["offsets"].as_array().unwrap().iter().zip(values) {
                         let key = (
                             o["partition"].as_u64().unwrap(),
@@ -61,6 +64,20 @@ fn produce_until_stopped(
             })
         })
         .collect()
+}
+
+/// Waits (bounded) until the producers have `count` acknowledgements, so a crash
+/// always lands in the middle of real traffic even on a slow, busy machine.
+fn wait_for_acks(progress: &AtomicUsize, count: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while progress.load(Ordering::Relaxed) < count {
+        assert!(
+            Instant::now() < deadline,
+            "producers got only {} acknowledgements in 30 s",
+            progress.load(Ordering::Relaxed)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 fn join_all(handles: Vec<std::thread::JoinHandle<Acked>>) -> Acked {
@@ -147,7 +164,7 @@ fn restart_keeps_topics_config_and_records() {
         "stderr:\n{}",
         b.stderr()
     );
-    assert!(b.stderr().contains("shut down cleanly"));
+    b.wait_for_stderr("shut down cleanly");
 
     let b = Broker::start(dir.path());
     assert_eq!(read_all(&b, "keep"), before);
@@ -176,8 +193,10 @@ fn kill_9_mid_produce_keeps_every_acknowledged_record() {
             assert_all_present(&acked, &read_all(&b, "d"));
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let handles = produce_until_stopped(&b.url, 4, stop.clone());
-        std::thread::sleep(Duration::from_millis(400 + round * 150));
+        let progress = Arc::new(AtomicUsize::new(0));
+        let handles = produce_until_stopped(&b.url, 4, stop.clone(), progress.clone());
+        wait_for_acks(&progress, 200);
+        std::thread::sleep(Duration::from_millis(100 + round * 150));
         b.kill9();
         stop.store(true, Ordering::Relaxed);
         for (k, v) in join_all(handles) {
@@ -197,8 +216,10 @@ fn graceful_shutdown_under_load_loses_nothing() {
     let mut b = Broker::start(dir.path());
     b.create_topic("d", 2);
     let stop = Arc::new(AtomicBool::new(false));
-    let handles = produce_until_stopped(&b.url, 4, stop.clone());
-    std::thread::sleep(Duration::from_millis(500));
+    let progress = Arc::new(AtomicUsize::new(0));
+    let handles = produce_until_stopped(&b.url, 4, stop.clone(), progress.clone());
+    wait_for_acks(&progress, 200);
+    std::thread::sleep(Duration::from_millis(200));
     b.signal("TERM");
     let status = b.wait_exit(EXIT_TIMEOUT);
     stop.store(true, Ordering::Relaxed);
@@ -206,6 +227,8 @@ fn graceful_shutdown_under_load_loses_nothing() {
     assert!(status.success(), "exit {status:?}; stderr:\n{}", b.stderr());
 
     let b = Broker::start(dir.path());
+    // The summary line follows every recovery line.
+    b.wait_for_stderr("recovered");
     assert!(
         !b.stderr().contains("trimmed"),
         "a clean shutdown left a torn tail:\n{}",
@@ -263,7 +286,7 @@ fn recovery_trims_a_torn_tail_and_says_so() {
     .unwrap();
     drop(f);
     let b = Broker::start(dir.path());
-    assert!(b.stderr().contains("trimmed"), "stderr:\n{}", b.stderr());
+    b.wait_for_stderr("trimmed");
     let all = read_all(&b, "torn");
     assert_eq!(all.len(), 10);
     let r = b.post(
@@ -286,7 +309,7 @@ fn a_half_created_topic_never_appears() {
     assert_eq!(b.get("/topics/ghost").status, 404);
     assert!(!dir.path().join("partitions/ghost-0").exists());
     assert!(!dir.path().join("topics/ghost.json.tmp").exists());
-    assert!(b.stderr().contains("ghost-0"), "stderr:\n{}", b.stderr());
+    b.wait_for_stderr("ghost-0");
     b.create_topic("ghost", 1);
     assert_eq!(
         b.get("/topics/ghost/partitions/0/records").body["high_watermark"],
@@ -343,5 +366,5 @@ fn a_second_signal_exits_at_once_while_a_request_is_in_flight() {
         t.elapsed()
     );
     assert_eq!(status.code(), Some(130), "stderr:\n{}", b.stderr());
-    assert!(b.stderr().contains("second signal"));
+    b.wait_for_stderr("second signal");
 }
