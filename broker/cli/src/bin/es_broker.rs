@@ -74,6 +74,9 @@ fn run(args: Args) -> anyhow::Result<()> {
     registry
         .shutdown()
         .context("flushing and closing the logs")?;
+    // The runtime stays up during the flush so a second signal still exits at once;
+    // a request the drain gave up on must not hold the exit either.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     eprintln!("es-broker: shut down cleanly");
     Ok(())
 }
