@@ -24,6 +24,8 @@ pub struct BrokerOptions {
     /// Where topics with `cold.tier.enable` move expired segments.
     pub cold_dir: Option<PathBuf>,
     pub request_bytes_max: usize,
+    /// Requests served at once; more get 503 `overloaded`.
+    pub in_flight_requests_max: usize,
 }
 
 impl BrokerOptions {
@@ -32,6 +34,7 @@ impl BrokerOptions {
             data_dir: data_dir.into(),
             cold_dir: None,
             request_bytes_max: limits::REQUEST_BYTES_MAX_DEFAULT,
+            in_flight_requests_max: limits::IN_FLIGHT_REQUESTS_MAX_DEFAULT,
         }
     }
 }

@@ -27,6 +27,9 @@ struct Args {
     /// Largest HTTP request body in bytes.
     #[arg(long, default_value_t = es_server::limits::REQUEST_BYTES_MAX_DEFAULT)]
     max_request_bytes: usize,
+    /// Requests served at once (long polls included); more get 503 overloaded.
+    #[arg(long, default_value_t = es_server::limits::IN_FLIGHT_REQUESTS_MAX_DEFAULT)]
+    max_in_flight_requests: usize,
 }
 
 fn main() -> ExitCode {
@@ -36,6 +39,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match run(Args::parse()) {
         Ok(()) => ExitCode::SUCCESS,
@@ -48,10 +52,14 @@ fn main() -> ExitCode {
 
 fn run(args: Args) -> anyhow::Result<()> {
     let addr = loopback_addr(&args.bind)?;
+    if !(1..=1_000_000).contains(&args.max_in_flight_requests) {
+        bail!("--max-in-flight-requests must be between 1 and 1000000");
+    }
     let options = BrokerOptions {
         data_dir: args.data_dir.clone(),
         cold_dir: args.cold_dir.clone(),
         request_bytes_max: args.max_request_bytes,
+        in_flight_requests_max: args.max_in_flight_requests,
     };
     let (registry, report) = Registry::open(options)
         .with_context(|| format!("opening the data directory {}", args.data_dir.display()))?;
