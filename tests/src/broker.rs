@@ -279,6 +279,11 @@ impl Client {
         request(&self.agent, "GET", &format!("{}{path}", self.url), None)
     }
 
+    /// DELETEs; `None` when the broker could not be reached or the reply was cut.
+    pub fn try_delete(&self, path: &str) -> Option<Resp> {
+        try_request(&self.agent, "DELETE", &format!("{}{path}", self.url), None).ok()
+    }
+
     /// POSTs JSON; `None` when the broker could not be reached or the reply was cut.
     pub fn try_post(&self, path: &str, body: &Value) -> Option<Resp> {
         try_request(
