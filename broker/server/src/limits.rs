@@ -22,3 +22,5 @@ pub const CONSUME_BYTES_MAX: usize = 16 * 1024 * 1024;
 pub const PRODUCE_RECORDS_MAX: usize = 100_000;
 /// How long graceful shutdown waits for in-flight requests before closing anyway.
 pub const SHUTDOWN_DRAIN_MS: u64 = 10_000;
+/// How often retention, tiering and compaction run by default.
+pub const HOUSEKEEPING_INTERVAL_MS_DEFAULT: u64 = 30_000;

@@ -26,6 +26,8 @@ pub struct BrokerOptions {
     pub request_bytes_max: usize,
     /// Requests served at once; more get 503 `overloaded`.
     pub in_flight_requests_max: usize,
+    /// How often retention, tiering and compaction run.
+    pub housekeeping_interval: std::time::Duration,
 }
 
 impl BrokerOptions {
@@ -35,6 +37,9 @@ impl BrokerOptions {
             cold_dir: None,
             request_bytes_max: limits::REQUEST_BYTES_MAX_DEFAULT,
             in_flight_requests_max: limits::IN_FLIGHT_REQUESTS_MAX_DEFAULT,
+            housekeeping_interval: std::time::Duration::from_millis(
+                limits::HOUSEKEEPING_INTERVAL_MS_DEFAULT,
+            ),
         }
     }
 }
@@ -117,6 +122,7 @@ impl Registry {
             options.data_dir.join("partitions"),
             ManagerOptions {
                 cold_dir: options.cold_dir.clone(),
+                housekeeping_interval: Some(options.housekeeping_interval),
                 ..ManagerOptions::default()
             },
         )?;

@@ -27,6 +27,10 @@ struct Args {
     /// Largest HTTP request body in bytes.
     #[arg(long, default_value_t = es_server::limits::REQUEST_BYTES_MAX_DEFAULT)]
     max_request_bytes: usize,
+    /// How often retention, tiering and compaction run, in milliseconds.
+    #[arg(long, default_value_t = es_server::limits::HOUSEKEEPING_INTERVAL_MS_DEFAULT,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    housekeeping_interval_ms: u64,
     /// Requests served at once (long polls included); more get 503 overloaded.
     #[arg(long, default_value_t = es_server::limits::IN_FLIGHT_REQUESTS_MAX_DEFAULT)]
     max_in_flight_requests: usize,
@@ -60,6 +64,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         cold_dir: args.cold_dir.clone(),
         request_bytes_max: args.max_request_bytes,
         in_flight_requests_max: args.max_in_flight_requests,
+        housekeeping_interval: std::time::Duration::from_millis(args.housekeeping_interval_ms),
     };
     let (registry, report) = Registry::open(options)
         .with_context(|| format!("opening the data directory {}", args.data_dir.display()))?;
