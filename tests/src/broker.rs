@@ -162,6 +162,24 @@ impl Broker {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Waits (bounded) until stderr contains `needle` and returns all of stderr.
+    /// Stderr is read by a background thread, so a line the broker printed before
+    /// its `listening on` line may still be on its way.
+    pub fn wait_for_stderr(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = self.stderr();
+            if text.contains(needle) {
+                return text;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "es-broker never wrote {needle:?} to stderr; it wrote:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     pub fn get(&self, path: &str) -> Resp {
         request(&self.agent, "GET", &format!("{}{path}", self.url), None)
     }
@@ -243,6 +261,11 @@ impl Client {
 
     pub fn get(&self, path: &str) -> Resp {
         request(&self.agent, "GET", &format!("{}{path}", self.url), None)
+    }
+
+    /// DELETEs; `None` when the broker could not be reached or the reply was cut.
+    pub fn try_delete(&self, path: &str) -> Option<Resp> {
+        try_request(&self.agent, "DELETE", &format!("{}{path}", self.url), None).ok()
     }
 
     /// POSTs JSON; `None` when the broker could not be reached or the reply was cut.

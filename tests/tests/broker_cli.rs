@@ -285,3 +285,48 @@ fn cli_failures_explain_and_exit_non_zero() {
         "{err}"
     );
 }
+
+#[test]
+fn cli_produce_sends_typed_lines_without_waiting_for_end_of_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path());
+    b.create_topic("typed", 1);
+    let mut child = Command::new(es_bin())
+        .env("ES_BROKER", &b.url)
+        .args(["produce", "--topic", "typed"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"first line\n").unwrap();
+    stdin.flush().unwrap();
+    let hw = |b: &Broker| b.get("/topics/typed").body["partitions"][0]["high_watermark"].clone();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while hw(&b) != 1 {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("a typed line was not sent while stdin stayed open");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stdin.write_all(b"second line\n").unwrap();
+    drop(stdin);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("es produce did not exit at end of input");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("wrote 2 records"));
+    assert_eq!(hw(&b), 2);
+}

@@ -393,3 +393,27 @@ fn a_second_broker_on_the_same_data_dir_is_refused() {
         "stderr: {stderr}"
     );
 }
+
+#[test]
+fn over_the_in_flight_limit_requests_get_503_and_probes_still_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start_with(dir.path(), &["--max-in-flight-requests", "1"]);
+    b.create_topic("busy", 1);
+    let client = es_tests::broker::Client::new(&b.url);
+    // A long poll holds the only slot.
+    let poller =
+        std::thread::spawn(move || client.get("/topics/busy/partitions/0/records?wait_ms=3000"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let refused = loop {
+        let r = b.get("/topics");
+        if r.status == 503 {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "never refused: {:?}", r.body);
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_error(&refused, 503, "overloaded");
+    assert_eq!(b.get("/healthz").status, 200);
+    assert_eq!(poller.join().unwrap().status, 200);
+    assert_eq!(b.get("/topics").status, 200);
+}

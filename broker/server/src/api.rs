@@ -39,13 +39,16 @@ pub enum Encoding {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTopicRequest {
+    /// 1 to 249 of `[A-Za-z0-9._-]`, not `.` or `..`.
+    #[schema(pattern = "^(?!\\.{1,2}$)[A-Za-z0-9._-]{1,249}$")]
     pub name: String,
     /// Number of partitions (default 1).
     #[serde(default = "one")]
+    #[schema(minimum = 1, maximum = 1024)]
     pub partitions: u32,
     /// Settings by Kafka name, e.g. `{"retention.ms": 86400000}`.
     #[serde(default)]
-    #[schema(value_type = Object)]
+    #[schema(schema_with = config_changes_schema)]
     pub config: BTreeMap<String, Value>,
 }
 
@@ -57,7 +60,7 @@ fn one() -> u32 {
 #[serde(deny_unknown_fields)]
 pub struct AlterConfigRequest {
     /// Settings to change, by Kafka name; others keep their value.
-    #[schema(value_type = Object)]
+    #[schema(schema_with = config_changes_schema)]
     pub config: BTreeMap<String, Value>,
 }
 
@@ -108,6 +111,7 @@ pub struct ProduceRequest {
     /// How keys, values and header values of `records` are encoded (default utf8).
     #[serde(default)]
     pub encoding: Encoding,
+    #[schema(min_items = 1, max_items = 100000)]
     pub records: Vec<ProduceRecord>,
 }
 
@@ -122,6 +126,7 @@ pub struct ProduceRecord {
     /// Explicit partition; otherwise by key (murmur2, as Kafka), else one partition per batch.
     pub partition: Option<u32>,
     /// Milliseconds since the epoch; the broker's clock when absent.
+    #[schema(minimum = 0)]
     pub timestamp: Option<i64>,
 }
 
@@ -142,14 +147,18 @@ pub struct ProduceResponse {
 #[serde(deny_unknown_fields)]
 pub struct ConsumeQuery {
     /// `earliest` (default), `latest`, or an offset number.
+    #[param(pattern = "^(earliest|latest|[0-9]{1,19})$")]
     pub offset: Option<String>,
     /// Start at the first record with a timestamp at or after this (ms); excludes `offset`.
     pub timestamp: Option<i64>,
     /// Most records to return (default 500, at most 10000).
+    #[param(minimum = 1, maximum = 10000)]
     pub max_records: Option<usize>,
     /// Most batch bytes to read (default 1 MiB, at most 16 MiB; at least one batch is read).
+    #[param(minimum = 1, maximum = 16777216)]
     pub max_bytes: Option<usize>,
     /// Wait up to this long (ms, at most 60000) for data when there is none yet.
+    #[param(minimum = 0, maximum = 60000)]
     pub wait_ms: Option<u64>,
     /// Preferred encoding; records that are not valid UTF-8 come back base64 anyway.
     pub encoding: Option<Encoding>,
@@ -205,6 +214,55 @@ pub struct OffsetsResponse {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Status {
     pub status: String,
+}
+
+/// The topic settings a request may carry, with their types and bounds, so the
+/// OpenAPI document says what the broker accepts. (The broker also takes numbers
+/// and booleans as strings, as Kafka tools send them.)
+fn config_changes_schema() -> utoipa::openapi::Object {
+    use es_core::limits;
+    use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Type};
+    let int = |min: i64, max: Option<u64>| {
+        ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .minimum(Some(min as f64))
+            .maximum(max.map(|m| m as f64))
+    };
+    ObjectBuilder::new()
+        .property("retention.ms", int(-1, None))
+        .property("retention.bytes", int(-1, None))
+        .property(
+            "segment.bytes",
+            int(
+                limits::SEGMENT_BYTES_MIN as i64,
+                Some(limits::SEGMENT_BYTES_MAX),
+            ),
+        )
+        .property("segment.ms", int(1, None))
+        .property("delete.retention.ms", int(0, None))
+        .property(
+            "max.message.bytes",
+            int(
+                es_core::batch::HEADER_LEN as i64,
+                Some(limits::BATCH_BYTES_MAX_HARD as u64),
+            ),
+        )
+        .property(
+            "cleanup.policy",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .enum_values(Some(["delete", "compact", "compact,delete"])),
+        )
+        .property(
+            "cold.tier.enable",
+            ObjectBuilder::new()
+                .schema_type(Type::Boolean)
+                .description(Some("true needs a broker started with --cold-dir")),
+        )
+        .additional_properties(Some(
+            AdditionalProperties::<utoipa::openapi::Schema>::FreeForm(false),
+        ))
+        .build()
 }
 
 /// Decodes one field of a produce request; `what` names it in the error.

@@ -58,6 +58,8 @@ pub enum ServerError {
     MethodNotAllowed,
     #[error("the broker is shutting down; retry against a running broker")]
     ShuttingDown,
+    #[error("the broker is already serving its limit of {max} requests; retry with backoff")]
+    Overloaded { max: usize },
     #[error(
         "another es-broker is already using the data directory {0}; stop it or pick another --data-dir"
     )]
@@ -89,6 +91,7 @@ impl ServerError {
             ServerError::NotFound(_) => "not_found",
             ServerError::MethodNotAllowed => "method_not_allowed",
             ServerError::ShuttingDown => "shutting_down",
+            ServerError::Overloaded { .. } => "overloaded",
             ServerError::DataDirInUse(_) => "data_dir_in_use",
             ServerError::Storage(_) => "storage_error",
             ServerError::Internal(_) => "internal_error",
@@ -111,7 +114,9 @@ impl ServerError {
             | ServerError::RecordTooLarge { .. }
             | ServerError::RequestTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ServerError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ServerError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            ServerError::ShuttingDown | ServerError::Overloaded { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ServerError::DataDirInUse(_) | ServerError::Storage(_) | ServerError::Internal(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }

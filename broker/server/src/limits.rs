@@ -4,6 +4,8 @@
 /// Largest HTTP request body accepted by default (a produce batch as JSON; base64
 /// values inflate the encoded batch by about a third).
 pub const REQUEST_BYTES_MAX_DEFAULT: usize = 16 * 1024 * 1024;
+/// Requests served at once by default (long polls included); more get 503.
+pub const IN_FLIGHT_REQUESTS_MAX_DEFAULT: usize = 4096;
 /// Most partitions one topic may have.
 pub const PARTITIONS_MAX: u32 = 1024;
 /// Longest topic name (Kafka's limit).
@@ -26,3 +28,5 @@ pub const BINARY_IN_FLIGHT_MAX: usize = 256;
 pub const BINARY_CONNECTIONS_MAX: usize = 1024;
 /// Binary protocol: partitions one fetch may name.
 pub const BINARY_FETCH_PARTITIONS_MAX: usize = 1024;
+/// How often retention, tiering and compaction run by default.
+pub const HOUSEKEEPING_INTERVAL_MS_DEFAULT: u64 = 30_000;

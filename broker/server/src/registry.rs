@@ -24,6 +24,10 @@ pub struct BrokerOptions {
     /// Where topics with `cold.tier.enable` move expired segments.
     pub cold_dir: Option<PathBuf>,
     pub request_bytes_max: usize,
+    /// Requests served at once; more get 503 `overloaded`.
+    pub in_flight_requests_max: usize,
+    /// How often retention, tiering and compaction run.
+    pub housekeeping_interval: std::time::Duration,
 }
 
 impl BrokerOptions {
@@ -32,6 +36,10 @@ impl BrokerOptions {
             data_dir: data_dir.into(),
             cold_dir: None,
             request_bytes_max: limits::REQUEST_BYTES_MAX_DEFAULT,
+            in_flight_requests_max: limits::IN_FLIGHT_REQUESTS_MAX_DEFAULT,
+            housekeeping_interval: std::time::Duration::from_millis(
+                limits::HOUSEKEEPING_INTERVAL_MS_DEFAULT,
+            ),
         }
     }
 }
@@ -88,6 +96,9 @@ pub struct Registry {
     manager: LogManager,
     store: MetaStore,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
+    /// Serialises create, delete and alter. Their disk work happens under this lock
+    /// only, so lookups by produce and consume never wait for an fsync.
+    admin: Mutex<()>,
     shutting_down: AtomicBool,
     /// Held for the broker's life: two brokers on one data directory would corrupt it.
     _lock: std::fs::File,
@@ -111,6 +122,7 @@ impl Registry {
             options.data_dir.join("partitions"),
             ManagerOptions {
                 cold_dir: options.cold_dir.clone(),
+                housekeeping_interval: Some(options.housekeeping_interval),
                 ..ManagerOptions::default()
             },
         )?;
@@ -119,6 +131,7 @@ impl Registry {
             manager,
             store,
             topics: RwLock::new(BTreeMap::new()),
+            admin: Mutex::new(()),
             shutting_down: AtomicBool::new(false),
             _lock: lock,
         };
@@ -218,15 +231,9 @@ impl Registry {
             )));
         }
         let config = TopicConfig::default().with_changes(changes)?;
-        let log_config = config.to_log_config()?;
-        if log_config.cold_tier && self.options.cold_dir.is_none() {
-            return Err(ServerError::InvalidConfig(
-                "cold.tier.enable needs a cold tier: start the broker with --cold-dir".into(),
-            ));
-        }
-        // Held for the whole create so two creates of one name cannot interleave.
-        let mut topics = self.topics.write().expect("topics lock");
-        if topics.contains_key(name) {
+        let log_config = self.log_config(&config)?;
+        let _admin = self.admin.lock().expect("admin lock");
+        if self.topic(name).is_ok() {
             return Err(ServerError::TopicExists(name.to_owned()));
         }
         let mut logs = Vec::new();
@@ -253,25 +260,21 @@ impl Registry {
             self.discard(&logs);
             return Err(e);
         }
-        let topic = Arc::new(Topic {
-            meta: Mutex::new(meta),
-            partitions: logs,
-            sticky: AtomicU32::new(0),
-        });
-        topics.insert(name.to_owned(), topic.clone());
-        Ok(topic)
+        Ok(self.insert(meta, logs))
     }
 
     /// Removes a topic: metadata first (durably), then its partitions' data.
     pub fn delete(&self, name: &str) -> Result<()> {
         self.check_running()?;
-        let mut topics = self.topics.write().expect("topics lock");
-        if !topics.contains_key(name) {
-            return Err(ServerError::TopicNotFound(name.to_owned()));
-        }
+        let _admin = self.admin.lock().expect("admin lock");
+        self.topic(name)?;
         self.store.remove(name)?;
-        let topic = topics.remove(name).expect("checked above");
-        drop(topics);
+        let topic = self
+            .topics
+            .write()
+            .expect("topics lock")
+            .remove(name)
+            .expect("checked above under the admin lock");
         self.discard(&topic.partitions);
         Ok(())
     }
@@ -301,23 +304,29 @@ impl Registry {
     /// Changes a topic's config: validated, persisted, then applied to every partition.
     pub fn alter(&self, name: &str, changes: &BTreeMap<String, Value>) -> Result<TopicConfig> {
         self.check_running()?;
+        let _admin = self.admin.lock().expect("admin lock");
         let topic = self.topic(name)?;
-        let mut meta = topic.meta.lock().expect("meta lock");
-        let config = meta.config.with_changes(changes)?;
+        let mut next = topic.meta.lock().expect("meta lock").clone();
+        let config = next.config.with_changes(changes)?;
+        let log_config = self.log_config(&config)?;
+        next.config = config.clone();
+        self.store.save(&next)?;
+        for log in &topic.partitions {
+            log.set_config(log_config.clone())?;
+        }
+        *topic.meta.lock().expect("meta lock") = next;
+        Ok(config)
+    }
+
+    /// The log config for `config`, refusing a cold tier this broker does not have.
+    fn log_config(&self, config: &TopicConfig) -> Result<es_log::LogConfig> {
         let log_config = config.to_log_config()?;
         if log_config.cold_tier && self.options.cold_dir.is_none() {
             return Err(ServerError::InvalidConfig(
                 "cold.tier.enable needs a cold tier: start the broker with --cold-dir".into(),
             ));
         }
-        let mut next = meta.clone();
-        next.config = config.clone();
-        self.store.save(&next)?;
-        for log in &topic.partitions {
-            log.set_config(log_config.clone())?;
-        }
-        *meta = next;
-        Ok(config)
+        Ok(log_config)
     }
 
     pub fn is_shutting_down(&self) -> bool {
@@ -400,4 +409,77 @@ fn validate_topic_name(name: &str) -> Result<()> {
         return bad("use only ASCII letters, digits, '.', '_' and '-'");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn open(dir: &std::path::Path) -> Arc<Registry> {
+        Registry::open(BrokerOptions::new(dir)).unwrap().0
+    }
+
+    fn changes(v: Value) -> BTreeMap<String, Value> {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn topics_and_config_survive_reopen_and_delete_is_durable() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = open(dir.path());
+        r.create("a", 2, &changes(json!({"retention.ms": 5000})))
+            .unwrap();
+        r.create("b", 1, &BTreeMap::new()).unwrap();
+        let err = r.create("a", 1, &BTreeMap::new()).err().unwrap();
+        assert_eq!(err.code(), "topic_already_exists");
+        r.alter("b", &changes(json!({"segment.bytes": 65536})))
+            .unwrap();
+        r.delete("a").unwrap();
+        assert!(!dir.path().join("partitions/a-0").exists());
+        r.shutdown().unwrap();
+        drop(r);
+
+        let r = open(dir.path());
+        let names: Vec<String> = r.list().iter().map(|t| t.name()).collect();
+        assert_eq!(names, vec!["b".to_owned()]);
+        assert_eq!(r.topic("b").unwrap().config().segment_bytes, 65536);
+        assert_eq!(r.topic("a").err().unwrap().code(), "topic_not_found");
+    }
+
+    #[test]
+    fn refused_changes_leave_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = open(dir.path());
+        r.create("t", 1, &BTreeMap::new()).unwrap();
+        let bad = changes(json!({"cold.tier.enable": true}));
+        assert_eq!(
+            r.create("c", 1, &bad).err().unwrap().code(),
+            "invalid_config"
+        );
+        assert_eq!(r.alter("t", &bad).err().unwrap().code(), "invalid_config");
+        assert!(!r.topic("t").unwrap().config().cold_tier);
+        assert!(!dir.path().join("partitions/c-0").exists());
+        assert_eq!(r.list().len(), 1);
+    }
+
+    #[test]
+    fn topic_names_follow_kafkas_rule() {
+        for ok in ["a", "A.b_c-9", &"x".repeat(249)] {
+            validate_topic_name(ok).unwrap();
+        }
+        for bad in ["", ".", "..", "a/b", "a b", "é", &"x".repeat(250)] {
+            assert!(validate_topic_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_second_registry_on_one_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let _first = open(dir.path());
+        let err = Registry::open(BrokerOptions::new(dir.path()))
+            .err()
+            .unwrap();
+        assert_eq!(err.code(), "data_dir_in_use");
+    }
 }

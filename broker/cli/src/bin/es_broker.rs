@@ -30,6 +30,13 @@ struct Args {
     /// Largest HTTP request body in bytes.
     #[arg(long, default_value_t = es_server::limits::REQUEST_BYTES_MAX_DEFAULT)]
     max_request_bytes: usize,
+    /// How often retention, tiering and compaction run, in milliseconds.
+    #[arg(long, default_value_t = es_server::limits::HOUSEKEEPING_INTERVAL_MS_DEFAULT,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    housekeeping_interval_ms: u64,
+    /// Requests served at once (long polls included); more get 503 overloaded.
+    #[arg(long, default_value_t = es_server::limits::IN_FLIGHT_REQUESTS_MAX_DEFAULT)]
+    max_in_flight_requests: usize,
 }
 
 fn main() -> ExitCode {
@@ -39,6 +46,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match run(Args::parse()) {
         Ok(()) => ExitCode::SUCCESS,
@@ -52,10 +60,15 @@ fn main() -> ExitCode {
 fn run(args: Args) -> anyhow::Result<()> {
     let addr = loopback_addr(&args.bind)?;
     let binary_addr = loopback_addr(&args.bind_binary)?;
+    if !(1..=1_000_000).contains(&args.max_in_flight_requests) {
+        bail!("--max-in-flight-requests must be between 1 and 1000000");
+    }
     let options = BrokerOptions {
         data_dir: args.data_dir.clone(),
         cold_dir: args.cold_dir.clone(),
         request_bytes_max: args.max_request_bytes,
+        in_flight_requests_max: args.max_in_flight_requests,
+        housekeeping_interval: std::time::Duration::from_millis(args.housekeeping_interval_ms),
     };
     let (registry, report) = Registry::open(options)
         .with_context(|| format!("opening the data directory {}", args.data_dir.display()))?;
@@ -80,6 +93,9 @@ fn run(args: Args) -> anyhow::Result<()> {
     // Every acknowledged record is already durable; this closes segments cleanly
     // so the next start has nothing to recover.
     registry.shutdown().context("flushing and closing the logs")?;
+    // The runtime stays up during the flush so a second signal still exits at once;
+    // a request the drain gave up on must not hold the exit either.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     eprintln!("es-broker: shut down cleanly");
     Ok(())
 }

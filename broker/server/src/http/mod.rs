@@ -11,13 +11,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Query, Request};
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Query, Request, State};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, Uri};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 
 use crate::error::{Result, ServerError};
 use crate::limits;
@@ -29,15 +31,34 @@ pub struct AppState {
     pub registry: Arc<Registry>,
     /// Turns true when shutdown begins, so long polls return at once.
     pub shutdown: watch::Receiver<bool>,
+    /// One permit per request being served; bounds the work a burst can queue.
+    pub in_flight: Arc<Semaphore>,
 }
 
 /// The API's routes over `registry`.
 pub fn router(registry: Arc<Registry>, shutdown: watch::Receiver<bool>) -> Router {
     let body_max = registry.options().request_bytes_max;
+    let in_flight = Arc::new(Semaphore::new(registry.options().in_flight_requests_max));
+    let state = AppState {
+        registry,
+        shutdown,
+        in_flight,
+    };
+    // Probes and the document stay outside the in-flight limit, so an overloaded
+    // broker still reports itself alive.
     Router::new()
         .route("/healthz", get(topics::healthz))
         .route("/readyz", get(topics::readyz))
         .route("/openapi.json", get(openapi::openapi_json))
+        .merge(api_routes(state.clone()))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(body_max))
+        .with_state(state)
+}
+
+fn api_routes(state: AppState) -> Router<AppState> {
+    Router::new()
         .route("/topics", get(topics::list).post(topics::create))
         .route(
             "/topics/{topic}",
@@ -53,10 +74,19 @@ pub fn router(registry: Arc<Registry>, shutdown: watch::Receiver<bool>) -> Route
             "/topics/{topic}/partitions/{partition}/records",
             get(records::consume),
         )
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(body_max))
-        .with_state(AppState { registry, shutdown })
+        .route_layer(middleware::from_fn_with_state(state, limit_in_flight))
+}
+
+/// Refuses a request at once (503 `overloaded`) when the broker already serves
+/// its limit, instead of queueing without bound.
+async fn limit_in_flight(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    match state.in_flight.clone().try_acquire_owned() {
+        Ok(_permit) => next.run(req).await,
+        Err(_) => ServerError::Overloaded {
+            max: state.registry.options().in_flight_requests_max,
+        }
+        .into_response(),
+    }
 }
 
 async fn not_found(uri: Uri) -> ServerError {

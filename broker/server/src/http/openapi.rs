@@ -58,3 +58,35 @@ pub struct ApiDoc;
 pub async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
     Json(ApiDoc::openapi())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits;
+
+    /// The documented bounds are the enforced ones.
+    #[test]
+    fn consume_parameter_bounds_match_the_limits() {
+        let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+        let params =
+            doc["paths"]["/topics/{topic}/partitions/{partition}/records"]["get"]["parameters"]
+                .as_array()
+                .unwrap()
+                .clone();
+        let max = |name: &str| {
+            params
+                .iter()
+                .find(|p| p["name"] == name)
+                .and_then(|p| p["schema"]["maximum"].as_u64())
+                .unwrap_or_else(|| panic!("{name} has no maximum"))
+        };
+        assert_eq!(max("max_records"), limits::CONSUME_RECORDS_MAX as u64);
+        assert_eq!(max("max_bytes"), limits::CONSUME_BYTES_MAX as u64);
+        assert_eq!(max("wait_ms"), limits::WAIT_MS_MAX);
+        let create = &doc["components"]["schemas"]["CreateTopicRequest"]["properties"];
+        assert_eq!(
+            create["partitions"]["maximum"].as_u64(),
+            Some(u64::from(limits::PARTITIONS_MAX))
+        );
+    }
+}

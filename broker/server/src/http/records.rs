@@ -30,7 +30,8 @@ const TERM: u64 = 1;
         (status = 200, description = "Every record is on disk", body = ProduceResponse),
         (status = 400, description = "bad_json, bad_encoding, invalid_request", body = ErrorBody),
         (status = 404, description = "topic_not_found, partition_not_found", body = ErrorBody),
-        (status = 413, description = "batch_too_large, record_too_large, request_too_large", body = ErrorBody)))]
+        (status = 413, description = "batch_too_large, record_too_large, request_too_large", body = ErrorBody),
+        (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn produce(
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,
@@ -329,6 +330,7 @@ fn to_wire(r: &RecordView<'_>, preferred: Encoding) -> ConsumedRecord {
     params(("topic" = String, Path, description = "Topic name"), OffsetsQuery),
     responses(
         (status = 200, body = OffsetsResponse),
+        (status = 400, description = "invalid_request", body = ErrorBody),
         (status = 404, description = "topic_not_found", body = ErrorBody)))]
 pub async fn offsets(
     State(state): State<AppState>,

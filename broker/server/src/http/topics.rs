@@ -54,7 +54,9 @@ pub async fn list(State(state): State<AppState>) -> Json<TopicList> {
     responses(
         (status = 201, description = "Created, metadata on disk", body = TopicDescription),
         (status = 400, description = "invalid_topic_name, invalid_config, invalid_request, bad_json", body = ErrorBody),
-        (status = 409, description = "topic_already_exists", body = ErrorBody)))]
+        (status = 409, description = "topic_already_exists", body = ErrorBody),
+        (status = 413, description = "request_too_large", body = ErrorBody),
+        (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn create(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<CreateTopicRequest>,
@@ -68,6 +70,7 @@ pub async fn create(
     params(("topic" = String, Path, description = "Topic name")),
     responses(
         (status = 200, body = TopicDescription),
+        (status = 400, description = "invalid_request", body = ErrorBody),
         (status = 404, description = "topic_not_found", body = ErrorBody)))]
 pub async fn describe(
     State(state): State<AppState>,
@@ -81,7 +84,9 @@ pub async fn describe(
     params(("topic" = String, Path, description = "Topic name")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 404, description = "topic_not_found", body = ErrorBody)))]
+        (status = 400, description = "invalid_request", body = ErrorBody),
+        (status = 404, description = "topic_not_found", body = ErrorBody),
+        (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn delete(
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,
@@ -95,6 +100,7 @@ pub async fn delete(
     params(("topic" = String, Path, description = "Topic name")),
     responses(
         (status = 200, body = ConfigResponse),
+        (status = 400, description = "invalid_request", body = ErrorBody),
         (status = 404, description = "topic_not_found", body = ErrorBody)))]
 pub async fn get_config(
     State(state): State<AppState>,
@@ -109,8 +115,10 @@ pub async fn get_config(
     request_body = AlterConfigRequest,
     responses(
         (status = 200, description = "The whole config after the change", body = ConfigResponse),
-        (status = 400, description = "invalid_config, bad_json", body = ErrorBody),
-        (status = 404, description = "topic_not_found", body = ErrorBody)))]
+        (status = 400, description = "invalid_config, bad_json, invalid_request", body = ErrorBody),
+        (status = 404, description = "topic_not_found", body = ErrorBody),
+        (status = 413, description = "request_too_large", body = ErrorBody),
+        (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn alter_config(
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,

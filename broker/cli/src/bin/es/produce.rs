@@ -2,6 +2,8 @@
 //! split into key and value), sent in batches.
 
 use std::io::{BufRead, Write};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use base64::Engine;
@@ -34,6 +36,9 @@ pub struct ProduceArgs {
     /// Stdin records per request.
     #[arg(long, default_value_t = 500)]
     batch_size: usize,
+    /// How long a partly filled stdin batch waits for more lines before it is sent.
+    #[arg(long, default_value_t = 100)]
+    linger_ms: u64,
 }
 
 pub fn run(client: &Client, args: &ProduceArgs, json_out: bool) -> anyhow::Result<()> {
@@ -71,37 +76,42 @@ fn produce_stdin(
     headers: &[Value],
     json_out: bool,
 ) -> anyhow::Result<()> {
-    let stdin = std::io::stdin();
-    let mut input = stdin.lock();
+    let lines = read_lines_in_background();
+    let linger = Duration::from_millis(args.linger_ms);
     let mut batch = Vec::new();
     let mut sent = 0usize;
-    let mut line = Vec::new();
     loop {
-        line.clear();
-        let n = input
-            .read_until(b'\n', &mut line)
-            .context("reading stdin")?;
-        if n > 0 {
-            let text = trim_newline(&line);
-            let (key, value) = split(text, args)?;
-            batch.push(record(key, value, args, headers));
-        }
-        if !batch.is_empty() && (n == 0 || batch.len() >= args.batch_size) {
+        // Wait for more lines only while a batch is open and younger than the linger,
+        // so piped input goes in full batches and typed lines go out promptly.
+        let next = if batch.is_empty() {
+            lines.recv().map_err(|_| RecvTimeoutError::Disconnected)
+        } else {
+            lines.recv_timeout(linger)
+        };
+        let idle = next.is_err();
+        let done = match next {
+            Ok(line) => {
+                let line = line.context("reading stdin")?;
+                let (key, value) = split(trim_newline(&line), args)?;
+                batch.push(record(key, value, args, headers));
+                false
+            }
+            Err(RecvTimeoutError::Timeout) => false,
+            Err(RecvTimeoutError::Disconnected) => true,
+        };
+        let full = batch.len() >= args.batch_size;
+        if !batch.is_empty() && (full || idle) {
             let count = batch.len();
-            let v = client
-                .post(
-                    path,
-                    &json!({"encoding": "base64", "records": std::mem::take(&mut batch)}),
-                )
-                .with_context(|| {
-                    format!("sending records {}..{} from stdin", sent, sent + count)
-                })?;
+            let body = json!({"encoding": "base64", "records": std::mem::take(&mut batch)});
+            let v = client.post(path, &body).with_context(|| {
+                format!("sending records {}..{} from stdin", sent, sent + count)
+            })?;
             sent += count;
             if json_out {
                 println!("{v}");
             }
         }
-        if n == 0 {
+        if done {
             break;
         }
     }
@@ -109,6 +119,31 @@ fn produce_stdin(
         println!("wrote {sent} records to {}", args.topic);
     }
     Ok(())
+}
+
+/// Reads stdin line by line (as bytes, so any encoding passes) on a thread; the
+/// channel closes at end of input.
+fn read_lines_in_background() -> Receiver<std::io::Result<Vec<u8>>> {
+    let (tx, rx) = mpsc::sync_channel(10_000);
+    std::thread::spawn(move || {
+        let mut input = std::io::stdin().lock();
+        loop {
+            let mut line = Vec::new();
+            match input.read_until(b'\n', &mut line) {
+                Ok(0) => break,
+                Ok(_) => {
+                    if tx.send(Ok(line)).is_err() {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    break;
+                }
+            }
+        }
+    });
+    rx
 }
 
 fn trim_newline(line: &[u8]) -> &[u8] {
