@@ -1,10 +1,10 @@
 //! `es-bench log`: partition log throughput and append latency with fsync on, next
 //! to raw write + fdatasync baselines on the same filesystem, in one run.
 
-mod figures;
+pub(crate) mod figures;
 mod log_row;
 mod plan;
-mod raw_row;
+pub(crate) mod raw_row;
 mod table;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,108 @@
+//! The HTTP/JSON produce row: blocking clients (ureq), each posting the same JSON
+//! body of records and waiting for the answer, which comes once they are durable.
+//! Bodies are built once up front, so the loop measures the broker, not serde.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+
+use super::row::{Shape, SuiteRow, Tally};
+use crate::latency;
+use crate::timed::{self, Control};
+
+/// Bound on every request.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(REQUEST_TIMEOUT))
+        .build()
+        .into()
+}
+
+/// POSTs `body` and returns the status and the answer's text.
+fn post(agent: &ureq::Agent, url: &str, body: &str) -> Result<(u16, String)> {
+    let mut resp = agent
+        .post(url)
+        .header("content-type", "application/json")
+        .send(body)
+        .with_context(|| format!("POST {url}"))?;
+    let status = resp.status().as_u16();
+    let text = resp
+        .body_mut()
+        .with_config()
+        .limit(16 * 1024 * 1024)
+        .read_to_string()
+        .with_context(|| format!("reading the answer to POST {url}"))?;
+    Ok((status, text))
+}
+
+pub fn create_topic(url: &str, topic: &str, partitions: usize) -> Result<()> {
+    let body = json!({"name": topic, "partitions": partitions}).to_string();
+    let (status, text) = post(&agent(), &format!("{url}/topics"), &body)?;
+    if status != 201 {
+        bail!("creating topic {topic} over HTTP: status {status}: {text}");
+    }
+    Ok(())
+}
+
+/// `clients` workers, worker *i* posting `records` records of `record_bytes`-byte
+/// values to partition *i mod partitions*. `bytes_per_record` is the records' size
+/// in the log format, so MB/s compares with the binary rows.
+#[allow(clippy::too_many_arguments)]
+pub fn produce_row(
+    label: &str,
+    url: &str,
+    topic: &str,
+    partitions: usize,
+    clients: usize,
+    records: usize,
+    record_bytes: usize,
+    bytes_per_record: f64,
+    duration: Duration,
+) -> Result<SuiteRow> {
+    create_topic(url, topic, partitions)?;
+    // Printable ASCII, so the JSON string is exactly `record_bytes` bytes of UTF-8.
+    let value: String = (0..record_bytes).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    let bodies: Vec<String> = (0..partitions)
+        .map(|p| {
+            let recs: Vec<_> = (0..records).map(|_| json!({"value": value, "partition": p})).collect();
+            json!({ "records": recs }).to_string()
+        })
+        .collect();
+    let records_url = format!("{url}/topics/{topic}/records");
+    let batch_bytes = (records as f64 * bytes_per_record) as u64;
+    let timed = timed::run(label, duration, clients, |i, ctl| {
+        produce_loop(&records_url, &bodies[i % partitions], records, batch_bytes, ctl)
+    })?;
+    let shape = Shape {
+        kind: "http_produce",
+        connections: clients,
+        partitions,
+        records_per_request: records,
+        in_flight: 1,
+    };
+    let mut row = SuiteRow::from_timed(label, shape, timed)?;
+    row.notes.push(format!("JSON request body {} B for {records} records", bodies[0].len()));
+    Ok(row)
+}
+
+fn produce_loop(url: &str, body: &str, records: usize, batch_bytes: u64, ctl: &Control) -> Result<Tally> {
+    let agent = agent();
+    let mut t = Tally::new()?;
+    while ctl.running() {
+        let start = Instant::now();
+        let (status, text) = post(&agent, url, body)?;
+        if status != 200 {
+            bail!("produce over HTTP: status {status}: {}", text.chars().take(500).collect::<String>());
+        }
+        latency::record_since(&mut t.latency, start);
+        t.requests += 1;
+        t.records += records as u64;
+        t.bytes += batch_bytes;
+        ctl.add_bytes(batch_bytes as usize);
+    }
+    Ok(t)
+}
