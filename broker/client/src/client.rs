@@ -122,9 +122,16 @@ impl Client {
         batch: Bytes,
     ) -> Result<impl std::future::Future<Output = Result<(u64, u64, bool)>> + use<>> {
         let conn = self.connection(partition as usize).await?;
-        let pending = conn.enqueue(Request::Produce { topic: topic.to_owned(), partition, batch }).await?;
+        let timeout_ms = self.options.request_timeout_ms;
+        let enqueue = conn.enqueue(Request::Produce { topic: topic.to_owned(), partition, batch });
+        let pending = tokio::time::timeout(Duration::from_millis(timeout_ms), enqueue)
+            .await
+            .map_err(|_| ClientError::Timeout(timeout_ms))??;
         Ok(async move {
-            match pending.await? {
+            let answer = tokio::time::timeout(Duration::from_millis(timeout_ms), pending)
+                .await
+                .map_err(|_| ClientError::Timeout(timeout_ms))?;
+            match answer? {
                 Response::Produce { base_offset, last_offset, duplicate } => {
                     Ok((base_offset, last_offset, duplicate))
                 }

@@ -91,13 +91,21 @@ impl Consumer {
 }
 
 /// Decodes whole batches, skipping records before `from`; returns the next offset.
-fn decode_into(topic: &str, partition: u32, from: u64, data: &[u8], out: &mut Vec<Consumed>) -> Result<u64> {
+/// Keys, values and headers are slices of the fetched buffer (or of the batch's
+/// decompressed records), not copies.
+fn decode_into(topic: &str, partition: u32, from: u64, data: &Bytes, out: &mut Vec<Consumed>) -> Result<u64> {
     let mut next = from;
-    let mut rest = data;
-    while !rest.is_empty() {
-        let view = BatchView::parse(rest, usize::MAX)?;
+    let mut at = 0;
+    while at < data.len() {
+        let view = BatchView::parse(&data[at..], usize::MAX)?;
         let plain = view.plain_records(es_core::limits::BATCH_BYTES_MAX_HARD)?;
-        for r in plain.iter() {
+        let owner = if plain.is_borrowed() {
+            data.slice(at + es_core::batch::HEADER_LEN..at + view.header.total_len())
+        } else {
+            Bytes::copy_from_slice(plain.as_bytes())
+        };
+        let records = es_core::batch::PlainRecords::over(&view.header, &owner);
+        for r in records.iter() {
             let r = r?;
             if r.offset >= from {
                 out.push(Consumed {
@@ -105,18 +113,18 @@ fn decode_into(topic: &str, partition: u32, from: u64, data: &[u8], out: &mut Ve
                     partition,
                     offset: r.offset,
                     timestamp: r.timestamp,
-                    key: r.key.map(Bytes::copy_from_slice),
-                    value: r.value.map(Bytes::copy_from_slice),
+                    key: r.key.map(|k| owner.slice_ref(k)),
+                    value: r.value.map(|v| owner.slice_ref(v)),
                     headers: r
                         .headers
                         .iter()
-                        .map(|(k, v)| ((*k).to_owned(), v.map(Bytes::copy_from_slice)))
+                        .map(|(k, v)| ((*k).to_owned(), v.map(|v| owner.slice_ref(v))))
                         .collect(),
                 });
             }
         }
         next = next.max(view.header.next_offset());
-        rest = &rest[view.header.total_len()..];
+        at += view.header.total_len();
     }
     Ok(next)
 }

@@ -237,7 +237,23 @@ pub struct PlainRecords<'a> {
     buf: Cow<'a, [u8]>,
 }
 
-impl PlainRecords<'_> {
+impl<'a> PlainRecords<'a> {
+    /// Records of `header` whose plain records section is `section`: for callers
+    /// that keep the section in a buffer of their own.
+    pub fn over(header: &BatchHeader, section: &'a [u8]) -> PlainRecords<'a> {
+        PlainRecords { header: *header, buf: Cow::Borrowed(section) }
+    }
+
+    /// True when the records were not compressed (the section borrows the batch).
+    pub fn is_borrowed(&self) -> bool {
+        matches!(self.buf, Cow::Borrowed(_))
+    }
+
+    /// The plain records section.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
     pub fn iter(&self) -> RecordIter<'_> {
         RecordIter {
             buf: &self.buf,
