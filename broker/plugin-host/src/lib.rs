@@ -19,6 +19,7 @@ pub mod limits;
 mod pack;
 mod pool;
 mod sandbox;
+mod stderr;
 mod validator;
 
 pub use engine::PluginEngine;

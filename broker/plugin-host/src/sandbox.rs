@@ -16,6 +16,7 @@ use crate::bindings::RecordValidator;
 use crate::bindings::es::plugin::host::{self, LogLevel};
 use crate::error::PluginError;
 use crate::limits::{LOG_LINE_BYTES_MAX, PluginLimits, TABLE_ELEMENTS_MAX};
+use crate::stderr::StderrTail;
 
 /// Interfaces a plugin may import, as `namespace:package/interface` plus the
 /// version prefix it must have. These are what a Rust guest's standard library
@@ -123,16 +124,21 @@ pub(crate) struct HostState {
     wasi: WasiCtx,
     table: ResourceTable,
     pub(crate) limiter: MemoryLimiter,
+    /// The end of the guest's stderr, for trap messages.
+    pub(crate) stderr: StderrTail,
     log: LogBudget,
 }
 
 impl HostState {
     /// A sandbox with no environment, arguments, preopened directories or
-    /// network; stdin is empty and stdout/stderr are discarded.
+    /// network; stdin is empty, stdout is discarded and only the tail of stderr
+    /// is kept.
     pub(crate) fn new(plugin: Arc<str>, limits: &PluginLimits) -> Self {
+        let stderr = StderrTail::default();
         Self {
             plugin,
-            wasi: WasiCtxBuilder::new().build(),
+            wasi: WasiCtxBuilder::new().stderr(stderr.clone()).build(),
+            stderr,
             table: ResourceTable::new(),
             limiter: MemoryLimiter::new(limits.memory_bytes_max),
             log: LogBudget::new(limits.log_lines_per_second, limits.log_burst),

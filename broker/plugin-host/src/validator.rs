@@ -273,8 +273,8 @@ impl Validator {
         }
         match e.downcast_ref::<Trap>() {
             Some(Trap::Interrupt) => PluginError::Deadline { plugin, deadline_ms },
-            Some(trap) => other(plugin, trap.to_string()),
-            None => other(plugin, format!("{e:#}")),
+            Some(trap) => other(plugin, with_stderr(trap.to_string(), store)),
+            None => other(plugin, with_stderr(format!("{e:#}"), store)),
         }
     }
 
@@ -300,6 +300,14 @@ impl Validator {
             code: cut(v.code),
             reason: cut(v.reason),
         })
+    }
+}
+
+/// Adds the guest's last stderr lines (a Rust panic's message) to a trap reason.
+fn with_stderr(reason: String, store: &Store<HostState>) -> String {
+    match store.data().stderr.last_message() {
+        Some(message) => format!("{reason}; guest stderr: {message}"),
+        None => reason,
     }
 }
 

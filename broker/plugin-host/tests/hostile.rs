@@ -57,6 +57,7 @@ fn a_panic_is_a_trap_and_the_instance_is_replaced() {
     let err = v.validate(target(), &records()).unwrap_err();
     assert!(matches!(err, PluginError::Trap { .. }), "{err}");
     assert!(err.to_string().contains("hostile-trap"), "{err}");
+    assert!(err.to_string().contains("panics on purpose"), "the panic message is kept: {err}");
     assert_eq!(v.warm_instances(), 0, "a trapped instance must not go back to the pool");
     let _ = v.validate(target(), &records()).unwrap_err();
     assert_eq!(v.stats().instances_created, created + 1);
