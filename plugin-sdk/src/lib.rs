@@ -140,9 +140,11 @@ macro_rules! export_validator {
                 ) -> ::std::vec::Vec<$crate::__private::WitViolation> {
                     $crate::__private::validate::<$ty>(batch)
                 }
-    }
+            }
 
-            $crate::__export_record_validator_impl!(EsPluginExport with_types_in $crate::__private::bindings);
+            $crate::__export_record_validator_impl!(
+                EsPluginExport with_types_in $crate::__private::bindings
+            );
         };
     };
 }
