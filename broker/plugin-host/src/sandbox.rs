@@ -188,11 +188,6 @@ impl MemoryLimiter {
     }
 }
 
-/// The error a refused memory growth traps with.
-#[derive(Debug, thiserror::Error)]
-#[error("memory cap exceeded")]
-pub(crate) struct MemoryCapExceeded;
-
 impl ResourceLimiter for MemoryLimiter {
     fn memory_growing(
         &mut self,
@@ -202,9 +197,10 @@ impl ResourceLimiter for MemoryLimiter {
     ) -> wasmtime::Result<bool> {
         if desired > self.memory_bytes_max {
             // Trapping (rather than failing the grow) stops the guest at once, instead
-            // of letting its allocator abort with a less telling trap.
+            // of letting its allocator abort with a less telling trap; the flag is
+            // what the caller reads to name the error.
             self.exceeded = true;
-            return Err(wasmtime::Error::new(MemoryCapExceeded));
+            return Err(wasmtime::Error::msg("memory cap exceeded"));
         }
         self.memory_bytes = self.memory_bytes.max(desired);
         Ok(true)

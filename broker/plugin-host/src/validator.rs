@@ -15,7 +15,7 @@ use crate::error::PluginError;
 use crate::limits::{EPOCH_TICK_MS, PluginLimits, VIOLATION_TEXT_BYTES_MAX};
 use crate::pack::{self, BatchTarget};
 use crate::pool::{Pool, Warm};
-use crate::sandbox::{self, HostState, MemoryCapExceeded};
+use crate::sandbox::{self, HostState};
 
 /// The world a validator implements, for error messages.
 const WORLD: &str = "es:plugin/record-validator@0.1.0";
@@ -268,7 +268,7 @@ impl Validator {
         other: fn(String, String) -> PluginError,
     ) -> PluginError {
         let plugin = self.name.to_string();
-        if store.data().limiter.exceeded || e.is::<MemoryCapExceeded>() {
+        if store.data().limiter.exceeded {
             return PluginError::Memory { plugin, limit_bytes: self.limits.memory_bytes_max };
         }
         match e.downcast_ref::<Trap>() {

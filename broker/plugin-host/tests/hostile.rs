@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use es_core::Record;
 use es_plugin_host::builtin::RULES;
-use es_plugin_host::{PluginError, PluginLimits, Validator};
+use es_plugin_host::{EngineLimits, PluginEngine, PluginError, PluginLimits, Validator};
 
 fn hostile(mode: &str, limits: PluginLimits) -> Validator {
     Validator::load(
@@ -200,4 +200,30 @@ fn the_compiled_artifact_is_cached_on_disk() {
     std::fs::write(&path, b"garbage").unwrap();
     let _ = load("rules", RULES, &[]);
     assert!(std::fs::metadata(&path).unwrap().len() > 1000);
+}
+
+#[test]
+fn instances_above_the_memory_threshold_are_recycled() {
+    let limits = PluginLimits { recycle_memory_bytes: 1, ..PluginLimits::default() };
+    let v = Validator::load(engine(), "rules", RULES, vec![], limits).unwrap();
+    for _ in 0..3 {
+        v.validate(target(), &records()).unwrap();
+    }
+    // The load's instance served the first call; each later call needed a new one.
+    assert_eq!(v.warm_instances(), 0);
+    assert_eq!(v.stats().instances_created, 3, "{:?}", v.stats());
+}
+
+#[test]
+fn a_full_engine_refuses_new_instances_with_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let small =
+        PluginEngine::new(dir.path(), EngineLimits { instances_max: 2, ..EngineLimits::default() }).unwrap();
+    let load = |name: &str| Validator::load(&small, name, RULES, vec![], PluginLimits::default());
+    // Each loaded validator keeps its first instance warm, holding a slot.
+    let (a, _b) = (load("a").unwrap(), load("b").unwrap());
+    let err = load("c").unwrap_err();
+    assert!(matches!(err, PluginError::Instantiate { .. }), "{err}");
+    drop(a);
+    load("c").expect("a freed slot is reusable");
 }
