@@ -294,7 +294,13 @@ proptest! {
             prop_assert_eq!(t.position, boundary);
             prop_assert_eq!(t.bytes, cut - boundary);
         }
-        prop_assert_eq!(std::fs::metadata(&path).unwrap().len(), boundary, "the torn tail is cut off the file");
+        if boundary == 0 && log.segments.len() > 1 {
+            // An empty newest segment above an older one is removed on open (it may
+            // hide a torn predecessor after an interrupted roll), so it may be gone.
+            prop_assert!(std::fs::metadata(&path).map_or(true, |m| m.len() == 0), "an empty newest segment");
+        } else {
+            prop_assert_eq!(std::fs::metadata(&path).unwrap().len(), boundary, "the torn tail is cut off the file");
+        }
         check_exact_prefix(&log, &p, prefix)?;
     }
 

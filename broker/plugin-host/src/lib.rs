@@ -1,0 +1,35 @@
+//! Runs es plugins: sandboxed WebAssembly components implementing the worlds of
+//! the `es:plugin@0.1.0` WIT contract (`wit/`). This is the only crate that
+//! depends on wasmtime.
+//!
+//! - `PluginEngine` owns the wasmtime engine (component model, pooling allocator,
+//!   epoch interruption with a 1 ms ticker), the linker with the allowed imports,
+//!   and the on-disk cache of precompiled components.
+//! - `Validator` is one loaded record-validator plugin with a warm instance pool;
+//!   `validate` packs records into one buffer and calls the guest under a deadline
+//!   and a memory cap, and every failure comes back as a typed `PluginError`.
+//! - `builtin` holds the built-in plugins, embedded at build time.
+//! - `limits` holds every limit and its default.
+
+mod bindings;
+pub mod builtin;
+mod engine;
+mod error;
+pub mod limits;
+mod pack;
+mod pool;
+mod sandbox;
+mod stderr;
+mod validator;
+
+pub use engine::PluginEngine;
+pub use error::PluginError;
+pub use limits::{EngineLimits, PluginLimits};
+pub use pack::BatchTarget;
+pub use validator::{Action, PluginInfo, Validator, ValidatorStats, Violation};
+
+/// Interfaces plugins may import, `namespace:package/interface` (any compatible
+/// version); anything else is refused at load.
+pub fn allowed_imports() -> impl Iterator<Item = &'static str> {
+    sandbox::ALLOWED_IMPORTS.iter().map(|(name, _)| *name)
+}
