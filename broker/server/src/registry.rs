@@ -260,6 +260,7 @@ impl Registry {
             self.discard(&logs);
             return Err(e);
         }
+        tracing::info!(topic = name, partitions, "created topic");
         Ok(self.insert(meta, logs))
     }
 
@@ -276,6 +277,7 @@ impl Registry {
             .remove(name)
             .expect("checked above under the admin lock");
         self.discard(&topic.partitions);
+        tracing::info!(topic = name, "deleted topic");
         Ok(())
     }
 
@@ -315,6 +317,7 @@ impl Registry {
             log.set_config(log_config.clone())?;
         }
         *topic.meta.lock().expect("meta lock") = next;
+        tracing::info!(topic = name, ?changes, "altered topic config");
         Ok(config)
     }
 
