@@ -65,6 +65,8 @@ impl Resp {
 pub struct Broker {
     child: Child,
     pub url: String,
+    /// host:port of the binary-protocol listener.
+    pub binary_addr: String,
     pub data_dir: PathBuf,
     stderr: Arc<Mutex<String>>,
     agent: ureq::Agent,
@@ -107,7 +109,7 @@ impl Broker {
         let mut child = Command::new(broker_bin())
             .arg("--data-dir")
             .arg(data_dir)
-            .args(["--bind", "127.0.0.1:0"])
+            .args(["--bind", "127.0.0.1:0", "--bind-binary", "127.0.0.1:0"])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -126,11 +128,15 @@ impl Broker {
             }
         });
         let deadline = Instant::now() + START_TIMEOUT;
+        // The broker prints its binary address, then its HTTP address.
+        let mut binary_addr = String::new();
         let url = loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
                 Ok(line) => {
-                    if let Some(url) = line.strip_prefix("listening on ") {
+                    if let Some(addr) = line.strip_prefix("listening on es://") {
+                        binary_addr = addr.trim().to_owned();
+                    } else if let Some(url) = line.strip_prefix("listening on ") {
                         break url.trim().to_owned();
                     }
                 }
@@ -144,13 +150,7 @@ impl Broker {
                 }
             }
         };
-        Broker {
-            child,
-            url,
-            data_dir: data_dir.to_owned(),
-            stderr,
-            agent: agent(),
-        }
+        Broker { child, url, binary_addr, data_dir: data_dir.to_owned(), stderr, agent: agent() }
     }
 
     pub fn pid(&self) -> u32 {
@@ -193,29 +193,16 @@ impl Broker {
     }
 
     pub fn post_raw(&self, path: &str, body: &str) -> Resp {
-        request(
-            &self.agent,
-            "POST",
-            &format!("{}{path}", self.url),
-            Some(body),
-        )
+        request(&self.agent, "POST", &format!("{}{path}", self.url), Some(body))
     }
 
     pub fn patch(&self, path: &str, body: &Value) -> Resp {
-        request(
-            &self.agent,
-            "PATCH",
-            &format!("{}{path}", self.url),
-            Some(&body.to_string()),
-        )
+        request(&self.agent, "PATCH", &format!("{}{path}", self.url), Some(&body.to_string()))
     }
 
     /// Creates a topic and asserts it worked.
     pub fn create_topic(&self, name: &str, partitions: u32) {
-        let r = self.post(
-            "/topics",
-            &serde_json::json!({"name": name, "partitions": partitions}),
-        );
+        let r = self.post("/topics", &serde_json::json!({"name": name, "partitions": partitions}));
         assert_eq!(r.status, 201, "creating topic {name}: {:?}", r.body);
     }
 
@@ -269,10 +256,7 @@ pub struct Client {
 
 impl Client {
     pub fn new(url: &str) -> Self {
-        Self {
-            url: url.to_owned(),
-            agent: agent(),
-        }
+        Self { url: url.to_owned(), agent: agent() }
     }
 
     pub fn get(&self, path: &str) -> Resp {
@@ -286,13 +270,7 @@ impl Client {
 
     /// POSTs JSON; `None` when the broker could not be reached or the reply was cut.
     pub fn try_post(&self, path: &str, body: &Value) -> Option<Resp> {
-        try_request(
-            &self.agent,
-            "POST",
-            &format!("{}{path}", self.url),
-            Some(&body.to_string()),
-        )
-        .ok()
+        try_request(&self.agent, "POST", &format!("{}{path}", self.url), Some(&body.to_string())).ok()
     }
 }
 
@@ -309,22 +287,12 @@ fn try_request(
     let mut resp = match (method, body) {
         ("GET", _) => agent.get(url).call()?,
         ("DELETE", _) => agent.delete(url).call()?,
-        ("POST", b) => agent
-            .post(url)
-            .header("content-type", "application/json")
-            .send(b.unwrap_or(""))?,
-        ("PATCH", b) => agent
-            .patch(url)
-            .header("content-type", "application/json")
-            .send(b.unwrap_or(""))?,
+        ("POST", b) => agent.post(url).header("content-type", "application/json").send(b.unwrap_or(""))?,
+        ("PATCH", b) => agent.patch(url).header("content-type", "application/json").send(b.unwrap_or(""))?,
         (m, _) => panic!("unsupported method {m}"),
     };
     let status = resp.status().as_u16();
-    let text = resp
-        .body_mut()
-        .with_config()
-        .limit(64 * 1024 * 1024)
-        .read_to_string()?;
+    let text = resp.body_mut().with_config().limit(64 * 1024 * 1024).read_to_string()?;
     let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
     Ok(Resp { status, body })
 }

@@ -30,6 +30,8 @@
 //! Compaction may remove records from a batch, so offsets inside a batch can have
 //! gaps: `last_offset_delta`, not `record_count`, gives the batch's offset span.
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
 
 use crate::record::{Header, ProducerInfo, Record};
@@ -58,14 +60,13 @@ pub enum CodecError {
     #[error("unsupported batch attributes {attributes:#04x}")]
     BadAttributes { attributes: u8 },
     #[error("malformed record at byte {position}: {reason}")]
-    BadRecord {
-        position: usize,
-        reason: &'static str,
-    },
+    BadRecord { position: usize, reason: &'static str },
     #[error("batch has {count} records; the limit is {max}")]
     TooManyRecords { count: usize, max: usize },
     #[error("empty batch: a batch needs at least one record")]
     Empty,
+    #[error("bad compressed records: {reason}")]
+    BadCompression { reason: &'static str },
 }
 
 /// The fixed header of a batch.
@@ -89,18 +90,12 @@ impl BatchHeader {
     /// batch size so a corrupt length field cannot make a reader allocate gigabytes.
     pub fn parse(buf: &[u8], max_len: usize) -> Result<Self, CodecError> {
         if buf.len() < HEADER_LEN {
-            return Err(CodecError::Truncated {
-                needed: HEADER_LEN,
-                available: buf.len(),
-            });
+            return Err(CodecError::Truncated { needed: HEADER_LEN, available: buf.len() });
         }
         let batch_length = be_u32(buf, 8);
         let total = LENGTH_PREFIX as u64 + u64::from(batch_length);
         if total < HEADER_LEN as u64 || total > max_len as u64 {
-            return Err(CodecError::BadLength {
-                length: total,
-                max: max_len,
-            });
+            return Err(CodecError::BadLength { length: total, max: max_len });
         }
         let magic = buf[24];
         if magic != MAGIC {
@@ -132,12 +127,13 @@ impl BatchHeader {
 
     /// Offset of the last record (the batch's offset span survives compaction).
     pub fn last_offset(&self) -> u64 {
-        self.base_offset + u64::from(self.last_offset_delta)
+        // Saturating: a damaged header must not overflow; callers bound-check offsets.
+        self.base_offset.saturating_add(u64::from(self.last_offset_delta))
     }
 
     /// The offset after this batch.
     pub fn next_offset(&self) -> u64 {
-        self.last_offset() + 1
+        self.last_offset().saturating_add(1)
     }
 }
 
@@ -154,23 +150,15 @@ impl<'a> BatchView<'a> {
         let header = BatchHeader::parse(buf, max_len)?;
         let total = header.total_len();
         if buf.len() < total {
-            return Err(CodecError::Truncated {
-                needed: total,
-                available: buf.len(),
-            });
+            return Err(CodecError::Truncated { needed: total, available: buf.len() });
         }
         let bytes = &buf[..total];
         let computed = crc32fast::hash(&bytes[CRC_START..]);
         if computed != header.crc {
-            return Err(CodecError::BadCrc {
-                stored: header.crc,
-                computed,
-            });
+            return Err(CodecError::BadCrc { stored: header.crc, computed });
         }
-        if header.attributes & !COMPRESSION_MASK != 0 {
-            return Err(CodecError::BadAttributes {
-                attributes: header.attributes,
-            });
+        if header.attributes & !COMPRESSION_MASK != 0 || header.attributes & COMPRESSION_MASK > 1 {
+            return Err(CodecError::BadAttributes { attributes: header.attributes });
         }
         Ok(Self { header, bytes })
     }
@@ -180,13 +168,13 @@ impl<'a> BatchView<'a> {
         self.bytes
     }
 
-    /// Iterates the records; a malformed record ends the iteration with an error.
-    /// Compressed batches are not decoded here (the compression codecs live with the
-    /// protocols), so they yield `BadAttributes`.
+    /// Iterates the records of an uncompressed batch; a malformed record ends the
+    /// iteration with an error. A compressed batch yields `BadAttributes`: use
+    /// [`BatchView::plain_records`].
     pub fn records(&self) -> RecordIter<'a> {
         RecordIter {
-            buf: self.bytes,
-            position: HEADER_LEN,
+            buf: &self.bytes[HEADER_LEN..],
+            position: 0,
             remaining: self.header.record_count,
             base_offset: self.header.base_offset,
             compressed: self.header.attributes & COMPRESSION_MASK != 0,
@@ -194,11 +182,86 @@ impl<'a> BatchView<'a> {
         }
     }
 
+    /// How the records section is compressed.
+    pub fn compression(&self) -> Result<Compression, CodecError> {
+        Compression::from_attributes(self.header.attributes)
+    }
+
+    /// The records section, decompressed when needed, never larger than `max_plain`
+    /// bytes (a decompression bomb is an error, not an allocation).
+    pub fn plain_records(&self, max_plain: usize) -> Result<PlainRecords<'a>, CodecError> {
+        let section = &self.bytes[HEADER_LEN..];
+        let buf = match self.compression()? {
+            Compression::None => Cow::Borrowed(section),
+            Compression::Gzip => Cow::Owned(gunzip(section, max_plain)?),
+        };
+        Ok(PlainRecords { header: self.header, buf })
+    }
+
     /// Checks that the records section parses exactly: `record_count` records, each
     /// within its length, offsets increasing and within `last_offset_delta`.
+    /// Compressed batches are decompressed (up to the hard batch limit) to check.
     pub fn validate_records(&self) -> Result<(), CodecError> {
+        self.plain_records(crate::limits::BATCH_BYTES_MAX_HARD)?.validate()
+    }
+}
+
+/// Record-section compression, in attribute bits 0-2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+}
+
+impl Compression {
+    fn from_attributes(attributes: u8) -> Result<Self, CodecError> {
+        match attributes & COMPRESSION_MASK {
+            0 => Ok(Compression::None),
+            1 => Ok(Compression::Gzip),
+            _ => Err(CodecError::BadAttributes { attributes }),
+        }
+    }
+
+    fn bits(self) -> u8 {
+        match self {
+            Compression::None => 0,
+            Compression::Gzip => 1,
+        }
+    }
+}
+
+/// The records of a batch in plain (decompressed) form.
+#[derive(Debug, Clone)]
+pub struct PlainRecords<'a> {
+    header: BatchHeader,
+    buf: Cow<'a, [u8]>,
+}
+
+impl PlainRecords<'_> {
+    pub fn iter(&self) -> RecordIter<'_> {
+        RecordIter {
+            buf: &self.buf,
+            position: 0,
+            remaining: self.header.record_count,
+            base_offset: self.header.base_offset,
+            compressed: false,
+            attributes: 0,
+        }
+    }
+
+    /// Bytes of the plain records section.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// See [`BatchView::validate_records`].
+    pub fn validate(&self) -> Result<(), CodecError> {
         let mut last_delta: Option<u32> = None;
-        let mut iter = self.records();
+        let mut iter = self.iter();
         for record in iter.by_ref() {
             let record = record?;
             let delta = (record.offset - self.header.base_offset) as u32;
@@ -210,7 +273,7 @@ impl<'a> BatchView<'a> {
             }
             last_delta = Some(delta);
         }
-        if iter.position != self.bytes.len() {
+        if iter.position != self.buf.len() {
             return Err(CodecError::BadRecord {
                 position: iter.position,
                 reason: "trailing bytes after the last record",
@@ -224,6 +287,41 @@ impl<'a> BatchView<'a> {
         }
         Ok(())
     }
+}
+
+fn gunzip(section: &[u8], max_plain: usize) -> Result<Vec<u8>, CodecError> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    let mut decoder = flate2::read::GzDecoder::new(section).take(max_plain as u64 + 1);
+    decoder.read_to_end(&mut out).map_err(|_| CodecError::BadCompression { reason: "not valid gzip" })?;
+    if out.len() > max_plain {
+        return Err(CodecError::BadCompression {
+            reason: "decompressed records exceed the batch size limit",
+        });
+    }
+    Ok(out)
+}
+
+/// Re-encodes a plain batch with its records section compressed. The header keeps
+/// counts, offsets and timestamps; only attributes, length and CRC change.
+pub fn compress(plain: &[u8], compression: Compression) -> Result<Vec<u8>, CodecError> {
+    use std::io::Write;
+    if compression == Compression::None {
+        return Ok(plain.to_vec());
+    }
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let section = &plain[HEADER_LEN..];
+    encoder.write_all(section).map_err(|_| CodecError::BadCompression { reason: "gzip failed" })?;
+    let packed = encoder.finish().map_err(|_| CodecError::BadCompression { reason: "gzip failed" })?;
+    let mut out = Vec::with_capacity(HEADER_LEN + packed.len());
+    out.extend_from_slice(&plain[..HEADER_LEN]);
+    out.extend_from_slice(&packed);
+    let batch_length = (out.len() - LENGTH_PREFIX) as u32;
+    out[8..12].copy_from_slice(&batch_length.to_be_bytes());
+    out[25] = (out[25] & !COMPRESSION_MASK) | compression.bits();
+    let crc = crc32fast::hash(&out[CRC_START..]);
+    out[20..24].copy_from_slice(&crc.to_be_bytes());
+    Ok(out)
 }
 
 /// One record inside a batch, borrowed.
@@ -245,10 +343,7 @@ impl RecordView<'_> {
             headers: self
                 .headers
                 .iter()
-                .map(|(k, v)| Header {
-                    key: (*k).to_owned(),
-                    value: v.map(Bytes::copy_from_slice),
-                })
+                .map(|(k, v)| Header { key: (*k).to_owned(), value: v.map(Bytes::copy_from_slice) })
                 .collect(),
             timestamp: Some(self.timestamp),
         }
@@ -275,9 +370,7 @@ impl<'a> Iterator for RecordIter<'a> {
         }
         if self.compressed {
             self.remaining = 0;
-            return Some(Err(CodecError::BadAttributes {
-                attributes: self.attributes,
-            }));
+            return Some(Err(CodecError::BadAttributes { attributes: self.attributes }));
         }
         self.remaining -= 1;
         let result = self.parse_one();
@@ -291,30 +384,19 @@ impl<'a> Iterator for RecordIter<'a> {
 impl<'a> RecordIter<'a> {
     fn parse_one(&mut self) -> Result<RecordView<'a>, CodecError> {
         let start = self.position;
-        let mut cur = Cursor {
-            buf: self.buf,
-            pos: start,
-        };
+        let mut cur = Cursor { buf: self.buf, pos: start };
         let length = cur.u32()? as usize;
         let end = cur.pos.checked_add(length).filter(|e| *e <= self.buf.len());
-        let end = end.ok_or(CodecError::BadRecord {
-            position: start,
-            reason: "record length past the batch end",
-        })?;
-        let mut cur = Cursor {
-            buf: &self.buf[..end],
-            pos: cur.pos,
-        };
+        let end =
+            end.ok_or(CodecError::BadRecord { position: start, reason: "record length past the batch end" })?;
+        let mut cur = Cursor { buf: &self.buf[..end], pos: cur.pos };
         let offset_delta = cur.u32()?;
         let timestamp = cur.u64()? as i64;
         let key = cur.nullable()?;
         let value = cur.nullable()?;
         let header_count = cur.u32()? as usize;
         if header_count > crate::limits::RECORD_HEADERS_MAX {
-            return Err(CodecError::BadRecord {
-                position: cur.pos,
-                reason: "too many headers",
-            });
+            return Err(CodecError::BadRecord { position: cur.pos, reason: "too many headers" });
         }
         let mut headers = Vec::with_capacity(header_count);
         for _ in 0..header_count {
@@ -333,13 +415,7 @@ impl<'a> RecordIter<'a> {
             });
         }
         self.position = end;
-        Ok(RecordView {
-            offset: self.base_offset + u64::from(offset_delta),
-            timestamp,
-            key,
-            value,
-            headers,
-        })
+        Ok(RecordView { offset: self.base_offset + u64::from(offset_delta), timestamp, key, value, headers })
     }
 }
 
@@ -351,10 +427,8 @@ struct Cursor<'a> {
 impl<'a> Cursor<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], CodecError> {
         let end = self.pos.checked_add(n).filter(|e| *e <= self.buf.len());
-        let end = end.ok_or(CodecError::BadRecord {
-            position: self.pos,
-            reason: "field past the record end",
-        })?;
+        let end =
+            end.ok_or(CodecError::BadRecord { position: self.pos, reason: "field past the record end" })?;
         let out = &self.buf[self.pos..end];
         self.pos = end;
         Ok(out)
@@ -374,10 +448,7 @@ impl<'a> Cursor<'a> {
         let len = self.u32()? as i32;
         match len {
             -1 => Ok(None),
-            n if n < 0 => Err(CodecError::BadRecord {
-                position: self.pos,
-                reason: "negative length",
-            }),
+            n if n < 0 => Err(CodecError::BadRecord { position: self.pos, reason: "negative length" }),
             n => Ok(Some(self.take(n as usize)?)),
         }
     }
@@ -386,16 +457,8 @@ impl<'a> Cursor<'a> {
 /// Encodes records into one uncompressed batch with base offset 0 and term 0, CRC
 /// filled in. The leader later stamps base offset and term with [`stamp`]. Records
 /// without a timestamp get `now_ms`.
-pub fn encode(
-    records: &[Record],
-    now_ms: i64,
-    producer: ProducerInfo,
-) -> Result<Vec<u8>, CodecError> {
-    encode_with_deltas(
-        records.iter().enumerate().map(|(i, r)| (i as u32, r)),
-        now_ms,
-        producer,
-    )
+pub fn encode(records: &[Record], now_ms: i64, producer: ProducerInfo) -> Result<Vec<u8>, CodecError> {
+    encode_with_deltas(records.iter().enumerate().map(|(i, r)| (i as u32, r)), now_ms, producer)
 }
 
 /// Like [`encode`], with explicit offset deltas (compaction keeps the original
@@ -415,10 +478,7 @@ pub fn encode_with_deltas<'r>(
         return Err(CodecError::Empty);
     }
     if count > crate::limits::BATCH_RECORDS_MAX {
-        return Err(CodecError::TooManyRecords {
-            count,
-            max: crate::limits::BATCH_RECORDS_MAX,
-        });
+        return Err(CodecError::TooManyRecords { count, max: crate::limits::BATCH_RECORDS_MAX });
     }
     let mut buf = Vec::with_capacity(size);
     buf.resize(HEADER_LEN, 0);
@@ -431,11 +491,8 @@ pub fn encode_with_deltas<'r>(
         encode_record(&mut buf, delta, ts, r);
     }
     debug_assert_eq!(buf.len(), size);
-    let batch_length =
-        u32::try_from(buf.len() - LENGTH_PREFIX).map_err(|_| CodecError::BadLength {
-            length: buf.len() as u64,
-            max: u32::MAX as usize,
-        })?;
+    let batch_length = u32::try_from(buf.len() - LENGTH_PREFIX)
+        .map_err(|_| CodecError::BadLength { length: buf.len() as u64, max: u32::MAX as usize })?;
     buf[8..12].copy_from_slice(&batch_length.to_be_bytes());
     buf[24] = MAGIC;
     buf[25] = 0;
@@ -479,10 +536,7 @@ fn put_nullable(buf: &mut Vec<u8>, v: Option<&[u8]>) {
 /// Writes the leader-assigned base offset and term into an encoded batch. These
 /// fields are outside the CRC, so the checksum stays valid.
 pub fn stamp(batch: &mut [u8], base_offset: u64, term: u64) {
-    assert!(
-        batch.len() >= HEADER_LEN,
-        "stamp on a buffer shorter than a batch header"
-    );
+    assert!(batch.len() >= HEADER_LEN, "stamp on a buffer shorter than a batch header");
     batch[0..8].copy_from_slice(&base_offset.to_be_bytes());
     batch[12..20].copy_from_slice(&term.to_be_bytes());
 }
@@ -508,19 +562,13 @@ mod tests {
             Record {
                 key: None,
                 value: None,
-                headers: vec![Header {
-                    key: "h".into(),
-                    value: None,
-                }],
+                headers: vec![Header { key: "h".into(), value: None }],
                 timestamp: Some(7),
             },
             Record {
                 key: Some(Bytes::from_static(b"")),
                 value: Some(Bytes::from_static(&[0xff, 0x00])),
-                headers: vec![Header {
-                    key: "trace".into(),
-                    value: Some(Bytes::from_static(b"abc")),
-                }],
+                headers: vec![Header { key: "trace".into(), value: Some(Bytes::from_static(b"abc")) }],
                 timestamp: Some(3),
             },
         ]
@@ -559,6 +607,31 @@ mod tests {
     }
 
     #[test]
+    fn gzip_batches_round_trip_and_bombs_are_refused() {
+        let records: Vec<Record> =
+            (0..100).map(|i| Record::keyed(format!("k{i}"), "v".repeat(200))).collect();
+        let mut plain = encode(&records, 9, ProducerInfo::NONE).unwrap();
+        stamp(&mut plain, 10, 1);
+        let packed = compress(&plain, Compression::Gzip).unwrap();
+        assert!(packed.len() < plain.len() / 4);
+        let view = BatchView::parse(&packed, MAX).unwrap();
+        assert_eq!(view.compression().unwrap(), Compression::Gzip);
+        assert!(view.records().next().unwrap().is_err(), "plain iteration refuses compressed data");
+        view.validate_records().unwrap();
+        let got: Vec<Record> =
+            view.plain_records(MAX).unwrap().iter().map(|r| r.unwrap().to_record()).collect();
+        let want: Vec<Record> =
+            BatchView::parse(&plain, MAX).unwrap().records().map(|r| r.unwrap().to_record()).collect();
+        assert_eq!(got, want);
+        assert!(matches!(view.plain_records(1000), Err(CodecError::BadCompression { .. })));
+        let mut garbage = packed.clone();
+        garbage[HEADER_LEN + 12] ^= 0xff;
+        let crc = crc32fast::hash(&garbage[CRC_START..]);
+        garbage[20..24].copy_from_slice(&crc.to_be_bytes());
+        assert!(BatchView::parse(&garbage, MAX).unwrap().validate_records().is_err());
+    }
+
+    #[test]
     fn empty_batch_is_refused() {
         assert_eq!(encode(&[], 0, ProducerInfo::NONE), Err(CodecError::Empty));
     }
@@ -567,10 +640,7 @@ mod tests {
     fn corrupt_length_cannot_request_huge_reads() {
         let mut buf = encode(&sample(), 1, ProducerInfo::NONE).unwrap();
         buf[8..12].copy_from_slice(&u32::MAX.to_be_bytes());
-        assert!(matches!(
-            BatchHeader::parse(&buf, MAX),
-            Err(CodecError::BadLength { .. })
-        ));
+        assert!(matches!(BatchHeader::parse(&buf, MAX), Err(CodecError::BadLength { .. })));
     }
 
     proptest! {

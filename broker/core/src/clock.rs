@@ -15,10 +15,7 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> i64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0)
+        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
     }
 }
 
@@ -30,9 +27,7 @@ pub struct ManualClock {
 
 impl ManualClock {
     pub fn new(now_ms: i64) -> Self {
-        Self {
-            now_ms: AtomicI64::new(now_ms),
-        }
+        Self { now_ms: AtomicI64::new(now_ms) }
     }
 
     pub fn set_ms(&self, now_ms: i64) {

@@ -5,8 +5,9 @@
 pub mod batch;
 pub mod clock;
 pub mod limits;
+pub mod partitioner;
 pub mod record;
 
 pub use batch::{BatchHeader, BatchView, CodecError, RecordView};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use record::{Header, ProducerInfo, Record};
+pub use record::{Header, ProducerInfo, Record, add_sequence};

@@ -24,19 +24,12 @@ pub struct Record {
 impl Record {
     /// A record with a value and no key, headers or timestamp.
     pub fn from_value(value: impl Into<Bytes>) -> Self {
-        Self {
-            value: Some(value.into()),
-            ..Self::default()
-        }
+        Self { value: Some(value.into()), ..Self::default() }
     }
 
     /// A record with a key and a value.
     pub fn keyed(key: impl Into<Bytes>, value: impl Into<Bytes>) -> Self {
-        Self {
-            key: Some(key.into()),
-            value: Some(value.into()),
-            ..Self::default()
-        }
+        Self { key: Some(key.into()), value: Some(value.into()), ..Self::default() }
     }
 
     /// Bytes this record occupies in an uncompressed batch.
@@ -45,9 +38,7 @@ impl Record {
             + self.key.as_ref().map_or(0, Bytes::len)
             + self.value.as_ref().map_or(0, Bytes::len);
         for h in &self.headers {
-            len += crate::batch::HEADER_FIXED_LEN
-                + h.key.len()
-                + h.value.as_ref().map_or(0, Bytes::len);
+            len += crate::batch::HEADER_FIXED_LEN + h.key.len() + h.value.as_ref().map_or(0, Bytes::len);
         }
         len
     }
@@ -62,11 +53,12 @@ pub struct ProducerInfo {
 }
 
 impl ProducerInfo {
-    pub const NONE: ProducerInfo = ProducerInfo {
-        producer_id: -1,
-        producer_epoch: -1,
-        base_sequence: -1,
-    };
+    pub const NONE: ProducerInfo = ProducerInfo { producer_id: -1, producer_epoch: -1, base_sequence: -1 };
+}
+
+/// Kafka's sequence arithmetic: a producer's sequence wraps from i32::MAX to 0.
+pub fn add_sequence(seq: i32, delta: u64) -> i32 {
+    ((i64::from(seq) + delta as i64) % (i64::from(i32::MAX) + 1)) as i32
 }
 
 impl Default for ProducerInfo {

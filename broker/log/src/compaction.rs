@@ -30,11 +30,8 @@ impl PartitionLog {
         let (sealed, all) = {
             let inner = self.inner.lock().expect("partition lock");
             let all: Vec<Arc<Segment>> = inner.segments.values().cloned().collect();
-            let sealed: Vec<Arc<Segment>> = all
-                .iter()
-                .filter(|s| s.state.read().expect("segment state lock").sealed)
-                .cloned()
-                .collect();
+            let sealed: Vec<Arc<Segment>> =
+                all.iter().filter(|s| s.state.read().expect("segment state lock").sealed).cloned().collect();
             (sealed, all)
         };
         if sealed.is_empty() {
@@ -44,7 +41,8 @@ impl PartitionLog {
         let mut latest: HashMap<Vec<u8>, u64> = HashMap::new();
         for seg in &all {
             for_each_batch(seg, hw, |view| {
-                for r in view.records() {
+                let plain = view.plain_records(es_core::limits::BATCH_BYTES_MAX_HARD)?;
+                for r in plain.iter() {
                     let r = r?;
                     if let Some(k) = r.key {
                         latest.insert(k.to_vec(), r.offset);
@@ -72,28 +70,24 @@ impl PartitionLog {
         tmp.push(files::TMP_SUFFIX);
         let tmp = std::path::PathBuf::from(tmp);
         std::fs::write(&tmp, bytes).ctx(|| format!("writing {}", tmp.display()))?;
-        std::fs::File::open(&tmp)
-            .and_then(|f| f.sync_all())
-            .ctx(|| format!("syncing {}", tmp.display()))?;
+        std::fs::File::open(&tmp).and_then(|f| f.sync_all()).ctx(|| format!("syncing {}", tmp.display()))?;
         // Readers of the old segment keep their handle on the old file.
         let _ = old.reader();
         for ext in [INDEX_EXT, TIME_INDEX_EXT] {
             let p = files::segment_path(&self.dir, base, ext);
             files::remove_if_exists(&p).ctx(|| format!("removing {}", p.display()))?;
         }
+        // Mark the segment before its gaps appear, so recovery never mistakes a
+        // compaction gap for damage.
+        let marker = files::segment_path(&self.dir, base, files::COMPACTED_EXT);
+        files::write_atomic(&marker, b"").ctx(|| format!("writing {}", marker.display()))?;
         std::fs::rename(&tmp, &old.log_path).ctx(|| format!("renaming {}", tmp.display()))?;
         files::fsync_dir(&self.dir).ctx(|| format!("syncing {}", self.dir.display()))?;
-        let max = self
-            .config()
-            .batch_bytes_max
-            .max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
-        let new = Segment::open_sealed(&self.dir, base, self.shared.open_files.clone(), max)?;
+        let max = self.config().batch_bytes_max.max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
+        let new =
+            Segment::open_sealed(&self.dir, base, old.next_offset(), self.shared.open_files.clone(), max)?;
         let mut inner = self.inner.lock().expect("partition lock");
-        if inner
-            .segments
-            .get(&base)
-            .is_some_and(|s| Arc::ptr_eq(s, old))
-        {
+        if inner.segments.get(&base).is_some_and(|s| Arc::ptr_eq(s, old)) {
             inner.segments.insert(base, new);
         }
         Ok(())
@@ -134,7 +128,8 @@ fn rewrite(
     for_each_batch(seg, hw, |view| {
         let base = view.header.base_offset;
         let mut kept: Vec<(u32, Record)> = Vec::new();
-        for r in view.records() {
+        let plain = view.plain_records(es_core::limits::BATCH_BYTES_MAX_HARD)?;
+        for r in plain.iter() {
             let r = r?;
             let keep = match r.key {
                 None => true,

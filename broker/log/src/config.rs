@@ -92,10 +92,7 @@ impl LogConfig {
             ));
         }
         if self.segment_ms < 1 {
-            return bad(format!(
-                "segment.ms must be at least 1; got {}",
-                self.segment_ms
-            ));
+            return bad(format!("segment.ms must be at least 1; got {}", self.segment_ms));
         }
         if self.retention_ms < -1 || self.retention_bytes < -1 || self.delete_retention_ms < 0 {
             return bad("retention.ms and retention.bytes take -1 (unlimited) or a non-negative value; delete.retention.ms must be non-negative".into());

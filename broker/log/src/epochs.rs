@@ -25,11 +25,7 @@ impl Epochs {
             Err(e) => return Err(LogError::io(format!("reading {}", path.display()), e)),
         };
         let mut entries = Vec::new();
-        for (n, line) in text
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-        {
+        for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
             let mut parts = line.split_whitespace().map(str::parse::<u64>);
             match (parts.next(), parts.next(), parts.next()) {
                 (Some(Ok(term)), Some(Ok(offset)), None) => entries.push((term, offset)),
@@ -59,20 +55,11 @@ impl Epochs {
     pub fn truncate_from(&mut self, offset: u64) -> Result<()> {
         let before = self.entries.len();
         self.entries.retain(|e| e.1 < offset);
-        if self.entries.len() != before {
-            self.persist()
-        } else {
-            Ok(())
-        }
+        if self.entries.len() != before { self.persist() } else { Ok(()) }
     }
 
     fn persist(&self) -> Result<()> {
-        let text: String = self
-            .entries
-            .iter()
-            .map(|(t, o)| format!("{t} {o}\n"))
-            .collect();
-        files::write_atomic(&self.path, text.as_bytes())
-            .ctx(|| format!("writing {}", self.path.display()))
+        let text: String = self.entries.iter().map(|(t, o)| format!("{t} {o}\n")).collect();
+        files::write_atomic(&self.path, text.as_bytes()).ctx(|| format!("writing {}", self.path.display()))
     }
 }

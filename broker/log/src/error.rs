@@ -9,16 +9,9 @@ use es_core::CodecError;
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum LogError {
     #[error("i/o error while {context}: {source}")]
-    Io {
-        context: String,
-        source: Arc<std::io::Error>,
-    },
+    Io { context: String, source: Arc<std::io::Error> },
     #[error("corrupt data in {file} at byte {position}: {reason}")]
-    Corrupt {
-        file: PathBuf,
-        position: u64,
-        reason: String,
-    },
+    Corrupt { file: PathBuf, position: u64, reason: String },
     #[error("invalid batch: {0}")]
     InvalidBatch(#[from] CodecError),
     #[error("batch of {size} bytes exceeds the limit of {max} bytes")]
@@ -26,17 +19,21 @@ pub enum LogError {
     #[error("record of {size} bytes exceeds the limit of {max} bytes")]
     RecordTooLarge { size: usize, max: usize },
     #[error("offset {requested} is out of range: the log holds [{log_start}, {high_watermark})")]
-    OffsetOutOfRange {
-        requested: u64,
-        log_start: u64,
-        high_watermark: u64,
-    },
+    OffsetOutOfRange { requested: u64, log_start: u64, high_watermark: u64 },
     #[error("replica batch starts at offset {got}, but the log ends at {expected}")]
     OffsetMismatch { expected: u64, got: u64 },
     #[error("term {term} is older than the log's latest term {latest}")]
     StaleTerm { term: u64, latest: u64 },
     #[error("cannot truncate at offset {offset}: it is not a batch boundary")]
     NotBatchBoundary { offset: u64 },
+    #[error(
+        "producer {producer_id}: expected sequence {expected}, got {got}; a batch is missing or was reordered"
+    )]
+    OutOfOrderSequence { producer_id: i64, expected: i32, got: i32 },
+    #[error(
+        "producer {producer_id} epoch {epoch} is fenced by epoch {current}; a newer instance of this producer took over"
+    )]
+    ProducerFenced { producer_id: i64, epoch: i16, current: i16 },
     #[error("invalid log config: {0}")]
     InvalidConfig(String),
     #[error(
@@ -49,10 +46,7 @@ pub enum LogError {
 
 impl LogError {
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        LogError::Io {
-            context: context.into(),
-            source: Arc::new(source),
-        }
+        LogError::Io { context: context.into(), source: Arc::new(source) }
     }
 }
 

@@ -15,6 +15,10 @@ pub(crate) fn segment_path(dir: &Path, base_offset: u64, ext: &str) -> PathBuf {
 pub(crate) const LOG_EXT: &str = "log";
 pub(crate) const INDEX_EXT: &str = "index";
 pub(crate) const TIME_INDEX_EXT: &str = "timeindex";
+/// Marker: the segment was rewritten by compaction, so its offsets may have gaps.
+pub(crate) const COMPACTED_EXT: &str = "compacted";
+/// Every file that belongs to one segment.
+pub(crate) const SEGMENT_EXTS: [&str; 4] = [LOG_EXT, INDEX_EXT, TIME_INDEX_EXT, COMPACTED_EXT];
 /// Files ending in this are half-written replacements; recovery deletes them.
 pub(crate) const TMP_SUFFIX: &str = ".tmp";
 
@@ -39,11 +43,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     tmp.push(TMP_SUFFIX);
     let tmp = PathBuf::from(tmp);
     {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
+        let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
     }
@@ -61,10 +61,7 @@ pub(crate) fn write_all_vectored(file: &mut File, chunks: &[Vec<u8>]) -> io::Res
         while !slices.is_empty() {
             let n = file.write_vectored(slices)?;
             if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::WriteZero,
-                    "writev wrote nothing",
-                ));
+                return Err(io::Error::new(io::ErrorKind::WriteZero, "writev wrote nothing"));
             }
             IoSlice::advance_slices(&mut slices, n);
         }

@@ -14,6 +14,9 @@ use crate::error::{LogError, Result};
 use crate::files;
 use crate::segment::Segment;
 
+/// Most threads one flush round uses to sync partitions in parallel.
+const FLUSH_WORKERS_MAX: usize = 8;
+
 /// Durability progress of one partition, shared by its appenders, readers and the flusher.
 #[derive(Debug)]
 pub(crate) struct Progress {
@@ -77,6 +80,9 @@ pub(crate) struct Flusher {
     wake: Condvar,
     pub stats: FlushStats,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// Index writers of recently sealed segments; joined at shutdown so no writer
+    /// outlives the log that started it.
+    sealers: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Flusher {
@@ -86,6 +92,7 @@ impl Flusher {
             wake: Condvar::new(),
             stats: FlushStats::default(),
             thread: Mutex::new(None),
+            sealers: Mutex::new(Vec::new()),
         });
         let me = flusher.clone();
         let handle = std::thread::Builder::new()
@@ -114,6 +121,9 @@ impl Flusher {
         if let Some(h) = self.thread.lock().expect("thread lock").take() {
             let _ = h.join();
         }
+        for h in std::mem::take(&mut *self.sealers.lock().expect("sealers lock")) {
+            let _ = h.join();
+        }
     }
 
     fn run(&self) {
@@ -129,41 +139,54 @@ impl Flusher {
                 std::mem::take(&mut st.jobs)
             };
             self.stats.rounds.fetch_add(1, Ordering::Relaxed);
-            // In queue order: a partition's rolled segment comes before its new one,
-            // so the new segment's bytes never reach the file before the old ones are durable.
-            for job in jobs {
-                self.flush_one(&job);
+            self.flush_round(jobs);
+        }
+    }
+
+    /// Flushes one round. Partitions are synced in parallel (an fsync costs
+    /// milliseconds and the disk can serve several); within a partition, in queue
+    /// order: a rolled segment comes before its successor, so the new segment's bytes
+    /// never reach its file before the old ones are durable.
+    fn flush_round(&self, jobs: Vec<Job>) {
+        let mut groups: Vec<Vec<Job>> = Vec::new();
+        for job in jobs {
+            match groups.iter_mut().find(|g| Arc::ptr_eq(&g[0].progress, &job.progress)) {
+                Some(g) => g.push(job),
+                None => groups.push(vec![job]),
             }
+        }
+        let per_worker = groups.len().div_ceil(FLUSH_WORKERS_MAX);
+        let mut lanes: Vec<Vec<Job>> = Vec::new();
+        for chunk in groups.chunks_mut(per_worker.max(1)) {
+            lanes.push(chunk.iter_mut().flat_map(std::mem::take).collect());
+        }
+        let flush_lane = |lane: &Vec<Job>| lane.iter().for_each(|job| self.flush_one(job));
+        match lanes.split_first() {
+            None => {}
+            Some((first, [])) => flush_lane(first),
+            Some((first, rest)) => std::thread::scope(|s| {
+                for lane in rest {
+                    s.spawn(move || flush_lane(lane));
+                }
+                flush_lane(first);
+            }),
         }
     }
 
     fn flush_one(&self, job: &Job) {
-        let writer = job
-            .segment
-            .writer
-            .as_ref()
-            .expect("queued segment has a writer");
+        let writer = job.segment.writer.as_ref().expect("queued segment has a writer");
         let (chunks, waiters, end_position, end_offset) = {
             let mut p = writer.pending.lock().expect("pending lock");
             p.queued = false;
             p.flushing = true;
             p.bytes = 0;
-            (
-                std::mem::take(&mut p.chunks),
-                std::mem::take(&mut p.waiters),
-                p.end_position,
-                p.end_offset,
-            )
+            (std::mem::take(&mut p.chunks), std::mem::take(&mut p.waiters), p.end_position, p.end_offset)
         };
         let result = self.write_and_sync(job, &chunks);
-        self.stats
-            .appends
-            .fetch_add(waiters.len() as u64, Ordering::Relaxed);
+        self.stats.appends.fetch_add(waiters.len() as u64, Ordering::Relaxed);
         match &result {
             Ok(()) => {
-                job.segment
-                    .durable_size
-                    .store(end_position, Ordering::Release);
+                job.segment.durable_size.store(end_position, Ordering::Release);
                 job.progress.advance(end_offset);
             }
             Err(e) => {
@@ -186,11 +209,7 @@ impl Flusher {
     }
 
     fn write_and_sync(&self, job: &Job, chunks: &[Vec<u8>]) -> Result<()> {
-        let writer = job
-            .segment
-            .writer
-            .as_ref()
-            .expect("queued segment has a writer");
+        let writer = job.segment.writer.as_ref().expect("queued segment has a writer");
         let mut file = writer.file.lock().expect("writer file lock");
         let file = file.as_mut().ok_or(LogError::ShutDown)?;
         let path = &job.segment.log_path;
@@ -200,25 +219,37 @@ impl Flusher {
             let bytes: usize = chunks.iter().map(Vec::len).sum();
             self.stats.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         }
-        file.sync_data()
-            .map_err(|e| LogError::io(format!("syncing {}", path.display()), e))?;
+        file.sync_data().map_err(|e| LogError::io(format!("syncing {}", path.display()), e))?;
         self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
-    /// A rolled segment is durable: write its indexes and close its write handle.
+    /// A rolled segment is durable: close its write handle, mark it sealed, and write
+    /// its index files on a thread of their own so that their fsyncs never delay a
+    /// group commit. The index is a hint: if a crash comes first, open rebuilds it.
     fn seal(&self, job: &Job) {
-        if let Err(e) = job.segment.write_indexes(&job.dir) {
-            // The index is a hint; the next open rebuilds it from the segment.
-            tracing::warn!(file = %job.segment.log_path.display(), error = %e, "could not write the index of a sealed segment");
-        }
-        job.segment
-            .state
-            .write()
-            .expect("segment state lock")
-            .sealed = true;
         if let Some(w) = job.segment.writer.as_ref() {
             w.file.lock().expect("writer file lock").take();
+        }
+        // Retention and compaction act only on sealed segments, so the flag is set
+        // after the index files are written: nothing replaces them under the writer.
+        let (segment, dir) = (job.segment.clone(), job.dir.clone());
+        let spawned = std::thread::Builder::new().name("es-seal".into()).spawn(move || {
+            if let Err(e) = segment.write_indexes(&dir) {
+                tracing::warn!(file = %segment.log_path.display(), error = %e, "could not write the index of a sealed segment");
+            }
+            segment.state.write().expect("segment state lock").sealed = true;
+        });
+        match spawned {
+            Ok(handle) => {
+                let mut sealers = self.sealers.lock().expect("sealers lock");
+                sealers.retain(|h| !h.is_finished());
+                sealers.push(handle);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not start the index writer; the index will be rebuilt on open");
+                job.segment.state.write().expect("segment state lock").sealed = true;
+            }
         }
     }
 }

@@ -42,22 +42,14 @@ impl SegmentIndex {
         max_timestamp: i64,
         interval: u32,
     ) {
-        let new_max = self
-            .max_timestamp
-            .map_or(max_timestamp, |m| m.max(max_timestamp));
+        let new_max = self.max_timestamp.map_or(max_timestamp, |m| m.max(max_timestamp));
         let ts_grew = self.max_timestamp.is_none_or(|m| max_timestamp > m);
         self.max_timestamp = Some(new_max);
         if self.offsets.is_empty() || self.bytes_since_entry >= u64::from(interval) {
-            self.offsets.push(OffsetEntry {
-                relative_offset,
-                position,
-            });
+            self.offsets.push(OffsetEntry { relative_offset, position });
             self.bytes_since_entry = 0;
             if ts_grew || self.times.is_empty() {
-                self.times.push(TimeEntry {
-                    max_timestamp: new_max,
-                    relative_offset,
-                });
+                self.times.push(TimeEntry { max_timestamp: new_max, relative_offset });
             }
         }
         self.bytes_since_entry += u64::from(len);
@@ -65,10 +57,7 @@ impl SegmentIndex {
 
     /// Accounts a batch that is already indexed (reloading a segment).
     pub fn note_timestamp(&mut self, max_timestamp: i64) {
-        self.max_timestamp = Some(
-            self.max_timestamp
-                .map_or(max_timestamp, |m| m.max(max_timestamp)),
-        );
+        self.max_timestamp = Some(self.max_timestamp.map_or(max_timestamp, |m| m.max(max_timestamp)));
     }
 
     pub fn max_timestamp(&self) -> Option<i64> {
@@ -77,9 +66,7 @@ impl SegmentIndex {
 
     /// The entry with the largest offset <= `relative_offset`.
     pub fn lookup(&self, relative_offset: u32) -> Option<OffsetEntry> {
-        let i = self
-            .offsets
-            .partition_point(|e| e.relative_offset <= relative_offset);
+        let i = self.offsets.partition_point(|e| e.relative_offset <= relative_offset);
         i.checked_sub(1).map(|i| self.offsets[i])
     }
 
@@ -121,7 +108,7 @@ impl SegmentIndex {
     /// order, positions past `file_len`). The caller still checks that the last entry
     /// points at a real batch, which needs the segment file.
     pub fn decode(offsets: &[u8], times: &[u8], file_len: u64) -> Option<SegmentIndex> {
-        if offsets.len() % OFFSET_ENTRY_LEN != 0 || times.len() % TIME_ENTRY_LEN != 0 {
+        if !offsets.len().is_multiple_of(OFFSET_ENTRY_LEN) || !times.len().is_multiple_of(TIME_ENTRY_LEN) {
             return None;
         }
         let offsets: Vec<OffsetEntry> = offsets
@@ -138,27 +125,20 @@ impl SegmentIndex {
                 relative_offset: u32::from_be_bytes(c[8..12].try_into().expect("4")),
             })
             .collect();
-        let ordered =
-            offsets.windows(2).all(|w| {
-                w[0].relative_offset < w[1].relative_offset && w[0].position < w[1].position
-            }) && times.windows(2).all(|w| {
-                w[0].max_timestamp <= w[1].max_timestamp
-                    && w[0].relative_offset < w[1].relative_offset
-            }) && offsets
-                .iter()
-                .all(|e| u64::from(e.position) < file_len.max(1))
-                && offsets.first().is_none_or(|e| e.position == 0);
+        let ordered = offsets
+            .windows(2)
+            .all(|w| w[0].relative_offset < w[1].relative_offset && w[0].position < w[1].position)
+            && times.windows(2).all(|w| {
+                w[0].max_timestamp <= w[1].max_timestamp && w[0].relative_offset < w[1].relative_offset
+            })
+            && offsets.iter().all(|e| u64::from(e.position) < file_len.max(1))
+            && offsets.first().is_none_or(|e| e.position == 0);
         if !ordered || (file_len > 0 && offsets.is_empty()) {
             return None;
         }
         let max_timestamp = times.last().map(|e| e.max_timestamp);
         // Appends after a reload start a fresh interval; the gap only makes the index sparser.
-        Some(SegmentIndex {
-            offsets,
-            times,
-            bytes_since_entry: u64::MAX / 2,
-            max_timestamp,
-        })
+        Some(SegmentIndex { offsets, times, bytes_since_entry: u64::MAX / 2, max_timestamp })
     }
 }
 

@@ -17,6 +17,7 @@ mod index;
 mod manager;
 mod open_files;
 mod partition;
+mod producers;
 mod retention;
 mod segment;
 
@@ -24,8 +25,7 @@ pub use config::{CleanupPolicy, LogConfig};
 pub use error::{LogError, Result};
 pub use flusher::FlushStats;
 pub use manager::{LogManager, ManagerOptions};
-pub use partition::{
-    Appended, PartitionInfo, PartitionLog, PendingAppend, ReadResult, RecoveryReport,
-};
+pub use partition::{Appended, PartitionInfo, PartitionLog, PendingAppend, ReadResult, RecoveryReport};
+pub use producers::{BATCHES_KEPT, ProducerBatch};
 pub use retention::HousekeepingReport;
 pub use segment::Trimmed;

@@ -58,9 +58,7 @@ pub struct LogManager {
 
 impl std::fmt::Debug for LogManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LogManager")
-            .field("root", &self.root)
-            .finish()
+        f.debug_struct("LogManager").field("root", &self.root).finish()
     }
 }
 
@@ -86,13 +84,7 @@ impl LogManager {
                 .spawn(move || housekeeping_loop(&hk, every))
                 .expect("spawning the housekeeping thread")
         });
-        Ok(LogManager {
-            root,
-            cold_dir: options.cold_dir,
-            shared,
-            housekeeper,
-            thread: Mutex::new(thread),
-        })
+        Ok(LogManager { root, cold_dir: options.cold_dir, shared, housekeeper, thread: Mutex::new(thread) })
     }
 
     pub fn root(&self) -> &Path {
@@ -107,23 +99,12 @@ impl LogManager {
         config: LogConfig,
     ) -> Result<(Arc<PartitionLog>, RecoveryReport)> {
         if name.is_empty() || name.contains(['/', '\\']) || name == "." || name == ".." {
-            return Err(LogError::InvalidConfig(format!(
-                "{name:?} is not a valid partition directory name"
-            )));
+            return Err(LogError::InvalidConfig(format!("{name:?} is not a valid partition directory name")));
         }
         let cold = self.cold_dir.as_ref().map(|c| c.join(name));
-        let (log, report) = PartitionLog::open(
-            name.to_owned(),
-            self.root.join(name),
-            cold,
-            config,
-            self.shared.clone(),
-        )?;
-        self.housekeeper
-            .partitions
-            .lock()
-            .expect("partitions lock")
-            .push(Arc::downgrade(&log));
+        let (log, report) =
+            PartitionLog::open(name.to_owned(), self.root.join(name), cold, config, self.shared.clone())?;
+        self.housekeeper.partitions.lock().expect("partitions lock").push(Arc::downgrade(&log));
         Ok((log, report))
     }
 
@@ -170,10 +151,7 @@ fn housekeeping_loop(hk: &Housekeeper, every: Duration) {
     loop {
         {
             let stop = hk.stop.lock().expect("stop lock");
-            let (stop, _) = hk
-                .wake
-                .wait_timeout_while(stop, every, |s| !*s)
-                .expect("stop lock");
+            let (stop, _) = hk.wake.wait_timeout_while(stop, every, |s| !*s).expect("stop lock");
             if *stop {
                 return;
             }

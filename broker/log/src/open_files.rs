@@ -16,11 +16,7 @@ pub(crate) struct OpenFiles {
 
 impl OpenFiles {
     pub fn new(max: usize) -> Arc<Self> {
-        Arc::new(OpenFiles {
-            max: max.max(1),
-            clock: AtomicU64::new(1),
-            open: Mutex::new(Vec::new()),
-        })
+        Arc::new(OpenFiles { max: max.max(1), clock: AtomicU64::new(1), open: Mutex::new(Vec::new()) })
     }
 
     /// A logical time for least-recently-used ordering.
@@ -42,10 +38,7 @@ impl OpenFiles {
             let (oldest, _) = open
                 .iter()
                 .enumerate()
-                .filter_map(|(i, w)| {
-                    w.upgrade()
-                        .map(|s| (i, s.last_used.load(Ordering::Relaxed)))
-                })
+                .filter_map(|(i, w)| w.upgrade().map(|s| (i, s.last_used.load(Ordering::Relaxed))))
                 .min_by_key(|(_, t)| *t)
                 .expect("non-empty");
             if let Some(seg) = open.swap_remove(oldest).upgrade() {
@@ -57,12 +50,7 @@ impl OpenFiles {
     /// Handles currently open (for tests and metrics).
     #[allow(dead_code)]
     pub fn count(&self) -> usize {
-        self.open
-            .lock()
-            .expect("open files lock")
-            .iter()
-            .filter(|w| w.strong_count() > 0)
-            .count()
+        self.open.lock().expect("open files lock").iter().filter(|w| w.strong_count() > 0).count()
     }
 }
 

@@ -15,10 +15,14 @@ use tokio::sync::oneshot;
 use crate::config::LogConfig;
 use crate::epochs::Epochs;
 use crate::error::{IoContext, LogError, Result};
-use crate::files::{self, INDEX_EXT, LOG_EXT, TIME_INDEX_EXT};
+use crate::files::{self, LOG_EXT};
 use crate::flusher::{Job, Progress};
 use crate::manager::Shared;
+use crate::producers::{Check, ProducerTable};
 use crate::segment::{Segment, Trimmed};
+
+/// The producer-state snapshot file of a partition.
+const PRODUCER_STATE_FILE: &str = "producer-state";
 
 /// Bytes one active segment may hold waiting for the flusher before appenders wait.
 const PENDING_BYTES_MAX: usize = 256 * 1024 * 1024;
@@ -31,23 +35,16 @@ pub(crate) struct Inner {
     /// The offset the next appended batch gets (log end offset).
     pub next_offset: u64,
     pub epochs: Epochs,
+    pub producers: ProducerTable,
 }
 
 impl Inner {
     pub fn active(&self) -> &Arc<Segment> {
-        self.segments
-            .values()
-            .next_back()
-            .expect("a partition always has an active segment")
+        self.segments.values().next_back().expect("a partition always has an active segment")
     }
 
     pub fn log_start(&self) -> u64 {
-        self.cold
-            .keys()
-            .next()
-            .or(self.segments.keys().next())
-            .copied()
-            .unwrap_or(self.next_offset)
+        self.cold.keys().next().or(self.segments.keys().next()).copied().unwrap_or(self.next_offset)
     }
 }
 
@@ -69,6 +66,8 @@ pub struct PartitionLog {
 pub struct PendingAppend {
     pub base_offset: u64,
     pub last_offset: u64,
+    /// An idempotent producer's retry: nothing was written, the offsets are the original's.
+    pub duplicate: bool,
     rx: oneshot::Receiver<Result<()>>,
 }
 
@@ -77,27 +76,22 @@ pub struct PendingAppend {
 pub struct Appended {
     pub base_offset: u64,
     pub last_offset: u64,
+    pub duplicate: bool,
 }
 
 impl PendingAppend {
     /// Blocks until the batch is durable. Not for async contexts: await `durable`.
     pub fn wait(self) -> Result<Appended> {
-        let (base_offset, last_offset) = (self.base_offset, self.last_offset);
+        let (base_offset, last_offset, duplicate) = (self.base_offset, self.last_offset, self.duplicate);
         self.rx.blocking_recv().map_err(|_| LogError::ShutDown)??;
-        Ok(Appended {
-            base_offset,
-            last_offset,
-        })
+        Ok(Appended { base_offset, last_offset, duplicate })
     }
 
     /// Resolves once the batch is durable.
     pub async fn durable(self) -> Result<Appended> {
-        let (base_offset, last_offset) = (self.base_offset, self.last_offset);
+        let (base_offset, last_offset, duplicate) = (self.base_offset, self.last_offset, self.duplicate);
         self.rx.await.map_err(|_| LogError::ShutDown)??;
-        Ok(Appended {
-            base_offset,
-            last_offset,
-        })
+        Ok(Appended { base_offset, last_offset, duplicate })
     }
 }
 
@@ -152,27 +146,26 @@ impl PartitionLog {
     ) -> Result<(Arc<Self>, RecoveryReport)> {
         config.validate()?;
         if config.cold_tier && cold_dir.is_none() {
-            return Err(LogError::InvalidConfig("the cold tier is on for this topic, but the broker has no cold tier directory configured".into()));
+            return Err(LogError::InvalidConfig(
+                "the cold tier is on for this topic, but the broker has no cold tier directory configured"
+                    .into(),
+            ));
         }
         std::fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
-        let max = config
-            .batch_bytes_max
-            .max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
+        let max = config.batch_bytes_max.max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
         let mut report = RecoveryReport::default();
-        let bases = list_segments(&dir)?;
+        let bases = drop_empty_newest(&dir, list_segments(&dir)?)?;
         let mut segments = BTreeMap::new();
-        let (last, sealed) = bases
-            .split_last()
-            .map_or((None, &[][..]), |(l, s)| (Some(*l), s));
-        for &base in sealed {
-            let seg = Segment::open_sealed(&dir, base, shared.open_files.clone(), max)?;
+        let (last, sealed) = bases.split_last().map_or((None, &[][..]), |(l, s)| (Some(*l), s));
+        for (i, &base) in sealed.iter().enumerate() {
+            let upper = sealed.get(i + 1).copied().or(last).unwrap_or(u64::MAX);
+            let seg = Segment::open_sealed(&dir, base, upper, shared.open_files.clone(), max)?;
             note_corrupt(&seg, &mut report);
             segments.insert(base, seg);
         }
         let active = match last {
             Some(base) => {
-                let (seg, trimmed) =
-                    Segment::open_active(&dir, base, shared.open_files.clone(), max)?;
+                let (seg, trimmed) = Segment::open_active(&dir, base, shared.open_files.clone(), max)?;
                 if let Some(t) = &trimmed {
                     tracing::warn!(file = %t.file.display(), position = t.position, bytes = t.bytes, reason = %t.reason, "recovery trimmed a torn tail");
                 }
@@ -187,34 +180,32 @@ impl PartitionLog {
         if let Some(cdir) = &cold_dir {
             std::fs::create_dir_all(cdir).ctx(|| format!("creating {}", cdir.display()))?;
             let local_start = segments.keys().next().copied().unwrap_or(u64::MAX);
-            for base in list_segments(cdir)? {
+            let cold_bases = list_segments(cdir)?;
+            for (i, &base) in cold_bases.iter().enumerate() {
                 if base >= local_start {
                     // A crash interrupted a move to the cold tier after the copy: the
                     // local segment is still authoritative, so drop the copy.
-                    for ext in [LOG_EXT, INDEX_EXT, TIME_INDEX_EXT] {
+                    for ext in files::SEGMENT_EXTS {
                         let p = files::segment_path(cdir, base, ext);
                         files::remove_if_exists(&p).ctx(|| format!("removing {}", p.display()))?;
                     }
                     continue;
                 }
-                let seg = Segment::open_sealed(cdir, base, shared.open_files.clone(), max)?;
+                let upper = cold_bases.get(i + 1).copied().unwrap_or(local_start).min(local_start);
+                let seg = Segment::open_sealed(cdir, base, upper, shared.open_files.clone(), max)?;
                 note_corrupt(&seg, &mut report);
                 cold.insert(base, seg);
             }
         }
         let mut epochs = Epochs::load(&dir)?;
         epochs.truncate_from(next_offset)?;
+        let producers = load_producers(&dir, cold.values().chain(segments.values()), next_offset)?;
         let log = Arc::new(PartitionLog {
             name,
             dir,
             cold_dir,
             config: RwLock::new(config),
-            inner: Mutex::new(Inner {
-                segments,
-                cold,
-                next_offset,
-                epochs,
-            }),
+            inner: Mutex::new(Inner { segments, cold, next_offset, epochs, producers }),
             progress: Progress::new(next_offset),
             shared,
             housekeeping: Mutex::new(()),
@@ -238,9 +229,7 @@ impl PartitionLog {
     pub fn set_config(&self, config: LogConfig) -> Result<()> {
         config.validate()?;
         if config.cold_tier && self.cold_dir.is_none() {
-            return Err(LogError::InvalidConfig(
-                "the broker has no cold tier directory configured".into(),
-            ));
+            return Err(LogError::InvalidConfig("the broker has no cold tier directory configured".into()));
         }
         *self.config.write().expect("config lock") = config;
         Ok(())
@@ -257,7 +246,7 @@ impl PartitionLog {
     /// any lock is taken.
     pub fn append(&self, mut bytes: Vec<u8>, term: u64) -> Result<PendingAppend> {
         self.check_batch(&bytes)?;
-        self.append_inner(&mut bytes, |next| (next, term))
+        self.append_inner(&mut bytes, true, |next| (next, term))
     }
 
     /// Follower path: appends a batch that already carries its base offset and term,
@@ -265,16 +254,13 @@ impl PartitionLog {
     pub fn append_replica(&self, bytes: Vec<u8>) -> Result<PendingAppend> {
         let mut bytes = bytes;
         let header = self.check_batch(&bytes)?;
-        self.append_inner(&mut bytes, |_| (header.base_offset, header.term))
+        self.append_inner(&mut bytes, false, |_| (header.base_offset, header.term))
     }
 
     fn check_batch(&self, bytes: &[u8]) -> Result<es_core::BatchHeader> {
         let cfg = self.config.read().expect("config lock");
         if bytes.len() > cfg.batch_bytes_max {
-            return Err(LogError::BatchTooLarge {
-                size: bytes.len(),
-                max: cfg.batch_bytes_max,
-            });
+            return Err(LogError::BatchTooLarge { size: bytes.len(), max: cfg.batch_bytes_max });
         }
         let view = BatchView::parse(bytes, cfg.batch_bytes_max)?;
         if view.header.total_len() != bytes.len() {
@@ -283,20 +269,16 @@ impl PartitionLog {
                 reason: "bytes after the batch",
             }));
         }
-        view.validate_records()?;
-        for r in view.records() {
+        // Compressed batches are checked in plain form but stored as sent.
+        let plain = view.plain_records(es_core::limits::BATCH_BYTES_MAX_HARD)?;
+        plain.validate()?;
+        for r in plain.iter() {
             let r = r?;
             let size = r.key.map_or(0, <[u8]>::len)
                 + r.value.map_or(0, <[u8]>::len)
-                + r.headers
-                    .iter()
-                    .map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len))
-                    .sum::<usize>();
+                + r.headers.iter().map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len)).sum::<usize>();
             if size > cfg.record_bytes_max {
-                return Err(LogError::RecordTooLarge {
-                    size,
-                    max: cfg.record_bytes_max,
-                });
+                return Err(LogError::RecordTooLarge { size, max: cfg.record_bytes_max });
             }
         }
         Ok(view.header)
@@ -307,6 +289,7 @@ impl PartitionLog {
     fn append_inner(
         &self,
         bytes: &mut Vec<u8>,
+        leader: bool,
         assign: impl FnOnce(u64) -> (u64, u64),
     ) -> Result<PendingAppend> {
         self.progress.check()?;
@@ -318,26 +301,25 @@ impl PartitionLog {
         };
         let mut inner = self.inner.lock().expect("partition lock");
         let (base, term) = assign(inner.next_offset);
-        if base != inner.next_offset {
-            return Err(LogError::OffsetMismatch {
-                expected: inner.next_offset,
-                got: base,
-            });
+        let incoming = es_core::BatchHeader::parse(bytes, usize::MAX)?;
+        if leader
+            && let Check::Duplicate(b) =
+                inner.producers.check(&incoming.producer, incoming.last_offset_delta)?
+        {
+            // A retry of a recent batch: answer with the original offsets once they are durable.
+            return self.duplicate(&inner, b.base_offset, b.last_offset);
         }
-        if let Some(latest) = inner.epochs.latest_term() {
-            if term < latest {
-                return Err(LogError::StaleTerm { term, latest });
-            }
+        if base != inner.next_offset {
+            return Err(LogError::OffsetMismatch { expected: inner.next_offset, got: base });
+        }
+        if let Some(latest) = inner.epochs.latest_term()
+            && term < latest
+        {
+            return Err(LogError::StaleTerm { term, latest });
         }
         batch::stamp(bytes, base, term);
         let header = es_core::BatchHeader::parse(bytes, usize::MAX)?;
-        self.maybe_roll(
-            &mut inner,
-            bytes.len() as u64,
-            now,
-            segment_bytes,
-            segment_ms,
-        )?;
+        self.maybe_roll(&mut inner, bytes.len() as u64, now, segment_bytes, segment_ms)?;
         if inner.epochs.latest_term() != Some(term) {
             inner.epochs.begin(term, base)?;
         }
@@ -347,19 +329,14 @@ impl PartitionLog {
             let mut st = active.state.write().expect("segment state lock");
             let position = st.size;
             let rel = (base - active.base_offset) as u32;
-            st.index.on_batch(
-                rel,
-                position as u32,
-                len as u32,
-                header.max_timestamp,
-                interval,
-            );
+            st.index.on_batch(rel, position as u32, len as u32, header.max_timestamp, interval);
             st.size += len as u64;
             st.next_offset = header.next_offset();
             st.first_append_ms.get_or_insert(now);
             position
         };
         inner.next_offset = header.next_offset();
+        inner.producers.record(&header);
         let (tx, rx) = oneshot::channel();
         let enqueue = {
             let writer = active.writer.as_ref().expect("active segment has a writer");
@@ -375,19 +352,32 @@ impl PartitionLog {
             self.shared.flusher.enqueue(self.job(&active))?;
         }
         drop(inner);
-        Ok(PendingAppend {
-            base_offset: base,
-            last_offset: header.last_offset(),
-            rx,
-        })
+        Ok(PendingAppend { base_offset: base, last_offset: header.last_offset(), duplicate: false, rx })
+    }
+
+    /// A pending answer for a retried batch that resolves after the next flush of the
+    /// active segment, which completes no earlier than the original batch's flush.
+    fn duplicate(&self, inner: &Inner, base_offset: u64, last_offset: u64) -> Result<PendingAppend> {
+        let (tx, rx) = oneshot::channel();
+        if self.high_watermark() > last_offset {
+            let _ = tx.send(Ok(()));
+            return Ok(PendingAppend { base_offset, last_offset, duplicate: true, rx });
+        }
+        let active = inner.active().clone();
+        let enqueue = {
+            let writer = active.writer.as_ref().expect("active segment has a writer");
+            let mut p = writer.pending.lock().expect("pending lock");
+            p.waiters.push(tx);
+            !std::mem::replace(&mut p.queued, true)
+        };
+        if enqueue {
+            self.shared.flusher.enqueue(self.job(&active))?;
+        }
+        Ok(PendingAppend { base_offset, last_offset, duplicate: true, rx })
     }
 
     fn job(&self, segment: &Arc<Segment>) -> Job {
-        Job {
-            segment: segment.clone(),
-            progress: self.progress.clone(),
-            dir: self.dir.clone(),
-        }
+        Job { segment: segment.clone(), progress: self.progress.clone(), dir: self.dir.clone() }
     }
 
     /// Rolls the active segment when the batch would push it past `segment.bytes` or
@@ -429,14 +419,9 @@ impl PartitionLog {
             .expect("config lock")
             .batch_bytes_max
             .max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
-        let seg = Segment::create(
-            &self.dir,
-            inner.next_offset,
-            self.shared.open_files.clone(),
-            max,
-        )?;
+        let seg = Segment::create(&self.dir, inner.next_offset, self.shared.open_files.clone(), max)?;
         inner.segments.insert(seg.base_offset, seg);
-        Ok(())
+        self.snapshot_producers(inner)
     }
 
     /// Rolls the active segment now, if it holds anything (tests and tools).
@@ -458,24 +443,14 @@ impl PartitionLog {
         };
         let mut p = writer.pending.lock().expect("pending lock");
         while p.bytes > PENDING_BYTES_MAX {
-            p = writer
-                .drained
-                .wait_timeout(p, Duration::from_millis(100))
-                .expect("pending lock")
-                .0;
+            p = writer.drained.wait_timeout(p, Duration::from_millis(100)).expect("pending lock").0;
         }
     }
 
     /// Waits until no segment of this partition has bytes queued or in flight.
     pub fn flush(&self) -> Result<()> {
-        let segments: Vec<Arc<Segment>> = self
-            .inner
-            .lock()
-            .expect("partition lock")
-            .segments
-            .values()
-            .cloned()
-            .collect();
+        let segments: Vec<Arc<Segment>> =
+            self.inner.lock().expect("partition lock").segments.values().cloned().collect();
         for seg in segments {
             wait_drained(&seg);
         }
@@ -500,18 +475,10 @@ impl PartitionLog {
             let inner = self.inner.lock().expect("partition lock");
             let log_start = inner.log_start();
             if offset < log_start || offset > hw {
-                return Err(LogError::OffsetOutOfRange {
-                    requested: offset,
-                    log_start,
-                    high_watermark: hw,
-                });
+                return Err(LogError::OffsetOutOfRange { requested: offset, log_start, high_watermark: hw });
             }
             let all = inner.cold.iter().chain(inner.segments.iter());
-            let floor = all
-                .clone()
-                .take_while(|(b, _)| **b <= offset)
-                .count()
-                .saturating_sub(1);
+            let floor = all.clone().take_while(|(b, _)| **b <= offset).count().saturating_sub(1);
             let candidates: Vec<Arc<Segment>> = all.skip(floor).map(|(_, s)| s.clone()).collect();
             (candidates, log_start)
         };
@@ -524,11 +491,7 @@ impl PartitionLog {
                 }
             }
         }
-        Ok(ReadResult {
-            data: Bytes::from(data),
-            high_watermark: hw,
-            log_start_offset: log_start,
-        })
+        Ok(ReadResult { data: Bytes::from(data), high_watermark: hw, log_start_offset: log_start })
     }
 
     /// The first offset whose record timestamp is >= `timestamp`, or `None` if every
@@ -537,12 +500,7 @@ impl PartitionLog {
         let hw = self.high_watermark();
         let segments: Vec<Arc<Segment>> = {
             let inner = self.inner.lock().expect("partition lock");
-            inner
-                .cold
-                .values()
-                .chain(inner.segments.values())
-                .cloned()
-                .collect()
+            inner.cold.values().chain(inner.segments.values()).cloned().collect()
         };
         for seg in segments {
             if let Some(o) = seg.offset_for_timestamp(timestamp, hw)? {
@@ -577,12 +535,7 @@ impl PartitionLog {
 
     /// The (term, first offset) transitions of this log, oldest first.
     pub fn term_starts(&self) -> Vec<(u64, u64)> {
-        self.inner
-            .lock()
-            .expect("partition lock")
-            .epochs
-            .entries
-            .clone()
+        self.inner.lock().expect("partition lock").epochs.entries.clone()
     }
 
     /// Discards every record after `offset` (Raft truncation of an uncommitted suffix).
@@ -615,12 +568,8 @@ impl PartitionLog {
             .map(|(_, s)| s.clone())
             .expect("segment at or below offset");
         let cut = find_boundary(&target, offset)?;
-        let doomed: Vec<u64> = inner
-            .segments
-            .range(offset..)
-            .map(|(b, _)| *b)
-            .filter(|b| *b != target.base_offset)
-            .collect();
+        let doomed: Vec<u64> =
+            inner.segments.range(offset..).map(|(b, _)| *b).filter(|b| *b != target.base_offset).collect();
         for base in doomed {
             inner.segments.remove(&base);
             self.remove_files(base)?;
@@ -631,10 +580,8 @@ impl PartitionLog {
                 .write(true)
                 .open(&target.log_path)
                 .ctx(|| format!("opening {}", target.log_path.display()))?;
-            f.set_len(cut)
-                .ctx(|| format!("truncating {}", target.log_path.display()))?;
-            f.sync_all()
-                .ctx(|| format!("syncing {}", target.log_path.display()))?;
+            f.set_len(cut).ctx(|| format!("truncating {}", target.log_path.display()))?;
+            f.sync_all().ctx(|| format!("syncing {}", target.log_path.display()))?;
         }
         let max = self
             .config
@@ -642,25 +589,21 @@ impl PartitionLog {
             .expect("config lock")
             .batch_bytes_max
             .max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
-        let (seg, _) = Segment::open_active(
-            &self.dir,
-            target.base_offset,
-            self.shared.open_files.clone(),
-            max,
-        )?;
+        let (seg, _) =
+            Segment::open_active(&self.dir, target.base_offset, self.shared.open_files.clone(), max)?;
         files::fsync_dir(&self.dir).ctx(|| format!("syncing {}", self.dir.display()))?;
         inner.segments.insert(seg.base_offset, seg);
         inner.next_offset = offset;
         inner.epochs.truncate_from(offset)?;
-        self.progress
-            .durable_offset
-            .store(offset, Ordering::Release);
+        inner.producers =
+            load_producers(&self.dir, inner.cold.values().chain(inner.segments.values()), offset)?;
+        self.progress.durable_offset.store(offset, Ordering::Release);
         self.progress.notify.send_replace(offset);
         Ok(())
     }
 
     pub(crate) fn remove_files(&self, base: u64) -> Result<()> {
-        for ext in [LOG_EXT, INDEX_EXT, TIME_INDEX_EXT] {
+        for ext in files::SEGMENT_EXTS {
             let p = files::segment_path(&self.dir, base, ext);
             files::remove_if_exists(&p).ctx(|| format!("removing {}", p.display()))?;
         }
@@ -671,16 +614,54 @@ impl PartitionLog {
     /// only has to check the tail.
     pub fn close(&self) -> Result<()> {
         self.flush()?;
-        let active = self.inner.lock().expect("partition lock").active().clone();
-        active.write_indexes(&self.dir)
+        let inner = self.inner.lock().expect("partition lock");
+        inner.active().write_indexes(&self.dir)?;
+        self.snapshot_producers(&inner)
     }
+
+    /// Writes the producer state covering the log below `next_offset`, so a restart
+    /// replays only the batches after it.
+    fn snapshot_producers(&self, inner: &Inner) -> Result<()> {
+        let path = self.dir.join(PRODUCER_STATE_FILE);
+        let text = inner.producers.encode(inner.next_offset);
+        files::write_atomic(&path, text.as_bytes()).ctx(|| format!("writing {}", path.display()))
+    }
+
+    /// The epoch and last sequence this partition knows for a producer.
+    pub fn producer_state(&self, producer_id: i64) -> Option<(i16, i32)> {
+        self.inner.lock().expect("partition lock").producers.latest(producer_id)
+    }
+}
+
+/// Loads the producer-state snapshot (if it covers no more than the log holds) and
+/// replays the batch headers after it.
+fn load_producers<'a>(
+    dir: &Path,
+    segments: impl Iterator<Item = &'a Arc<Segment>>,
+    next_offset: u64,
+) -> Result<ProducerTable> {
+    let path = dir.join(PRODUCER_STATE_FILE);
+    let snapshot = std::fs::read_to_string(&path).ok().and_then(|t| ProducerTable::decode(&t));
+    let (from, mut table) = match snapshot {
+        Some((offset, table)) if offset <= next_offset => (offset, table),
+        _ => (0, ProducerTable::default()),
+    };
+    for seg in segments {
+        if seg.next_offset() <= from {
+            continue;
+        }
+        for h in seg.headers_from(from)? {
+            if h.base_offset < next_offset {
+                table.record(&h);
+            }
+        }
+    }
+    Ok(table)
 }
 
 fn note_corrupt(seg: &Segment, report: &mut RecoveryReport) {
     if let Some((pos, reason)) = &seg.state.read().expect("segment state lock").corrupt_at {
-        report
-            .corrupt_segments
-            .push((seg.log_path.clone(), *pos, reason.clone()));
+        report.corrupt_segments.push((seg.log_path.clone(), *pos, reason.clone()));
     }
 }
 
@@ -691,11 +672,18 @@ fn wait_drained(seg: &Segment) {
     };
     let mut p = writer.pending.lock().expect("pending lock");
     while p.queued || p.flushing || !p.chunks.is_empty() {
-        p = writer
-            .drained
-            .wait_timeout(p, Duration::from_millis(50))
-            .expect("pending lock")
-            .0;
+        p = writer.drained.wait_timeout(p, Duration::from_millis(50)).expect("pending lock").0;
+    }
+    let sealing = p.seal;
+    drop(p);
+    // A rolled segment is sealed by a background index writer; wait for it (bounded:
+    // if the writer fails the flag is still set).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while sealing
+        && !seg.state.read().expect("segment state lock").sealed
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
@@ -711,9 +699,7 @@ fn find_boundary(seg: &Arc<Segment>, offset: u64) -> Result<u64> {
     }
     let hint = {
         let st = seg.state.read().expect("segment state lock");
-        st.index
-            .lookup((offset - seg.base_offset) as u32)
-            .map_or(0, |e| u64::from(e.position))
+        st.index.lookup((offset - seg.base_offset) as u32).map_or(0, |e| u64::from(e.position))
     };
     let file = seg.reader()?;
     let mut pos = hint;
@@ -730,6 +716,28 @@ fn find_boundary(seg: &Arc<Segment>, offset: u64) -> Result<u64> {
     Err(LogError::NotBatchBoundary { offset })
 }
 
+/// A roll creates the new segment before the old one's last bytes are durable, so
+/// after a crash an empty newest segment may sit above a torn one. The flusher
+/// never writes a new segment before the old one is synced, so only empty newest
+/// segments can hide a tear: remove them and recover the one below as active.
+fn drop_empty_newest(dir: &Path, mut bases: Vec<u64>) -> Result<Vec<u64>> {
+    while bases.len() > 1 {
+        let base = *bases.last().expect("non-empty");
+        let path = files::segment_path(dir, base, LOG_EXT);
+        let len = std::fs::metadata(&path).ctx(|| format!("reading size of {}", path.display()))?.len();
+        if len > 0 {
+            break;
+        }
+        for ext in files::SEGMENT_EXTS {
+            let p = files::segment_path(dir, base, ext);
+            files::remove_if_exists(&p).ctx(|| format!("removing {}", p.display()))?;
+        }
+        files::fsync_dir(dir).ctx(|| format!("syncing {}", dir.display()))?;
+        bases.pop();
+    }
+    Ok(bases)
+}
+
 /// Base offsets of the `.log` files in `dir`, ascending; deletes leftovers of
 /// interrupted atomic writes.
 pub(crate) fn list_segments(dir: &Path) -> Result<Vec<u64>> {
@@ -739,12 +747,40 @@ pub(crate) fn list_segments(dir: &Path) -> Result<Vec<u64>> {
         let name = entry.file_name();
         let name = name.to_string_lossy();
         if name.ends_with(files::TMP_SUFFIX) {
-            files::remove_if_exists(&entry.path())
-                .ctx(|| format!("removing {}", entry.path().display()))?;
+            files::remove_if_exists(&entry.path()).ctx(|| format!("removing {}", entry.path().display()))?;
         } else if let Some(base) = files::parse_segment_name(&name) {
             bases.push(base);
         }
     }
     bases.sort_unstable();
     Ok(bases)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manager::{LogManager, ManagerOptions};
+
+    /// After a failed write, every waiter gets the error, nothing is acknowledged,
+    /// and the partition refuses further appends instead of retrying an fsync that
+    /// may have lost data.
+    #[test]
+    fn a_failed_flush_fails_waiters_and_poisons_the_partition() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = ManagerOptions { housekeeping_interval: None, ..ManagerOptions::default() };
+        let m = LogManager::new(dir.path(), opts).unwrap();
+        let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+        p.append_records(&[Record::from_value("ok")], 1).unwrap().wait().unwrap();
+        {
+            let inner = p.inner.lock().unwrap();
+            let active = inner.active();
+            // A read-only handle makes the next write fail like a dying disk would.
+            let ro = std::fs::File::open(&active.log_path).unwrap();
+            *active.writer.as_ref().unwrap().file.lock().unwrap() = Some(ro);
+        }
+        let err = p.append_records(&[Record::from_value("lost")], 1).unwrap().wait().unwrap_err();
+        assert!(matches!(err, LogError::Io { .. }), "{err:?}");
+        assert_eq!(p.high_watermark(), 1, "the failed batch is never visible");
+        assert!(matches!(p.append_records(&[Record::from_value("again")], 1), Err(LogError::Failed(_))));
+    }
 }

@@ -53,6 +53,8 @@ pub(crate) struct SegState {
     /// Wall-clock time of the first append (for `segment.ms`).
     pub first_append_ms: Option<i64>,
     pub sealed: bool,
+    /// Rewritten by compaction: batches may skip offsets.
+    pub compacted: bool,
     /// First byte of a batch that failed its CRC in a sealed segment; never served.
     pub corrupt_at: Option<(u64, String)>,
 }
@@ -132,59 +134,41 @@ impl Segment {
             first_append_ms: None,
             sealed: false,
             corrupt_at: None,
+            compacted: false,
         };
         let writer = Writer::new(file, 0, base_offset);
-        Ok(Arc::new(Segment::new(
-            base_offset,
-            log_path,
-            state,
-            Some(writer),
-            open_files,
-            batch_bytes_max,
-        )))
+        Ok(Arc::new(Segment::new(base_offset, log_path, state, Some(writer), open_files, batch_bytes_max)))
     }
 
     /// Opens a sealed segment: loads its indexes, or rebuilds them when missing or
-    /// invalid. Never modifies the `.log` file.
+    /// invalid. Never modifies the `.log` file. Every batch must lie in
+    /// `[base_offset, upper)` (`upper` is the next segment's base): base offsets are
+    /// outside the CRC, so this bound is what catches a damaged one.
     pub fn open_sealed(
         dir: &Path,
         base_offset: u64,
+        upper: u64,
         open_files: Arc<OpenFiles>,
         batch_bytes_max: usize,
     ) -> Result<Arc<Segment>> {
         let log_path = files::segment_path(dir, base_offset, LOG_EXT);
-        let file =
-            File::open(&log_path).ctx(|| format!("opening segment {}", log_path.display()))?;
-        let len = file
-            .metadata()
-            .ctx(|| format!("reading size of {}", log_path.display()))?
-            .len();
+        let file = File::open(&log_path).ctx(|| format!("opening segment {}", log_path.display()))?;
+        let len = file.metadata().ctx(|| format!("reading size of {}", log_path.display()))?.len();
+        let compacted = files::segment_path(dir, base_offset, files::COMPACTED_EXT).exists();
+        let bounds = Bounds { base: base_offset, upper, compacted };
         let (state, rebuilt) = match load_index(dir, base_offset, &file, len, batch_bytes_max) {
-            Some(index) => match walk_headers(&file, base_offset, &index, len, batch_bytes_max) {
+            Some(index) => match walk_headers(&file, bounds, &index, len, batch_bytes_max) {
                 Some(state) => (state, false),
-                None => (
-                    rebuild(&file, &log_path, base_offset, len, batch_bytes_max)?,
-                    true,
-                ),
+                None => (rebuild(&file, &log_path, bounds, len, batch_bytes_max)?, true),
             },
-            None => (
-                rebuild(&file, &log_path, base_offset, len, batch_bytes_max)?,
-                true,
-            ),
+            None => (rebuild(&file, &log_path, bounds, len, batch_bytes_max)?, true),
         };
         let mut state = state;
         state.sealed = true;
         if let Some((pos, reason)) = &state.corrupt_at {
             tracing::error!(file = %log_path.display(), position = pos, reason, "sealed segment is corrupt past this byte; it will not be served");
         }
-        let seg = Segment::new(
-            base_offset,
-            log_path,
-            state,
-            None,
-            open_files,
-            batch_bytes_max,
-        );
+        let seg = Segment::new(base_offset, log_path, state, None, open_files, batch_bytes_max);
         if rebuilt {
             seg.write_indexes(dir)?;
         }
@@ -205,12 +189,8 @@ impl Segment {
             .append(true)
             .open(&log_path)
             .ctx(|| format!("opening segment {}", log_path.display()))?;
-        let len = file
-            .metadata()
-            .ctx(|| format!("reading size of {}", log_path.display()))?
-            .len();
-        let mut index =
-            load_index(dir, base_offset, &file, len, batch_bytes_max).unwrap_or_default();
+        let len = file.metadata().ctx(|| format!("reading size of {}", log_path.display()))?.len();
+        let mut index = load_index(dir, base_offset, &file, len, batch_bytes_max).unwrap_or_default();
         // The newest segment's index files describe an older clean shutdown at best;
         // remove them now so a later crash cannot pair them with a different tail.
         for ext in [INDEX_EXT, TIME_INDEX_EXT] {
@@ -219,50 +199,34 @@ impl Segment {
         }
         let start = index.offsets.last().copied();
         let (start_pos, start_offset) = match start {
-            Some(e) => (
-                u64::from(e.position),
-                base_offset + u64::from(e.relative_offset),
-            ),
+            Some(e) => (u64::from(e.position), base_offset + u64::from(e.relative_offset)),
             None => (0, base_offset),
         };
         if let Some(e) = start {
             index.offsets.pop();
-            index
-                .times
-                .retain(|t| t.relative_offset < e.relative_offset);
+            index.times.retain(|t| t.relative_offset < e.relative_offset);
             index.truncate_to_position(
                 u64::from(e.position),
                 base_offset,
                 base_offset + u64::from(e.relative_offset),
             );
         }
-        let scan = scan(
-            &file,
-            start_pos,
-            len,
-            start_offset,
-            batch_bytes_max,
-            true,
-            |h, pos| {
-                index.on_batch(
-                    (h.base_offset - base_offset) as u32,
-                    pos as u32,
-                    h.total_len() as u32,
-                    h.max_timestamp,
-                    u32::MAX,
-                );
-            },
-        )
+        let compacted = files::segment_path(dir, base_offset, files::COMPACTED_EXT).exists();
+        let bounds = Bounds { base: start_offset, upper: u64::MAX, compacted };
+        let scan = scan(&file, start_pos, len, bounds, batch_bytes_max, |h, pos| {
+            index.on_batch(
+                (h.base_offset - base_offset) as u32,
+                pos as u32,
+                h.total_len() as u32,
+                h.max_timestamp,
+                u32::MAX,
+            );
+        })
         .ctx(|| format!("scanning {}", log_path.display()))?;
         let trimmed = if scan.end_position < len {
-            let reason = scan
-                .error
-                .map(|(_, r)| r)
-                .unwrap_or_else(|| "incomplete batch".into());
-            file.set_len(scan.end_position)
-                .ctx(|| format!("truncating {}", log_path.display()))?;
-            file.sync_all()
-                .ctx(|| format!("syncing {}", log_path.display()))?;
+            let reason = scan.error.map(|(_, r)| r).unwrap_or_else(|| "incomplete batch".into());
+            file.set_len(scan.end_position).ctx(|| format!("truncating {}", log_path.display()))?;
+            file.sync_all().ctx(|| format!("syncing {}", log_path.display()))?;
             Some(Trimmed {
                 file: log_path.clone(),
                 position: scan.end_position,
@@ -280,16 +244,10 @@ impl Segment {
             first_append_ms: None,
             sealed: false,
             corrupt_at: None,
+            compacted,
         };
         let writer = Writer::new(file, scan.end_position, next_offset);
-        let seg = Segment::new(
-            base_offset,
-            log_path,
-            state,
-            Some(writer),
-            open_files,
-            batch_bytes_max,
-        );
+        let seg = Segment::new(base_offset, log_path, state, Some(writer), open_files, batch_bytes_max);
         Ok((Arc::new(seg), trimmed))
     }
 
@@ -315,24 +273,17 @@ impl Segment {
     }
 
     pub fn max_timestamp(&self) -> Option<i64> {
-        self.state
-            .read()
-            .expect("segment state lock")
-            .index
-            .max_timestamp()
+        self.state.read().expect("segment state lock").index.max_timestamp()
     }
 
     /// A read handle, opened lazily and closed by [`OpenFiles`] under pressure.
     pub fn reader(self: &Arc<Self>) -> Result<Arc<File>> {
-        self.last_used
-            .store(self.open_files.tick(), Ordering::Relaxed);
+        self.last_used.store(self.open_files.tick(), Ordering::Relaxed);
         let mut guard = self.reader.lock().expect("reader lock");
         if let Some(f) = guard.as_ref() {
             return Ok(f.clone());
         }
-        let f = Arc::new(
-            File::open(&self.log_path).ctx(|| format!("opening {}", self.log_path.display()))?,
-        );
+        let f = Arc::new(File::open(&self.log_path).ctx(|| format!("opening {}", self.log_path.display()))?);
         *guard = Some(f.clone());
         drop(guard);
         self.open_files.opened(self);
@@ -348,49 +299,59 @@ impl Segment {
     /// after it), up to `max_bytes` (at least one batch), below `limit_offset`.
     /// Every batch is CRC-checked before it is returned. Empty when this segment holds
     /// nothing at or after `offset` below the limit.
-    pub fn read(
-        self: &Arc<Self>,
-        offset: u64,
-        max_bytes: usize,
-        limit_offset: u64,
-    ) -> Result<Vec<u8>> {
-        let (start_hint, corrupt_at, end) = {
+    pub fn read(self: &Arc<Self>, offset: u64, max_bytes: usize, limit_offset: u64) -> Result<Vec<u8>> {
+        let (start_hint, corrupt_at, end, seg_next, compacted) = {
             let st = self.state.read().expect("segment state lock");
-            let rel = offset
-                .saturating_sub(self.base_offset)
-                .min(u64::from(u32::MAX)) as u32;
-            let hint = st.index.lookup(rel).map_or(0, |e| u64::from(e.position));
-            let end = if st.sealed {
-                st.size
-            } else {
-                self.durable_size.load(Ordering::Acquire)
-            };
-            (hint, st.corrupt_at.clone(), end)
+            let rel = offset.saturating_sub(self.base_offset).min(u64::from(u32::MAX)) as u32;
+            let hint = st
+                .index
+                .lookup(rel)
+                .map(|e| (u64::from(e.position), self.base_offset + u64::from(e.relative_offset)));
+            let end = if st.sealed { st.size } else { self.durable_size.load(Ordering::Acquire) };
+            (hint, st.corrupt_at.clone(), end, st.next_offset, st.compacted)
         };
         let end = corrupt_at.as_ref().map_or(end, |(p, _)| end.min(*p));
         let file = self.reader()?;
-        let mut pos = start_hint;
-        // Find the batch holding `offset` (headers only).
+        let (mut pos, mut floor) = start_hint.unwrap_or((0, self.base_offset));
+        // Find the batch holding `offset` (headers only). Base offsets are outside the
+        // CRC, so each one must follow the previous and stay inside this segment.
         let first = loop {
-            if pos + HEADER_LEN as u64 > end {
+            if pos == end {
                 return self.empty_or_corrupt(pos, end, &corrupt_at);
             }
+            if pos + HEADER_LEN as u64 > end {
+                return Err(self.corrupt(pos, "batch header runs past the end of the segment"));
+            }
             let header = self.header_at(&file, pos)?;
+            // Index entries point at batch starts, and without compaction every batch
+            // starts where the previous one ended.
+            let exact = start_hint.is_some_and(|(p, _)| p == pos) || !compacted;
+            let misplaced = if exact { header.base_offset != floor } else { header.base_offset < floor };
+            if misplaced || header.next_offset() > seg_next {
+                return Err(
+                    self.corrupt(pos, &format!("batch offset {} is out of place", header.base_offset))
+                );
+            }
             if header.base_offset >= limit_offset {
                 return Ok(Vec::new());
             }
             if header.last_offset() >= offset {
                 break header;
             }
+            floor = header.next_offset();
             pos += header.total_len() as u64;
         };
         let want = (first.total_len().max(max_bytes) as u64).min(end - pos) as usize;
-        let mut data = files::read_at(&file, pos, want)
-            .ctx(|| format!("reading {}", self.log_path.display()))?;
+        let mut data =
+            files::read_at(&file, pos, want).ctx(|| format!("reading {}", self.log_path.display()))?;
         // Keep whole, valid batches below the limit; a batch cut off by max_bytes is
         // left for the next read.
         let mut keep = 0usize;
+        floor = first.base_offset;
         while keep < data.len() {
+            if keep > 0 && data.len() - keep < HEADER_LEN {
+                break;
+            }
             let header = BatchHeader::parse(&data[keep..], self.batch_bytes_max)
                 .map_err(|e| self.corrupt(pos + keep as u64, &e.to_string()))?;
             if keep + header.total_len() > data.len() {
@@ -402,6 +363,11 @@ impl Segment {
             if header.base_offset >= limit_offset {
                 break;
             }
+            if keep > 0 && (header.base_offset < floor || (!compacted && header.base_offset != floor)) {
+                // Out of place: stop here; a read that starts at it reports the damage.
+                break;
+            }
+            floor = header.next_offset();
             BatchView::parse(&data[keep..], self.batch_bytes_max)
                 .map_err(|e| self.corrupt(pos + keep as u64, &e.to_string()))?;
             keep += header.total_len();
@@ -410,12 +376,29 @@ impl Segment {
         Ok(data)
     }
 
-    fn empty_or_corrupt(
-        &self,
-        pos: u64,
-        end: u64,
-        corrupt_at: &Option<(u64, String)>,
-    ) -> Result<Vec<u8>> {
+    /// Headers of every batch whose base offset is >= `from` (producer-state replay).
+    pub fn headers_from(self: &Arc<Self>, from: u64) -> Result<Vec<BatchHeader>> {
+        let (mut pos, size) = {
+            let st = self.state.read().expect("segment state lock");
+            let rel = from.saturating_sub(self.base_offset).min(u64::from(u32::MAX)) as u32;
+            (
+                st.index.lookup(rel).map_or(0, |e| u64::from(e.position)),
+                st.corrupt_at.as_ref().map_or(st.size, |c| c.0),
+            )
+        };
+        let file = self.reader()?;
+        let mut out = Vec::new();
+        while pos + HEADER_LEN as u64 <= size {
+            let h = self.header_at(&file, pos)?;
+            if h.base_offset >= from {
+                out.push(h);
+            }
+            pos += h.total_len() as u64;
+        }
+        Ok(out)
+    }
+
+    fn empty_or_corrupt(&self, pos: u64, end: u64, corrupt_at: &Option<(u64, String)>) -> Result<Vec<u8>> {
         match corrupt_at {
             Some((p, reason)) if pos >= *p || end >= *p => Err(self.corrupt(*p, reason)),
             _ => Ok(Vec::new()),
@@ -423,26 +406,17 @@ impl Segment {
     }
 
     pub(crate) fn header_at(&self, file: &File, pos: u64) -> Result<BatchHeader> {
-        let buf = files::read_at(file, pos, HEADER_LEN)
-            .ctx(|| format!("reading {}", self.log_path.display()))?;
-        BatchHeader::parse(&buf, self.batch_bytes_max)
-            .map_err(|e| self.corrupt(pos, &e.to_string()))
+        let buf =
+            files::read_at(file, pos, HEADER_LEN).ctx(|| format!("reading {}", self.log_path.display()))?;
+        BatchHeader::parse(&buf, self.batch_bytes_max).map_err(|e| self.corrupt(pos, &e.to_string()))
     }
 
     fn corrupt(&self, position: u64, reason: &str) -> LogError {
-        LogError::Corrupt {
-            file: self.log_path.clone(),
-            position,
-            reason: reason.to_owned(),
-        }
+        LogError::Corrupt { file: self.log_path.clone(), position, reason: reason.to_owned() }
     }
 
     /// First offset in this segment whose record timestamp is >= `timestamp`.
-    pub fn offset_for_timestamp(
-        self: &Arc<Self>,
-        timestamp: i64,
-        limit_offset: u64,
-    ) -> Result<Option<u64>> {
+    pub fn offset_for_timestamp(self: &Arc<Self>, timestamp: i64, limit_offset: u64) -> Result<Option<u64>> {
         let start_offset = {
             let st = self.state.read().expect("segment state lock");
             if st.index.max_timestamp().is_none_or(|m| m < timestamp) {
@@ -450,9 +424,7 @@ impl Segment {
             }
             st.index
                 .lookup_time(timestamp)
-                .map_or(self.base_offset, |e| {
-                    self.base_offset + u64::from(e.relative_offset)
-                })
+                .map_or(self.base_offset, |e| self.base_offset + u64::from(e.relative_offset))
         };
         let mut offset = start_offset;
         loop {
@@ -465,7 +437,10 @@ impl Segment {
                 let view = BatchView::parse(&data[at..], self.batch_bytes_max)
                     .map_err(|e| self.corrupt(0, &e.to_string()))?;
                 if view.header.max_timestamp >= timestamp {
-                    for r in view.records() {
+                    let plain = view
+                        .plain_records(es_core::limits::BATCH_BYTES_MAX_HARD)
+                        .map_err(|e| self.corrupt(0, &e.to_string()))?;
+                    for r in plain.iter() {
                         let r = r.map_err(|e| self.corrupt(0, &e.to_string()))?;
                         if r.timestamp >= timestamp && r.offset >= offset {
                             return Ok(Some(r.offset));
@@ -500,11 +475,9 @@ fn load_index(dir: &Path, base: u64, file: &File, len: u64, max: usize) -> Optio
     let index = SegmentIndex::decode(&offsets, &times, len)?;
     // The last entry must point at a whole, valid batch with the offset it claims.
     if let Some(last) = index.offsets.last() {
-        let header = BatchHeader::parse(
-            &files::read_at(file, u64::from(last.position), HEADER_LEN).ok()?,
-            max,
-        )
-        .ok()?;
+        let header =
+            BatchHeader::parse(&files::read_at(file, u64::from(last.position), HEADER_LEN).ok()?, max)
+                .ok()?;
         let bytes = files::read_at(file, u64::from(last.position), header.total_len()).ok()?;
         let view = BatchView::parse(&bytes, max).ok()?;
         if view.header.base_offset != base + u64::from(last.relative_offset) {
@@ -516,21 +489,24 @@ fn load_index(dir: &Path, base: u64, file: &File, len: u64, max: usize) -> Optio
 
 /// Walks batch headers from the last index entry of a sealed segment to find its end
 /// offset and max timestamp. `None` if the walk does not land exactly on the file end.
-fn walk_headers(
-    file: &File,
-    base: u64,
-    index: &SegmentIndex,
-    len: u64,
-    max: usize,
-) -> Option<SegState> {
+fn walk_headers(file: &File, bounds: Bounds, index: &SegmentIndex, len: u64, max: usize) -> Option<SegState> {
+    let Bounds { base, upper, compacted } = bounds;
     let mut index = index.clone();
     let (mut pos, mut first) = match index.offsets.last() {
         Some(e) => (u64::from(e.position), true),
         None => (0, false),
     };
-    let mut next_offset = base;
+    let mut next_offset = index.offsets.last().map_or(base, |e| base + u64::from(e.relative_offset));
     while pos < len {
         let header = BatchHeader::parse(&files::read_at(file, pos, HEADER_LEN).ok()?, max).ok()?;
+        let misplaced = if first || !compacted {
+            header.base_offset != next_offset
+        } else {
+            header.base_offset < next_offset
+        };
+        if misplaced || header.next_offset() > upper {
+            return None;
+        }
         if first {
             index.note_timestamp(header.max_timestamp);
             first = false;
@@ -553,15 +529,17 @@ fn walk_headers(
         first_append_ms: None,
         sealed: true,
         corrupt_at: None,
+        compacted,
     })
 }
 
 /// Rebuilds a sealed segment's index with a full CRC scan.
-fn rebuild(file: &File, path: &Path, base: u64, len: u64, max: usize) -> Result<SegState> {
+fn rebuild(file: &File, path: &Path, bounds: Bounds, len: u64, max: usize) -> Result<SegState> {
+    let base = bounds.base;
     tracing::info!(file = %path.display(), "rebuilding segment index");
     let mut index = SegmentIndex::default();
     let interval = es_core::limits::INDEX_INTERVAL_BYTES_DEFAULT;
-    let scan = scan(file, 0, len, base, max, false, |h, pos| {
+    let scan = scan(file, 0, len, bounds, max, |h, pos| {
         index.on_batch(
             (h.base_offset - base) as u32,
             pos as u32,
@@ -572,10 +550,7 @@ fn rebuild(file: &File, path: &Path, base: u64, len: u64, max: usize) -> Result<
     })
     .ctx(|| format!("scanning {}", path.display()))?;
     let corrupt_at = if scan.end_position < len {
-        Some(
-            scan.error
-                .unwrap_or((scan.end_position, "incomplete batch".into())),
-        )
+        Some(scan.error.unwrap_or((scan.end_position, "incomplete batch".into())))
     } else {
         None
     };
@@ -586,29 +561,38 @@ fn rebuild(file: &File, path: &Path, base: u64, len: u64, max: usize) -> Result<
         first_append_ms: None,
         sealed: true,
         corrupt_at,
+        compacted: bounds.compacted,
     })
 }
 
-/// Walks whole batches from `start`, checking length, CRC and offset continuity.
-/// Stops at the first invalid or incomplete batch.
+/// Where a segment's batches may lie: from `base` (the first batch of an
+/// uncompacted segment starts exactly there) to below `upper`.
+#[derive(Debug, Clone, Copy)]
+struct Bounds {
+    base: u64,
+    upper: u64,
+    compacted: bool,
+}
+
+/// Walks whole batches from `start`, checking length, CRC and offset continuity
+/// within the bounds. Stops at the first invalid or incomplete batch. In a compacted
+/// segment gaps are legal, so a batch whose offset goes backwards may mean the
+/// previous batch's base offset was damaged (it is outside the CRC): the scan then
+/// stops before that previous batch too.
 fn scan(
     file: &File,
     start: u64,
     len: u64,
-    first_offset: u64,
+    bounds: Bounds,
     max: usize,
-    strict: bool,
     mut on_batch: impl FnMut(&BatchHeader, u64),
 ) -> std::io::Result<Scan> {
     let mut pos = start;
-    let mut expected: Option<u64> = None;
+    let mut expected = bounds.base;
     let mut next_offset = None;
+    let mut previous: Option<(u64, Option<u64>)> = None;
     let fail = |pos: u64, next_offset, reason: String| {
-        Ok(Scan {
-            end_position: pos,
-            next_offset,
-            error: Some((pos, reason)),
-        })
+        Ok(Scan { end_position: pos, next_offset, error: Some((pos, reason)) })
     };
     while pos < len {
         let head = files::read_at(file, pos, HEADER_LEN)?;
@@ -620,31 +604,20 @@ fn scan(
         if let Err(e) = BatchView::parse(&bytes, max) {
             return fail(pos, next_offset, e.to_string());
         }
-        // The active segment never has gaps; compaction may leave them in sealed ones.
-        let exp = expected.unwrap_or(first_offset);
-        let ok_offset = if strict {
-            header.base_offset == exp
-        } else {
-            header.base_offset >= exp
-        };
-        if !ok_offset {
-            return fail(
-                pos,
-                next_offset,
-                format!(
-                    "batch offset {} does not follow offset {exp}",
-                    header.base_offset
-                ),
-            );
+        let reason = |exp: u64| format!("batch offset {} does not follow offset {exp}", header.base_offset);
+        if bounds.compacted && header.base_offset < expected {
+            let (at, next) = previous.unwrap_or((pos, next_offset));
+            return fail(at, next, reason(expected));
+        }
+        let exact = !bounds.compacted;
+        if (exact && header.base_offset != expected) || header.next_offset() > bounds.upper {
+            return fail(pos, next_offset, reason(expected));
         }
         on_batch(&header, pos);
-        expected = Some(header.next_offset());
-        next_offset = expected;
+        previous = Some((pos, next_offset));
+        expected = header.next_offset();
+        next_offset = Some(expected);
         pos += header.total_len() as u64;
     }
-    Ok(Scan {
-        end_position: pos,
-        next_offset,
-        error: None,
-    })
+    Ok(Scan { end_position: pos, next_offset, error: None })
 }

@@ -15,18 +15,12 @@ fn append_read_restart() {
             .wait()
             .unwrap();
         assert_eq!((a.base_offset, a.last_offset), (0, 1));
-        let b = p
-            .append_records(&[Record::from_value("x")], 1)
-            .unwrap()
-            .wait()
-            .unwrap();
+        let b = p.append_records(&[Record::from_value("x")], 1).unwrap().wait().unwrap();
         assert_eq!(b.base_offset, 2);
         let r = p.read(1, 1 << 20).unwrap();
         assert_eq!(r.high_watermark, 3);
-        let offsets: Vec<u64> = r
-            .batches()
-            .flat_map(|b| b.records().map(|r| r.unwrap().offset).collect::<Vec<_>>())
-            .collect();
+        let offsets: Vec<u64> =
+            r.batches().flat_map(|b| b.records().map(|r| r.unwrap().offset).collect::<Vec<_>>()).collect();
         assert_eq!(offsets, vec![0, 1, 2]);
         m.shutdown().unwrap();
     }

@@ -5,15 +5,19 @@
 //! to [`serve`] together with a shutdown future, so tests can drive the same code.
 
 pub mod api;
+mod binary;
 mod config;
 mod error;
 mod http;
 pub mod limits;
-pub mod partitioner;
+pub use es_core::partitioner;
+pub mod producer_ids;
 mod registry;
 mod store;
 
+pub use binary::{BinaryState, serve_binary};
 pub use config::TopicConfig;
 pub use error::{Result, ServerError};
 pub use http::{router, serve};
+pub use producer_ids::ProducerIds;
 pub use registry::{BrokerOptions, Registry, StartupReport};

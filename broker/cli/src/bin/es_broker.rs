@@ -21,6 +21,9 @@ struct Args {
     /// authentication exists.
     #[arg(long, env = "ES_BIND", default_value = "127.0.0.1:9000")]
     bind: String,
+    /// Address for the binary protocol; port 0 picks a free port. Loopback only.
+    #[arg(long, env = "ES_BIND_BINARY", default_value = "127.0.0.1:9001")]
+    bind_binary: String,
     /// Directory for the cold tier (topics with cold.tier.enable=true).
     #[arg(long)]
     cold_dir: Option<PathBuf>,
@@ -56,6 +59,7 @@ fn main() -> ExitCode {
 
 fn run(args: Args) -> anyhow::Result<()> {
     let addr = loopback_addr(&args.bind)?;
+    let binary_addr = loopback_addr(&args.bind_binary)?;
     if !(1..=1_000_000).contains(&args.max_in_flight_requests) {
         bail!("--max-in-flight-requests must be between 1 and 1000000");
     }
@@ -81,12 +85,14 @@ fn run(args: Args) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(serve(addr, registry.clone()))?;
+    let producer_ids = std::sync::Arc::new(
+        es_server::ProducerIds::open(&args.data_dir).context("opening the producer-id allocator")?,
+    );
+    let state = es_server::BinaryState { registry: registry.clone(), producer_ids };
+    runtime.block_on(serve(addr, binary_addr, state))?;
     // Every acknowledged record is already durable; this closes segments cleanly
     // so the next start has nothing to recover.
-    registry
-        .shutdown()
-        .context("flushing and closing the logs")?;
+    registry.shutdown().context("flushing and closing the logs")?;
     // The runtime stays up during the flush so a second signal still exits at once;
     // a request the drain gave up on must not hold the exit either.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
@@ -94,23 +100,34 @@ fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn serve(addr: SocketAddr, registry: std::sync::Arc<Registry>) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr)
+async fn serve(
+    addr: SocketAddr,
+    binary_addr: SocketAddr,
+    state: es_server::BinaryState,
+) -> anyhow::Result<()> {
+    let registry = state.registry.clone();
+    let binary = tokio::net::TcpListener::bind(binary_addr)
         .await
-        .with_context(|| format!("binding {addr}"))?;
+        .with_context(|| format!("binding {binary_addr} for the binary protocol (--bind-binary)"))?;
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
     let local = listener.local_addr().context("reading the bound address")?;
-    // Tests and scripts read this line to find the port.
+    let binary_local = binary.local_addr().context("reading the bound address")?;
+    // Tests and scripts read these lines to find the ports (the HTTP one comes last).
     let mut out = std::io::stdout().lock();
+    writeln!(out, "listening on es://{binary_local}")?;
     writeln!(out, "listening on http://{local}")?;
     out.flush()?;
     drop(out);
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let binary = tokio::spawn(es_server::serve_binary(binary, state, stop_rx));
     let shutdown = async move {
         tokio::select! {
             _ = sigint.recv() => {}
             _ = sigterm.recv() => {}
         }
+        let _ = stop_tx.send(true);
         eprintln!("es-broker: shutting down (send the signal again to exit at once)");
         tokio::spawn(async move {
             tokio::select! {
@@ -121,9 +138,8 @@ async fn serve(addr: SocketAddr, registry: std::sync::Arc<Registry>) -> anyhow::
             std::process::exit(130);
         });
     };
-    es_server::serve(listener, registry, shutdown)
-        .await
-        .context("serving HTTP")
+    es_server::serve(listener, registry, shutdown).await.context("serving HTTP")?;
+    binary.await.context("the binary listener failed")
 }
 
 /// Resolves `--bind` and refuses anything but loopback: the API has no

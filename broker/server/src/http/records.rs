@@ -12,9 +12,8 @@ use es_log::{LogError, PartitionLog};
 
 use super::{ApiJson, ApiPath, ApiQuery, AppState, blocking};
 use crate::api::{
-    self, ConsumeQuery, ConsumeResponse, ConsumedRecord, Encoding, ErrorBody, OffsetsQuery,
-    OffsetsResponse, PartitionOffsets, ProduceRecord, ProduceRequest, ProduceResponse,
-    RecordOffset, WireHeader,
+    self, ConsumeQuery, ConsumeResponse, ConsumedRecord, Encoding, ErrorBody, OffsetsQuery, OffsetsResponse,
+    PartitionOffsets, ProduceRecord, ProduceRequest, ProduceResponse, RecordOffset, WireHeader,
 };
 use crate::error::{Result, ServerError};
 use crate::limits;
@@ -40,9 +39,7 @@ pub async fn produce(
 ) -> Result<Json<ProduceResponse>> {
     let topic = state.registry.topic(&name)?;
     if req.records.is_empty() {
-        return Err(ServerError::InvalidRequest(
-            "records must hold at least one record".into(),
-        ));
+        return Err(ServerError::InvalidRequest("records must hold at least one record".into()));
     }
     if req.records.len() > limits::PRODUCE_RECORDS_MAX {
         return Err(ServerError::InvalidRequest(format!(
@@ -65,16 +62,10 @@ pub async fn produce(
     for (partition, append) in pending {
         let appended = append.durable().await?;
         for (i, (index, _)) in groups[&partition].iter().enumerate() {
-            offsets[*index] = Some(RecordOffset {
-                partition,
-                offset: appended.base_offset + i as u64,
-            });
+            offsets[*index] = Some(RecordOffset { partition, offset: appended.base_offset + i as u64 });
         }
     }
-    let offsets = offsets
-        .into_iter()
-        .map(|o| o.expect("every record was appended"))
-        .collect();
+    let offsets = offsets.into_iter().map(|o| o.expect("every record was appended")).collect();
     Ok(Json(ProduceResponse { offsets }))
 }
 
@@ -110,16 +101,11 @@ fn decode_record(encoding: Encoding, index: usize, wire: ProduceRecord) -> Resul
         )));
     }
     let field = |text: &Option<String>, what: &str| {
-        text.as_deref()
-            .map(|t| api::decode(encoding, t, || format!("record {index}: {what}")))
-            .transpose()
+        text.as_deref().map(|t| api::decode(encoding, t, || format!("record {index}: {what}"))).transpose()
     };
     let mut headers = Vec::with_capacity(wire.headers.len());
     for h in &wire.headers {
-        headers.push(Header {
-            key: h.key.clone(),
-            value: field(&h.value, &format!("header {:?}", h.key))?,
-        });
+        headers.push(Header { key: h.key.clone(), value: field(&h.value, &format!("header {:?}", h.key))? });
     }
     if headers.len() > es_core::limits::RECORD_HEADERS_MAX {
         return Err(ServerError::InvalidRequest(format!(
@@ -186,18 +172,10 @@ pub async fn consume(
     let topic = state.registry.topic(&name)?;
     let partition = parse_partition(&partition)?;
     let log = topic.partition(u64::from(partition))?.clone();
-    let max_records = bounded(
-        "max_records",
-        q.max_records,
-        limits::CONSUME_RECORDS_DEFAULT,
-        limits::CONSUME_RECORDS_MAX,
-    )?;
-    let max_bytes = bounded(
-        "max_bytes",
-        q.max_bytes,
-        limits::CONSUME_BYTES_DEFAULT,
-        limits::CONSUME_BYTES_MAX,
-    )?;
+    let max_records =
+        bounded("max_records", q.max_records, limits::CONSUME_RECORDS_DEFAULT, limits::CONSUME_RECORDS_MAX)?;
+    let max_bytes =
+        bounded("max_bytes", q.max_bytes, limits::CONSUME_BYTES_DEFAULT, limits::CONSUME_BYTES_MAX)?;
     let wait_ms = q.wait_ms.unwrap_or(0);
     if wait_ms > limits::WAIT_MS_MAX {
         return Err(ServerError::InvalidRequest(format!(
@@ -217,7 +195,11 @@ pub async fn consume(
     let mut records = Vec::new();
     let mut next_offset = offset;
     'batches: for batch in read.batches() {
-        for r in batch.records() {
+        // Batches may be stored gzip-compressed (binary protocol); decode them here.
+        let plain = batch
+            .plain_records(es_core::limits::BATCH_BYTES_MAX_HARD)
+            .map_err(|e| ServerError::Internal(format!("unreadable batch: {e}")))?;
+        for r in plain.iter() {
             let r = r.map_err(|e| ServerError::Internal(format!("unreadable record: {e}")))?;
             if r.offset < offset {
                 continue;
@@ -243,18 +225,14 @@ pub async fn consume(
 
 fn parse_partition(text: &str) -> Result<u32> {
     text.parse().map_err(|_| {
-        ServerError::InvalidRequest(format!(
-            "partition must be a non-negative integer; got {text:?}"
-        ))
+        ServerError::InvalidRequest(format!("partition must be a non-negative integer; got {text:?}"))
     })
 }
 
 fn bounded(what: &str, value: Option<usize>, default: usize, max: usize) -> Result<usize> {
     let v = value.unwrap_or(default);
     if !(1..=max).contains(&v) {
-        return Err(ServerError::InvalidRequest(format!(
-            "{what} must be between 1 and {max}; got {v}"
-        )));
+        return Err(ServerError::InvalidRequest(format!("{what} must be between 1 and {max}; got {v}")));
     }
     Ok(v)
 }
@@ -265,15 +243,11 @@ async fn resolve_offset(log: &Arc<PartitionLog>, partition: u32, q: &ConsumeQuer
     let info = log.info();
     if let Some(ts) = q.timestamp {
         if q.offset.is_some() {
-            return Err(ServerError::InvalidRequest(
-                "give offset or timestamp, not both".into(),
-            ));
+            return Err(ServerError::InvalidRequest("give offset or timestamp, not both".into()));
         }
         let log = log.clone();
         let found = blocking(move || Ok(log.offset_for_timestamp(ts)?)).await?;
-        return Ok(found
-            .unwrap_or(info.high_watermark)
-            .max(info.log_start_offset));
+        return Ok(found.unwrap_or(info.high_watermark).max(info.log_start_offset));
     }
     let offset = match q.offset.as_deref().unwrap_or("earliest") {
         "earliest" => info.log_start_offset,
@@ -321,16 +295,9 @@ async fn wait_for_data(
 
 fn out_of_range(e: LogError, partition: u32) -> ServerError {
     match e {
-        LogError::OffsetOutOfRange {
-            requested,
-            log_start,
-            high_watermark,
-        } => ServerError::OffsetOutOfRange {
-            partition,
-            requested,
-            log_start,
-            high_watermark,
-        },
+        LogError::OffsetOutOfRange { requested, log_start, high_watermark } => {
+            ServerError::OffsetOutOfRange { partition, requested, log_start, high_watermark }
+        }
         other => other.into(),
     }
 }
@@ -338,13 +305,9 @@ fn out_of_range(e: LogError, partition: u32) -> ServerError {
 /// A record as JSON; falls back to base64 when any field is not valid UTF-8, so
 /// bytes are never mangled.
 fn to_wire(r: &RecordView<'_>, preferred: Encoding) -> ConsumedRecord {
-    let mut fields = r
-        .key
-        .iter()
-        .chain(r.value.iter())
-        .chain(r.headers.iter().filter_map(|(_, v)| v.as_ref()));
-    let encoding = if preferred == Encoding::Utf8 && fields.all(|f| std::str::from_utf8(f).is_ok())
-    {
+    let mut fields =
+        r.key.iter().chain(r.value.iter()).chain(r.headers.iter().filter_map(|(_, v)| v.as_ref()));
+    let encoding = if preferred == Encoding::Utf8 && fields.all(|f| std::str::from_utf8(f).is_ok()) {
         Encoding::Utf8
     } else {
         Encoding::Base64
@@ -358,10 +321,7 @@ fn to_wire(r: &RecordView<'_>, preferred: Encoding) -> ConsumedRecord {
         headers: r
             .headers
             .iter()
-            .map(|(k, v)| WireHeader {
-                key: (*k).to_owned(),
-                value: v.map(|v| api::encode(encoding, v)),
-            })
+            .map(|(k, v)| WireHeader { key: (*k).to_owned(), value: v.map(|v| api::encode(encoding, v)) })
             .collect(),
     }
 }
@@ -396,8 +356,5 @@ pub async fn offsets(
         Ok(out)
     })
     .await?;
-    Ok(Json(OffsetsResponse {
-        topic: name,
-        partitions,
-    }))
+    Ok(Json(OffsetsResponse { topic: name, partitions }))
 }

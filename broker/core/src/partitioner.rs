@@ -53,19 +53,11 @@ mod tests {
             (b"foobar", -790_332_482),
             (b"a-little-bit-long-string", -985_981_536),
             (b"a-little-bit-longer-string", -1_486_304_829),
-            (
-                b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8",
-                -58_897_971,
-            ),
+            (b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58_897_971),
             (b"abc", 479_470_107),
         ];
         for (data, want) in cases {
-            assert_eq!(
-                murmur2(data),
-                want,
-                "murmur2({:?})",
-                String::from_utf8_lossy(data)
-            );
+            assert_eq!(murmur2(data), want, "murmur2({:?})", String::from_utf8_lossy(data));
         }
     }
 

@@ -1,0 +1,197 @@
+//! A pool of pipelined connections with typed calls, retries and backoff.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use es_protocol::{
+    FetchPartition, FetchResult, ListedTopic, OffsetSpec, Request, Response, TopicDescription,
+};
+use tokio::sync::Mutex;
+
+use crate::connection::Connection;
+use crate::error::{ClientError, Result};
+
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Connections in the pool; requests for one partition always use the same one,
+    /// so their order is kept.
+    pub connections: usize,
+    /// Attempts after the first for retriable failures (connection loss, full window).
+    pub retries: u32,
+    /// First pause between attempts; doubles each time, capped at 2 s.
+    pub backoff_ms: u64,
+    /// Bound on every call, including retries.
+    pub request_timeout_ms: u64,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions { connections: 1, retries: 5, backoff_ms: 50, request_timeout_ms: 30_000 }
+    }
+}
+
+#[derive(Debug)]
+pub struct Client {
+    addr: String,
+    options: ClientOptions,
+    pool: Vec<Mutex<Option<Arc<Connection>>>>,
+    next: AtomicUsize,
+}
+
+impl Client {
+    /// Connects the whole pool (so a wrong address fails here, not later).
+    pub async fn connect(addr: &str, options: ClientOptions) -> Result<Client> {
+        let n = options.connections.max(1);
+        let mut pool = Vec::with_capacity(n);
+        for _ in 0..n {
+            pool.push(Mutex::new(Some(Arc::new(Connection::connect(addr).await?))));
+        }
+        Ok(Client { addr: addr.to_owned(), options, pool, next: AtomicUsize::new(0) })
+    }
+
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// The pooled connection for `slot`, reconnecting if it failed.
+    async fn connection(&self, slot: usize) -> Result<Arc<Connection>> {
+        let mut guard = self.pool[slot % self.pool.len()].lock().await;
+        if let Some(c) = guard.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(Connection::connect(&self.addr).await?);
+        *guard = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Sends `req` on the connection for `slot`; retries retriable failures with
+    /// backoff when `retry` is true (callers pass false where a retry could write twice).
+    pub async fn call_on(&self, slot: usize, req: Request, retry: bool) -> Result<Response> {
+        let timeout = Duration::from_millis(self.options.request_timeout_ms);
+        let attempts = async {
+            let mut backoff = Duration::from_millis(self.options.backoff_ms);
+            let mut attempt = 0;
+            loop {
+                let result = match self.connection(slot).await {
+                    Ok(conn) => conn.request(req.clone()).await,
+                    Err(e) => Err(e),
+                };
+                match result {
+                    Err(e) if retry && e.is_retriable() && attempt < self.options.retries => {
+                        tracing::debug!(error = %e, attempt, "retrying");
+                        attempt += 1;
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(2));
+                    }
+                    other => return other,
+                }
+            }
+        };
+        tokio::time::timeout(timeout, attempts)
+            .await
+            .map_err(|_| ClientError::Timeout(self.options.request_timeout_ms))?
+    }
+
+    /// Any connection, round robin, with retries (for calls that are safe to repeat).
+    pub async fn call(&self, req: Request) -> Result<Response> {
+        let slot = self.next.fetch_add(1, Ordering::Relaxed);
+        self.call_on(slot, req, true).await
+    }
+
+    /// Appends one encoded batch (see `es_core::batch::encode`). Retried only when the
+    /// batch is idempotent (has a producer id), since then a retry cannot write twice.
+    pub async fn produce(&self, topic: &str, partition: u32, batch: Bytes) -> Result<(u64, u64, bool)> {
+        let idempotent = es_core::BatchHeader::parse(&batch, usize::MAX)?.producer.producer_id >= 0;
+        let req = Request::Produce { topic: topic.to_owned(), partition, batch };
+        match self.call_on(partition as usize, req, idempotent).await? {
+            Response::Produce { base_offset, last_offset, duplicate } => {
+                Ok((base_offset, last_offset, duplicate))
+            }
+            _ => Err(ClientError::UnexpectedResponse("Produce")),
+        }
+    }
+
+    /// Queues a produce on the partition's connection and returns the future of its
+    /// answer; calls made in order for one partition are sent in order. No retry.
+    pub async fn produce_pipelined(
+        &self,
+        topic: &str,
+        partition: u32,
+        batch: Bytes,
+    ) -> Result<impl std::future::Future<Output = Result<(u64, u64, bool)>> + use<>> {
+        let conn = self.connection(partition as usize).await?;
+        let pending = conn.enqueue(Request::Produce { topic: topic.to_owned(), partition, batch }).await?;
+        Ok(async move {
+            match pending.await? {
+                Response::Produce { base_offset, last_offset, duplicate } => {
+                    Ok((base_offset, last_offset, duplicate))
+                }
+                _ => Err(ClientError::UnexpectedResponse("Produce")),
+            }
+        })
+    }
+
+    pub async fn fetch(
+        &self,
+        max_wait_ms: u32,
+        max_bytes: u32,
+        partitions: Vec<FetchPartition>,
+    ) -> Result<Vec<FetchResult>> {
+        let req = Request::Fetch { max_wait_ms, min_bytes: 1, max_bytes, partitions };
+        match self.call(req).await? {
+            Response::Fetch { partitions } => Ok(partitions),
+            _ => Err(ClientError::UnexpectedResponse("Fetch")),
+        }
+    }
+
+    pub async fn list_offsets(&self, topic: &str, partition: u32, spec: OffsetSpec) -> Result<Option<u64>> {
+        match self.call(Request::ListOffsets { topic: topic.to_owned(), partition, spec }).await? {
+            Response::ListOffsets { offset } => Ok(offset),
+            _ => Err(ClientError::UnexpectedResponse("ListOffsets")),
+        }
+    }
+
+    pub async fn create_topic(
+        &self,
+        name: &str,
+        partitions: u32,
+        configs: Vec<(String, String)>,
+    ) -> Result<()> {
+        let req = Request::CreateTopic { name: name.to_owned(), partitions, configs };
+        match self.call_on(0, req, false).await? {
+            Response::CreateTopic => Ok(()),
+            _ => Err(ClientError::UnexpectedResponse("CreateTopic")),
+        }
+    }
+
+    pub async fn list_topics(&self) -> Result<Vec<ListedTopic>> {
+        match self.call(Request::ListTopics).await? {
+            Response::ListTopics { topics } => Ok(topics),
+            _ => Err(ClientError::UnexpectedResponse("ListTopics")),
+        }
+    }
+
+    pub async fn describe_topic(&self, name: &str) -> Result<TopicDescription> {
+        match self.call(Request::DescribeTopic { name: name.to_owned() }).await? {
+            Response::DescribeTopic(d) => Ok(d),
+            _ => Err(ClientError::UnexpectedResponse("DescribeTopic")),
+        }
+    }
+
+    pub async fn delete_topic(&self, name: &str) -> Result<()> {
+        match self.call_on(0, Request::DeleteTopic { name: name.to_owned() }, false).await? {
+            Response::DeleteTopic => Ok(()),
+            _ => Err(ClientError::UnexpectedResponse("DeleteTopic")),
+        }
+    }
+
+    /// A fresh producer id and epoch for an idempotent producer.
+    pub async fn init_producer_id(&self) -> Result<(i64, i16)> {
+        match self.call(Request::InitProducerId).await? {
+            Response::InitProducerId { producer_id, epoch } => Ok((producer_id, epoch)),
+            _ => Err(ClientError::UnexpectedResponse("InitProducerId")),
+        }
+    }
+}

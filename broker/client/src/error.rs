@@ -1,0 +1,41 @@
+//! The client's error type.
+
+use es_protocol::{ErrorCode, WireError};
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot reach the broker at {addr}: {reason}; is es-broker running with --bind-binary there?")]
+    Connect { addr: String, reason: String },
+    #[error("connection lost: {0}")]
+    Disconnected(String),
+    #[error("the broker answered {code:?}: {message}")]
+    Broker { code: ErrorCode, message: String },
+    #[error("protocol error: {0}")]
+    Wire(#[from] WireError),
+    #[error("unexpected response to {0}")]
+    UnexpectedResponse(&'static str),
+    #[error("invalid batch: {0}")]
+    Batch(#[from] es_core::CodecError),
+    #[error("timed out after {0} ms")]
+    Timeout(u64),
+}
+
+impl ClientError {
+    /// Worth retrying on a fresh connection after a pause.
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            ClientError::Connect { .. } | ClientError::Disconnected(_) | ClientError::Timeout(_) => true,
+            ClientError::Broker { code, .. } => code.is_retriable(),
+            _ => false,
+        }
+    }
+
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            ClientError::Broker { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+pub type Result<T, E = ClientError> = std::result::Result<T, E>;

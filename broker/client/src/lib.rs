@@ -1,0 +1,21 @@
+//! The es Rust client, over the binary protocol.
+//!
+//! - [`Connection`]: one TCP connection with pipelining: many requests in flight,
+//!   matched to responses by request id, bounded by the broker's in-flight window.
+//! - [`Client`]: a small pool of connections plus typed calls (produce, fetch, list
+//!   offsets, topic admin, producer ids), with retries and backoff.
+//! - [`Producer`]: batches records per partition with linger and size limits,
+//!   optional gzip and idempotence.
+//! - [`Consumer`]: a fetch loop over chosen partitions.
+
+mod client;
+mod connection;
+mod consumer;
+mod error;
+mod producer;
+
+pub use client::{Client, ClientOptions};
+pub use connection::Connection;
+pub use consumer::{Consumed, Consumer};
+pub use error::{ClientError, Result};
+pub use producer::{Producer, ProducerOptions, RecordMetadata};

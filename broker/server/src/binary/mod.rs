@@ -1,0 +1,55 @@
+//! The binary-protocol listener (`--bind-binary`, default 127.0.0.1:9001).
+//!
+//! Split as in mini-redis: `connection` buffers bytes and frames them (check, then
+//! parse), `command` applies one request to the shared state and encodes its
+//! answer. Per connection, requests are read in order and answered as they finish
+//! (pipelining): produces are appended in frame order, so one connection's batches
+//! to one partition keep their order, and their fsyncs are awaited concurrently, so
+//! 64 produces in flight share group-commit rounds instead of queueing one fsync
+//! each. Every bound (frame size, in-flight window, connections) is in `limits.rs`.
+
+mod command;
+mod connection;
+
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+
+use crate::producer_ids::ProducerIds;
+use crate::registry::Registry;
+
+/// Shared state of the binary listener.
+#[derive(Clone)]
+pub struct BinaryState {
+    pub registry: Arc<Registry>,
+    pub producer_ids: Arc<ProducerIds>,
+}
+
+/// Accepts connections until `shutdown` turns true, then lets open connections
+/// finish their in-flight requests (bounded) and returns.
+pub async fn serve_binary(listener: TcpListener, state: BinaryState, shutdown: watch::Receiver<bool>) {
+    let slots = Arc::new(Semaphore::new(crate::limits::BINARY_CONNECTIONS_MAX));
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut stop = shutdown.clone();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, peer)) = accepted else { continue };
+                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                    tracing::warn!(%peer, "binary listener: connection limit reached; refusing");
+                    continue;
+                };
+                let (state, shutdown) = (state.clone(), shutdown.clone());
+                tasks.spawn(async move {
+                    connection::run(stream, state, shutdown).await;
+                    drop(slot);
+                });
+            }
+            _ = stop.wait_for(|s| *s) => break,
+        }
+        while tasks.try_join_next().is_some() {}
+    }
+    let drain = std::time::Duration::from_millis(crate::limits::SHUTDOWN_DRAIN_MS);
+    let _ = tokio::time::timeout(drain, async { while tasks.join_next().await.is_some() {} }).await;
+}
