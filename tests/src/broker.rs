@@ -16,34 +16,42 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// Per-request timeout; long polls in tests stay well below it.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The es-broker binary: `$ES_BROKER_BIN`, else `target/release/es-broker`.
+/// The es-broker binary: `$ES_BROKER_BIN`, else `es-broker` in the target directory.
 pub fn broker_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("ES_BROKER_BIN") {
-        return PathBuf::from(p);
-    }
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/es-broker");
-    assert!(
-        p.exists(),
-        "es-broker binary not found at {}: run `cargo build --release --workspace` before \
-         the tests, or point ES_BROKER_BIN at it",
-        p.display()
-    );
-    p
+    binary("es-broker", "ES_BROKER_BIN")
 }
 
-/// The es CLI binary: `$ES_BIN`, else `target/release/es`.
+/// The es CLI binary: `$ES_BIN`, else `es` beside `$ES_BROKER_BIN`, else `es` in the
+/// target directory.
 pub fn es_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("ES_BIN") {
+    if std::env::var_os("ES_BIN").is_none()
+        && let Some(broker) = std::env::var_os("ES_BROKER_BIN")
+    {
+        let sibling = PathBuf::from(broker).with_file_name("es");
+        if sibling.exists() {
+            return sibling;
+        }
+    }
+    binary("es", "ES_BIN")
+}
+
+/// Finds a workspace binary: the override variable, else the release directory
+/// this test runs from (`<target>/release/deps/<test>` sits below it, wherever
+/// `CARGO_TARGET_DIR` points), else `<workspace>/target/release`.
+fn binary(name: &str, var: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(var) {
         return PathBuf::from(p);
     }
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/es");
-    assert!(
-        p.exists(),
-        "es binary not found at {}: run `cargo build --release --workspace` before the \
-         tests, or point ES_BIN at it",
-        p.display()
-    );
-    p
+    let beside_tests =
+        std::env::current_exe().ok().and_then(|exe| exe.parent()?.parent().map(|release| release.join(name)));
+    let in_workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release").join(name);
+    let candidates: Vec<PathBuf> = beside_tests.into_iter().chain([in_workspace]).collect();
+    candidates.iter().find(|p| p.exists()).cloned().unwrap_or_else(|| {
+        panic!(
+            "{name} binary not found at {candidates:?}: run `cargo build --release --workspace` \
+             before the tests, or point {var} at it"
+        )
+    })
 }
 
 /// An HTTP response: status and body (JSON, or the raw text as a JSON string).

@@ -9,11 +9,7 @@ use es_tests::broker::{Broker, Resp, broker_bin};
 use serde_json::json;
 
 fn assert_error(r: &Resp, status: u16, code: &str) {
-    assert_eq!(
-        r.status, status,
-        "expected {status} {code}, got {:?}",
-        r.body
-    );
+    assert_eq!(r.status, status, "expected {status} {code}, got {:?}", r.body);
     assert_eq!(r.code(), code, "{:?}", r.body);
     let message = r.body["error"]["message"].as_str().unwrap_or("");
     assert!(!message.is_empty(), "error without a message: {:?}", r.body);
@@ -30,41 +26,19 @@ fn topic_admin_errors() {
     let dir = tempfile::tempdir().unwrap();
     let b = Broker::start(dir.path());
     b.create_topic("t", 1);
-    assert_error(
-        &b.post("/topics", &json!({"name": "t", "partitions": 1})),
-        409,
-        "topic_already_exists",
-    );
+    assert_error(&b.post("/topics", &json!({"name": "t", "partitions": 1})), 409, "topic_already_exists");
     for name in ["", "a/b", "..", "sp ace", &"x".repeat(250)] {
-        assert_error(
-            &b.post("/topics", &json!({"name": name})),
-            400,
-            "invalid_topic_name",
-        );
+        assert_error(&b.post("/topics", &json!({"name": name})), 400, "invalid_topic_name");
     }
+    assert_error(&b.post("/topics", &json!({"name": "z", "partitions": 0})), 400, "invalid_request");
+    assert_error(&b.post("/topics", &json!({"name": "z", "config": {"nope": 1}})), 400, "invalid_config");
     assert_error(
-        &b.post("/topics", &json!({"name": "z", "partitions": 0})),
-        400,
-        "invalid_request",
-    );
-    assert_error(
-        &b.post("/topics", &json!({"name": "z", "config": {"nope": 1}})),
+        &b.post("/topics", &json!({"name": "z", "config": {"segment.bytes": 10}})),
         400,
         "invalid_config",
     );
     assert_error(
-        &b.post(
-            "/topics",
-            &json!({"name": "z", "config": {"segment.bytes": 10}}),
-        ),
-        400,
-        "invalid_config",
-    );
-    assert_error(
-        &b.post(
-            "/topics",
-            &json!({"name": "z", "config": {"cold.tier.enable": true}}),
-        ),
+        &b.post("/topics", &json!({"name": "z", "config": {"cold.tier.enable": true}})),
         400,
         "invalid_config",
     );
@@ -72,23 +46,13 @@ fn topic_admin_errors() {
     assert_eq!(b.get("/topics").body["topics"].as_array().unwrap().len(), 1);
     assert_error(&b.get("/topics/missing"), 404, "topic_not_found");
     assert_error(&b.delete("/topics/missing"), 404, "topic_not_found");
+    assert_error(&b.patch("/topics/missing/config", &json!({"config": {}})), 404, "topic_not_found");
     assert_error(
-        &b.patch("/topics/missing/config", &json!({"config": {}})),
-        404,
-        "topic_not_found",
-    );
-    assert_error(
-        &b.patch(
-            "/topics/t/config",
-            &json!({"config": {"retention.ms": "soon"}}),
-        ),
+        &b.patch("/topics/t/config", &json!({"config": {"retention.ms": "soon"}})),
         400,
         "invalid_config",
     );
-    assert_eq!(
-        b.get("/topics/t/config").body["config"]["retention.ms"],
-        604800000
-    );
+    assert_eq!(b.get("/topics/t/config").body["config"]["retention.ms"], 604800000);
 }
 
 #[test]
@@ -97,56 +61,28 @@ fn produce_and_consume_errors() {
     let b = Broker::start(dir.path());
     b.create_topic("t", 2);
     let one = json!({"records": [{"value": "v"}]});
-    assert_error(
-        &b.post("/topics/missing/records", &one),
-        404,
-        "topic_not_found",
-    );
-    assert_error(
-        &b.post_raw("/topics/t/records", "{not json"),
-        400,
-        "bad_json",
-    );
+    assert_error(&b.post("/topics/missing/records", &one), 404, "topic_not_found");
+    assert_error(&b.post_raw("/topics/t/records", "{not json"), 400, "bad_json");
     assert_error(&b.post_raw("/topics/t/records", ""), 400, "bad_json");
+    assert_error(&b.post("/topics/t/records", &json!({"records": "x"})), 400, "bad_json");
+    assert_error(&b.post("/topics/t/records", &json!({"records": []})), 400, "invalid_request");
     assert_error(
-        &b.post("/topics/t/records", &json!({"records": "x"})),
-        400,
-        "bad_json",
-    );
-    assert_error(
-        &b.post("/topics/t/records", &json!({"records": []})),
-        400,
-        "invalid_request",
-    );
-    assert_error(
-        &b.post(
-            "/topics/t/records",
-            &json!({"encoding": "base64", "records": [{"value": "***"}]}),
-        ),
+        &b.post("/topics/t/records", &json!({"encoding": "base64", "records": [{"value": "***"}]})),
         400,
         "bad_encoding",
     );
     assert_error(
-        &b.post(
-            "/topics/t/records",
-            &json!({"encoding": "rot13", "records": [{"value": "v"}]}),
-        ),
+        &b.post("/topics/t/records", &json!({"encoding": "rot13", "records": [{"value": "v"}]})),
         400,
         "bad_json",
     );
     assert_error(
-        &b.post(
-            "/topics/t/records",
-            &json!({"records": [{"value": "v", "partition": 2}]}),
-        ),
+        &b.post("/topics/t/records", &json!({"records": [{"value": "v", "partition": 2}]})),
         404,
         "partition_not_found",
     );
     assert_error(
-        &b.post(
-            "/topics/t/records",
-            &json!({"records": [{"value": "v", "timestamp": -5}]}),
-        ),
+        &b.post("/topics/t/records", &json!({"records": [{"value": "v", "timestamp": -5}]})),
         400,
         "invalid_request",
     );
@@ -161,51 +97,15 @@ fn produce_and_consume_errors() {
     );
     assert_eq!(high_watermark(&b, "t", 0), 0);
 
-    assert_error(
-        &b.get("/topics/missing/partitions/0/records"),
-        404,
-        "topic_not_found",
-    );
-    assert_error(
-        &b.get("/topics/t/partitions/9/records"),
-        404,
-        "partition_not_found",
-    );
-    assert_error(
-        &b.get("/topics/t/partitions/x/records"),
-        400,
-        "invalid_request",
-    );
-    assert_error(
-        &b.get("/topics/t/partitions/0/records?offset=5"),
-        416,
-        "offset_out_of_range",
-    );
-    assert_error(
-        &b.get("/topics/t/partitions/0/records?offset=soon"),
-        400,
-        "invalid_request",
-    );
-    assert_error(
-        &b.get("/topics/t/partitions/0/records?max_records=0"),
-        400,
-        "invalid_request",
-    );
-    assert_error(
-        &b.get("/topics/t/partitions/0/records?wait_ms=9999999"),
-        400,
-        "invalid_request",
-    );
-    assert_error(
-        &b.get("/topics/t/partitions/0/records?offset=0&timestamp=1"),
-        400,
-        "invalid_request",
-    );
-    assert_error(
-        &b.get("/topics/t/partitions/0/records?bogus=1"),
-        400,
-        "invalid_request",
-    );
+    assert_error(&b.get("/topics/missing/partitions/0/records"), 404, "topic_not_found");
+    assert_error(&b.get("/topics/t/partitions/9/records"), 404, "partition_not_found");
+    assert_error(&b.get("/topics/t/partitions/x/records"), 400, "invalid_request");
+    assert_error(&b.get("/topics/t/partitions/0/records?offset=5"), 416, "offset_out_of_range");
+    assert_error(&b.get("/topics/t/partitions/0/records?offset=soon"), 400, "invalid_request");
+    assert_error(&b.get("/topics/t/partitions/0/records?max_records=0"), 400, "invalid_request");
+    assert_error(&b.get("/topics/t/partitions/0/records?wait_ms=9999999"), 400, "invalid_request");
+    assert_error(&b.get("/topics/t/partitions/0/records?offset=0&timestamp=1"), 400, "invalid_request");
+    assert_error(&b.get("/topics/t/partitions/0/records?bogus=1"), 400, "invalid_request");
     assert_error(&b.get("/topics/missing/offsets"), 404, "topic_not_found");
     assert_error(&b.get("/no/such/route"), 404, "not_found");
     assert_error(&b.delete("/topics"), 405, "method_not_allowed");
@@ -215,50 +115,29 @@ fn produce_and_consume_errors() {
 fn oversized_batches_and_records_are_refused_whole() {
     let dir = tempfile::tempdir().unwrap();
     let b = Broker::start_with(dir.path(), &["--max-request-bytes", "65536"]);
-    let r = b.post(
-        "/topics",
-        &json!({"name": "small", "partitions": 2, "config": {"max.message.bytes": 4096}}),
-    );
+    let r =
+        b.post("/topics", &json!({"name": "small", "partitions": 2, "config": {"max.message.bytes": 4096}}));
     assert_eq!(r.status, 201, "{:?}", r.body);
     let big = "x".repeat(5000);
     assert_error(
-        &b.post(
-            "/topics/small/records",
-            &json!({"records": [{"value": big}]}),
-        ),
+        &b.post("/topics/small/records", &json!({"records": [{"value": big}]})),
         413,
         "record_too_large",
     );
-    let records: Vec<_> = (0..10)
-        .map(|_| json!({"value": "y".repeat(1000), "partition": 1}))
-        .collect();
+    let records: Vec<_> = (0..10).map(|_| json!({"value": "y".repeat(1000), "partition": 1})).collect();
     let mut with_small = vec![json!({"value": "fits", "partition": 0})];
     with_small.extend(records);
-    assert_error(
-        &b.post("/topics/small/records", &json!({ "records": with_small })),
-        413,
-        "batch_too_large",
-    );
+    assert_error(&b.post("/topics/small/records", &json!({ "records": with_small })), 413, "batch_too_large");
     // Nothing was written to either partition.
     assert_eq!(high_watermark(&b, "small", 0), 0);
     assert_eq!(high_watermark(&b, "small", 1), 0);
     let huge = "z".repeat(100_000);
     assert_error(
-        &b.post_raw(
-            "/topics/small/records",
-            &json!({"records": [{"value": huge}]}).to_string(),
-        ),
+        &b.post_raw("/topics/small/records", &json!({"records": [{"value": huge}]}).to_string()),
         413,
         "request_too_large",
     );
-    assert_eq!(
-        b.post(
-            "/topics/small/records",
-            &json!({"records": [{"value": "ok"}]})
-        )
-        .status,
-        200
-    );
+    assert_eq!(b.post("/topics/small/records", &json!({"records": [{"value": "ok"}]})).status, 200);
 }
 
 #[test]
@@ -292,12 +171,7 @@ fn malformed_requests_never_get_a_server_error() {
             } else {
                 b.post_raw(path, body)
             };
-            assert!(
-                r.status < 500,
-                "{path} {body:?} got {} {:?}",
-                r.status,
-                r.body
-            );
+            assert!(r.status < 500, "{path} {body:?} got {} {:?}", r.status, r.body);
             assert!(!r.code().is_empty(), "{path} {body:?}: {:?}", r.body);
         }
     }
@@ -312,26 +186,13 @@ fn malformed_requests_never_get_a_server_error() {
         "offset=%ff",
     ] {
         let r = b.get(&format!("/topics/t/partitions/0/records?{query}"));
-        assert!(
-            (400..500).contains(&r.status),
-            "{query} got {} {:?}",
-            r.status,
-            r.body
-        );
+        assert!((400..500).contains(&r.status), "{query} got {} {:?}", r.status, r.body);
         assert!(!r.code().is_empty());
     }
-    for path in [
-        "/topics/%ff",
-        "/topics/t/partitions/-1/records",
-        "/topics/t/partitions/99999999999/records",
-    ] {
+    for path in ["/topics/%ff", "/topics/t/partitions/-1/records", "/topics/t/partitions/99999999999/records"]
+    {
         let r = b.get(path);
-        assert!(
-            (400..500).contains(&r.status),
-            "{path} got {} {:?}",
-            r.status,
-            r.body
-        );
+        assert!((400..500).contains(&r.status), "{path} got {} {:?}", r.status, r.body);
     }
     assert_eq!(b.get("/healthz").status, 200);
 }
@@ -350,10 +211,7 @@ fn run_to_exit(args: &[&std::ffi::OsStr]) -> std::process::Output {
         if Instant::now() > deadline {
             let _ = child.kill();
             let out = child.wait_with_output().unwrap();
-            panic!(
-                "es-broker {args:?} kept running; stderr:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            panic!("es-broker {args:?} kept running; stderr:\n{}", String::from_utf8_lossy(&out.stderr));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -388,10 +246,7 @@ fn a_second_broker_on_the_same_data_dir_is_refused() {
     ]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("already using the data directory"),
-        "stderr: {stderr}"
-    );
+    assert!(stderr.contains("already using the data directory"), "stderr: {stderr}");
 }
 
 #[test]
@@ -401,8 +256,7 @@ fn over_the_in_flight_limit_requests_get_503_and_probes_still_answer() {
     b.create_topic("busy", 1);
     let client = es_tests::broker::Client::new(&b.url);
     // A long poll holds the only slot.
-    let poller =
-        std::thread::spawn(move || client.get("/topics/busy/partitions/0/records?wait_ms=3000"));
+    let poller = std::thread::spawn(move || client.get("/topics/busy/partitions/0/records?wait_ms=3000"));
     let deadline = Instant::now() + Duration::from_secs(10);
     let refused = loop {
         let r = b.get("/topics");

@@ -31,9 +31,7 @@ fn quickstart_create_produce_consume_delete() {
     let p = offsets[0]["partition"].as_u64().unwrap();
     assert_eq!(offsets[1]["partition"], 0);
 
-    let c = b.get(&format!(
-        "/topics/orders/partitions/{p}/records?offset=earliest"
-    ));
+    let c = b.get(&format!("/topics/orders/partitions/{p}/records?offset=earliest"));
     assert_eq!(c.status, 200);
     let rec = c.body["records"]
         .as_array()
@@ -47,20 +45,14 @@ fn quickstart_create_produce_consume_delete() {
     assert_eq!(rec["headers"][0], json!({"key": "h", "value": "v"}));
 
     let p0_offset = offsets[1]["offset"].as_u64().unwrap();
-    let c0 = b.get(&format!(
-        "/topics/orders/partitions/0/records?offset={p0_offset}&max_records=1"
-    ));
+    let c0 = b.get(&format!("/topics/orders/partitions/0/records?offset={p0_offset}&max_records=1"));
     assert_eq!(c0.body["records"][0]["timestamp"], 1000);
     assert_eq!(c0.body["next_offset"], p0_offset + 1);
 
     let d = b.get("/topics/orders");
     assert_eq!(d.status, 200);
-    let hw: u64 = d.body["partitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["high_watermark"].as_u64().unwrap())
-        .sum();
+    let hw: u64 =
+        d.body["partitions"].as_array().unwrap().iter().map(|p| p["high_watermark"].as_u64().unwrap()).sum();
     assert_eq!(hw, 2);
 
     let o = b.get("/topics/orders/offsets?timestamp=500");
@@ -94,15 +86,8 @@ fn keys_follow_kafkas_murmur2_and_unkeyed_batches_stick() {
     let records: Vec<_> = (0..20).map(|i| json!({"value": format!("v{i}")})).collect();
     let r = b.post("/topics/keys/records", &json!({ "records": records }));
     let offsets = r.body["offsets"].as_array().unwrap();
-    assert!(
-        offsets
-            .iter()
-            .all(|o| o["partition"] == offsets[0]["partition"])
-    );
-    let offs: Vec<u64> = offsets
-        .iter()
-        .map(|o| o["offset"].as_u64().unwrap())
-        .collect();
+    assert!(offsets.iter().all(|o| o["partition"] == offsets[0]["partition"]));
+    let offs: Vec<u64> = offsets.iter().map(|o| o["offset"].as_u64().unwrap()).collect();
     assert!(offs.windows(2).all(|w| w[1] == w[0] + 1));
 }
 
@@ -147,12 +132,8 @@ fn consume_positions_limits_and_timestamps() {
         assert_eq!(r.status, 200);
     }
     let c = b.get("/topics/t/partitions/0/records?offset=3&max_records=4");
-    let offs: Vec<u64> = c.body["records"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["offset"].as_u64().unwrap())
-        .collect();
+    let offs: Vec<u64> =
+        c.body["records"].as_array().unwrap().iter().map(|r| r["offset"].as_u64().unwrap()).collect();
     assert_eq!(offs, vec![3, 4, 5, 6]);
     assert_eq!(c.body["next_offset"], 7);
     assert_eq!(c.body["high_watermark"], 10);
@@ -176,10 +157,7 @@ fn long_poll_wakes_when_data_arrives_and_times_out_otherwise() {
     let empty = b.get("/topics/lp/partitions/0/records?offset=0&wait_ms=300");
     let waited = started.elapsed();
     assert_eq!(empty.body["records"], json!([]));
-    assert!(
-        waited >= Duration::from_millis(250),
-        "returned after {waited:?}"
-    );
+    assert!(waited >= Duration::from_millis(250), "returned after {waited:?}");
 
     let client = Client::new(&b.url);
     let poller = std::thread::spawn(move || {
@@ -188,10 +166,7 @@ fn long_poll_wakes_when_data_arrives_and_times_out_otherwise() {
         (r, t.elapsed())
     });
     std::thread::sleep(Duration::from_millis(300));
-    let r = b.post(
-        "/topics/lp/records",
-        &json!({"records": [{"value": "wake"}]}),
-    );
+    let r = b.post("/topics/lp/records", &json!({"records": [{"value": "wake"}]}));
     assert_eq!(r.status, 200);
     let (resp, elapsed) = poller.join().unwrap();
     assert_eq!(resp.body["records"][0]["value"], "wake");
@@ -205,10 +180,7 @@ fn long_poll_wakes_when_data_arrives_and_times_out_otherwise() {
 fn alter_config_and_openapi_document() {
     let dir = tempfile::tempdir().unwrap();
     let b = Broker::start(dir.path());
-    let r = b.post(
-        "/topics",
-        &json!({"name": "cfg", "partitions": 1, "config": {"retention.ms": "60000"}}),
-    );
+    let r = b.post("/topics", &json!({"name": "cfg", "partitions": 1, "config": {"retention.ms": "60000"}}));
     assert_eq!(r.status, 201);
     assert_eq!(r.body["config"]["retention.ms"], 60000);
     let r = b.patch(

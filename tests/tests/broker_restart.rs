@@ -36,13 +36,8 @@ fn produce_until_stopped(
                         break;
                     }
                     let values: Vec<String> = (0..5).map(|j| format!("w{t}-{i}-{j}")).collect();
-                    let records: Vec<_> = values
-                        .iter()
-                        .map(|v| json!({"key": v, "value": v}))
-                        .collect();
-                    let Some(r) =
-                        client.try_post("/topics/d/records", &json!({ "records": records }))
-                    else {
+                    let records: Vec<_> = values.iter().map(|v| json!({"key": v, "value": v})).collect();
+                    let Some(r) = client.try_post("/topics/d/records", &json!({ "records": records })) else {
                         break;
                     };
                     if r.status != 200 {
@@ -50,14 +45,8 @@ fn produce_until_stopped(
                     }
                     progress.fetch_add(values.len(), Ordering::Relaxed);
                     for (o, v) in r.body["offsets"].as_array().unwrap().iter().zip(values) {
-                        let key = (
-                            o["partition"].as_u64().unwrap(),
-                            o["offset"].as_u64().unwrap(),
-                        );
-                        assert!(
-                            acked.insert(key, v).is_none(),
-                            "offset {key:?} acknowledged twice"
-                        );
+                        let key = (o["partition"].as_u64().unwrap(), o["offset"].as_u64().unwrap());
+                        assert!(acked.insert(key, v).is_none(), "offset {key:?} acknowledged twice");
                     }
                 }
                 acked
@@ -84,10 +73,7 @@ fn join_all(handles: Vec<std::thread::JoinHandle<Acked>>) -> Acked {
     let mut all = Acked::new();
     for h in handles {
         for (k, v) in h.join().unwrap() {
-            assert!(
-                all.insert(k, v).is_none(),
-                "offset {k:?} acknowledged to two writers"
-            );
+            assert!(all.insert(k, v).is_none(), "offset {k:?} acknowledged to two writers");
         }
     }
     all
@@ -95,16 +81,13 @@ fn join_all(handles: Vec<std::thread::JoinHandle<Acked>>) -> Acked {
 
 /// Every record of every partition of `topic`, read to the high watermark.
 fn read_all(b: &Broker, topic: &str) -> Acked {
-    let partitions = b.get(&format!("/topics/{topic}")).body["partition_count"]
-        .as_u64()
-        .unwrap();
+    let partitions = b.get(&format!("/topics/{topic}")).body["partition_count"].as_u64().unwrap();
     let mut out = Acked::new();
     for p in 0..partitions {
         let mut offset = 0;
         loop {
-            let r = b.get(&format!(
-                "/topics/{topic}/partitions/{p}/records?offset={offset}&max_records=10000"
-            ));
+            let r =
+                b.get(&format!("/topics/{topic}/partitions/{p}/records?offset={offset}&max_records=10000"));
             assert_eq!(r.status, 200, "{:?}", r.body);
             for rec in r.body["records"].as_array().unwrap() {
                 let o = rec["offset"].as_u64().unwrap();
@@ -121,21 +104,10 @@ fn read_all(b: &Broker, topic: &str) -> Acked {
 }
 
 fn assert_all_present(acked: &Acked, found: &Acked) {
-    assert!(
-        !acked.is_empty(),
-        "the producers got no acknowledgement at all"
-    );
-    eprintln!(
-        "checking {} acknowledged records against {} found",
-        acked.len(),
-        found.len()
-    );
+    assert!(!acked.is_empty(), "the producers got no acknowledgement at all");
+    eprintln!("checking {} acknowledged records against {} found", acked.len(), found.len());
     for (k, v) in acked {
-        assert_eq!(
-            found.get(k),
-            Some(v),
-            "acknowledged record at {k:?} is missing or changed"
-        );
+        assert_eq!(found.get(k), Some(v), "acknowledged record at {k:?} is missing or changed");
     }
 }
 
@@ -143,40 +115,22 @@ fn assert_all_present(acked: &Acked, found: &Acked) {
 fn restart_keeps_topics_config_and_records() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = Broker::start(dir.path());
-    let r = b.post(
-        "/topics",
-        &json!({"name": "keep", "partitions": 3, "config": {"retention.ms": 123456}}),
-    );
+    let r = b.post("/topics", &json!({"name": "keep", "partitions": 3, "config": {"retention.ms": 123456}}));
     assert_eq!(r.status, 201);
-    let records: Vec<_> = (0..50)
-        .map(|i| json!({"key": format!("k{i}"), "value": format!("v{i}")}))
-        .collect();
-    assert_eq!(
-        b.post("/topics/keep/records", &json!({ "records": records }))
-            .status,
-        200
-    );
+    let records: Vec<_> =
+        (0..50).map(|i| json!({"key": format!("k{i}"), "value": format!("v{i}")})).collect();
+    assert_eq!(b.post("/topics/keep/records", &json!({ "records": records })).status, 200);
     let before = read_all(&b, "keep");
     assert_eq!(before.len(), 50);
     b.signal("TERM");
-    assert!(
-        b.wait_exit(EXIT_TIMEOUT).success(),
-        "stderr:\n{}",
-        b.stderr()
-    );
+    assert!(b.wait_exit(EXIT_TIMEOUT).success(), "stderr:\n{}", b.stderr());
     b.wait_for_stderr("shut down cleanly");
 
     let b = Broker::start(dir.path());
     assert_eq!(read_all(&b, "keep"), before);
-    assert_eq!(
-        b.get("/topics/keep/config").body["config"]["retention.ms"],
-        123456
-    );
+    assert_eq!(b.get("/topics/keep/config").body["config"]["retention.ms"], 123456);
     // Appends continue after the recovered offsets.
-    let r = b.post(
-        "/topics/keep/records",
-        &json!({"records": [{"value": "after", "partition": 0}]}),
-    );
+    let r = b.post("/topics/keep/records", &json!({"records": [{"value": "after", "partition": 0}]}));
     let expected = before.keys().filter(|(p, _)| *p == 0).count() as u64;
     assert_eq!(r.body["offsets"][0]["offset"], expected);
 }
@@ -200,10 +154,7 @@ fn kill_9_mid_produce_keeps_every_acknowledged_record() {
         b.kill9();
         stop.store(true, Ordering::Relaxed);
         for (k, v) in join_all(handles) {
-            assert!(
-                acked.insert(k, v).is_none(),
-                "offset {k:?} reused after a crash"
-            );
+            assert!(acked.insert(k, v).is_none(), "offset {k:?} reused after a crash");
         }
     }
     let b = Broker::start(dir.path());
@@ -229,11 +180,7 @@ fn graceful_shutdown_under_load_loses_nothing() {
     let b = Broker::start(dir.path());
     // The summary line follows every recovery line.
     b.wait_for_stderr("recovered");
-    assert!(
-        !b.stderr().contains("trimmed"),
-        "a clean shutdown left a torn tail:\n{}",
-        b.stderr()
-    );
+    assert!(!b.stderr().contains("trimmed"), "a clean shutdown left a torn tail:\n{}", b.stderr());
     assert_all_present(&acked, &read_all(&b, "d"));
 }
 
@@ -243,18 +190,13 @@ fn shutdown_wakes_long_polls_and_exits_promptly() {
     let mut b = Broker::start(dir.path());
     b.create_topic("lp", 1);
     let client = Client::new(&b.url);
-    let poller =
-        std::thread::spawn(move || client.get("/topics/lp/partitions/0/records?wait_ms=30000"));
+    let poller = std::thread::spawn(move || client.get("/topics/lp/partitions/0/records?wait_ms=30000"));
     std::thread::sleep(Duration::from_millis(300));
     let t = Instant::now();
     b.signal("INT");
     let status = b.wait_exit(EXIT_TIMEOUT);
     assert!(status.success());
-    assert!(
-        t.elapsed() < Duration::from_secs(5),
-        "shutdown took {:?}",
-        t.elapsed()
-    );
+    assert!(t.elapsed() < Duration::from_secs(5), "shutdown took {:?}", t.elapsed());
     let r = poller.join().unwrap();
     assert_eq!(r.status, 200);
     assert_eq!(r.body["records"], json!([]));
@@ -266,33 +208,19 @@ fn recovery_trims_a_torn_tail_and_says_so() {
     let mut b = Broker::start(dir.path());
     b.create_topic("torn", 1);
     let records: Vec<_> = (0..10).map(|i| json!({"value": format!("v{i}")})).collect();
-    assert_eq!(
-        b.post("/topics/torn/records", &json!({ "records": records }))
-            .status,
-        200
-    );
+    assert_eq!(b.post("/topics/torn/records", &json!({ "records": records })).status, 200);
     b.kill9();
     // A write the crash cut short: bytes after the last whole batch.
-    let segment = dir
-        .path()
-        .join("partitions/torn-0/00000000000000000000.log");
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&segment)
+    let segment = dir.path().join("partitions/torn-0/00000000000000000000.log");
+    let mut f = std::fs::OpenOptions::new().append(true).open(&segment).unwrap();
+    f.write_all(&[0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0a, 0x00, 0x00, 0x01, 0x00, 0xde, 0xad])
         .unwrap();
-    f.write_all(&[
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0a, 0x00, 0x00, 0x01, 0x00, 0xde, 0xad,
-    ])
-    .unwrap();
     drop(f);
     let b = Broker::start(dir.path());
     b.wait_for_stderr("trimmed");
     let all = read_all(&b, "torn");
     assert_eq!(all.len(), 10);
-    let r = b.post(
-        "/topics/torn/records",
-        &json!({"records": [{"value": "next"}]}),
-    );
+    let r = b.post("/topics/torn/records", &json!({"records": [{"value": "next"}]}));
     assert_eq!(r.body["offsets"][0]["offset"], 10);
 }
 
@@ -311,10 +239,7 @@ fn a_half_created_topic_never_appears() {
     assert!(!dir.path().join("topics/ghost.json.tmp").exists());
     b.wait_for_stderr("ghost-0");
     b.create_topic("ghost", 1);
-    assert_eq!(
-        b.get("/topics/ghost/partitions/0/records").body["high_watermark"],
-        0
-    );
+    assert_eq!(b.get("/topics/ghost/partitions/0/records").body["high_watermark"], 0);
 }
 
 #[test]
@@ -323,15 +248,9 @@ fn longest_topic_name_survives_a_restart() {
     let name = "n".repeat(249);
     let mut b = Broker::start(dir.path());
     b.create_topic(&name, 2);
-    let r = b.patch(
-        &format!("/topics/{name}/config"),
-        &json!({"config": {"retention.ms": 1000}}),
-    );
+    let r = b.patch(&format!("/topics/{name}/config"), &json!({"config": {"retention.ms": 1000}}));
     assert_eq!(r.status, 200, "{:?}", r.body);
-    let r = b.post(
-        &format!("/topics/{name}/records"),
-        &json!({"records": [{"value": "v", "partition": 1}]}),
-    );
+    let r = b.post(&format!("/topics/{name}/records"), &json!({"records": [{"value": "v", "partition": 1}]}));
     assert_eq!(r.status, 200, "{:?}", r.body);
     b.signal("TERM");
     assert!(b.wait_exit(EXIT_TIMEOUT).success());
@@ -360,11 +279,7 @@ fn a_second_signal_exits_at_once_while_a_request_is_in_flight() {
     let t = Instant::now();
     b.signal("TERM");
     let status = b.wait_exit(EXIT_TIMEOUT);
-    assert!(
-        t.elapsed() < Duration::from_secs(3),
-        "took {:?}",
-        t.elapsed()
-    );
+    assert!(t.elapsed() < Duration::from_secs(3), "took {:?}", t.elapsed());
     assert_eq!(status.code(), Some(130), "stderr:\n{}", b.stderr());
     b.wait_for_stderr("second signal");
 }
@@ -385,8 +300,7 @@ fn topic_admin_survives_kill_9_at_any_point() {
                     break;
                 }
                 let name = format!("t{i}");
-                let body =
-                    json!({"name": name, "partitions": 4, "config": {"retention.ms": 1000 + i}});
+                let body = json!({"name": name, "partitions": 4, "config": {"retention.ms": 1000 + i}});
                 match client.try_post("/topics", &body) {
                     Some(r) if r.status == 201 => created.push(name),
                     _ => break,
@@ -419,10 +333,7 @@ fn topic_admin_survives_kill_9_at_any_point() {
         .map(|t| t["name"].as_str().unwrap().to_owned())
         .collect();
     for name in &created {
-        assert!(
-            listed.contains(name),
-            "acknowledged topic {name} is missing"
-        );
+        assert!(listed.contains(name), "acknowledged topic {name} is missing");
     }
     for name in &deleted {
         assert!(!listed.contains(name), "deleted topic {name} came back");
@@ -442,12 +353,6 @@ fn topic_admin_survives_kill_9_at_any_point() {
             assert_eq!(r.status, 200, "{name}/{p}: {:?}", r.body);
         }
     }
-    let dirs = std::fs::read_dir(dir.path().join("partitions"))
-        .unwrap()
-        .count();
-    assert_eq!(
-        dirs,
-        listed.len() * 4,
-        "partition directories no topic owns survived the restart"
-    );
+    let dirs = std::fs::read_dir(dir.path().join("partitions")).unwrap().count();
+    assert_eq!(dirs, listed.len() * 4, "partition directories no topic owns survived the restart");
 }

@@ -6,10 +6,9 @@ use std::process::Command;
 
 #[test]
 fn binaries_print_help() {
-    for (bin, expect) in [
-        (env!("CARGO_BIN_EXE_es-broker"), "--data-dir"),
-        (env!("CARGO_BIN_EXE_es"), "produce"),
-    ] {
+    for (bin, expect) in
+        [(env!("CARGO_BIN_EXE_es-broker"), "--data-dir"), (env!("CARGO_BIN_EXE_es"), "produce")]
+    {
         let out = Command::new(bin).arg("--help").output().unwrap();
         assert!(out.status.success(), "{bin} --help failed");
         let text = String::from_utf8_lossy(&out.stdout);
@@ -28,8 +27,5 @@ fn broker_refuses_a_non_loopback_bind_before_touching_data() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no authentication yet"));
-    assert!(
-        !dir.exists(),
-        "the refused broker created its data directory"
-    );
+    assert!(!dir.exists(), "the refused broker created its data directory");
 }

@@ -231,27 +231,20 @@ fn config_changes_schema() -> utoipa::openapi::Object {
     ObjectBuilder::new()
         .property("retention.ms", int(-1, None))
         .property("retention.bytes", int(-1, None))
-        .property(
-            "segment.bytes",
-            int(
-                limits::SEGMENT_BYTES_MIN as i64,
-                Some(limits::SEGMENT_BYTES_MAX),
-            ),
-        )
+        .property("segment.bytes", int(limits::SEGMENT_BYTES_MIN as i64, Some(limits::SEGMENT_BYTES_MAX)))
         .property("segment.ms", int(1, None))
         .property("delete.retention.ms", int(0, None))
         .property(
             "max.message.bytes",
-            int(
-                es_core::batch::HEADER_LEN as i64,
-                Some(limits::BATCH_BYTES_MAX_HARD as u64),
-            ),
+            int(es_core::batch::HEADER_LEN as i64, Some(limits::BATCH_BYTES_MAX_HARD as u64)),
         )
         .property(
             "cleanup.policy",
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .enum_values(Some(["delete", "compact", "compact,delete"])),
+            ObjectBuilder::new().schema_type(Type::String).enum_values(Some([
+                "delete",
+                "compact",
+                "compact,delete",
+            ])),
         )
         .property(
             "cold.tier.enable",
@@ -259,9 +252,7 @@ fn config_changes_schema() -> utoipa::openapi::Object {
                 .schema_type(Type::Boolean)
                 .description(Some("true needs a broker started with --cold-dir")),
         )
-        .additional_properties(Some(
-            AdditionalProperties::<utoipa::openapi::Schema>::FreeForm(false),
-        ))
+        .additional_properties(Some(AdditionalProperties::<utoipa::openapi::Schema>::FreeForm(false)))
         .build()
 }
 

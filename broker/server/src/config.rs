@@ -136,10 +136,7 @@ fn uint(key: &str, value: &Value) -> Result<u64> {
 }
 
 fn string(key: &str, value: &Value) -> Result<String> {
-    value
-        .as_str()
-        .map(str::to_owned)
-        .ok_or_else(|| bad(key, "a string", value))
+    value.as_str().map(str::to_owned).ok_or_else(|| bad(key, "a string", value))
 }
 
 fn boolean(key: &str, value: &Value) -> Result<bool> {
@@ -163,14 +160,13 @@ mod tests {
     #[test]
     fn accepts_numbers_and_strings() {
         let c = TopicConfig::default()
-            .with_changes(&changes(json!({"retention.ms": "1000", "segment.bytes": 65536, "cleanup.policy": "compact"})))
+            .with_changes(&changes(
+                json!({"retention.ms": "1000", "segment.bytes": 65536, "cleanup.policy": "compact"}),
+            ))
             .unwrap();
         assert_eq!(c.retention_ms, 1000);
         assert_eq!(c.segment_bytes, 65536);
-        assert_eq!(
-            c.to_log_config().unwrap().cleanup_policy,
-            CleanupPolicy::Compact
-        );
+        assert_eq!(c.to_log_config().unwrap().cleanup_policy, CleanupPolicy::Compact);
     }
 
     #[test]
@@ -190,9 +186,7 @@ mod tests {
 
     #[test]
     fn small_batches_cap_the_record_size() {
-        let c = TopicConfig::default()
-            .with_changes(&changes(json!({"max.message.bytes": 4096})))
-            .unwrap();
+        let c = TopicConfig::default().with_changes(&changes(json!({"max.message.bytes": 4096}))).unwrap();
         assert_eq!(c.to_log_config().unwrap().record_bytes_max, 4096);
     }
 }

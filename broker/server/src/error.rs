@@ -10,11 +10,7 @@ pub enum ServerError {
     #[error("topic {0:?} does not exist")]
     TopicNotFound(String),
     #[error("topic {topic:?} has no partition {partition} (it has {count})")]
-    PartitionNotFound {
-        topic: String,
-        partition: u64,
-        count: u32,
-    },
+    PartitionNotFound { topic: String, partition: u64, count: u32 },
     #[error("topic {0:?} already exists")]
     TopicExists(String),
     #[error("invalid topic name {name:?}: {reason}")]
@@ -30,26 +26,13 @@ pub enum ServerError {
     #[error(
         "offset {requested} is out of range: partition {partition} holds [{log_start}, {high_watermark}]"
     )]
-    OffsetOutOfRange {
-        partition: u32,
-        requested: u64,
-        log_start: u64,
-        high_watermark: u64,
-    },
+    OffsetOutOfRange { partition: u32, requested: u64, log_start: u64, high_watermark: u64 },
     #[error(
         "the batch for partition {partition} is {size} bytes encoded; the topic's max.message.bytes is {max}"
     )]
-    BatchTooLarge {
-        partition: u32,
-        size: usize,
-        max: usize,
-    },
+    BatchTooLarge { partition: u32, size: usize, max: usize },
     #[error("record {index} is {size} bytes (key + value + headers); the limit is {max}")]
-    RecordTooLarge {
-        index: usize,
-        size: usize,
-        max: usize,
-    },
+    RecordTooLarge { index: usize, size: usize, max: usize },
     #[error("request body exceeds the broker's limit of {max} bytes; send smaller batches")]
     RequestTooLarge { max: usize },
     #[error("no route for {0}")]
@@ -60,9 +43,7 @@ pub enum ServerError {
     ShuttingDown,
     #[error("the broker is already serving its limit of {max} requests; retry with backoff")]
     Overloaded { max: usize },
-    #[error(
-        "another es-broker is already using the data directory {0}; stop it or pick another --data-dir"
-    )]
+    #[error("another es-broker is already using the data directory {0}; stop it or pick another --data-dir")]
     DataDirInUse(std::path::PathBuf),
     #[error("storage error: {0}")]
     Storage(LogError),
@@ -114,9 +95,7 @@ impl ServerError {
             | ServerError::RecordTooLarge { .. }
             | ServerError::RequestTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ServerError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ServerError::ShuttingDown | ServerError::Overloaded { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ServerError::ShuttingDown | ServerError::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ServerError::DataDirInUse(_) | ServerError::Storage(_) | ServerError::Internal(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
@@ -142,10 +121,7 @@ impl IntoResponse for ServerError {
             tracing::error!(code = self.code(), error = %self, "request failed");
         }
         let body = crate::api::ErrorBody {
-            error: crate::api::ErrorDetail {
-                code: self.code().to_owned(),
-                message: self.to_string(),
-            },
+            error: crate::api::ErrorDetail { code: self.code().to_owned(), message: self.to_string() },
         };
         (status, axum::Json(body)).into_response()
     }

@@ -22,11 +22,11 @@ pub const CONSUME_BYTES_MAX: usize = 16 * 1024 * 1024;
 pub const PRODUCE_RECORDS_MAX: usize = 100_000;
 /// How long graceful shutdown waits for in-flight requests before closing anyway.
 pub const SHUTDOWN_DRAIN_MS: u64 = 10_000;
+/// How often retention, tiering and compaction run by default.
+pub const HOUSEKEEPING_INTERVAL_MS_DEFAULT: u64 = 30_000;
 /// Binary protocol: requests in flight per connection (announced in Hello).
 pub const BINARY_IN_FLIGHT_MAX: usize = 256;
 /// Binary protocol: connections served at once; more are refused at accept.
 pub const BINARY_CONNECTIONS_MAX: usize = 1024;
 /// Binary protocol: partitions one fetch may name.
 pub const BINARY_FETCH_PARTITIONS_MAX: usize = 1024;
-/// How often retention, tiering and compaction run by default.
-pub const HOUSEKEEPING_INTERVAL_MS_DEFAULT: u64 = 30_000;

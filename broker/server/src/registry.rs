@@ -37,9 +37,7 @@ impl BrokerOptions {
             cold_dir: None,
             request_bytes_max: limits::REQUEST_BYTES_MAX_DEFAULT,
             in_flight_requests_max: limits::IN_FLIGHT_REQUESTS_MAX_DEFAULT,
-            housekeeping_interval: std::time::Duration::from_millis(
-                limits::HOUSEKEEPING_INTERVAL_MS_DEFAULT,
-            ),
+            housekeeping_interval: std::time::Duration::from_millis(limits::HOUSEKEEPING_INTERVAL_MS_DEFAULT),
         }
     }
 }
@@ -75,14 +73,9 @@ impl Topic {
 
     /// The partition log, or a typed error naming the topic's partition count.
     pub fn partition(&self, partition: u64) -> Result<&Arc<PartitionLog>> {
-        usize::try_from(partition)
-            .ok()
-            .and_then(|p| self.partitions.get(p))
-            .ok_or_else(|| ServerError::PartitionNotFound {
-                topic: self.name(),
-                partition,
-                count: self.partition_count(),
-            })
+        usize::try_from(partition).ok().and_then(|p| self.partitions.get(p)).ok_or_else(|| {
+            ServerError::PartitionNotFound { topic: self.name(), partition, count: self.partition_count() }
+        })
     }
 
     /// The partition all unkeyed records of one batch go to.
@@ -141,9 +134,7 @@ impl Registry {
             let mut partitions = Vec::new();
             for p in 0..meta.partitions {
                 let dir_name = partition_dir_name(&meta.name, p);
-                let (log, recovery) = registry
-                    .manager
-                    .open_partition(&dir_name, log_config.clone())?;
+                let (log, recovery) = registry.manager.open_partition(&dir_name, log_config.clone())?;
                 describe_recovery(&dir_name, &recovery, &mut report.repairs);
                 partitions.push(log);
             }
@@ -156,15 +147,8 @@ impl Registry {
     }
 
     fn insert(&self, meta: TopicMeta, partitions: Vec<Arc<PartitionLog>>) -> Arc<Topic> {
-        let topic = Arc::new(Topic {
-            meta: Mutex::new(meta.clone()),
-            partitions,
-            sticky: AtomicU32::new(0),
-        });
-        self.topics
-            .write()
-            .expect("topics lock")
-            .insert(meta.name, topic.clone());
+        let topic = Arc::new(Topic { meta: Mutex::new(meta.clone()), partitions, sticky: AtomicU32::new(0) });
+        self.topics.write().expect("topics lock").insert(meta.name, topic.clone());
         topic
     }
 
@@ -178,8 +162,7 @@ impl Registry {
             .flat_map(|t| (0..t.partition_count()).map(move |p| partition_dir_name(&t.name(), p)))
             .collect();
         let root = self.manager.root();
-        let entries =
-            std::fs::read_dir(root).map_err(|e| io(format!("listing {}", root.display()), e))?;
+        let entries = std::fs::read_dir(root).map_err(|e| io(format!("listing {}", root.display()), e))?;
         for entry in entries {
             let entry = entry.map_err(|e| io(format!("listing {}", root.display()), e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -207,12 +190,7 @@ impl Registry {
     }
 
     pub fn list(&self) -> Vec<Arc<Topic>> {
-        self.topics
-            .read()
-            .expect("topics lock")
-            .values()
-            .cloned()
-            .collect()
+        self.topics.read().expect("topics lock").values().cloned().collect()
     }
 
     /// Creates a topic: partition directories first, then the metadata file.
@@ -250,16 +228,12 @@ impl Registry {
                 }
             }
         }
-        let meta = TopicMeta {
-            name: name.to_owned(),
-            partitions,
-            config,
-            created_ms: SystemClock.now_ms(),
-        };
+        let meta = TopicMeta { name: name.to_owned(), partitions, config, created_ms: SystemClock.now_ms() };
         if let Err(e) = self.store.save(&meta) {
             self.discard(&logs);
             return Err(e);
         }
+        tracing::info!(topic = name, partitions, "created topic");
         Ok(self.insert(meta, logs))
     }
 
@@ -276,6 +250,7 @@ impl Registry {
             .remove(name)
             .expect("checked above under the admin lock");
         self.discard(&topic.partitions);
+        tracing::info!(topic = name, "deleted topic");
         Ok(())
     }
 
@@ -315,6 +290,7 @@ impl Registry {
             log.set_config(log_config.clone())?;
         }
         *topic.meta.lock().expect("meta lock") = next;
+        tracing::info!(topic = name, ?changes, "altered topic config");
         Ok(config)
     }
 
@@ -390,22 +366,14 @@ fn describe_recovery(dir_name: &str, recovery: &RecoveryReport, repairs: &mut Ve
 
 /// Kafka's topic name rule: 1 to 249 of `[A-Za-z0-9._-]`, and not `.` or `..`.
 fn validate_topic_name(name: &str) -> Result<()> {
-    let bad = |reason| {
-        Err(ServerError::InvalidTopicName {
-            name: name.to_owned(),
-            reason,
-        })
-    };
+    let bad = |reason| Err(ServerError::InvalidTopicName { name: name.to_owned(), reason });
     if name.is_empty() || name.len() > limits::TOPIC_NAME_CHARS_MAX {
         return bad("a topic name has 1 to 249 characters");
     }
     if name == "." || name == ".." {
         return bad("\".\" and \"..\" are reserved");
     }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-    {
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')) {
         return bad("use only ASCII letters, digits, '.', '_' and '-'");
     }
     Ok(())
@@ -428,13 +396,11 @@ mod tests {
     fn topics_and_config_survive_reopen_and_delete_is_durable() {
         let dir = tempfile::tempdir().unwrap();
         let r = open(dir.path());
-        r.create("a", 2, &changes(json!({"retention.ms": 5000})))
-            .unwrap();
+        r.create("a", 2, &changes(json!({"retention.ms": 5000}))).unwrap();
         r.create("b", 1, &BTreeMap::new()).unwrap();
         let err = r.create("a", 1, &BTreeMap::new()).err().unwrap();
         assert_eq!(err.code(), "topic_already_exists");
-        r.alter("b", &changes(json!({"segment.bytes": 65536})))
-            .unwrap();
+        r.alter("b", &changes(json!({"segment.bytes": 65536}))).unwrap();
         r.delete("a").unwrap();
         assert!(!dir.path().join("partitions/a-0").exists());
         r.shutdown().unwrap();
@@ -453,10 +419,7 @@ mod tests {
         let r = open(dir.path());
         r.create("t", 1, &BTreeMap::new()).unwrap();
         let bad = changes(json!({"cold.tier.enable": true}));
-        assert_eq!(
-            r.create("c", 1, &bad).err().unwrap().code(),
-            "invalid_config"
-        );
+        assert_eq!(r.create("c", 1, &bad).err().unwrap().code(), "invalid_config");
         assert_eq!(r.alter("t", &bad).err().unwrap().code(), "invalid_config");
         assert!(!r.topic("t").unwrap().config().cold_tier);
         assert!(!dir.path().join("partitions/c-0").exists());
@@ -477,9 +440,7 @@ mod tests {
     fn a_second_registry_on_one_directory_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let _first = open(dir.path());
-        let err = Registry::open(BrokerOptions::new(dir.path()))
-            .err()
-            .unwrap();
+        let err = Registry::open(BrokerOptions::new(dir.path())).err().unwrap();
         assert_eq!(err.code(), "data_dir_in_use");
     }
 }

@@ -41,23 +41,17 @@ impl MetaStore {
         let store = MetaStore { dir };
         for entry in store.entries()? {
             if entry.to_string_lossy().ends_with(TMP_SUFFIX) {
-                fs::remove_file(&entry)
-                    .map_err(|e| io(format!("removing {}", entry.display()), e))?;
+                fs::remove_file(&entry).map_err(|e| io(format!("removing {}", entry.display()), e))?;
             }
         }
         Ok(store)
     }
 
     fn entries(&self) -> Result<Vec<PathBuf>> {
-        let list = fs::read_dir(&self.dir)
-            .map_err(|e| io(format!("listing {}", self.dir.display()), e))?;
+        let list = fs::read_dir(&self.dir).map_err(|e| io(format!("listing {}", self.dir.display()), e))?;
         let mut out = Vec::new();
         for entry in list {
-            out.push(
-                entry
-                    .map_err(|e| io(format!("listing {}", self.dir.display()), e))?
-                    .path(),
-            );
+            out.push(entry.map_err(|e| io(format!("listing {}", self.dir.display()), e))?.path());
         }
         Ok(out)
     }
@@ -90,9 +84,7 @@ impl MetaStore {
         // file name limit.
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-        let tmp = self
-            .dir
-            .join(format!("save-{}-{seq}{TMP_SUFFIX}", std::process::id()));
+        let tmp = self.dir.join(format!("save-{}-{seq}{TMP_SUFFIX}", std::process::id()));
         let bytes = serde_json::to_vec_pretty(meta)
             .map_err(|e| ServerError::Internal(format!("encoding topic metadata: {e}")))?;
         let write = || -> std::io::Result<()> {
@@ -133,12 +125,8 @@ mod tests {
     fn save_load_remove_and_tmp_cleanup() {
         let dir = tempfile::tempdir().unwrap();
         let store = MetaStore::open(dir.path().join("topics")).unwrap();
-        let meta = TopicMeta {
-            name: "orders".into(),
-            partitions: 3,
-            config: TopicConfig::default(),
-            created_ms: 7,
-        };
+        let meta =
+            TopicMeta { name: "orders".into(), partitions: 3, config: TopicConfig::default(), created_ms: 7 };
         store.save(&meta).unwrap();
         fs::write(dir.path().join("topics/half.json.tmp"), b"{").unwrap();
         let store = MetaStore::open(dir.path().join("topics")).unwrap();

@@ -39,11 +39,7 @@ pub struct AppState {
 pub fn router(registry: Arc<Registry>, shutdown: watch::Receiver<bool>) -> Router {
     let body_max = registry.options().request_bytes_max;
     let in_flight = Arc::new(Semaphore::new(registry.options().in_flight_requests_max));
-    let state = AppState {
-        registry,
-        shutdown,
-        in_flight,
-    };
+    let state = AppState { registry, shutdown, in_flight };
     // Probes and the document stay outside the in-flight limit, so an overloaded
     // broker still reports itself alive.
     Router::new()
@@ -60,20 +56,11 @@ pub fn router(registry: Arc<Registry>, shutdown: watch::Receiver<bool>) -> Route
 fn api_routes(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/topics", get(topics::list).post(topics::create))
-        .route(
-            "/topics/{topic}",
-            get(topics::describe).delete(topics::delete),
-        )
-        .route(
-            "/topics/{topic}/config",
-            get(topics::get_config).patch(topics::alter_config),
-        )
+        .route("/topics/{topic}", get(topics::describe).delete(topics::delete))
+        .route("/topics/{topic}/config", get(topics::get_config).patch(topics::alter_config))
         .route("/topics/{topic}/records", post(records::produce))
         .route("/topics/{topic}/offsets", get(records::offsets))
-        .route(
-            "/topics/{topic}/partitions/{partition}/records",
-            get(records::consume),
-        )
+        .route("/topics/{topic}/partitions/{partition}/records", get(records::consume))
         .route_layer(middleware::from_fn_with_state(state, limit_in_flight))
 }
 
@@ -82,10 +69,9 @@ fn api_routes(state: AppState) -> Router<AppState> {
 async fn limit_in_flight(State(state): State<AppState>, req: Request, next: Next) -> Response {
     match state.in_flight.clone().try_acquire_owned() {
         Ok(_permit) => next.run(req).await,
-        Err(_) => ServerError::Overloaded {
-            max: state.registry.options().in_flight_requests_max,
+        Err(_) => {
+            ServerError::Overloaded { max: state.registry.options().in_flight_requests_max }.into_response()
         }
-        .into_response(),
     }
 }
 
@@ -112,9 +98,7 @@ pub async fn serve(
         registry.begin_shutdown();
         let _ = tx.send(true);
     };
-    let server = axum::serve(listener, app)
-        .with_graceful_shutdown(signal)
-        .into_future();
+    let server = axum::serve(listener, app).with_graceful_shutdown(signal).into_future();
     let drain_deadline = async move {
         if stopping.wait_for(|s| *s).await.is_err() {
             std::future::pending::<()>().await;
@@ -140,19 +124,12 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
     async fn from_request(req: Request, state: &AppState) -> Result<Self> {
         let bytes = Bytes::from_request(req, state).await.map_err(|e| {
             if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ServerError::RequestTooLarge {
-                    max: state.registry.options().request_bytes_max,
-                }
+                ServerError::RequestTooLarge { max: state.registry.options().request_bytes_max }
             } else {
-                ServerError::InvalidRequest(format!(
-                    "could not read the request body: {}",
-                    e.body_text()
-                ))
+                ServerError::InvalidRequest(format!("could not read the request body: {}", e.body_text()))
             }
         })?;
-        serde_json::from_slice(&bytes)
-            .map(ApiJson)
-            .map_err(|e| ServerError::BadJson(e.to_string()))
+        serde_json::from_slice(&bytes).map(ApiJson).map_err(|e| ServerError::BadJson(e.to_string()))
     }
 }
 
@@ -166,9 +143,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self> {
         Query::try_from_uri(&parts.uri)
             .map(|Query(q)| ApiQuery(q))
-            .map_err(|e| {
-                ServerError::InvalidRequest(format!("bad query string: {}", e.body_text()))
-            })
+            .map_err(|e| ServerError::InvalidRequest(format!("bad query string: {}", e.body_text())))
     }
 }
 
@@ -188,9 +163,7 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath
 }
 
 /// Runs blocking registry or log work off the async workers.
-pub async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T> + Send + 'static,
-) -> Result<T> {
+pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| ServerError::Internal(format!("blocking task failed: {e}")))?

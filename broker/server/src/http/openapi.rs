@@ -68,11 +68,10 @@ mod tests {
     #[test]
     fn consume_parameter_bounds_match_the_limits() {
         let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
-        let params =
-            doc["paths"]["/topics/{topic}/partitions/{partition}/records"]["get"]["parameters"]
-                .as_array()
-                .unwrap()
-                .clone();
+        let params = doc["paths"]["/topics/{topic}/partitions/{partition}/records"]["get"]["parameters"]
+            .as_array()
+            .unwrap()
+            .clone();
         let max = |name: &str| {
             params
                 .iter()
@@ -84,9 +83,6 @@ mod tests {
         assert_eq!(max("max_bytes"), limits::CONSUME_BYTES_MAX as u64);
         assert_eq!(max("wait_ms"), limits::WAIT_MS_MAX);
         let create = &doc["components"]["schemas"]["CreateTopicRequest"]["properties"];
-        assert_eq!(
-            create["partitions"]["maximum"].as_u64(),
-            Some(u64::from(limits::PARTITIONS_MAX))
-        );
+        assert_eq!(create["partitions"]["maximum"].as_u64(), Some(u64::from(limits::PARTITIONS_MAX)));
     }
 }

@@ -7,8 +7,8 @@ use axum::http::StatusCode;
 
 use super::{ApiJson, ApiPath, AppState, blocking};
 use crate::api::{
-    AlterConfigRequest, ConfigResponse, CreateTopicRequest, ErrorBody, PartitionDescription,
-    Status, TopicDescription, TopicList, TopicSummary,
+    AlterConfigRequest, ConfigResponse, CreateTopicRequest, ErrorBody, PartitionDescription, Status,
+    TopicDescription, TopicList, TopicSummary,
 };
 use crate::error::{Result, ServerError};
 use crate::registry::Topic;
@@ -16,9 +16,7 @@ use crate::registry::Topic;
 #[utoipa::path(get, path = "/healthz", tag = "health",
     responses((status = 200, description = "The process is alive", body = Status)))]
 pub async fn healthz() -> Json<Status> {
-    Json(Status {
-        status: "ok".into(),
-    })
+    Json(Status { status: "ok".into() })
 }
 
 #[utoipa::path(get, path = "/readyz", tag = "health",
@@ -30,9 +28,7 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Status>> {
     if state.registry.is_shutting_down() {
         return Err(ServerError::ShuttingDown);
     }
-    Ok(Json(Status {
-        status: "ready".into(),
-    }))
+    Ok(Json(Status { status: "ready".into() }))
 }
 
 #[utoipa::path(get, path = "/topics", tag = "topics",
@@ -42,10 +38,7 @@ pub async fn list(State(state): State<AppState>) -> Json<TopicList> {
         .registry
         .list()
         .iter()
-        .map(|t| TopicSummary {
-            name: t.name(),
-            partition_count: t.partition_count(),
-        })
+        .map(|t| TopicSummary { name: t.name(), partition_count: t.partition_count() })
         .collect();
     Json(TopicList { topics })
 }
@@ -87,10 +80,7 @@ pub async fn describe(
         (status = 400, description = "invalid_request", body = ErrorBody),
         (status = 404, description = "topic_not_found", body = ErrorBody),
         (status = 503, description = "shutting_down", body = ErrorBody)))]
-pub async fn delete(
-    State(state): State<AppState>,
-    ApiPath(name): ApiPath<String>,
-) -> Result<StatusCode> {
+pub async fn delete(State(state): State<AppState>, ApiPath(name): ApiPath<String>) -> Result<StatusCode> {
     let registry = state.registry.clone();
     blocking(move || registry.delete(&name)).await?;
     Ok(StatusCode::NO_CONTENT)

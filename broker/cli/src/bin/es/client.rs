@@ -19,10 +19,7 @@ impl Client {
             .timeout_global(Some(Duration::from_secs(90)))
             .build()
             .into();
-        Self {
-            base: base.trim_end_matches('/').to_owned(),
-            agent,
-        }
+        Self { base: base.trim_end_matches('/').to_owned(), agent }
     }
 
     pub fn get(&self, path: &str) -> anyhow::Result<Value> {
@@ -47,16 +44,8 @@ impl Client {
         let sent = match method {
             "GET" => self.agent.get(&url).call(),
             "DELETE" => self.agent.delete(&url).call(),
-            "POST" => self
-                .agent
-                .post(&url)
-                .header("content-type", "application/json")
-                .send(&body),
-            _ => self
-                .agent
-                .patch(&url)
-                .header("content-type", "application/json")
-                .send(&body),
+            "POST" => self.agent.post(&url).header("content-type", "application/json").send(&body),
+            _ => self.agent.patch(&url).header("content-type", "application/json").send(&body),
         };
         let mut resp = sent.map_err(|e| unreachable_broker(&self.base, &e))?;
         let status = resp.status();
@@ -89,18 +78,14 @@ fn unreachable_broker(base: &str, e: &ureq::Error) -> anyhow::Error {
 /// The broker's typed error as a sentence with a hint.
 fn api_error(status: u16, body: &Value) -> anyhow::Error {
     let code = body["error"]["code"].as_str().unwrap_or("unknown_error");
-    let message = body["error"]["message"]
-        .as_str()
-        .map_or_else(|| body.to_string(), str::to_owned);
+    let message = body["error"]["message"].as_str().map_or_else(|| body.to_string(), str::to_owned);
     let hint = match code {
         "topic_not_found" => {
             "List the topics with `es topic list`, or create it with `es topic create --name ...`."
         }
         "partition_not_found" => "See the topic's partitions with `es topic describe --name ...`.",
         "topic_already_exists" => "Pick another name, or delete the old topic first.",
-        "offset_out_of_range" => {
-            "See valid offsets with `es offsets --topic ...`, or use --from-beginning."
-        }
+        "offset_out_of_range" => "See valid offsets with `es offsets --topic ...`, or use --from-beginning.",
         "invalid_config" => {
             "Settings are Kafka-style names: retention.ms, retention.bytes, segment.bytes, segment.ms, cleanup.policy, delete.retention.ms, max.message.bytes, cold.tier.enable."
         }
@@ -110,10 +95,6 @@ fn api_error(status: u16, body: &Value) -> anyhow::Error {
         "shutting_down" => "The broker is stopping; try again once it is back.",
         _ => "",
     };
-    let hint = if hint.is_empty() {
-        String::new()
-    } else {
-        format!("\n{hint}")
-    };
+    let hint = if hint.is_empty() { String::new() } else { format!("\n{hint}") };
     anyhow!("{message} ({code}, HTTP {status}){hint}")
 }

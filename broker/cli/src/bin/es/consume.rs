@@ -74,11 +74,7 @@ pub fn run(client: &Client, args: &ConsumeArgs, json_out: bool) -> anyhow::Resul
     };
     let mut cursors: Vec<Cursor> = partitions
         .into_iter()
-        .map(|partition| Cursor {
-            partition,
-            offset: start.clone(),
-            done: false,
-        })
+        .map(|partition| Cursor { partition, offset: start.clone(), done: false })
         .collect();
     let mut left = args.max_records.unwrap_or(usize::MAX);
     let mut out = std::io::stdout().lock();
@@ -87,30 +83,17 @@ pub fn run(client: &Client, args: &ConsumeArgs, json_out: bool) -> anyhow::Resul
         let mut got = 0;
         // Long-poll only when the last round found nothing, sharing about a second
         // between the partitions so none is starved.
-        let wait_ms = if args.follow && idle {
-            (1000 / cursors.len()).max(50)
-        } else {
-            0
-        };
+        let wait_ms = if args.follow && idle { (1000 / cursors.len()).max(50) } else { 0 };
         for c in cursors.iter_mut().filter(|c| !c.done) {
             let max = left.min(10_000);
             let path = format!(
                 "/topics/{topic}/partitions/{}/records?offset={}&max_records={max}&wait_ms={wait_ms}",
                 c.partition, c.offset
             );
-            let v = client
-                .get(&path)
-                .with_context(|| format!("reading partition {}", c.partition))?;
+            let v = client.get(&path).with_context(|| format!("reading partition {}", c.partition))?;
             let records = array(&v["records"]);
             for r in &records {
-                if !print(
-                    &mut out,
-                    format,
-                    &args.key_separator,
-                    &args.topic,
-                    c.partition,
-                    r,
-                )? {
+                if !print(&mut out, format, &args.key_separator, &args.topic, c.partition, r)? {
                     return Ok(());
                 }
             }
@@ -130,11 +113,7 @@ pub fn run(client: &Client, args: &ConsumeArgs, json_out: bool) -> anyhow::Resul
 
 fn bytes(r: &Value, field: &Value) -> Option<Vec<u8>> {
     let s = field.as_str()?;
-    if r["encoding"] == "base64" {
-        B64.decode(s).ok()
-    } else {
-        Some(s.as_bytes().to_vec())
-    }
+    if r["encoding"] == "base64" { B64.decode(s).ok() } else { Some(s.as_bytes().to_vec()) }
 }
 
 /// Prints one record; false when stdout is closed.

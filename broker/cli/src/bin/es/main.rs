@@ -18,12 +18,7 @@ use client::Client;
 #[command(name = "es", version, about = "Command-line client for the es broker")]
 struct Cli {
     /// The broker's HTTP address.
-    #[arg(
-        long,
-        global = true,
-        env = "ES_BROKER",
-        default_value = "http://127.0.0.1:9000"
-    )]
+    #[arg(long, global = true, env = "ES_BROKER", default_value = "http://127.0.0.1:9000")]
     broker: String,
     /// Print the broker's JSON instead of tables.
     #[arg(long, global = true)]

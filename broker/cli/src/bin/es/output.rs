@@ -13,11 +13,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) {
     let mut out = std::io::stdout().lock();
     // A closed pipe (e.g. `| head -1`) ends the table quietly instead of panicking.
     let mut line = |cells: Vec<&str>| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
+        let padded: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
         let _ = writeln!(out, "{}", padded.join("  ").trim_end());
     };
     line(header.to_vec());

@@ -48,21 +48,13 @@ pub fn run(client: &Client, args: &ProduceArgs, json_out: bool) -> anyhow::Resul
     let headers = headers(&args.headers)?;
     let path = format!("/topics/{}/records", segment(&args.topic));
     if let Some(value) = &args.value {
-        let record = record(
-            args.key.as_deref().map(str::as_bytes),
-            value.as_bytes(),
-            args,
-            &headers,
-        );
+        let record = record(args.key.as_deref().map(str::as_bytes), value.as_bytes(), args, &headers);
         let v = client.post(&path, &json!({"encoding": "base64", "records": [record]}))?;
         if json_out {
             println!("{v}");
         } else {
             let o = &v["offsets"][0];
-            println!(
-                "wrote to {} partition {} at offset {}",
-                args.topic, o["partition"], o["offset"]
-            );
+            println!("wrote to {} partition {} at offset {}", args.topic, o["partition"], o["offset"]);
         }
         return Ok(());
     }
@@ -103,9 +95,9 @@ fn produce_stdin(
         if !batch.is_empty() && (full || idle) {
             let count = batch.len();
             let body = json!({"encoding": "base64", "records": std::mem::take(&mut batch)});
-            let v = client.post(path, &body).with_context(|| {
-                format!("sending records {}..{} from stdin", sent, sent + count)
-            })?;
+            let v = client
+                .post(path, &body)
+                .with_context(|| format!("sending records {}..{} from stdin", sent, sent + count))?;
             sent += count;
             if json_out {
                 println!("{v}");
@@ -152,10 +144,7 @@ fn trim_newline(line: &[u8]) -> &[u8] {
 }
 
 /// Splits a stdin line into key and value at the first separator, if one is set.
-fn split<'a>(
-    line: &'a [u8],
-    args: &'a ProduceArgs,
-) -> anyhow::Result<(Option<&'a [u8]>, &'a [u8])> {
+fn split<'a>(line: &'a [u8], args: &'a ProduceArgs) -> anyhow::Result<(Option<&'a [u8]>, &'a [u8])> {
     let Some(sep) = args.key_separator.as_deref().filter(|s| !s.is_empty()) else {
         return Ok((args.key.as_deref().map(str::as_bytes), line));
     };

@@ -53,17 +53,10 @@ pub struct OffsetsArgs {
 
 pub fn run(client: &Client, cmd: TopicCommand, json: bool) -> anyhow::Result<()> {
     match cmd {
-        TopicCommand::Create {
-            name,
-            partitions,
-            config,
-        } => {
-            let body =
-                json!({"name": name, "partitions": partitions, "config": settings(&config)?});
+        TopicCommand::Create { name, partitions, config } => {
+            let body = json!({"name": name, "partitions": partitions, "config": settings(&config)?});
             let v = client.post("/topics", &body)?;
-            print_or(json, &v, || {
-                println!("created topic {name} with {partitions} partitions")
-            });
+            print_or(json, &v, || println!("created topic {name} with {partitions} partitions"));
         }
         TopicCommand::List => {
             let v = client.get("/topics")?;
@@ -75,9 +68,7 @@ pub fn run(client: &Client, cmd: TopicCommand, json: bool) -> anyhow::Result<()>
         }
         TopicCommand::Delete { name } => {
             client.delete(&format!("/topics/{}", segment(&name)))?;
-            print_or(json, &json!({"deleted": name}), || {
-                println!("deleted topic {name}")
-            });
+            print_or(json, &json!({"deleted": name}), || println!("deleted topic {name}"));
         }
         TopicCommand::Alter { name, config } => {
             let path = format!("/topics/{}/config", segment(&name));
@@ -109,10 +100,8 @@ fn settings(pairs: &[String]) -> anyhow::Result<Value> {
 }
 
 fn list_table(v: &Value) {
-    let rows: Vec<Vec<String>> = array(&v["topics"])
-        .iter()
-        .map(|t| vec![text(&t["name"]), text(&t["partition_count"])])
-        .collect();
+    let rows: Vec<Vec<String>> =
+        array(&v["topics"]).iter().map(|t| vec![text(&t["name"]), text(&t["partition_count"])]).collect();
     if rows.is_empty() {
         println!("no topics yet; create one with `es topic create --name NAME`");
         return;
@@ -121,36 +110,17 @@ fn list_table(v: &Value) {
 }
 
 fn describe_table(v: &Value) {
-    println!(
-        "topic {} ({} partitions)",
-        text(&v["name"]),
-        text(&v["partition_count"])
-    );
+    println!("topic {} ({} partitions)", text(&v["name"]), text(&v["partition_count"]));
     let rows: Vec<Vec<String>> = array(&v["partitions"])
         .iter()
         .map(|p| {
-            [
-                "partition",
-                "log_start_offset",
-                "high_watermark",
-                "size_bytes",
-                "segment_count",
-            ]
-            .iter()
-            .map(|k| text(&p[*k]))
-            .collect()
+            ["partition", "log_start_offset", "high_watermark", "size_bytes", "segment_count"]
+                .iter()
+                .map(|k| text(&p[*k]))
+                .collect()
         })
         .collect();
-    table(
-        &[
-            "PARTITION",
-            "LOG START",
-            "HIGH WATERMARK",
-            "SIZE BYTES",
-            "SEGMENTS",
-        ],
-        &rows,
-    );
+    table(&["PARTITION", "LOG START", "HIGH WATERMARK", "SIZE BYTES", "SEGMENTS"], &rows);
     println!();
     config_table(&v["config"]);
 }
@@ -177,11 +147,7 @@ pub fn offsets(client: &Client, args: &OffsetsArgs, json: bool) -> anyhow::Resul
         let rows: Vec<Vec<String>> = array(&v["partitions"])
             .iter()
             .map(|p| {
-                let mut row = vec![
-                    text(&p["partition"]),
-                    text(&p["earliest"]),
-                    text(&p["latest"]),
-                ];
+                let mut row = vec![text(&p["partition"]), text(&p["earliest"]), text(&p["latest"])];
                 if args.timestamp.is_some() {
                     row.push(text(&p["timestamp_offset"]));
                 }
