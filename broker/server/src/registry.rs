@@ -89,6 +89,8 @@ pub struct Registry {
     store: MetaStore,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
     shutting_down: AtomicBool,
+    /// Consumer groups; set once the internal offsets topic is open.
+    groups: std::sync::OnceLock<Arc<crate::groups::Groups>>,
     /// Held for the broker's life: two brokers on one data directory would corrupt it.
     _lock: std::fs::File,
 }
@@ -120,6 +122,7 @@ impl Registry {
             store,
             topics: RwLock::new(BTreeMap::new()),
             shutting_down: AtomicBool::new(false),
+            groups: std::sync::OnceLock::new(),
             _lock: lock,
         };
         let mut report = StartupReport::default();
@@ -139,6 +142,7 @@ impl Registry {
             registry.insert(meta, partitions);
         }
         registry.remove_orphans(&mut report.repairs)?;
+        registry.open_groups()?;
         Ok((Arc::new(registry), report))
     }
 
@@ -180,6 +184,26 @@ impl Registry {
         store::fsync_dir(root).map_err(|e| io(format!("syncing {}", root.display()), e))
     }
 
+    /// Creates the internal offsets topic on first start, then opens the group service.
+    fn open_groups(&self) -> Result<()> {
+        use crate::groups::{Groups, OFFSETS_TOPIC};
+        let topic = match self.topic(OFFSETS_TOPIC) {
+            Ok(t) => t,
+            Err(_) => {
+                let compact = BTreeMap::from([("cleanup.policy".to_owned(), Value::from("compact"))]);
+                self.create_any(OFFSETS_TOPIC, 1, &compact)?
+            }
+        };
+        let groups = Groups::open(topic.partitions[0].clone())?;
+        let _ = self.groups.set(Arc::new(groups));
+        Ok(())
+    }
+
+    /// The consumer-group service.
+    pub fn groups(&self) -> &Arc<crate::groups::Groups> {
+        self.groups.get().expect("opened in Registry::open")
+    }
+
     pub fn options(&self) -> &BrokerOptions {
         &self.options
     }
@@ -197,13 +221,24 @@ impl Registry {
         self.topics
             .read()
             .expect("topics lock")
-            .values()
-            .cloned()
+            .iter()
+            .filter(|(name, _)| !is_internal(name))
+            .map(|(_, t)| t.clone())
             .collect()
     }
 
     /// Creates a topic: partition directories first, then the metadata file.
     pub fn create(
+        &self,
+        name: &str,
+        partitions: u32,
+        changes: &BTreeMap<String, Value>,
+    ) -> Result<Arc<Topic>> {
+        refuse_internal(name)?;
+        self.create_any(name, partitions, changes)
+    }
+
+    fn create_any(
         &self,
         name: &str,
         partitions: u32,
@@ -265,6 +300,7 @@ impl Registry {
     /// Removes a topic: metadata first (durably), then its partitions' data.
     pub fn delete(&self, name: &str) -> Result<()> {
         self.check_running()?;
+        refuse_internal(name)?;
         let mut topics = self.topics.write().expect("topics lock");
         if !topics.contains_key(name) {
             return Err(ServerError::TopicNotFound(name.to_owned()));
@@ -301,6 +337,7 @@ impl Registry {
     /// Changes a topic's config: validated, persisted, then applied to every partition.
     pub fn alter(&self, name: &str, changes: &BTreeMap<String, Value>) -> Result<TopicConfig> {
         self.check_running()?;
+        refuse_internal(name)?;
         let topic = self.topic(name)?;
         let mut meta = topic.meta.lock().expect("meta lock");
         let config = meta.config.with_changes(changes)?;
@@ -377,6 +414,21 @@ fn describe_recovery(dir_name: &str, recovery: &RecoveryReport, repairs: &mut Ve
             file.display()
         ));
     }
+}
+
+fn is_internal(name: &str) -> bool {
+    name.starts_with(crate::groups::INTERNAL_PREFIX)
+}
+
+/// Internal topics (the committed offsets) are the broker's own: no create, alter or delete.
+fn refuse_internal(name: &str) -> Result<()> {
+    if is_internal(name) {
+        return Err(ServerError::InvalidTopicName {
+            name: name.to_owned(),
+            reason: "names starting with \"__es_\" are reserved for the broker's internal topics",
+        });
+    }
+    Ok(())
 }
 
 /// Kafka's topic name rule: 1 to 249 of `[A-Za-z0-9._-]`, and not `.` or `..`.

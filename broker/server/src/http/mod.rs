@@ -2,6 +2,8 @@
 //! JSON error shape, and [`serve`], which runs until the shutdown future resolves
 //! and then drains in-flight requests.
 
+pub(crate) mod group_sessions;
+mod groups;
 mod openapi;
 mod records;
 mod topics;
@@ -53,6 +55,7 @@ pub fn router(registry: Arc<Registry>, shutdown: watch::Receiver<bool>) -> Route
             "/topics/{topic}/partitions/{partition}/records",
             get(records::consume),
         )
+        .merge(groups::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_max))
