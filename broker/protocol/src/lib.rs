@@ -7,6 +7,7 @@
 
 mod codes;
 mod frame;
+mod groups;
 mod message;
 mod wire;
 
@@ -18,4 +19,5 @@ pub use message::{
     FetchPartition, FetchResult, ListedTopic, OffsetSpec, Op, PROTOCOL_VERSION, PartitionDescription,
     Request, Response, TopicDescription,
 };
+pub use groups::{GroupOffset, GroupRequest, GroupResponse};
 pub use wire::WireError;
