@@ -48,7 +48,8 @@ impl Client {
             session_timeout_ms,
             rebalance_timeout_ms: session_timeout_ms.max(30_000),
         };
-        match self.group_call(req, member_id.is_empty()).await? {
+        // A retried first join could create a second member; a rejoin is idempotent.
+        match self.group_call(req, !member_id.is_empty()).await? {
             GroupResponse::Join { member_id, generation, leader, members } => {
                 Ok(GroupMember { member_id, generation, leader, members })
             }

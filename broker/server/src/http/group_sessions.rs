@@ -193,6 +193,8 @@ pub async fn poll(
     let max_records =
         q.max_records.unwrap_or(limits::CONSUME_RECORDS_DEFAULT).clamp(1, limits::CONSUME_RECORDS_MAX);
     let mut s = follow(&registry, &key).await?;
+    // The poll is the heartbeat: never wait long enough to be evicted meanwhile.
+    let wait_ms = wait_ms.min(s.session_timeout_ms / 2);
     if s.auto_commit {
         commit_positions(&registry, &key, &mut s).await?;
     }
@@ -238,11 +240,10 @@ async fn read(
 ) -> Result<Vec<Value>> {
     let mut jobs = Vec::new();
     for (tp, offset) in &s.positions {
-        jobs.push((
-            tp.clone(),
-            *offset,
-            registry.topic(&tp.topic)?.partition(u64::from(tp.partition))?.clone(),
-        ));
+        let log = registry.topic(&tp.topic)?.partition(u64::from(tp.partition))?.clone();
+        // Retention may have removed records below the position: skip to the log start.
+        let from = (*offset).max(log.info().log_start_offset);
+        jobs.push((tp.clone(), from, log));
     }
     let (records, next) = blocking(move || {
         let mut out = Vec::new();
