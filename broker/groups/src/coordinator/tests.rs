@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use es_core::ManualClock;
+use proptest::prelude::*;
 
 use super::*;
 
@@ -15,6 +16,8 @@ const REBALANCE_MS: u64 = 30_000;
 struct Client {
     generation: i32,
     reading: BTreeSet<TopicPartition>,
+    /// When the broker last answered this client successfully.
+    last_ok_ms: i64,
 }
 
 struct World {
@@ -42,7 +45,11 @@ impl World {
 
     fn add(&mut self) -> String {
         let j = self.join(None).unwrap();
-        self.clients.insert(j.member_id.clone(), Client { generation: j.generation, ..Client::default() });
+        let last_ok_ms = self.clock.now_ms();
+        self.clients.insert(
+            j.member_id.clone(),
+            Client { generation: j.generation, last_ok_ms, ..Client::default() },
+        );
         self.check();
         j.member_id
     }
@@ -51,12 +58,13 @@ impl World {
     fn step(&mut self, id: &str) {
         let generation = self.clients[id].generation;
         match self.c.heartbeat("g", id, generation) {
-            Ok(()) => {}
+            Ok(()) => self.clients.get_mut(id).unwrap().last_ok_ms = self.clock.now_ms(),
             Err(GroupError::RebalanceInProgress(_)) => {
                 let j = self.join(Some(id)).unwrap();
                 let s = self.c.sync("g", id, j.generation).unwrap();
                 let client = self.clients.get_mut(id).unwrap();
                 client.generation = s.generation;
+                client.last_ok_ms = self.clock.now_ms();
                 // Keeps reading what it keeps; drops revoked partitions at once.
                 client.reading = s.assignment.into_iter().collect();
             }
@@ -78,7 +86,15 @@ impl World {
         panic!("group did not settle: {:?}", self.c.describe("g"));
     }
 
-    fn check(&self) {
+    /// A client that has not heard from the broker for a whole session stops reading
+    /// (the broker evicts only after strictly more than a session), as a zombie must.
+    fn check(&mut self) {
+        let now = self.clock.now_ms();
+        for client in self.clients.values_mut() {
+            if now - client.last_ok_ms >= SESSION_MS as i64 {
+                client.reading.clear();
+            }
+        }
         let mut seen = BTreeSet::new();
         for (id, client) in &self.clients {
             for tp in &client.reading {
@@ -190,4 +206,116 @@ fn leave_and_delete() {
     w.c.delete("g").unwrap();
     assert!(w.c.describe("g").is_none());
     assert!(matches!(w.join(Some(&a)), Err(GroupError::UnknownMember { .. })));
+}
+
+/// One simulated event.
+#[derive(Debug, Clone)]
+enum Action {
+    Add,
+    Step(usize),
+    /// The client vanishes without leaving (kill -9).
+    Kill(usize),
+    Leave(usize),
+    AdvanceMs(i64),
+}
+
+fn action() -> impl Strategy<Value = Action> {
+    prop_oneof![
+        2 => Just(Action::Add),
+        8 => (0usize..8).prop_map(Action::Step),
+        1 => (0usize..8).prop_map(Action::Kill),
+        1 => (0usize..8).prop_map(Action::Leave),
+        2 => (0i64..6_000).prop_map(Action::AdvanceMs),
+    ]
+}
+
+impl World {
+    fn nth(&self, i: usize) -> Option<String> {
+        let n = self.clients.len();
+        (n > 0).then(|| self.clients.keys().nth(i % n).cloned().expect("in range"))
+    }
+
+    /// A step that tolerates eviction: an evicted client stops reading and is gone.
+    fn step_or_drop(&mut self, id: &str) {
+        let generation = self.clients[id].generation;
+        let evicted = match self.c.heartbeat("g", id, generation) {
+            Err(GroupError::UnknownMember { .. }) => true,
+            Err(GroupError::RebalanceInProgress(_)) => match self.join(Some(id)) {
+                Ok(j) => {
+                    let s = self.c.sync("g", id, j.generation).unwrap();
+                    let client = self.clients.get_mut(id).unwrap();
+                    client.generation = s.generation;
+                    client.reading = s.assignment.into_iter().collect();
+                    client.last_ok_ms = self.clock.now_ms();
+                    false
+                }
+                Err(GroupError::UnknownMember { .. }) => true,
+                Err(e) => panic!("{e}"),
+            },
+            Ok(()) => {
+                self.clients.get_mut(id).unwrap().last_ok_ms = self.clock.now_ms();
+                false
+            }
+            Err(e) => panic!("{e}"),
+        };
+        if evicted {
+            self.clients.remove(id);
+        }
+        self.check();
+    }
+
+    fn apply(&mut self, a: &Action) {
+        match a {
+            Action::Add if self.clients.len() < 8 => {
+                self.add();
+            }
+            Action::Add => {}
+            Action::Step(i) => {
+                if let Some(id) = self.nth(*i) {
+                    self.step_or_drop(&id);
+                }
+            }
+            Action::Kill(i) => {
+                if let Some(id) = self.nth(*i) {
+                    self.clients.remove(&id);
+                }
+            }
+            Action::Leave(i) => {
+                if let Some(id) = self.nth(*i) {
+                    self.c.leave("g", &id).unwrap_or(());
+                    self.clients.remove(&id);
+                }
+            }
+            Action::AdvanceMs(ms) => self.clock.advance_ms(*ms),
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+    /// Whatever happens, no partition is read by two members at once; once the
+    /// survivors keep stepping, every partition is read by exactly one, balanced.
+    #[test]
+    fn random_histories_keep_partitions_exclusive(actions in proptest::collection::vec(action(), 1..60)) {
+        let mut w = World::new();
+        for a in &actions {
+            w.apply(a);
+        }
+        // Let the dead expire, then let the survivors settle.
+        w.clock.advance_ms(REBALANCE_MS as i64 + 1);
+        let ids: Vec<String> = w.clients.keys().cloned().collect();
+        for id in &ids {
+            w.step_or_drop(id);
+        }
+        let ids: Vec<String> = w.clients.keys().cloned().collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        w.settle(&ids);
+        let total: usize = w.loads().iter().sum();
+        prop_assert_eq!(total, 6);
+        let loads = w.loads();
+        prop_assert!(loads.iter().max().unwrap() - loads.iter().min().unwrap() <= 1, "{:?}", loads);
+    }
 }
