@@ -328,3 +328,76 @@ fn simple_sessions_share_partitions_and_auto_commit() {
     let total: u64 = v["offsets"].as_array().unwrap().iter().map(|o| o["offset"].as_u64().unwrap()).sum();
     assert_eq!(total, 120, "leaving committed everything delivered: {v}");
 }
+
+/// Polls a session once; returns (partition, offset) of the records it delivered.
+fn poll(b: &Broker, group: &str, member: &str) -> Vec<(u32, u64)> {
+    let v =
+        ok(&b.get(&format!("/groups/{group}/members/{member}/records?wait_ms=20&max_records=10")), "poll");
+    v["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["partition"].as_u64().unwrap() as u32, r["offset"].as_u64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn a_session_that_stops_polling_hands_its_partitions_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path());
+    b.create_topic("orders", PARTITIONS);
+    produce(&b, 0, 300);
+    let body = json!({"topics": ["orders"], "session_timeout_ms": SESSION_MS});
+    let ids: Vec<String> = (0..3)
+        .map(|_| ok(&b.post("/groups/f/members", &body), "create")["member_id"].as_str().unwrap().to_owned())
+        .collect();
+    let mut delivered: BTreeMap<(u32, u64), Vec<String>> = BTreeMap::new();
+    let round = |members: &[String], delivered: &mut BTreeMap<(u32, u64), Vec<String>>| {
+        for m in members {
+            for key in poll(&b, "f", m) {
+                delivered.entry(key).or_default().push(m.clone());
+            }
+        }
+    };
+    for _ in 0..4 {
+        round(&ids, &mut delivered);
+    }
+    let d = ok(&b.get("/groups/f"), "describe");
+    assert_eq!(d["state"], "Stable", "{d}");
+    assert!(
+        d["members"].as_array().unwrap().iter().all(|m| m["assignment"].as_array().unwrap().len() == 2),
+        "{d}"
+    );
+    // The first session stops polling: no leave, no more commits.
+    let dead = ids[0].clone();
+    let at_death: BTreeMap<(String, u64), u64> = ok(&b.get("/groups/f/offsets"), "offsets")["offsets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                (o["topic"].as_str().unwrap().to_owned(), o["partition"].as_u64().unwrap()),
+                o["offset"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let died = Instant::now();
+    let deadline = died + Duration::from_secs(30);
+    let mut failed_over = None;
+    while delivered.len() < 300 || failed_over.is_none() {
+        round(&ids[1..], &mut delivered);
+        let d = ok(&b.get("/groups/f"), "describe");
+        if failed_over.is_none() && d["members"].as_array().unwrap().len() == 2 && d["state"] == "Stable" {
+            failed_over = Some(died.elapsed());
+        }
+        assert!(Instant::now() < deadline, "{} of 300 delivered; {d}", delivered.len());
+    }
+    let took = failed_over.unwrap();
+    assert!(took < Duration::from_millis(SESSION_MS + 3_000), "failover took {took:?}");
+    for ((p, o), who) in &delivered {
+        if who.len() > 1 {
+            let committed = at_death.get(&("orders".to_owned(), u64::from(*p))).copied().unwrap_or(0);
+            assert!(who.len() == 2 && who[0] == dead && *o >= committed, "{p}/{o} delivered to {who:?}");
+        }
+    }
+}
