@@ -190,7 +190,12 @@ impl Registry {
         let topic = match self.topic(OFFSETS_TOPIC) {
             Ok(t) => t,
             Err(_) => {
-                let compact = BTreeMap::from([("cleanup.policy".to_owned(), Value::from("compact"))]);
+                // Smaller segments than data topics, so compaction (sealed segments
+                // only) keeps the offsets log short, as Kafka does for __consumer_offsets.
+                let compact = BTreeMap::from([
+                    ("cleanup.policy".to_owned(), Value::from("compact")),
+                    ("segment.bytes".to_owned(), Value::from(64 * 1024 * 1024)),
+                ]);
                 self.create_any(OFFSETS_TOPIC, 1, &compact)?
             }
         };
