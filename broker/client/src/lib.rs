@@ -7,15 +7,19 @@
 //! - [`Producer`]: batches records per partition with linger and size limits,
 //!   optional gzip and idempotence.
 //! - [`Consumer`]: a fetch loop over chosen partitions.
+//! - Consumer groups: `join_group`, `sync_group`, `heartbeat`, `leave_group`,
+//!   `commit_offsets`, `fetch_offsets` on [`Client`].
 
 mod client;
 mod connection;
 mod consumer;
 mod error;
+mod groups;
 mod producer;
 
 pub use client::{Client, ClientOptions};
 pub use connection::Connection;
 pub use consumer::{Consumed, Consumer};
 pub use error::{ClientError, Result};
+pub use groups::{GroupAssignment, GroupMember};
 pub use producer::{Producer, ProducerOptions, RecordMetadata};

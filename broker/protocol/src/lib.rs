@@ -7,6 +7,7 @@
 
 mod codes;
 mod frame;
+mod groups;
 mod message;
 mod wire;
 
@@ -14,6 +15,7 @@ pub use codes::ErrorCode;
 pub use frame::{
     FLAG_RESPONSE, FRAME_BYTES_MAX, FRAME_HEADER_LEN, Frame, FrameHeader, decode_frame, encode_frame,
 };
+pub use groups::{GroupOffset, GroupRequest, GroupResponse};
 pub use message::{
     FetchPartition, FetchResult, ListedTopic, OffsetSpec, Op, PROTOCOL_VERSION, PartitionDescription,
     Request, Response, TopicDescription,

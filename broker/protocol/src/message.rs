@@ -6,6 +6,7 @@ use bytes::{BufMut, Bytes};
 
 use crate::codes::ErrorCode;
 use crate::frame::{FLAG_RESPONSE, Frame, FrameHeader, encode_frame};
+use crate::groups::{GroupRequest, GroupResponse};
 use crate::wire::{Reader, WireError, Writer};
 
 /// The protocol version this codec speaks (negotiated by `Hello`).
@@ -23,6 +24,12 @@ pub enum Op {
     DescribeTopic = 6,
     DeleteTopic = 7,
     InitProducerId = 8,
+    JoinGroup = 9,
+    SyncGroup = 10,
+    Heartbeat = 11,
+    LeaveGroup = 12,
+    OffsetCommit = 13,
+    OffsetFetch = 14,
 }
 
 impl Op {
@@ -38,6 +45,12 @@ impl Op {
             DescribeTopic,
             DeleteTopic,
             InitProducerId,
+            JoinGroup,
+            SyncGroup,
+            Heartbeat,
+            LeaveGroup,
+            OffsetCommit,
+            OffsetFetch,
         ]
         .get(usize::from(op))
         .copied()
@@ -99,6 +112,8 @@ pub enum Request {
         name: String,
     },
     InitProducerId,
+    /// Consumer-group ops (9 to 14).
+    Group(GroupRequest),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,6 +181,7 @@ pub enum Response {
         producer_id: i64,
         epoch: i16,
     },
+    Group(GroupResponse),
 }
 
 impl Request {
@@ -180,6 +196,7 @@ impl Request {
             Request::DescribeTopic { .. } => Op::DescribeTopic,
             Request::DeleteTopic { .. } => Op::DeleteTopic,
             Request::InitProducerId => Op::InitProducerId,
+            Request::Group(g) => g.op(),
         }
     }
 
@@ -229,6 +246,7 @@ impl Request {
             }
             Request::ListTopics | Request::InitProducerId => {}
             Request::DescribeTopic { name } | Request::DeleteTopic { name } => b.string(name),
+            Request::Group(g) => g.encode(b),
         }
     }
 
@@ -280,6 +298,7 @@ impl Request {
             Op::DescribeTopic => Request::DescribeTopic { name: r.string("name")? },
             Op::DeleteTopic => Request::DeleteTopic { name: r.string("name")? },
             Op::InitProducerId => Request::InitProducerId,
+            op => Request::Group(GroupRequest::decode(op, &mut r)?),
         };
         r.finish()?;
         Ok(req)
@@ -366,6 +385,7 @@ impl Response {
                 b.put_i64(*producer_id);
                 b.put_i16(*epoch);
             }
+            Response::Group(g) => g.encode(b),
         }
     }
 
@@ -444,6 +464,7 @@ fn decode_ok(op: Op, r: &mut Reader) -> Result<Response, WireError> {
         Op::InitProducerId => {
             Response::InitProducerId { producer_id: r.i64("producer_id")?, epoch: r.i16("epoch")? }
         }
+        op => Response::Group(GroupResponse::decode(op, r)?),
     })
 }
 

@@ -67,6 +67,10 @@ impl Reader {
         Ok(i64::from_be_bytes(self.array(field)?))
     }
 
+    pub fn i32(&mut self, field: &'static str) -> Result<i32, WireError> {
+        Ok(i32::from_be_bytes(self.array(field)?))
+    }
+
     pub fn i16(&mut self, field: &'static str) -> Result<i16, WireError> {
         Ok(i16::from_be_bytes(self.array(field)?))
     }

@@ -49,6 +49,9 @@ pub enum ServerError {
     Storage(LogError),
     #[error("internal error: {0}")]
     Internal(String),
+    /// A consumer-group refusal (unknown member, stale generation, rebalance, ...).
+    #[error("{0}")]
+    Group(es_groups::GroupError),
 }
 
 pub type Result<T, E = ServerError> = std::result::Result<T, E>;
@@ -76,6 +79,7 @@ impl ServerError {
             ServerError::DataDirInUse(_) => "data_dir_in_use",
             ServerError::Storage(_) => "storage_error",
             ServerError::Internal(_) => "internal_error",
+            ServerError::Group(g) => crate::groups::error_code(g),
         }
     }
 
@@ -99,6 +103,7 @@ impl ServerError {
             ServerError::DataDirInUse(_) | ServerError::Storage(_) | ServerError::Internal(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
+            ServerError::Group(g) => crate::groups::error_status(g),
         }
     }
 }

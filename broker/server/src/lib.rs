@@ -8,6 +8,7 @@ pub mod api;
 mod binary;
 mod config;
 mod error;
+pub mod groups;
 mod http;
 pub mod limits;
 pub use es_core::partitioner;

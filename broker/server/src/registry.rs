@@ -93,6 +93,8 @@ pub struct Registry {
     /// only, so lookups by produce and consume never wait for an fsync.
     admin: Mutex<()>,
     shutting_down: AtomicBool,
+    /// Consumer groups; set once the internal offsets topic is open.
+    groups: std::sync::OnceLock<Arc<crate::groups::Groups>>,
     /// Held for the broker's life: two brokers on one data directory would corrupt it.
     _lock: std::fs::File,
 }
@@ -126,6 +128,7 @@ impl Registry {
             topics: RwLock::new(BTreeMap::new()),
             admin: Mutex::new(()),
             shutting_down: AtomicBool::new(false),
+            groups: std::sync::OnceLock::new(),
             _lock: lock,
         };
         let mut report = StartupReport::default();
@@ -143,6 +146,7 @@ impl Registry {
             registry.insert(meta, partitions);
         }
         registry.remove_orphans(&mut report.repairs)?;
+        registry.open_groups()?;
         Ok((Arc::new(registry), report))
     }
 
@@ -176,6 +180,31 @@ impl Registry {
         store::fsync_dir(root).map_err(|e| io(format!("syncing {}", root.display()), e))
     }
 
+    /// Creates the internal offsets topic on first start, then opens the group service.
+    fn open_groups(&self) -> Result<()> {
+        use crate::groups::{Groups, OFFSETS_TOPIC};
+        let topic = match self.topic(OFFSETS_TOPIC) {
+            Ok(t) => t,
+            Err(_) => {
+                // Smaller segments than data topics, so compaction (sealed segments
+                // only) keeps the offsets log short, as Kafka does for __consumer_offsets.
+                let compact = BTreeMap::from([
+                    ("cleanup.policy".to_owned(), Value::from("compact")),
+                    ("segment.bytes".to_owned(), Value::from(64 * 1024 * 1024)),
+                ]);
+                self.create_any(OFFSETS_TOPIC, 1, &compact)?
+            }
+        };
+        let groups = Groups::open(topic.partitions[0].clone())?;
+        let _ = self.groups.set(Arc::new(groups));
+        Ok(())
+    }
+
+    /// The consumer-group service.
+    pub fn groups(&self) -> &Arc<crate::groups::Groups> {
+        self.groups.get().expect("opened in Registry::open")
+    }
+
     pub fn options(&self) -> &BrokerOptions {
         &self.options
     }
@@ -190,11 +219,27 @@ impl Registry {
     }
 
     pub fn list(&self) -> Vec<Arc<Topic>> {
-        self.topics.read().expect("topics lock").values().cloned().collect()
+        self.topics
+            .read()
+            .expect("topics lock")
+            .iter()
+            .filter(|(name, _)| !is_internal(name))
+            .map(|(_, t)| t.clone())
+            .collect()
     }
 
     /// Creates a topic: partition directories first, then the metadata file.
     pub fn create(
+        &self,
+        name: &str,
+        partitions: u32,
+        changes: &BTreeMap<String, Value>,
+    ) -> Result<Arc<Topic>> {
+        refuse_internal(name)?;
+        self.create_any(name, partitions, changes)
+    }
+
+    fn create_any(
         &self,
         name: &str,
         partitions: u32,
@@ -240,6 +285,7 @@ impl Registry {
     /// Removes a topic: metadata first (durably), then its partitions' data.
     pub fn delete(&self, name: &str) -> Result<()> {
         self.check_running()?;
+        refuse_internal(name)?;
         let _admin = self.admin.lock().expect("admin lock");
         self.topic(name)?;
         self.store.remove(name)?;
@@ -279,6 +325,7 @@ impl Registry {
     /// Changes a topic's config: validated, persisted, then applied to every partition.
     pub fn alter(&self, name: &str, changes: &BTreeMap<String, Value>) -> Result<TopicConfig> {
         self.check_running()?;
+        refuse_internal(name)?;
         let _admin = self.admin.lock().expect("admin lock");
         let topic = self.topic(name)?;
         let mut next = topic.meta.lock().expect("meta lock").clone();
@@ -362,6 +409,21 @@ fn describe_recovery(dir_name: &str, recovery: &RecoveryReport, repairs: &mut Ve
             file.display()
         ));
     }
+}
+
+fn is_internal(name: &str) -> bool {
+    name.starts_with(crate::groups::INTERNAL_PREFIX)
+}
+
+/// Internal topics (the committed offsets) are the broker's own: no create, alter or delete.
+fn refuse_internal(name: &str) -> Result<()> {
+    if is_internal(name) {
+        return Err(ServerError::InvalidTopicName {
+            name: name.to_owned(),
+            reason: "names starting with \"__es_\" are reserved for the broker's internal topics",
+        });
+    }
+    Ok(())
 }
 
 /// Kafka's topic name rule: 1 to 249 of `[A-Za-z0-9._-]`, and not `.` or `..`.

@@ -64,6 +64,13 @@ pub async fn dispatch(req: Request, id: u32, state: &BinaryState, tx: Tx, slot: 
                 send(&tx, id, op, resp, slot).await;
             });
         }
+        Request::Group(group) => {
+            let registry = state.registry.clone();
+            tokio::spawn(async move {
+                let resp = super::groups::handle(&registry, group).await;
+                send(&tx, id, op, resp, slot).await;
+            });
+        }
         other => {
             let state = state.clone();
             tokio::spawn(async move {
@@ -226,7 +233,7 @@ fn admin(state: &BinaryState, req: Request) -> Response {
             let (producer_id, epoch) = state.producer_ids.allocate().map_err(|e| server_error(&e))?;
             Ok(Response::InitProducerId { producer_id, epoch })
         }
-        Request::Hello { .. } | Request::Produce { .. } | Request::Fetch { .. } => {
+        Request::Hello { .. } | Request::Produce { .. } | Request::Fetch { .. } | Request::Group(_) => {
             Err(error(ErrorCode::Internal, "handled elsewhere".into()))
         }
     })();

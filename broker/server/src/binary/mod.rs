@@ -10,6 +10,7 @@
 
 mod command;
 mod connection;
+mod groups;
 
 use std::sync::Arc;
 

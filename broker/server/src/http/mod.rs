@@ -2,6 +2,8 @@
 //! JSON error shape, and [`serve`], which runs until the shutdown future resolves
 //! and then drains in-flight requests.
 
+pub(crate) mod group_sessions;
+mod groups;
 mod openapi;
 mod records;
 mod topics;
@@ -61,6 +63,7 @@ fn api_routes(state: AppState) -> Router<AppState> {
         .route("/topics/{topic}/records", post(records::produce))
         .route("/topics/{topic}/offsets", get(records::offsets))
         .route("/topics/{topic}/partitions/{partition}/records", get(records::consume))
+        .merge(groups::routes())
         .route_layer(middleware::from_fn_with_state(state, limit_in_flight))
 }
 

@@ -49,6 +49,9 @@ pub struct ConsumeArgs {
     /// What --format kv puts between key and value.
     #[arg(long, default_value = "\t")]
     key_separator: String,
+    /// Consume as a member of this group: all assigned partitions, committed offsets.
+    #[arg(long, conflicts_with_all = ["partition", "offset", "from_beginning"])]
+    group: Option<String>,
 }
 
 struct Cursor {
@@ -58,6 +61,10 @@ struct Cursor {
 }
 
 pub fn run(client: &Client, args: &ConsumeArgs, json_out: bool) -> anyhow::Result<()> {
+    if let Some(group) = &args.group {
+        let json = json_out || args.format == Format::Json;
+        return crate::group::consume(client, group, &args.topic, args.max_records, args.follow, json);
+    }
     let format = if json_out { Format::Json } else { args.format };
     let topic = segment(&args.topic);
     let partitions: Vec<u32> = match args.partition {

@@ -4,6 +4,7 @@
 
 mod client;
 mod consume;
+mod group;
 mod output;
 mod produce;
 mod topic;
@@ -38,6 +39,9 @@ enum Command {
     Consume(consume::ConsumeArgs),
     /// Show each partition's earliest and latest offsets.
     Offsets(topic::OffsetsArgs),
+    /// List, describe, reset and delete consumer groups.
+    #[command(subcommand)]
+    Group(group::GroupCommand),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +52,7 @@ fn main() -> ExitCode {
         Command::Produce(args) => produce::run(&client, &args, cli.json),
         Command::Consume(args) => consume::run(&client, &args, cli.json),
         Command::Offsets(args) => topic::offsets(&client, &args, cli.json),
+        Command::Group(cmd) => group::run(&client, cmd, cli.json),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

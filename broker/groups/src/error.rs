@@ -1,0 +1,32 @@
+//! The group crate's error type; each variant maps to a stable wire code.
+
+/// Why a group request was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum GroupError {
+    #[error(
+        "member {member:?} is not in group {group:?} (evicted after its session timeout, or it left); join again"
+    )]
+    UnknownMember { group: String, member: String },
+    #[error(
+        "generation {given} of group {group:?} is stale; the group is at generation {current}: join and sync again"
+    )]
+    IllegalGeneration { group: String, given: i32, current: i32 },
+    #[error(
+        "group {0:?} is rebalancing: join again (with your member id) and sync to get the new assignment"
+    )]
+    RebalanceInProgress(String),
+    #[error("group {group:?} subscribes to {existing:?}; a member asked for {requested:?}")]
+    InconsistentSubscription { group: String, existing: Vec<String>, requested: Vec<String> },
+    #[error("group {0:?} does not exist")]
+    GroupNotFound(String),
+    #[error("group {0:?} has active members; stop them (or wait for their session timeout) first")]
+    GroupNotEmpty(String),
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("the committed-offsets log failed: {0}")]
+    Storage(#[from] es_log::LogError),
+    #[error("the committed-offsets log holds an unreadable record at offset {offset}: {reason}")]
+    Corrupt { offset: u64, reason: String },
+}
+
+pub type Result<T, E = GroupError> = std::result::Result<T, E>;

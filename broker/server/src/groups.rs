@@ -1,0 +1,316 @@
+//! The broker's consumer-group service: the es-groups coordinator behind a lock, the
+//! durable committed-offset store in the internal topic `__es_offsets`, and the
+//! operations the HTTP and binary listeners share (join, sync, heartbeat, leave,
+//! commit, fetch, list, describe with lag, reset, delete).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use es_core::SystemClock;
+use es_groups::{
+    Committed, Coordinator, GroupDescription, GroupError, JoinRequest, Joined, OffsetStore, SyncResult,
+    TopicPartition,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, ServerError};
+use crate::registry::Registry;
+
+/// The internal compacted topic that holds committed offsets.
+pub const OFFSETS_TOPIC: &str = "__es_offsets";
+/// Topics whose names start with this are internal: hidden from lists, not deletable.
+pub const INTERNAL_PREFIX: &str = "__es_";
+pub const SESSION_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+pub const REBALANCE_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+
+/// Consumer groups of one broker.
+#[derive(Debug)]
+pub struct Groups {
+    coordinator: Mutex<Coordinator>,
+    offsets: OffsetStore,
+    /// Server-side state of the simple HTTP consumer sessions, by (group, member).
+    pub(crate) sessions: Mutex<BTreeMap<(String, String), crate::http::group_sessions::Session>>,
+}
+
+/// Where `reset` moves a group's committed offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResetTo {
+    Earliest,
+    Latest,
+    /// The first offset at or after a timestamp (ms).
+    Timestamp(i64),
+    Offset(u64),
+}
+
+/// One partition of `describe`: committed offset, high watermark and lag.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PartitionLag {
+    pub topic: String,
+    pub partition: u32,
+    pub committed: Option<u64>,
+    pub metadata: Option<String>,
+    pub high_watermark: u64,
+    /// High watermark minus committed (from the log start when nothing is committed).
+    pub lag: u64,
+    /// The member that owns the partition now, if any.
+    pub owner: Option<String>,
+}
+
+/// One committed offset on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CommittedOffset {
+    pub topic: String,
+    pub partition: u32,
+    pub offset: u64,
+    #[serde(default)]
+    pub metadata: String,
+}
+
+impl Groups {
+    /// Opens the group service over the internal offsets partition.
+    pub fn open(offsets_log: Arc<es_log::PartitionLog>) -> Result<Groups> {
+        let offsets = OffsetStore::open(offsets_log)?;
+        Ok(Groups {
+            coordinator: Mutex::new(Coordinator::new(Arc::new(SystemClock))),
+            offsets,
+            sessions: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    fn coordinator(&self) -> std::sync::MutexGuard<'_, Coordinator> {
+        self.coordinator.lock().expect("coordinator lock")
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn join(
+        &self,
+        registry: &Registry,
+        group: &str,
+        member_id: Option<String>,
+        client_id: &str,
+        topics: &[String],
+        session_timeout_ms: u64,
+        rebalance_timeout_ms: u64,
+    ) -> Result<Joined> {
+        let mut resolved = Vec::new();
+        for t in topics.iter().collect::<BTreeSet<_>>() {
+            resolved.push((t.clone(), registry.topic(t)?.partition_count()));
+        }
+        let req = JoinRequest {
+            group: group.to_owned(),
+            member_id,
+            client_id: if client_id.is_empty() { "consumer".into() } else { client_id.to_owned() },
+            topics: resolved,
+            session_timeout_ms,
+            rebalance_timeout_ms,
+        };
+        Ok(self.coordinator().join(req)?)
+    }
+
+    pub fn sync(&self, group: &str, member: &str, generation: i32) -> Result<SyncResult> {
+        Ok(self.coordinator().sync(group, member, generation)?)
+    }
+
+    pub fn heartbeat(&self, group: &str, member: &str, generation: i32) -> Result<()> {
+        Ok(self.coordinator().heartbeat(group, member, generation)?)
+    }
+
+    pub fn leave(&self, group: &str, member: &str) -> Result<()> {
+        Ok(self.coordinator().leave(group, member)?)
+    }
+
+    /// Commits offsets fenced by member and generation; returns once they are fsynced.
+    pub async fn commit(
+        &self,
+        registry: &Registry,
+        group: &str,
+        member: &str,
+        generation: i32,
+        offsets: Vec<CommittedOffset>,
+    ) -> Result<()> {
+        check_group_id(group)?;
+        for o in &offsets {
+            registry.topic(&o.topic)?.partition(u64::from(o.partition))?;
+        }
+        self.coordinator().check_commit(group, member, generation)?;
+        let entries = offsets
+            .into_iter()
+            .map(|o| {
+                let value = Committed { offset: o.offset, metadata: o.metadata };
+                (TopicPartition::new(o.topic, o.partition), Some(value))
+            })
+            .collect();
+        Ok(self.offsets.write(group, entries).await?)
+    }
+
+    /// The group's committed offsets.
+    pub fn fetch(&self, group: &str) -> Vec<CommittedOffset> {
+        self.offsets
+            .fetch(group)
+            .into_iter()
+            .map(|(tp, c)| CommittedOffset {
+                topic: tp.topic,
+                partition: tp.partition,
+                offset: c.offset,
+                metadata: c.metadata,
+            })
+            .collect()
+    }
+
+    /// Groups with members or committed offsets.
+    pub fn list(&self) -> Vec<(String, String)> {
+        let mut names: BTreeSet<String> = self.offsets.groups().into_iter().collect();
+        let mut coordinator = self.coordinator();
+        names.extend(coordinator.groups());
+        names
+            .into_iter()
+            .map(|g| {
+                let state = coordinator.describe(&g).map_or("Empty".to_owned(), |d| format!("{:?}", d.state));
+                (g, state)
+            })
+            .collect()
+    }
+
+    /// State, members, and per partition the committed offset and lag.
+    pub fn describe(
+        &self,
+        registry: &Registry,
+        group: &str,
+    ) -> Result<(GroupDescription, Vec<PartitionLag>)> {
+        let committed = self.offsets.fetch(group);
+        let description = self.coordinator().describe(group);
+        let description = match description {
+            Some(d) => d,
+            None if !committed.is_empty() => empty_description(group, &committed),
+            None => return Err(ServerError::Group(GroupError::GroupNotFound(group.to_owned()))),
+        };
+        let owners: BTreeMap<&TopicPartition, &str> = description
+            .members
+            .iter()
+            .flat_map(|m| m.assignment.iter().map(move |tp| (tp, m.member_id.as_str())))
+            .collect();
+        let mut topics: BTreeSet<String> = description.topics.iter().cloned().collect();
+        topics.extend(committed.keys().map(|tp| tp.topic.clone()));
+        let mut lags = Vec::new();
+        for topic in topics {
+            let Ok(t) = registry.topic(&topic) else { continue };
+            for (p, log) in t.partitions.iter().enumerate() {
+                let tp = TopicPartition::new(topic.clone(), p as u32);
+                let info = log.info();
+                let c = committed.get(&tp);
+                let from = c.map_or(info.log_start_offset, |c| c.offset);
+                lags.push(PartitionLag {
+                    topic: topic.clone(),
+                    partition: p as u32,
+                    committed: c.map(|c| c.offset),
+                    metadata: c.map(|c| c.metadata.clone()),
+                    high_watermark: info.high_watermark,
+                    lag: info.high_watermark.saturating_sub(from),
+                    owner: owners.get(&tp).map(|m| (*m).to_owned()),
+                });
+            }
+        }
+        Ok((description, lags))
+    }
+
+    /// Moves the committed offsets of `topic` (all or some partitions); refused while
+    /// the group has members, since they would overwrite it with their next commit.
+    pub async fn reset(
+        &self,
+        registry: &Registry,
+        group: &str,
+        topic: &str,
+        partitions: Option<Vec<u32>>,
+        to: ResetTo,
+    ) -> Result<Vec<CommittedOffset>> {
+        check_group_id(group)?;
+        let t = registry.topic(topic)?;
+        if self.coordinator().is_active(group) {
+            return Err(ServerError::Group(GroupError::GroupNotEmpty(group.to_owned())));
+        }
+        let partitions = partitions.unwrap_or_else(|| (0..t.partition_count()).collect());
+        let mut entries = Vec::new();
+        for p in partitions {
+            let log = t.partition(u64::from(p))?;
+            let info = log.info();
+            let offset = match to {
+                ResetTo::Earliest => info.log_start_offset,
+                ResetTo::Latest => info.high_watermark,
+                ResetTo::Timestamp(ts) => log.offset_for_timestamp(ts)?.unwrap_or(info.high_watermark),
+                ResetTo::Offset(o) => o.clamp(info.log_start_offset, info.high_watermark),
+            };
+            let value = Committed { offset, metadata: String::new() };
+            entries.push((TopicPartition::new(topic, p), Some(value)));
+        }
+        self.offsets.write(group, entries).await?;
+        Ok(self.fetch(group).into_iter().filter(|c| c.topic == topic).collect())
+    }
+
+    /// Deletes an empty group and its committed offsets (tombstones, fsynced).
+    pub async fn delete(&self, group: &str) -> Result<()> {
+        let committed = self.offsets.fetch(group);
+        {
+            let mut coordinator = self.coordinator();
+            if committed.is_empty() && coordinator.describe(group).is_none() {
+                return Err(ServerError::Group(GroupError::GroupNotFound(group.to_owned())));
+            }
+            coordinator.delete(group)?;
+        }
+        let tombstones = committed.into_keys().map(|tp| (tp, None)).collect();
+        Ok(self.offsets.write(group, tombstones).await?)
+    }
+}
+
+fn check_group_id(group: &str) -> Result<()> {
+    if group.is_empty() || group.len() > 249 {
+        return Err(ServerError::InvalidRequest("a group id has 1 to 249 characters".into()));
+    }
+    Ok(())
+}
+
+fn empty_description(group: &str, committed: &BTreeMap<TopicPartition, Committed>) -> GroupDescription {
+    let topics: BTreeSet<String> = committed.keys().map(|tp| tp.topic.clone()).collect();
+    GroupDescription {
+        group: group.to_owned(),
+        state: es_groups::GroupState::Empty,
+        generation: 0,
+        topics: topics.into_iter().collect(),
+        members: Vec::new(),
+    }
+}
+
+impl From<GroupError> for ServerError {
+    fn from(e: GroupError) -> Self {
+        match e {
+            GroupError::Storage(l) => l.into(),
+            GroupError::InvalidRequest(m) => ServerError::InvalidRequest(m),
+            other => ServerError::Group(other),
+        }
+    }
+}
+
+/// The stable HTTP code of a group refusal.
+pub fn error_code(e: &GroupError) -> &'static str {
+    match e {
+        GroupError::UnknownMember { .. } => "unknown_member",
+        GroupError::IllegalGeneration { .. } => "illegal_generation",
+        GroupError::RebalanceInProgress(_) => "rebalance_in_progress",
+        GroupError::InconsistentSubscription { .. } => "inconsistent_subscription",
+        GroupError::GroupNotFound(_) => "group_not_found",
+        GroupError::GroupNotEmpty(_) => "group_not_empty",
+        GroupError::InvalidRequest(_) => "invalid_request",
+        GroupError::Storage(_) => "storage_error",
+        GroupError::Corrupt { .. } => "internal_error",
+    }
+}
+
+pub fn error_status(e: &GroupError) -> axum::http::StatusCode {
+    use axum::http::StatusCode;
+    match e {
+        GroupError::GroupNotFound(_) => StatusCode::NOT_FOUND,
+        GroupError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+        GroupError::Storage(_) | GroupError::Corrupt { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+        _ => StatusCode::CONFLICT,
+    }
+}

@@ -1,0 +1,366 @@
+//! The simple HTTP consumer session: `POST /groups/{g}/members` joins and syncs;
+//! each long-poll `GET .../members/{m}/records` heartbeats, follows rebalances
+//! (committing and releasing revoked partitions first), commits what the previous
+//! poll returned when auto-commit is on, then reads across every assigned partition.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::{delete, get, post};
+use es_groups::{GroupError, TopicPartition};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{ApiJson, ApiPath, ApiQuery, AppState, blocking};
+use crate::api::{self, Encoding};
+use crate::error::{Result, ServerError};
+use crate::groups::{CommittedOffset, Groups, REBALANCE_TIMEOUT_MS_DEFAULT, SESSION_TIMEOUT_MS_DEFAULT};
+use crate::limits;
+use crate::registry::Registry;
+
+/// Rounds of rejoin/sync one poll may go through before answering.
+const REBALANCE_ROUNDS_MAX: usize = 8;
+
+/// A member's server-side session.
+#[derive(Debug, Clone)]
+pub struct Session {
+    topics: Vec<String>,
+    session_timeout_ms: u64,
+    generation: i32,
+    auto_commit: bool,
+    start_latest: bool,
+    assigned: BTreeSet<TopicPartition>,
+    /// Next offset to hand out per assigned partition.
+    positions: BTreeMap<TopicPartition, u64>,
+    /// Positions already committed.
+    committed: BTreeMap<TopicPartition, u64>,
+}
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/groups/{group}/members", post(create))
+        .route("/groups/{group}/members/{member}", delete(remove))
+        .route("/groups/{group}/members/{member}/records", get(poll))
+        .route("/groups/{group}/members/{member}/commit", post(commit_now))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateBody {
+    pub topics: Vec<String>,
+    #[serde(default)]
+    pub client_id: String,
+    pub session_timeout_ms: Option<u64>,
+    /// Commit what the previous poll returned at each poll (default true).
+    pub auto_commit: Option<bool>,
+    /// Where to start without a committed offset: `earliest` (default) or `latest`.
+    pub reset: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PollQuery {
+    pub wait_ms: Option<u64>,
+    pub max_records: Option<usize>,
+    pub encoding: Option<Encoding>,
+}
+
+type Key = (String, String);
+
+fn sessions(g: &Groups) -> std::sync::MutexGuard<'_, BTreeMap<Key, Session>> {
+    g.sessions.lock().expect("sessions lock")
+}
+
+fn get_session(g: &Groups, key: &Key) -> Result<Session> {
+    sessions(g).get(key).cloned().ok_or_else(|| {
+        ServerError::Group(GroupError::UnknownMember { group: key.0.clone(), member: key.1.clone() })
+    })
+}
+
+pub async fn create(
+    State(state): State<AppState>,
+    ApiPath(group): ApiPath<String>,
+    ApiJson(b): ApiJson<CreateBody>,
+) -> Result<(StatusCode, Json<Value>)> {
+    let start_latest = match b.reset.as_deref() {
+        None | Some("earliest") => false,
+        Some("latest") => true,
+        Some(other) => {
+            return Err(ServerError::InvalidRequest(format!("reset is earliest or latest; got {other:?}")));
+        }
+    };
+    let registry = &state.registry;
+    let session_ms = b.session_timeout_ms.unwrap_or(SESSION_TIMEOUT_MS_DEFAULT);
+    let joined = registry.groups().join(
+        registry,
+        &group,
+        None,
+        &b.client_id,
+        &b.topics,
+        session_ms,
+        REBALANCE_TIMEOUT_MS_DEFAULT.max(session_ms),
+    )?;
+    let session = Session {
+        topics: b.topics,
+        session_timeout_ms: session_ms,
+        generation: joined.generation,
+        auto_commit: b.auto_commit.unwrap_or(true),
+        start_latest,
+        assigned: BTreeSet::new(),
+        positions: BTreeMap::new(),
+        committed: BTreeMap::new(),
+    };
+    let key = (group, joined.member_id.clone());
+    sessions(registry.groups()).insert(key.clone(), session);
+    let session = follow(registry, &key).await?;
+    let body = json!({"member_id": key.1, "generation": session.generation, "assignment": session.assigned});
+    Ok((StatusCode::CREATED, Json(body)))
+}
+
+/// Heartbeats, and on a rebalance rejoins, syncs, commits revoked partitions and
+/// heartbeats again so they are released; returns the up-to-date session.
+async fn follow(registry: &Registry, key: &Key) -> Result<Session> {
+    let groups = registry.groups();
+    let (group, member) = (&key.0, &key.1);
+    let mut s = get_session(groups, key)?;
+    for _ in 0..REBALANCE_ROUNDS_MAX {
+        match groups.heartbeat(group, member, s.generation) {
+            Ok(()) => break,
+            Err(ServerError::Group(GroupError::RebalanceInProgress(_))) => {}
+            Err(e) => {
+                sessions(groups).remove(key);
+                return Err(e);
+            }
+        }
+        let joined = groups.join(
+            registry,
+            group,
+            Some(member.clone()),
+            "",
+            &s.topics,
+            s.session_timeout_ms,
+            REBALANCE_TIMEOUT_MS_DEFAULT.max(s.session_timeout_ms),
+        );
+        let joined = joined.inspect_err(|_| {
+            sessions(groups).remove(key);
+        })?;
+        let synced = groups.sync(group, member, joined.generation)?;
+        s.generation = synced.generation;
+        let now: BTreeSet<TopicPartition> = synced.assignment.into_iter().collect();
+        if s.auto_commit {
+            commit_positions(registry, key, &mut s).await?;
+        }
+        s.positions.retain(|tp, _| now.contains(tp));
+        s.committed.retain(|tp, _| now.contains(tp));
+        s.assigned = now;
+    }
+    sessions(groups).insert(key.clone(), s.clone());
+    Ok(s)
+}
+
+/// Commits every position that moved since the last commit.
+async fn commit_positions(registry: &Registry, key: &Key, s: &mut Session) -> Result<()> {
+    let changed: Vec<CommittedOffset> = s
+        .positions
+        .iter()
+        .filter(|(tp, o)| s.committed.get(*tp) != Some(*o))
+        .map(|(tp, o)| CommittedOffset {
+            topic: tp.topic.clone(),
+            partition: tp.partition,
+            offset: *o,
+            metadata: String::new(),
+        })
+        .collect();
+    if changed.is_empty() {
+        return Ok(());
+    }
+    registry.groups().commit(registry, &key.0, &key.1, s.generation, changed).await?;
+    s.committed.extend(s.positions.clone());
+    Ok(())
+}
+
+pub async fn poll(
+    State(state): State<AppState>,
+    ApiPath(key): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<PollQuery>,
+) -> Result<Json<Value>> {
+    let registry = state.registry.clone();
+    let wait_ms = q.wait_ms.unwrap_or(0).min(limits::WAIT_MS_MAX);
+    let max_records =
+        q.max_records.unwrap_or(limits::CONSUME_RECORDS_DEFAULT).clamp(1, limits::CONSUME_RECORDS_MAX);
+    let mut s = follow(&registry, &key).await?;
+    // The poll is the heartbeat: never wait long enough to be evicted meanwhile.
+    let wait_ms = wait_ms.min(s.session_timeout_ms / 2);
+    if s.auto_commit {
+        commit_positions(&registry, &key, &mut s).await?;
+    }
+    start_positions(&registry, &key.0, &mut s)?;
+    let mut records = read(&registry, &mut s, max_records, q.encoding.unwrap_or_default()).await?;
+    if records.is_empty() && wait_ms > 0 {
+        wait_any(&registry, &s, wait_ms, state.shutdown.clone()).await;
+        records = read(&registry, &mut s, max_records, q.encoding.unwrap_or_default()).await?;
+    }
+    sessions(registry.groups()).insert(key.clone(), s.clone());
+    Ok(Json(
+        json!({"member_id": key.1, "generation": s.generation, "assignment": s.assigned, "records": records}),
+    ))
+}
+
+/// Positions of newly assigned partitions: the committed offset, else earliest or latest.
+fn start_positions(registry: &Registry, group: &str, s: &mut Session) -> Result<()> {
+    let committed: BTreeMap<(String, u32), u64> =
+        registry.groups().fetch(group).into_iter().map(|c| ((c.topic, c.partition), c.offset)).collect();
+    for tp in &s.assigned {
+        if s.positions.contains_key(tp) {
+            continue;
+        }
+        let info = registry.topic(&tp.topic)?.partition(u64::from(tp.partition))?.info();
+        let start = match committed.get(&(tp.topic.clone(), tp.partition)) {
+            Some(o) => (*o).clamp(info.log_start_offset, info.high_watermark),
+            None if s.start_latest => info.high_watermark,
+            None => info.log_start_offset,
+        };
+        s.positions.insert(tp.clone(), start);
+        if let Some(o) = committed.get(&(tp.topic.clone(), tp.partition)) {
+            s.committed.insert(tp.clone(), *o);
+        }
+    }
+    Ok(())
+}
+
+async fn read(
+    registry: &Registry,
+    s: &mut Session,
+    max_records: usize,
+    encoding: Encoding,
+) -> Result<Vec<Value>> {
+    let mut jobs = Vec::new();
+    for (tp, offset) in &s.positions {
+        let log = registry.topic(&tp.topic)?.partition(u64::from(tp.partition))?.clone();
+        // Retention may have removed records below the position: skip to the log start.
+        let from = (*offset).max(log.info().log_start_offset);
+        jobs.push((tp.clone(), from, log));
+    }
+    let (records, next) = blocking(move || {
+        let mut out = Vec::new();
+        let mut next = Vec::new();
+        for (tp, offset, log) in jobs {
+            if out.len() >= max_records {
+                break;
+            }
+            let read = log.read(offset, limits::CONSUME_BYTES_DEFAULT)?;
+            let mut position = offset;
+            'batches: for batch in read.batches() {
+                let plain = batch
+                    .plain_records(es_core::limits::BATCH_BYTES_MAX_HARD)
+                    .map_err(|e| ServerError::Internal(format!("unreadable batch: {e}")))?;
+                for r in plain.iter() {
+                    let r = r.map_err(|e| ServerError::Internal(format!("unreadable record: {e}")))?;
+                    if r.offset < offset {
+                        continue;
+                    }
+                    if out.len() >= max_records {
+                        break 'batches;
+                    }
+                    position = r.offset + 1;
+                    out.push(record_json(&tp, &r, encoding));
+                }
+                position = position.max(batch.header.next_offset());
+            }
+            next.push((tp, position));
+        }
+        Ok((out, next))
+    })
+    .await?;
+    s.positions.extend(next);
+    Ok(records)
+}
+
+fn record_json(tp: &TopicPartition, r: &es_core::RecordView<'_>, preferred: Encoding) -> Value {
+    let mut fields =
+        r.key.iter().chain(r.value.iter()).chain(r.headers.iter().filter_map(|(_, v)| v.as_ref()));
+    let encoding = if preferred == Encoding::Utf8 && fields.all(|f| std::str::from_utf8(f).is_ok()) {
+        Encoding::Utf8
+    } else {
+        Encoding::Base64
+    };
+    let headers: Vec<Value> = r
+        .headers
+        .iter()
+        .map(|(k, v)| json!({"key": k, "value": v.map(|v| api::encode(encoding, v))}))
+        .collect();
+    json!({
+        "topic": tp.topic, "partition": tp.partition, "offset": r.offset, "timestamp": r.timestamp,
+        "encoding": encoding, "key": r.key.map(|k| api::encode(encoding, k)),
+        "value": r.value.map(|v| api::encode(encoding, v)), "headers": headers,
+    })
+}
+
+/// Waits until any assigned partition has data past its position, the wait ends, or shutdown.
+async fn wait_any(
+    registry: &Registry,
+    s: &Session,
+    wait_ms: u64,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut set = tokio::task::JoinSet::new();
+    for (tp, offset) in &s.positions {
+        let Ok(topic) = registry.topic(&tp.topic) else { continue };
+        let Ok(log) = topic.partition(u64::from(tp.partition)) else { continue };
+        let mut hw = log.subscribe();
+        let offset = *offset;
+        set.spawn(async move {
+            let _ = hw.wait_for(|h| *h > offset).await;
+        });
+    }
+    let stopping = async move {
+        let _ = shutdown.wait_for(|s| *s).await;
+    };
+    let arrived = async {
+        if set.join_next().await.is_none() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_millis(wait_ms), async {
+        tokio::select! {
+            () = arrived => {}
+            () = stopping => {}
+        }
+    })
+    .await;
+    set.abort_all();
+}
+
+pub async fn commit_now(
+    State(state): State<AppState>,
+    ApiPath(key): ApiPath<(String, String)>,
+) -> Result<Json<Value>> {
+    let mut s = follow(&state.registry, &key).await?;
+    commit_positions(&state.registry, &key, &mut s).await?;
+    sessions(state.registry.groups()).insert(key.clone(), s.clone());
+    let offsets: Vec<Value> = s
+        .committed
+        .iter()
+        .map(|(tp, o)| json!({"topic": tp.topic, "partition": tp.partition, "offset": o}))
+        .collect();
+    Ok(Json(json!({"status": "ok", "offsets": offsets})))
+}
+
+/// Leaves the group, committing first when auto-commit is on.
+pub async fn remove(
+    State(state): State<AppState>,
+    ApiPath(key): ApiPath<(String, String)>,
+) -> Result<StatusCode> {
+    let groups = state.registry.groups();
+    let mut s = follow(&state.registry, &key).await?;
+    if s.auto_commit {
+        commit_positions(&state.registry, &key, &mut s).await?;
+    }
+    sessions(groups).remove(&key);
+    groups.leave(&key.0, &key.1)?;
+    Ok(StatusCode::NO_CONTENT)
+}
