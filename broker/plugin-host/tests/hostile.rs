@@ -196,8 +196,12 @@ fn the_compiled_artifact_is_cached_on_disk() {
     assert!(path.exists(), "{}", path.display());
     let name = path.file_name().unwrap().to_str().unwrap();
     assert!(name.ends_with(".cwasm") && name.len() > 64 + 1 + 6, "{name}");
-    // A corrupt artifact is rebuilt rather than trusted.
-    std::fs::write(&path, b"garbage").unwrap();
+    // A corrupt artifact is rebuilt rather than trusted. It is swapped in by rename:
+    // other tests in this process have the old file mapped, and truncating a mapped
+    // file in place would kill them with SIGBUS.
+    let tmp = path.with_extension("garbage-tmp");
+    std::fs::write(&tmp, b"garbage").unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
     let _ = load("rules", RULES, &[]);
     assert!(std::fs::metadata(&path).unwrap().len() > 1000);
 }
