@@ -106,3 +106,61 @@ fn produce_loop(url: &str, body: &str, records: usize, batch_bytes: u64, ctl: &C
     }
     Ok(t)
 }
+
+/// One client reading partition 0 of `topic` (written by the HTTP produce row) from
+/// the start, `max_records` 10,000 per request, and back to the start at the end, so
+/// the row runs its full time. Each answer is parsed as JSON, as a client would.
+pub fn consume_row(
+    label: &str,
+    url: &str,
+    topic: &str,
+    bytes_per_record: f64,
+    duration: Duration,
+) -> Result<SuiteRow> {
+    let base = format!("{url}/topics/{topic}/partitions/0/records");
+    let timed = timed::run(label, duration, 1, |_, ctl| consume_loop(&base, bytes_per_record, ctl))?;
+    let shape =
+        Shape { kind: "http_consume", connections: 1, partitions: 1, records_per_request: 0, in_flight: 1 };
+    let mut row = SuiteRow::from_timed(label, shape, timed)?;
+    row.shape.records_per_request = (row.records / row.requests.max(1)) as usize;
+    row.notes.push(format!("read {topic}-0 with max_records=10000, max_bytes=16 MiB"));
+    Ok(row)
+}
+
+fn consume_loop(base: &str, bytes_per_record: f64, ctl: &Control) -> Result<Tally> {
+    let agent = agent();
+    let mut t = Tally::new()?;
+    let mut offset = 0u64;
+    let mut wraps = 0u64;
+    while ctl.running() {
+        let start = Instant::now();
+        let url = format!("{base}?offset={offset}&max_records=10000&max_bytes=16777216");
+        let mut resp = agent.get(&url).call().with_context(|| format!("GET {url}"))?;
+        let status = resp.status().as_u16();
+        let text = resp.body_mut().with_config().limit(64 * 1024 * 1024).read_to_string()?;
+        if status != 200 {
+            bail!("consume over HTTP: status {status}: {}", text.chars().take(500).collect::<String>());
+        }
+        let body: serde_json::Value = serde_json::from_str(&text).context("parsing the consume answer")?;
+        latency::record_since(&mut t.latency, start);
+        let n = body["records"].as_array().map_or(0, Vec::len) as u64;
+        let next = body["next_offset"].as_u64().unwrap_or(offset);
+        let hw = body["high_watermark"].as_u64().unwrap_or(0);
+        if n == 0 && hw == 0 {
+            bail!("the HTTP consume row found no records; the HTTP produce row writes them");
+        }
+        let bytes = (n as f64 * bytes_per_record) as u64;
+        t.requests += 1;
+        t.records += n;
+        t.bytes += bytes;
+        ctl.add_bytes(bytes as usize);
+        offset = if next >= hw {
+            wraps += 1;
+            0
+        } else {
+            next
+        };
+    }
+    t.notes.push(format!("went back to offset 0 {wraps} time(s)"));
+    Ok(t)
+}

@@ -1,6 +1,6 @@
 //! `es-bench suite`: the broker benchmark of issue 6. In one run, with fsync on and
 //! 256-byte records over loopback: the raw-disk baselines of `es-bench log`, binary
-//! produce (1 and 4 partitions), HTTP/JSON produce, binary consume, and small
+//! produce (1 and 4 partitions), HTTP/JSON produce and consume, binary consume, and small
 //! pipelined produces; then a table, a JSON report and a PNG chart.
 
 mod binary;
@@ -309,6 +309,11 @@ impl Plan<'_> {
             d,
         )?;
         row.vs_raw = Some(row.mb_per_s / raw_mb.max(1e-9));
+        row.load_before = load;
+        rows.push(row);
+        let label = "http consume 10000 rec x 1c";
+        let load = Load::now().describe();
+        let mut row = http::consume_row(label, self.http_url, &topic("http-4p"), per_record, d)?;
         row.load_before = load;
         rows.push(row);
 
