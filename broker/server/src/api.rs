@@ -113,6 +113,29 @@ pub struct ProduceRequest {
     pub encoding: Encoding,
     #[schema(min_items = 1, max_items = 100000)]
     pub records: Vec<ProduceRecord>,
+    /// Idempotent producer (from `POST /producers`): every record must go to one
+    /// partition; a retry of the same sequence is written once and answered with the
+    /// original offsets.
+    pub producer: Option<ProducerFields>,
+}
+
+/// An idempotent producer's identity and this batch's first sequence number.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProducerFields {
+    pub id: i64,
+    pub epoch: i16,
+    /// Sequence of the first record; the next batch to this partition starts at
+    /// this plus the number of records.
+    #[schema(minimum = 0)]
+    pub sequence: i32,
+}
+
+/// A new idempotent producer.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ProducerIdResponse {
+    pub producer_id: i64,
+    pub epoch: i16,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -140,6 +163,9 @@ pub struct RecordOffset {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ProduceResponse {
     pub offsets: Vec<RecordOffset>,
+    /// True when this was an idempotent producer's retry: nothing new was written.
+    #[serde(default)]
+    pub duplicate: bool,
 }
 
 #[derive(Debug, Default, Deserialize, IntoParams)]

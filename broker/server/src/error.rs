@@ -45,6 +45,10 @@ pub enum ServerError {
     Overloaded { max: usize },
     #[error("another es-broker is already using the data directory {0}; stop it or pick another --data-dir")]
     DataDirInUse(std::path::PathBuf),
+    #[error("{0}")]
+    OutOfOrderSequence(String),
+    #[error("{0}")]
+    ProducerFenced(String),
     #[error("storage error: {0}")]
     Storage(LogError),
     #[error("internal error: {0}")]
@@ -77,6 +81,8 @@ impl ServerError {
             ServerError::ShuttingDown => "shutting_down",
             ServerError::Overloaded { .. } => "overloaded",
             ServerError::DataDirInUse(_) => "data_dir_in_use",
+            ServerError::OutOfOrderSequence(_) => "out_of_order_sequence",
+            ServerError::ProducerFenced(_) => "producer_fenced",
             ServerError::Storage(_) => "storage_error",
             ServerError::Internal(_) => "internal_error",
             ServerError::Group(g) => crate::groups::error_code(g),
@@ -88,7 +94,9 @@ impl ServerError {
             ServerError::TopicNotFound(_)
             | ServerError::PartitionNotFound { .. }
             | ServerError::NotFound(_) => StatusCode::NOT_FOUND,
-            ServerError::TopicExists(_) => StatusCode::CONFLICT,
+            ServerError::TopicExists(_)
+            | ServerError::OutOfOrderSequence(_)
+            | ServerError::ProducerFenced(_) => StatusCode::CONFLICT,
             ServerError::InvalidTopicName { .. }
             | ServerError::InvalidConfig(_)
             | ServerError::InvalidRequest(_)
@@ -114,6 +122,8 @@ impl From<LogError> for ServerError {
             LogError::InvalidConfig(m) => ServerError::InvalidConfig(m),
             LogError::InvalidBatch(c) => ServerError::InvalidRequest(c.to_string()),
             LogError::ShutDown => ServerError::ShuttingDown,
+            e @ LogError::OutOfOrderSequence { .. } => ServerError::OutOfOrderSequence(e.to_string()),
+            e @ LogError::ProducerFenced { .. } => ServerError::ProducerFenced(e.to_string()),
             other => ServerError::Storage(other),
         }
     }

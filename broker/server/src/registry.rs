@@ -93,6 +93,8 @@ pub struct Registry {
     /// only, so lookups by produce and consume never wait for an fsync.
     admin: Mutex<()>,
     shutting_down: AtomicBool,
+    /// Durable producer ids for idempotent producers (HTTP and binary).
+    producer_ids: crate::producer_ids::ProducerIds,
     /// Consumer groups; set once the internal offsets topic is open.
     groups: std::sync::OnceLock<Arc<crate::groups::Groups>>,
     /// Held for the broker's life: two brokers on one data directory would corrupt it.
@@ -113,6 +115,7 @@ impl Registry {
     pub fn open(options: BrokerOptions) -> Result<(Arc<Registry>, StartupReport)> {
         let lock = lock_data_dir(&options.data_dir)?;
         let store = MetaStore::open(options.data_dir.join("topics"))?;
+        let producer_ids = crate::producer_ids::ProducerIds::open(&options.data_dir)?;
         let manager = LogManager::new(
             options.data_dir.join("partitions"),
             ManagerOptions {
@@ -128,6 +131,7 @@ impl Registry {
             topics: RwLock::new(BTreeMap::new()),
             admin: Mutex::new(()),
             shutting_down: AtomicBool::new(false),
+            producer_ids,
             groups: std::sync::OnceLock::new(),
             _lock: lock,
         };
@@ -216,6 +220,11 @@ impl Registry {
             .get(name)
             .cloned()
             .ok_or_else(|| ServerError::TopicNotFound(name.to_owned()))
+    }
+
+    /// A new producer id (epoch 0) for an idempotent producer; durable before it returns.
+    pub fn allocate_producer_id(&self) -> Result<(i64, i16)> {
+        self.producer_ids.allocate()
     }
 
     pub fn list(&self) -> Vec<Arc<Topic>> {

@@ -85,10 +85,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let producer_ids = std::sync::Arc::new(
-        es_server::ProducerIds::open(&args.data_dir).context("opening the producer-id allocator")?,
-    );
-    let state = es_server::BinaryState { registry: registry.clone(), producer_ids };
+    let state = es_server::BinaryState { registry: registry.clone() };
     runtime.block_on(serve(addr, binary_addr, state))?;
     // Every acknowledged record is already durable; this closes segments cleanly
     // so the next start has nothing to recover.

@@ -230,7 +230,7 @@ fn admin(state: &BinaryState, req: Request) -> Response {
             Ok(Response::DeleteTopic)
         }
         Request::InitProducerId => {
-            let (producer_id, epoch) = state.producer_ids.allocate().map_err(|e| server_error(&e))?;
+            let (producer_id, epoch) = state.registry.allocate_producer_id().map_err(|e| server_error(&e))?;
             Ok(Response::InitProducerId { producer_id, epoch })
         }
         Request::Hello { .. } | Request::Produce { .. } | Request::Fetch { .. } | Request::Group(_) => {

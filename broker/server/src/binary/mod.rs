@@ -17,14 +17,12 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
-use crate::producer_ids::ProducerIds;
 use crate::registry::Registry;
 
 /// Shared state of the binary listener.
 #[derive(Clone)]
 pub struct BinaryState {
     pub registry: Arc<Registry>,
-    pub producer_ids: Arc<ProducerIds>,
 }
 
 /// Accepts connections until `shutdown` turns true, then lets open connections

@@ -61,6 +61,7 @@ fn api_routes(state: AppState) -> Router<AppState> {
         .route("/topics/{topic}", get(topics::describe).delete(topics::delete))
         .route("/topics/{topic}/config", get(topics::get_config).patch(topics::alter_config))
         .route("/topics/{topic}/records", post(records::produce))
+        .route("/producers", post(records::init_producer))
         .route("/topics/{topic}/offsets", get(records::offsets))
         .route("/topics/{topic}/partitions/{partition}/records", get(records::consume))
         .merge(groups::routes())

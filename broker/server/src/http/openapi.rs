@@ -25,6 +25,7 @@ use crate::config::TopicConfig;
         super::records::produce,
         super::records::consume,
         super::records::offsets,
+        super::records::init_producer,
         openapi_json,
     ),
     components(schemas(
@@ -43,6 +44,8 @@ use crate::config::TopicConfig;
         api::ProduceRecord,
         api::RecordOffset,
         api::ProduceResponse,
+        api::ProducerFields,
+        api::ProducerIdResponse,
         api::ConsumedRecord,
         api::ConsumeResponse,
         api::PartitionOffsets,

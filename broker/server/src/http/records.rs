@@ -13,7 +13,8 @@ use es_log::{LogError, PartitionLog};
 use super::{ApiJson, ApiPath, ApiQuery, AppState, blocking};
 use crate::api::{
     self, ConsumeQuery, ConsumeResponse, ConsumedRecord, Encoding, ErrorBody, OffsetsQuery, OffsetsResponse,
-    PartitionOffsets, ProduceRecord, ProduceRequest, ProduceResponse, RecordOffset, WireHeader,
+    PartitionOffsets, ProduceRecord, ProduceRequest, ProduceResponse, ProducerIdResponse, RecordOffset,
+    WireHeader,
 };
 use crate::error::{Result, ServerError};
 use crate::limits;
@@ -48,25 +49,51 @@ pub async fn produce(
             req.records.len()
         )));
     }
+    let producer = req.producer;
     let groups = assign_partitions(&topic, req)?;
     check_sizes(&topic, &groups)?;
+    if producer.is_some() && groups.len() > 1 {
+        return Err(ServerError::InvalidRequest(
+            "an idempotent produce writes one batch to one partition: give every record the same partition \
+             (or keys that map to one)"
+                .into(),
+        ));
+    }
     // Append every group before awaiting any, so the partitions' fsyncs overlap.
     let mut pending = Vec::new();
     for (partition, group) in &groups {
         let records: Vec<Record> = group.iter().map(|(_, r)| r.clone()).collect();
         let log = topic.partition(u64::from(*partition))?;
-        pending.push((*partition, log.append_records(&records, TERM)?));
+        let append = match producer {
+            None => log.append_records(&records, TERM)?,
+            Some(p) => {
+                let info = es_core::ProducerInfo {
+                    producer_id: p.id,
+                    producer_epoch: p.epoch,
+                    base_sequence: p.sequence,
+                };
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as i64);
+                let bytes = es_core::batch::encode(&records, now, info)
+                    .map_err(|e| ServerError::InvalidRequest(e.to_string()))?;
+                log.append(bytes, TERM)?
+            }
+        };
+        pending.push((*partition, append));
     }
     let count = groups.values().map(Vec::len).sum();
     let mut offsets: Vec<Option<RecordOffset>> = (0..count).map(|_| None).collect();
+    let mut duplicate = false;
     for (partition, append) in pending {
         let appended = append.durable().await?;
+        duplicate |= appended.duplicate;
         for (i, (index, _)) in groups[&partition].iter().enumerate() {
             offsets[*index] = Some(RecordOffset { partition, offset: appended.base_offset + i as u64 });
         }
     }
     let offsets = offsets.into_iter().map(|o| o.expect("every record was appended")).collect();
-    Ok(Json(ProduceResponse { offsets }))
+    Ok(Json(ProduceResponse { offsets, duplicate }))
 }
 
 /// Records grouped by partition, each with its index in the request.
@@ -357,4 +384,16 @@ pub async fn offsets(
     })
     .await?;
     Ok(Json(OffsetsResponse { topic: name, partitions }))
+}
+
+#[utoipa::path(post, path = "/producers", tag = "records",
+    responses(
+        (status = 201, description = "A new idempotent producer id, durable", body = ProducerIdResponse),
+        (status = 503, description = "shutting_down, overloaded", body = ErrorBody)))]
+pub async fn init_producer(
+    State(state): State<AppState>,
+) -> Result<(axum::http::StatusCode, Json<ProducerIdResponse>)> {
+    let registry = state.registry.clone();
+    let (producer_id, epoch) = blocking(move || registry.allocate_producer_id()).await?;
+    Ok((axum::http::StatusCode::CREATED, Json(ProducerIdResponse { producer_id, epoch })))
 }
