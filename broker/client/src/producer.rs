@@ -103,6 +103,18 @@ impl Producer {
     /// partition, a keyed record goes where Kafka's partitioner puts it and an
     /// unkeyed one to the topic's current sticky partition.
     pub async fn send(&self, topic: &str, partition: Option<u32>, record: Record) -> Result<RecordMetadata> {
+        self.enqueue(topic, partition, record).await?.await
+    }
+
+    /// Queues a record and returns the future of its metadata. Records queued one
+    /// after another land in that order within their partition (concurrent `send`s
+    /// from separate tasks do not promise an order).
+    pub async fn enqueue(
+        &self,
+        topic: &str,
+        partition: Option<u32>,
+        record: Record,
+    ) -> Result<impl std::future::Future<Output = Result<RecordMetadata>> + use<>> {
         let count = self.partition_count(topic).await?;
         let rx = {
             let mut st = self.inner.state.lock().expect("producer state lock");
@@ -130,7 +142,7 @@ impl Producer {
             }
             rx
         };
-        rx.await.map_err(|_| ClientError::Disconnected("producer dropped".into()))?
+        Ok(async move { rx.await.map_err(|_| ClientError::Disconnected("producer dropped".into()))? })
     }
 
     /// Sends every buffered record now and waits for all of them.

@@ -52,6 +52,8 @@ pub struct ConsumeArgs {
     /// Consume as a member of this group: all assigned partitions, committed offsets.
     #[arg(long, conflicts_with_all = ["partition", "offset", "from_beginning"])]
     group: Option<String>,
+    #[command(flatten)]
+    transport: crate::binary::Transport,
 }
 
 struct Cursor {
@@ -66,6 +68,24 @@ pub fn run(client: &Client, args: &ConsumeArgs, json_out: bool) -> anyhow::Resul
         return crate::group::consume(client, group, &args.topic, args.max_records, args.follow, json);
     }
     let format = if json_out { Format::Json } else { args.format };
+    if args.transport.is_binary() {
+        let start = crate::binary::start(args.offset.as_deref(), args.from_beginning, args.follow)?;
+        let mut out = std::io::stdout().lock();
+        let sep = args.key_separator.clone();
+        return crate::binary::consume(
+            &args.transport,
+            &args.topic,
+            args.partition,
+            start,
+            args.follow,
+            args.max_records,
+            |partition, r| {
+                let more = print(&mut out, format, &sep, &args.topic, partition, r)?;
+                out.flush().ok();
+                Ok(more)
+            },
+        );
+    }
     let topic = segment(&args.topic);
     let partitions: Vec<u32> = match args.partition {
         Some(p) => vec![p],

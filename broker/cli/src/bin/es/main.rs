@@ -2,6 +2,7 @@
 //! default, `--json` for scripts; errors in plain words with what to do next; a
 //! non-zero exit code on any failure.
 
+mod binary;
 mod client;
 mod consume;
 mod group;
