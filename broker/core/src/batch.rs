@@ -276,10 +276,19 @@ impl<'a> PlainRecords<'a> {
 
     /// See [`BatchView::validate_records`].
     pub fn validate(&self) -> Result<(), CodecError> {
+        self.validate_sizes().map(drop)
+    }
+
+    /// Validates like [`PlainRecords::validate`] and, in the same pass, returns the
+    /// largest record's payload (key + value + header keys and values), so the log
+    /// checks its record limit without walking the records twice.
+    pub fn validate_sizes(&self) -> Result<usize, CodecError> {
         let mut last_delta: Option<u32> = None;
+        let mut largest = 0usize;
         let mut iter = self.iter();
         for record in iter.by_ref() {
             let record = record?;
+            largest = largest.max(record.payload_len());
             let delta = (record.offset - self.header.base_offset) as u32;
             if last_delta.is_some_and(|d| d >= delta) || delta > self.header.last_offset_delta {
                 return Err(CodecError::BadRecord {
@@ -301,7 +310,7 @@ impl<'a> PlainRecords<'a> {
                 reason: "last_offset_delta does not match the records",
             });
         }
-        Ok(())
+        Ok(largest)
     }
 }
 
@@ -351,6 +360,13 @@ pub struct RecordView<'a> {
 }
 
 impl RecordView<'_> {
+    /// Bytes of key, value, header keys and header values: what a record size limit counts.
+    pub fn payload_len(&self) -> usize {
+        self.key.map_or(0, <[u8]>::len)
+            + self.value.map_or(0, <[u8]>::len)
+            + self.headers.iter().map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len)).sum::<usize>()
+    }
+
     /// An owned copy, for callers that outlive the read buffer.
     pub fn to_record(&self) -> Record {
         Record {

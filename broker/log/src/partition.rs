@@ -237,7 +237,18 @@ impl PartitionLog {
 
     /// Leader path: encodes `records`, assigns offsets and (where absent) timestamps.
     pub fn append_records(&self, records: &[Record], term: u64) -> Result<PendingAppend> {
-        let bytes = batch::encode(records, self.shared.clock.now_ms(), ProducerInfo::NONE)?;
+        self.append_records_as(records, ProducerInfo::NONE, term)
+    }
+
+    /// Like [`PartitionLog::append_records`] for an idempotent producer: the batch
+    /// carries `producer`, so a retry is recognised and answered with its offsets.
+    pub fn append_records_as(
+        &self,
+        records: &[Record],
+        producer: ProducerInfo,
+        term: u64,
+    ) -> Result<PendingAppend> {
+        let bytes = batch::encode(records, self.shared.clock.now_ms(), producer)?;
         self.append(bytes, term)
     }
 
@@ -271,15 +282,9 @@ impl PartitionLog {
         }
         // Compressed batches are checked in plain form but stored as sent.
         let plain = view.plain_records(es_core::limits::BATCH_BYTES_MAX_HARD)?;
-        plain.validate()?;
-        for r in plain.iter() {
-            let r = r?;
-            let size = r.key.map_or(0, <[u8]>::len)
-                + r.value.map_or(0, <[u8]>::len)
-                + r.headers.iter().map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len)).sum::<usize>();
-            if size > cfg.record_bytes_max {
-                return Err(LogError::RecordTooLarge { size, max: cfg.record_bytes_max });
-            }
+        let size = plain.validate_sizes()?;
+        if size > cfg.record_bytes_max {
+            return Err(LogError::RecordTooLarge { size, max: cfg.record_bytes_max });
         }
         Ok(view.header)
     }

@@ -64,23 +64,12 @@ pub async fn produce(
     for (partition, group) in &groups {
         let records: Vec<Record> = group.iter().map(|(_, r)| r.clone()).collect();
         let log = topic.partition(u64::from(*partition))?;
-        let append = match producer {
-            None => log.append_records(&records, TERM)?,
-            Some(p) => {
-                let info = es_core::ProducerInfo {
-                    producer_id: p.id,
-                    producer_epoch: p.epoch,
-                    base_sequence: p.sequence,
-                };
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_millis() as i64);
-                let bytes = es_core::batch::encode(&records, now, info)
-                    .map_err(|e| ServerError::InvalidRequest(e.to_string()))?;
-                log.append(bytes, TERM)?
-            }
-        };
-        pending.push((*partition, append));
+        let info = producer.map_or(es_core::ProducerInfo::NONE, |p| es_core::ProducerInfo {
+            producer_id: p.id,
+            producer_epoch: p.epoch,
+            base_sequence: p.sequence,
+        });
+        pending.push((*partition, log.append_records_as(&records, info, TERM)?));
     }
     let count = groups.values().map(Vec::len).sum();
     let mut offsets: Vec<Option<RecordOffset>> = (0..count).map(|_| None).collect();
