@@ -298,6 +298,7 @@ impl Plugins {
             .read()
             .expect("plugins lock")
             .values()
+            .filter(|m| !m.builtin)
             .map(|m| format!("{}.wasm", m.sha256))
             .collect();
         let entries =
