@@ -85,7 +85,9 @@ install_js() {
   mkdir -p "$prefix"
   cp "$here/js/package.json" "$here/js/package-lock.json" "$prefix/"
   # --ignore-scripts: nothing in the tree needs an install script, and none may
-  # download anything from outside the registry.
+  # download anything from outside the registry. package.json also lists
+  # @bytecodealliance/preview2-shim: componentize-js imports it without declaring
+  # it, and `npm ci` does not otherwise put it where node finds it.
   (cd "$prefix" && timeout "$INSTALL_TIMEOUT_S" npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) ||
     unavailable "npm ci could not install js/package-lock.json (is the npm registry reachable?)"
 }
@@ -104,8 +106,11 @@ build_python() {
     return
   fi
   install_python
-  local work
-  work="$(mktemp -d)"
+  # A scratch copy of the source, so no __pycache__ lands in the tree; it lives in
+  # OUTDIR, so a failed build leaves nothing behind elsewhere.
+  local work="$out/.python-build"
+  rm -rf "$work"
+  mkdir -p "$work"
   cp "$here/python/require_fields.py" "$work/"
   (cd "$work" && timeout "$BUILD_TIMEOUT_S" "$tools/python/bin/componentize-py" --quiet \
     -d "$wit" -w record-validator componentize --stub-wasi -p . require_fields -o "$target.tmp")
@@ -117,8 +122,8 @@ build_python() {
 
 # componentize-js embeds StarlingMonkey (SpiderMonkey) and snapshots the module
 # with wizer. Disabling `stdio` drops the filesystem and stdin/stdout imports
-# (stderr stays, for error messages) and `http`/`fetch-event` drop wasi:http, so
-# the component imports only what the es sandbox links.
+# (wasi:cli/stderr stays, which the sandbox allows) and `http`/`fetch-event` drop
+# wasi:http, so the component imports only what the es sandbox links.
 build_js() {
   local target="$out/example_js.wasm"
   local inputs
