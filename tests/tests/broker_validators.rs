@@ -225,6 +225,7 @@ fn hostile_plugins_fail_their_topic_under_its_policy_and_harm_nothing_else() {
         ("loop", "hostile", "deadline"),
         ("bomb", "hostile-slow", "memory"),
         ("trap", "hostile", "trapped"),
+        ("recurse", "hostile", "trapped"),
         ("garbage", "hostile", "invalid result"),
     ];
     for (mode, plugin, expect) in cases {
@@ -259,7 +260,7 @@ fn hostile_plugins_fail_their_topic_under_its_policy_and_harm_nothing_else() {
         assert_eq!(b.get("/healthz").status, 200);
     }
     let values: Vec<Value> = consume_all(&b, "plain").iter().map(|r| r["value"].clone()).collect();
-    assert_eq!(values, vec![json!("loop"), json!("bomb"), json!("trap"), json!("garbage")]);
+    assert_eq!(values, vec![json!("loop"), json!("bomb"), json!("trap"), json!("recurse"), json!("garbage")]);
 }
 
 #[test]
