@@ -297,7 +297,7 @@ fn plugin_management_refuses_bad_components_and_removing_bound_plugins() {
         .iter()
         .map(|p| p["name"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(listed, vec!["avro", "json-schema", "mine", "rules"]);
+    assert_eq!(listed, vec!["avro", "json-schema", "mine", "rules", "schema-registry"]);
     b.create_topic("t", 1);
     bind_ok(&b, "t", json!([{"plugin": "mine"}]));
     assert_eq!(b.get("/plugins/mine").body["bound_to"], json!(["t"]));

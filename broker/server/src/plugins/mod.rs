@@ -392,7 +392,7 @@ mod tests {
         let mut repairs = Vec::new();
         let plugins = Plugins::open(dir.path(), &mut repairs).unwrap();
         let names: Vec<String> = plugins.list().unwrap().into_iter().map(|m| m.name).collect();
-        assert_eq!(names, vec!["avro", "json-schema", "rules"]);
+        assert_eq!(names, vec!["avro", "json-schema", "rules", "schema-registry"]);
         assert!(!plugins.get("rules").unwrap().version.is_empty(), "a built-in describes itself");
         let wasm = es_plugin_host::builtin::RULES.to_vec();
         let upload = Upload { name: "my-rules".into(), wasm: wasm.clone(), ..Upload::default() };
