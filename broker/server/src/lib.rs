@@ -14,6 +14,7 @@ pub mod limits;
 pub use es_core::partitioner;
 pub mod producer_ids;
 mod registry;
+pub mod schemas;
 mod store;
 
 pub use binary::{BinaryState, serve_binary};

@@ -6,6 +6,7 @@ pub(crate) mod group_sessions;
 mod groups;
 mod openapi;
 mod records;
+mod schemas;
 mod topics;
 
 use std::future::{Future, IntoFuture};
@@ -65,6 +66,7 @@ fn api_routes(state: AppState) -> Router<AppState> {
         .route("/topics/{topic}/offsets", get(records::offsets))
         .route("/topics/{topic}/partitions/{partition}/records", get(records::consume))
         .merge(groups::routes())
+        .nest("/registry", schemas::routes())
         .route_layer(middleware::from_fn_with_state(state, limit_in_flight))
 }
 
