@@ -242,7 +242,7 @@ impl State {
         let found = checkers.check(proposed.schema_type, level, &proposed.text, &existing)?;
         Ok(found
             .into_iter()
-            .map(|i| format!("{{path: '{}', description: '{}'}}", i.path, i.message))
+            .map(|i| if i.path.is_empty() { i.message } else { format!("{}: {}", i.path, i.message) })
             .collect())
     }
 

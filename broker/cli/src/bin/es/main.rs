@@ -8,6 +8,7 @@ mod consume;
 mod group;
 mod output;
 mod produce;
+mod schema;
 mod topic;
 
 use std::process::ExitCode;
@@ -43,6 +44,9 @@ enum Command {
     /// List, describe, reset and delete consumer groups.
     #[command(subcommand)]
     Group(group::GroupCommand),
+    /// Register, read, test and delete schemas in the broker's schema registry.
+    #[command(subcommand)]
+    Schema(schema::SchemaCommand),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +58,11 @@ fn main() -> ExitCode {
         Command::Consume(args) => consume::run(&client, &args, cli.json),
         Command::Offsets(args) => topic::offsets(&client, &args, cli.json),
         Command::Group(cmd) => group::run(&client, cmd, cli.json),
+        Command::Schema(cmd) => match schema::run(&client, cmd, cli.json) {
+            // An incompatible `es schema check` printed its findings: exit 1 without an error line.
+            Ok(false) => return ExitCode::FAILURE,
+            other => other.map(|_| ()),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
