@@ -94,6 +94,28 @@ impl Validator {
         config: Vec<(String, String)>,
         limits: PluginLimits,
     ) -> Result<Self, PluginError> {
+        let mut validator = Self::prepare(engine, name, wasm, config, limits)?;
+        validator.info = validator.fetch_info(true)?;
+        Ok(validator)
+    }
+
+    /// Checks `wasm` as `load` does (a component of the record-validator world
+    /// importing only what the sandbox allows) and returns what the plugin says
+    /// about itself, without configuring it: what an upload checks before the
+    /// plugin is stored, when no binding has given it a configuration yet.
+    pub fn inspect(engine: &PluginEngine, name: &str, wasm: &[u8]) -> Result<PluginInfo, PluginError> {
+        let validator = Self::prepare(engine, name, wasm, Vec::new(), PluginLimits::default())?;
+        validator.fetch_info(false)
+    }
+
+    /// Checks, compiles (or finds in the cache) and links `wasm`; no instance yet.
+    fn prepare(
+        engine: &PluginEngine,
+        name: &str,
+        wasm: &[u8],
+        config: Vec<(String, String)>,
+        limits: PluginLimits,
+    ) -> Result<Self, PluginError> {
         check_limits(engine, name, &limits)?;
         let component = engine.load(name, wasm)?;
         sandbox::check_imports(name, engine.engine(), &component)?;
@@ -105,7 +127,7 @@ impl Validator {
         };
         let instance_pre = engine.linker().instantiate_pre(&component).map_err(wrong_world)?;
         let pre = RecordValidatorPre::new(instance_pre).map_err(wrong_world)?;
-        let mut validator = Self {
+        Ok(Self {
             name: Arc::from(name),
             info: PluginInfo { name: name.to_owned(), ..empty_info() },
             engine: engine.clone(),
@@ -116,9 +138,7 @@ impl Validator {
             calls: AtomicU64::new(0),
             instances_created: AtomicU64::new(0),
             failures: AtomicU64::new(0),
-        };
-        validator.info = validator.fetch_info()?;
-        Ok(validator)
+        })
     }
 
     /// The name the plugin was loaded under.
@@ -198,7 +218,7 @@ impl Validator {
     fn call(&self, batch: &Batch) -> Result<Vec<wit::Violation>, PluginError> {
         let mut warm = match self.pool.take() {
             Some(warm) => warm,
-            None => self.instantiate()?,
+            None => self.instantiate(true)?,
         };
         self.calls.fetch_add(1, Ordering::Relaxed);
         warm.calls += 1;
@@ -223,8 +243,9 @@ impl Validator {
             && warm.store.data().limiter.memory_bytes <= self.limits.recycle_memory_bytes
     }
 
-    /// A new instance, configured, under the configure deadline.
-    fn instantiate(&self) -> Result<Warm, PluginError> {
+    /// A new instance, configured unless `configure` is false (only `inspect`
+    /// asks for that), under the configure deadline.
+    fn instantiate(&self, configure: bool) -> Result<Warm, PluginError> {
         let deadline_ms = self.limits.configure_deadline_ms;
         let mut store = Store::new(self.engine.engine(), HostState::new(self.name.clone(), &self.limits));
         store.limiter(|s| &mut s.limiter);
@@ -235,6 +256,9 @@ impl Validator {
             Err(e) => return Err(self.classify(e, &store, deadline_ms, instantiate_error)),
         };
         self.instances_created.fetch_add(1, Ordering::Relaxed);
+        if !configure {
+            return Ok(Warm { store, bindings, calls: 0 });
+        }
         match bindings.es_plugin_lifecycle().call_configure(&mut store, &self.config) {
             Ok(Ok(())) => Ok(Warm { store, bindings, calls: 0 }),
             Ok(Err(message)) => Err(PluginError::Configure { plugin: self.name.to_string(), message }),
@@ -242,15 +266,18 @@ impl Validator {
         }
     }
 
-    fn fetch_info(&self) -> Result<PluginInfo, PluginError> {
-        let mut warm = self.instantiate()?;
+    fn fetch_info(&self, configured: bool) -> Result<PluginInfo, PluginError> {
+        let mut warm = self.instantiate(configured)?;
         warm.store.set_epoch_deadline(ticks(self.limits.configure_deadline_ms));
         let info = warm
             .bindings
             .es_plugin_lifecycle()
             .call_info(&mut warm.store)
             .map_err(|e| self.classify(e, &warm.store, self.limits.configure_deadline_ms, trap_error))?;
-        self.pool.give(warm);
+        // An unconfigured instance must never serve `validate`.
+        if configured {
+            self.pool.give(warm);
+        }
         Ok(PluginInfo {
             name: info.name,
             version: info.version,
