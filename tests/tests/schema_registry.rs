@@ -418,3 +418,111 @@ fn the_registry_survives_kill9_and_graceful_restarts() {
     assert!(!b.get("/topics").body.to_string().contains("__es_schemas"));
     assert_eq!(b.delete("/topics/__es_schemas").status, 400);
 }
+
+/// Runs `es` against `url`; bounded in time.
+fn es(url: &str, args: &[&str]) -> std::process::Output {
+    let mut child = std::process::Command::new(es_tests::broker::es_bin())
+        .env("ES_BROKER", url)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawning es");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("es {args:?} did not finish within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn es_ok(url: &str, args: &[&str]) -> String {
+    let out = es(url, args);
+    assert!(out.status.success(), "es {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn the_cli_registers_reads_checks_configures_and_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path());
+    let url = b.url.as_str();
+    let file = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_owned()
+    };
+    let f1 = file("v1.avsc", &v1());
+    let ok2 = file(
+        "ok.avsc",
+        &user(json!([{"name": "a", "type": "int"}, {"name": "e", "type": "string", "default": ""}])),
+    );
+    let bad = file("bad.avsc", &user(json!([{"name": "a", "type": "int"}, {"name": "e", "type": "string"}])));
+
+    assert_eq!(
+        es_ok(url, &["schema", "register", "orders-value", &f1]).trim(),
+        "subject orders-value version 1 id 1"
+    );
+    let json_out: Value =
+        serde_json::from_str(&es_ok(url, &["--json", "schema", "register", "orders-value", &ok2])).unwrap();
+    assert_eq!((json_out["id"].clone(), json_out["version"].clone()), (json!(2), json!(2)));
+    assert_eq!(es_ok(url, &["schema", "list"]).trim(), "orders-value");
+    assert_eq!(es_ok(url, &["schema", "versions", "orders-value"]).trim(), "1\n2");
+    let got = es_ok(url, &["schema", "get", "orders-value", "1"]);
+    assert!(got.starts_with("subject orders-value version 1 id 1 type AVRO\n"), "{got}");
+    let by_id = es_ok(url, &["schema", "get", "--id", "1"]);
+    assert_eq!(
+        serde_json::from_str::<Value>(by_id.trim()).unwrap(),
+        serde_json::from_str::<Value>(&v1()).unwrap()
+    );
+
+    assert_eq!(es_ok(url, &["schema", "check", "orders-value", &ok2]).trim(), "compatible");
+    let out = es(url, &["schema", "check", "orders-value", &bad]);
+    assert_eq!(out.status.code(), Some(1), "an incompatible schema exits 1");
+    let lines = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        !lines.trim().is_empty() && !lines.contains("{compatibility"),
+        "one plain line per incompatibility: {lines}"
+    );
+    let out = es(url, &["schema", "register", "orders-value", &bad]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("error_code 409"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    assert_eq!(es_ok(url, &["schema", "config"]).trim(), "BACKWARD");
+    assert_eq!(es_ok(url, &["schema", "config", "orders-value", "--set", "forward"]).trim(), "FORWARD");
+    assert_eq!(es_ok(url, &["schema", "config", "orders-value"]).trim(), "FORWARD");
+    assert_eq!(es_ok(url, &["schema", "check", "orders-value", &bad, "--version", "2"]).trim(), "compatible");
+
+    let out = es(url, &["schema", "delete", "orders-value", "--permanent"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("40405"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        es_ok(url, &["schema", "delete", "orders-value", "--version", "1"]).trim(),
+        "soft-deleted subject orders-value version 1"
+    );
+    assert_eq!(
+        es_ok(url, &["schema", "delete", "orders-value"]).trim(),
+        "soft-deleted subject orders-value version 2"
+    );
+    assert_eq!(
+        es_ok(url, &["schema", "delete", "orders-value", "--permanent"]).trim(),
+        "permanently deleted subject orders-value version 1, 2"
+    );
+    let out = es(url, &["schema", "versions", "orders-value"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("40401"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
