@@ -128,6 +128,52 @@ fn normalize_gives_one_canonical_form_and_refuses_bad_schemas() {
     assert_eq!(avro().stats().failures, 0);
 }
 
+#[test]
+fn every_conformance_schema_normalizes_idempotently_and_keeps_its_verdict() {
+    let cases = conformance("avro-reader-writer.json");
+    for (i, case) in cases.as_array().unwrap().iter().enumerate() {
+        let mut normal = Vec::new();
+        for side in ["reader", "writer"] {
+            let schema = case[side].to_string();
+            let once = avro().normalize(&schema).unwrap().unwrap_or_else(|e| panic!("case {i} {side}: {e}"));
+            let twice =
+                avro().normalize(&once).unwrap().unwrap_or_else(|e| panic!("case {i} {side} again: {e}"));
+            assert_eq!(once, twice, "case {i} {side}: normalizing is idempotent");
+            normal.push(once);
+        }
+        // The registry stores normalized schemas: checking them must give the
+        // same answer as checking the originals.
+        let expected = case["compatible"].as_bool().unwrap();
+        assert_eq!(compatible(CompatLevel::Backward, &normal[0], &[&normal[1]]), expected, "case {i}");
+    }
+}
+
+#[test]
+fn namespaces_references_and_logical_types_survive_normalization() {
+    let schema = r#"{"type":"record","name":"order","namespace":"shop","doc":"an order","fields":[
+        {"name":"id","type":{"type":"string","logicalType":"uuid"}},
+        {"name":"price","type":{"type":"bytes","logicalType":"decimal","precision":9,"scale":2}},
+        {"name":"hash","type":{"type":"fixed","name":"md5","namespace":"crypto","size":16}},
+        {"name":"previous_hash","type":["null","crypto.md5"],"default":null},
+        {"name":"at","type":{"type":"long","logicalType":"timestamp-micros"}},
+        {"name":"state","type":{"type":"enum","name":"state","symbols":["NEW","PAID"],"default":"NEW"},"default":"NEW"},
+        {"name":"lines","type":{"type":"array","items":{"type":"record","name":"line","fields":[
+            {"name":"sku","type":"string","aliases":["item"]},
+            {"name":"qty","type":"int","default":1}]}}},
+        {"name":"by_sku","type":{"type":"map","values":"line"}},
+        {"name":"parent","type":["null","order"],"default":null}]}"#;
+    let once = avro().normalize(schema).unwrap().expect("valid");
+    assert_eq!(avro().normalize(&once).unwrap(), Ok(once.clone()), "idempotent: {once}");
+    for level in CompatLevel::ALL {
+        assert!(compatible(level, &once, &[schema]), "{level}: normalized against original");
+    }
+    for kept in
+        [r#""aliases":["item"]"#, r#""logicalType":"uuid""#, r#""default":"NEW""#, r#""doc":"an order""#]
+    {
+        assert!(once.contains(kept), "{kept} kept in {once}");
+    }
+}
+
 const V1: &str = r#"{"type":"record","name":"user","fields":[
     {"name":"id","type":"long"},
     {"name":"name","type":"string"}]}"#;
