@@ -173,7 +173,8 @@ impl<W: World> Plugin<W> {
     pub(crate) fn inspect(engine: &PluginEngine, name: &str, wasm: &[u8]) -> Result<PluginInfo, PluginError> {
         let plugin = Self::prepare(engine, name, wasm, Vec::new(), PluginLimits::default())?;
         let deadline_ms = plugin.limits.configure_deadline_ms;
-        let mut store = Store::new(plugin.engine.engine(), HostState::new(plugin.name.clone(), &plugin.limits));
+        let mut store =
+            Store::new(plugin.engine.engine(), HostState::new(plugin.name.clone(), &plugin.limits));
         store.limiter(|s| &mut s.limiter);
         store.epoch_deadline_trap();
         store.set_epoch_deadline(ticks(deadline_ms));

@@ -238,7 +238,7 @@ impl Registry {
     fn open_schemas(&self) -> Result<()> {
         use crate::schemas::{SCHEMAS_TOPIC, Schemas};
         let topic = self.internal_compacted(SCHEMAS_TOPIC)?;
-        let checkers = Arc::new(crate::schemas::builtin_checkers());
+        let checkers = Arc::new(crate::schemas::builtin_checkers(self.plugins.engine())?);
         let schemas = Schemas::open(topic.partitions[0].clone(), checkers)?;
         let _ = self.schemas.set(Arc::new(schemas));
         Ok(())

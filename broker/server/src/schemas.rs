@@ -11,7 +11,11 @@ use std::sync::{Arc, RwLock};
 
 use es_core::Record;
 use es_log::PartitionLog;
-use es_schema_registry::{Change, Plan, RegistryError, SchemaCheckers, State};
+use es_plugin_host::{CompatChecker, PluginEngine, PluginError, PluginLimits, builtin};
+use es_schema_registry::{
+    Change, CheckerError, CompatLevel, Incompatibility, Plan, RegistryError, SchemaChecker, SchemaCheckers,
+    SchemaType, State,
+};
 
 /// The internal compacted topic that holds the registry.
 pub const SCHEMAS_TOPIC: &str = "__es_schemas";
@@ -143,9 +147,55 @@ async fn run_blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 
         .map_err(|e| RegistryError::Store(format!("a registry task failed: {e}")))?
 }
 
-/// The checkers the broker starts with: one per schema type whose built-in
-/// compatibility plugin is part of this build. A type without one is refused at
-/// registration (42201) rather than accepted unchecked.
-pub fn builtin_checkers() -> SchemaCheckers {
-    SchemaCheckers::new()
+/// The checkers the broker starts with: every built-in schema-compat plugin
+/// (`es_plugin_host::builtin::COMPAT_NAMES`), each for the types it supports. A
+/// type without one is refused at registration (42201) rather than accepted
+/// unchecked; `SchemaCheckers::set` replaces a type's checker at run time.
+pub fn builtin_checkers(engine: &PluginEngine) -> crate::Result<SchemaCheckers> {
+    let checkers = SchemaCheckers::new();
+    for name in builtin::COMPAT_NAMES {
+        let wasm = builtin::compat(name).expect("listed in COMPAT_NAMES");
+        let checker = CompatChecker::load(engine, name, wasm, Vec::new(), PluginLimits::compat())
+            .map_err(|e| crate::ServerError::Internal(format!("loading the built-in checker {name}: {e}")))?;
+        install(&checkers, Arc::new(checker));
+    }
+    Ok(checkers)
+}
+
+/// Makes `checker` the checker of every schema type it supports that the registry
+/// knows (AVRO, JSON, PROTOBUF); returns those types.
+pub fn install(checkers: &SchemaCheckers, checker: Arc<CompatChecker>) -> Vec<SchemaType> {
+    let types: Vec<SchemaType> =
+        checker.supports().iter().filter_map(|t| SchemaType::parse(Some(t)).ok()).collect();
+    for t in &types {
+        checkers.set(*t, Arc::new(PluginChecker(checker.clone())));
+    }
+    types
+}
+
+/// A schema-compat Wasm plugin as the registry's checker.
+struct PluginChecker(Arc<CompatChecker>);
+
+impl SchemaChecker for PluginChecker {
+    fn normalize(&self, schema: &str) -> Result<Result<String, String>, CheckerError> {
+        self.0.normalize(schema).map_err(checker_error)
+    }
+
+    fn check(
+        &self,
+        level: CompatLevel,
+        proposed: &str,
+        existing: &[String],
+    ) -> Result<Vec<Incompatibility>, CheckerError> {
+        let level: es_plugin_host::CompatLevel = level.as_str().parse().expect("the same seven levels");
+        let found = self.0.check(level, proposed, existing).map_err(checker_error)?;
+        Ok(found.into_iter().map(|i| Incompatibility { path: i.path, message: i.message }).collect())
+    }
+}
+
+fn checker_error(e: PluginError) -> CheckerError {
+    match e {
+        PluginError::Deadline { .. } => CheckerError::Timeout(e.to_string()),
+        other => CheckerError::Failed(other.to_string()),
+    }
 }
