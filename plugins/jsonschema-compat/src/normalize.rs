@@ -31,8 +31,25 @@ impl fmt::Display for SchemaError {
 
 impl std::error::Error for SchemaError {}
 
-/// Parses and checks a schema.
+/// Parses and checks a schema: JSON, an object or a boolean, references that
+/// resolve, and valid against its draft's meta-schema.
 pub fn parse(text: &str) -> Result<Value, SchemaError> {
+    let schema = parse_document(text)?;
+    // Building a validator checks the schema against its draft's meta-schema and
+    // compiles its regexes; without resolver features it fetches nothing. A schema
+    // without `$schema` is read as draft 7, Confluent's default.
+    let options = match schema.get("$schema") {
+        Some(_) => jsonschema::options(),
+        None => jsonschema::options().with_draft(jsonschema::Draft::Draft7),
+    };
+    options.build(&schema).map_err(|e| SchemaError::Invalid(e.to_string()))?;
+    Ok(schema)
+}
+
+/// The checks a comparison needs, without the meta-schema validation (the
+/// registry validated stored schemas when they were registered): JSON, an object
+/// or a boolean, references that resolve.
+pub fn parse_document(text: &str) -> Result<Value, SchemaError> {
     let schema: Value = serde_json::from_str(text).map_err(|e| SchemaError::NotJson(e.to_string()))?;
     let kind = match &schema {
         Value::Object(_) | Value::Bool(_) => None,
@@ -47,14 +64,6 @@ pub fn parse(text: &str) -> Result<Value, SchemaError> {
     Document::new(&schema)
         .check_refs()
         .map_err(|e| SchemaError::UnresolvedRef { reference: e.reference, reason: e.reason })?;
-    // Building a validator checks the schema against its draft's meta-schema and
-    // compiles its regexes; without resolver features it fetches nothing.
-    // A schema without `$schema` is read as draft 7, Confluent's default.
-    let options = match schema.get("$schema") {
-        Some(_) => jsonschema::options(),
-        None => jsonschema::options().with_draft(jsonschema::Draft::Draft7),
-    };
-    options.build(&schema).map_err(|e| SchemaError::Invalid(e.to_string()))?;
     Ok(schema)
 }
 

@@ -167,7 +167,7 @@ impl fmt::Display for Kind {
 /// One reason the reader cannot read everything the writer produces.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Incompatibility {
-    /// JSON pointer to the place in the schemas, e.g. `/properties/a/type`.
+    /// JSON pointer to the place in the schemas, e.g. `/properties/a/type`; `/` is the root.
     pub path: String,
     pub kind: Kind,
     /// Plain-language explanation, in reader/writer terms.
@@ -195,8 +195,11 @@ impl Location {
         Location { segments }
     }
 
-    /// The RFC 6901 form, `""` for the root.
+    /// The RFC 6901 form, except that the root is `/` (as the other checkers write it).
     pub fn pointer(&self) -> String {
+        if self.segments.is_empty() {
+            return "/".to_owned();
+        }
         let mut out = String::new();
         for segment in &self.segments {
             out.push('/');
@@ -218,7 +221,7 @@ mod tests {
     fn pointers_escape_tilde_and_slash() {
         let location = Location::default().child("properties").child("a/b~c");
         assert_eq!(location.pointer(), "/properties/a~1b~0c");
-        assert_eq!(Location::default().pointer(), "");
+        assert_eq!(Location::default().pointer(), "/");
     }
 
     #[test]
