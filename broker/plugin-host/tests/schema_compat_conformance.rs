@@ -174,6 +174,45 @@ fn namespaces_references_and_logical_types_survive_normalization() {
     }
 }
 
+/// Records `r0`..`r{depth}`, each with four fields of the next one, so a naive
+/// check walks 4^depth paths; the innermost has one field of type `leaf`.
+fn fan_out(depth: usize, leaf: &str) -> String {
+    let mut schema =
+        format!(r#"{{"type":"record","name":"r{depth}","fields":[{{"name":"x","type":"{leaf}"}}]}}"#);
+    for d in (0..depth).rev() {
+        let fields: Vec<String> = (0..4)
+            .map(|i| {
+                if i == 0 {
+                    format!(r#"{{"name":"f0","type":{schema}}}"#)
+                } else {
+                    format!(r#"{{"name":"f{i}","type":"r{}"}}"#, d + 1)
+                }
+            })
+            .collect();
+        schema = format!(r#"{{"type":"record","name":"r{d}","fields":[{}]}}"#, fields.join(","));
+    }
+    schema
+}
+
+#[test]
+fn schemas_built_to_be_slow_fail_closed_within_the_deadline() {
+    let same = fan_out(14, "long");
+    // A record used in many places is checked once when compatible.
+    assert!(compatible(CompatLevel::Full, &same, &[&same]));
+    // Incompatible at every one of the 4^14 leaves: the check gives up, says so,
+    // and still answers (no deadline error).
+    let narrowed = fan_out(14, "int");
+    let started = std::time::Instant::now();
+    // The step budget is per request, so many versions do not multiply it.
+    let found = check(CompatLevel::FullTransitive, &narrowed, &[same.as_str(); 8]);
+    let took = started.elapsed();
+    let codes = codes(&found);
+    assert_eq!(codes.iter().filter(|c| **c == "SCHEMA_TOO_COMPLEX").count(), 1, "{:?}", &found[..3]);
+    assert!(codes.contains(&"TYPE_MISMATCH"), "{:?}", &found[..3]);
+    assert!(found.len() <= 1_000, "{}", found.len());
+    println!("gave up after {took:?} with {} incompatibilities", found.len());
+}
+
 const V1: &str = r#"{"type":"record","name":"user","fields":[
     {"name":"id","type":"long"},
     {"name":"name","type":"string"}]}"#;

@@ -20,6 +20,9 @@ use es_plugin_sdk::{CompatLevel, Config, Incompatibility, SchemaCompat, export_s
 
 use crate::resolve::{Found, Problem};
 
+/// Most incompatibilities reported by one check (the host's `INCOMPATIBILITIES_MAX`).
+const REPORTED_MAX: usize = 1_000;
+
 struct AvroCompat;
 
 impl SchemaCompat for AvroCompat {
@@ -53,6 +56,7 @@ impl SchemaCompat for AvroCompat {
                 return out.push(Incompatibility::new("/", format!("INVALID_SCHEMA: the new schema: {e}")));
             }
         };
+        let mut steps = 0;
         for (i, old) in existing.iter().enumerate() {
             let against = Against { index: i, count: existing.len() };
             let old = match parse(old) {
@@ -66,12 +70,20 @@ impl SchemaCompat for AvroCompat {
                 }
             };
             if level.checks_backward() {
-                out.extend(resolve::check(&new, &old).iter().map(|f| render(f, Roles::BACKWARD, against)));
+                out.extend(
+                    resolve::check(&new, &old, &mut steps)
+                        .iter()
+                        .map(|f| render(f, Roles::BACKWARD, against)),
+                );
             }
             if level.checks_forward() {
-                out.extend(resolve::check(&old, &new).iter().map(|f| render(f, Roles::FORWARD, against)));
+                out.extend(
+                    resolve::check(&old, &new, &mut steps).iter().map(|f| render(f, Roles::FORWARD, against)),
+                );
             }
         }
+        // The host keeps no more than this either; sending more only costs copies.
+        out.truncate(REPORTED_MAX);
     }
 }
 
@@ -128,6 +140,10 @@ fn render(found: &Found, roles: Roles, against: Against) -> Incompatibility {
         Problem::ReaderFieldMissingDefaultValue { field } => format!(
             "the field '{field}' at path '{path}' in the {reader} schema has no default value and is \
              missing in the {writer} schema"
+        ),
+        Problem::TooComplex { steps } => format!(
+            "the check of the {reader} schema against the {writer} schema gave up after {steps} steps; \
+             the schemas nest their named types too deeply to check"
         ),
         Problem::MissingUnionBranch { writer: w } => format!(
             "the union at path '{path}' in the {reader} schema has no branch that reads the {w} of the \

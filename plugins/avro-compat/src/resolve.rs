@@ -29,6 +29,9 @@ pub enum Problem {
     ReaderFieldMissingDefaultValue { field: String },
     /// A reader union with no branch that reads this writer type.
     MissingUnionBranch { writer: &'static str },
+    /// The check gave up after `STEPS_MAX` steps (a schema built to make it
+    /// slow); counted as incompatible, so the registry fails closed.
+    TooComplex { steps: usize },
 }
 
 impl Problem {
@@ -41,6 +44,7 @@ impl Problem {
             Self::MissingEnumSymbols { .. } => "MISSING_ENUM_SYMBOLS",
             Self::ReaderFieldMissingDefaultValue { .. } => "READER_FIELD_MISSING_DEFAULT_VALUE",
             Self::MissingUnionBranch { .. } => "MISSING_UNION_BRANCH",
+            Self::TooComplex { .. } => "SCHEMA_TOO_COMPLEX",
         }
     }
 }
@@ -53,12 +57,40 @@ pub struct Found {
     pub problem: Problem,
 }
 
+/// Most steps (schema pairs compared) one `check` call of the plugin may take,
+/// over all the schemas it compares. Real schemas need a few thousand at most;
+/// without a bound, a small schema whose records each use the next one several
+/// times would take exponential time, and every registration attempt would burn
+/// the plugin's whole deadline.
+pub const STEPS_MAX: usize = 50_000;
+
 /// Every incompatibility of reading data written with `writer` using `reader`;
-/// empty when the reader can read everything the writer writes.
-pub fn check(reader: &Schema, writer: &Schema) -> Vec<Found> {
+/// empty when the reader can read everything the writer writes. `steps` counts
+/// the work of every check of one request: past `STEPS_MAX` the checks stop,
+/// and the one that crossed the line reports `Problem::TooComplex` first.
+pub fn check(reader: &Schema, writer: &Schema, steps: &mut usize) -> Vec<Found> {
+    if *steps > STEPS_MAX {
+        return Vec::new();
+    }
     let (reader_names, writer_names) = (Named::of(reader), Named::of(writer));
-    let mut checker = Checker { reader: &reader_names, writer: &writer_names, in_progress: HashSet::new() };
-    checker.check(reader, writer, "")
+    let mut checker = Checker {
+        reader: &reader_names,
+        writer: &writer_names,
+        in_progress: HashMap::new(),
+        lowest_assumed: usize::MAX,
+        compatible: HashSet::new(),
+        steps: *steps,
+    };
+    let out = checker.check(reader, writer, "");
+    *steps = checker.steps;
+    if checker.steps > STEPS_MAX {
+        // First, so that cutting a long list short never hides why it is partial.
+        let mut all = found("", Problem::TooComplex { steps: STEPS_MAX });
+        all.extend(out);
+        all
+    } else {
+        out
+    }
 }
 
 /// The named types of one schema by full name, so a `Schema::Ref` (a later use
@@ -182,13 +214,28 @@ struct Checker<'n, 'a> {
     reader: &'n Named<'a>,
     writer: &'n Named<'a>,
     /// Record pairs (reader full name, writer full name) being checked further up
-    /// the stack: meeting one again means a recursive type, which is compatible
-    /// as far as this branch goes (its fields are being checked already).
-    in_progress: HashSet<(String, String)>,
+    /// the stack, with their depth: meeting one again means a recursive type,
+    /// which is compatible as far as this branch goes (its fields are being
+    /// checked already).
+    in_progress: HashMap<(String, String), usize>,
+    /// The shallowest in-progress pair the current record's verdict assumed
+    /// compatible (`usize::MAX`: none).
+    lowest_assumed: usize,
+    /// Record pairs already found compatible, so a record used in many places is
+    /// checked once (an incompatible pair is checked again at each place, so each
+    /// place is reported).
+    compatible: HashSet<(String, String)>,
+    /// Steps taken; past `STEPS_MAX` every check is cut short.
+    steps: usize,
 }
 
 impl<'a> Checker<'_, 'a> {
     fn check(&mut self, reader: &'a Schema, writer: &'a Schema, path: &str) -> Vec<Found> {
+        self.steps += 1;
+        if self.steps > STEPS_MAX {
+            // `check` (the entry point) reports this once.
+            return Vec::new();
+        }
         let (r, w) = (view(reader, self.reader), view(writer, self.writer));
         match (r, w) {
             (View::Union(_), View::Union(branches)) => {
@@ -229,15 +276,36 @@ impl<'a> Checker<'_, 'a> {
             }
             (View::Record(rr), View::Record(wr)) => {
                 let mut out = names(&rr.name, &rr.aliases, &wr.name, path);
-                let pair = (rr.name.fullname(None), wr.name.fullname(None));
-                if self.in_progress.insert(pair.clone()) {
-                    out.extend(self.fields(rr, wr, path));
-                    self.in_progress.remove(&pair);
-                }
+                out.extend(self.record(rr, wr, path));
                 out
             }
             _ => found(path, Problem::TypeMismatch { reader: r.kind(), writer: w.kind() }),
         }
+    }
+
+    /// The fields of a record pair, unless the pair is known compatible or is
+    /// already being checked further up (a recursive type).
+    fn record(&mut self, reader: &'a RecordSchema, writer: &'a RecordSchema, path: &str) -> Vec<Found> {
+        let pair = (reader.name.fullname(None), writer.name.fullname(None));
+        if self.compatible.contains(&pair) {
+            return Vec::new();
+        }
+        if let Some(&depth) = self.in_progress.get(&pair) {
+            self.lowest_assumed = self.lowest_assumed.min(depth);
+            return Vec::new();
+        }
+        let depth = self.in_progress.len();
+        self.in_progress.insert(pair.clone(), depth);
+        let outer_assumed = std::mem::replace(&mut self.lowest_assumed, usize::MAX);
+        let out = self.fields(reader, writer, path);
+        self.in_progress.remove(&pair);
+        // Remember a compatible verdict only if it rests on no assumption about a
+        // pair further up, which might still turn out incompatible.
+        if out.is_empty() && self.lowest_assumed >= depth {
+            self.compatible.insert(pair);
+        }
+        self.lowest_assumed = self.lowest_assumed.min(outer_assumed);
+        out
     }
 
     /// Both sides unions: each writer branch must be readable by the reader
