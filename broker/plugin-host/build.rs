@@ -18,8 +18,10 @@ const COMPONENTS: &[&str] = &[
     "es_plugin_json_schema",
     "es_plugin_avro",
     "es_plugin_schema_registry",
+    "es_plugin_avro_compat",
     "es_fixture_hostile",
     "es_fixture_fs_reader",
+    "es_fixture_hostile_compat",
 ];
 
 /// Variables that would change or break the nested wasm build.

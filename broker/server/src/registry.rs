@@ -109,6 +109,8 @@ pub struct Registry {
     plugins: Plugins,
     /// Consumer groups; set once the internal offsets topic is open.
     groups: std::sync::OnceLock<Arc<crate::groups::Groups>>,
+    /// The schema registry; set once the internal schemas topic is open.
+    schemas: std::sync::OnceLock<Arc<crate::schemas::Schemas>>,
     /// Held for the broker's life: two brokers on one data directory would corrupt it.
     _lock: std::fs::File,
 }
@@ -148,6 +150,7 @@ impl Registry {
             producer_ids,
             plugins,
             groups: std::sync::OnceLock::new(),
+            schemas: std::sync::OnceLock::new(),
             _lock: lock,
         };
         for meta in registry.store.load_all()? {
@@ -166,6 +169,7 @@ impl Registry {
         }
         registry.remove_orphans(&mut report.repairs)?;
         registry.open_groups()?;
+        registry.open_schemas()?;
         Ok((Arc::new(registry), report))
     }
 
@@ -204,24 +208,45 @@ impl Registry {
         store::fsync_dir(root).map_err(|e| io(format!("syncing {}", root.display()), e))
     }
 
-    /// Creates the internal offsets topic on first start, then opens the group service.
-    fn open_groups(&self) -> Result<()> {
-        use crate::groups::{Groups, OFFSETS_TOPIC};
-        let topic = match self.topic(OFFSETS_TOPIC) {
-            Ok(t) => t,
+    /// The internal compacted topic `name` (one partition), created on first start.
+    fn internal_compacted(&self, name: &str) -> Result<Arc<Topic>> {
+        match self.topic(name) {
+            Ok(t) => Ok(t),
             Err(_) => {
                 // Smaller segments than data topics, so compaction (sealed segments
-                // only) keeps the offsets log short, as Kafka does for __consumer_offsets.
+                // only) keeps the log short, as Kafka does for __consumer_offsets.
                 let compact = BTreeMap::from([
                     ("cleanup.policy".to_owned(), Value::from("compact")),
                     ("segment.bytes".to_owned(), Value::from(64 * 1024 * 1024)),
                 ]);
-                self.create_any(OFFSETS_TOPIC, 1, &compact)?
+                self.create_any(name, 1, &compact)
             }
-        };
+        }
+    }
+
+    /// Creates the internal offsets topic on first start, then opens the group service.
+    fn open_groups(&self) -> Result<()> {
+        use crate::groups::{Groups, OFFSETS_TOPIC};
+        let topic = self.internal_compacted(OFFSETS_TOPIC)?;
         let groups = Groups::open(topic.partitions[0].clone())?;
         let _ = self.groups.set(Arc::new(groups));
         Ok(())
+    }
+
+    /// Creates the internal schemas topic on first start, then opens the schema
+    /// registry with the built-in compatibility checkers.
+    fn open_schemas(&self) -> Result<()> {
+        use crate::schemas::{SCHEMAS_TOPIC, Schemas};
+        let topic = self.internal_compacted(SCHEMAS_TOPIC)?;
+        let checkers = Arc::new(crate::schemas::builtin_checkers(self.plugins.engine())?);
+        let schemas = Schemas::open(topic.partitions[0].clone(), checkers)?;
+        let _ = self.schemas.set(Arc::new(schemas));
+        Ok(())
+    }
+
+    /// The schema registry.
+    pub fn schemas(&self) -> &Arc<crate::schemas::Schemas> {
+        self.schemas.get().expect("opened in Registry::open")
     }
 
     /// The consumer-group service.
