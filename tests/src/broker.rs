@@ -225,10 +225,6 @@ impl Broker {
         request(&self.agent, "PATCH", &format!("{}{path}", self.url), Some(&body.to_string()))
     }
 
-    pub fn put(&self, path: &str, body: &Value) -> Resp {
-        request(&self.agent, "PUT", &format!("{}{path}", self.url), Some(&body.to_string()))
-    }
-
     /// POSTs raw bytes (e.g. a plugin component).
     pub fn post_bytes(&self, path: &str, body: &[u8]) -> Resp {
         let url = format!("{}{path}", self.url);
