@@ -16,7 +16,8 @@ pub const AVRO_COMPAT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/es_plug
 /// The `schema-registry` validator: values carry a registered schema id of the
 /// topic's subject (Confluent's wire format) and decode with that schema. The
 /// broker configures it from its schema registry.
-pub const SCHEMA_REGISTRY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/es_plugin_schema_registry.wasm"));
+pub const SCHEMA_REGISTRY: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/es_plugin_schema_registry.wasm"));
 
 /// Names of the built-in validators, as `builtin` accepts them.
 pub const NAMES: &[&str] = &["rules", "json-schema", "avro", "schema-registry"];

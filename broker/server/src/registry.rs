@@ -170,6 +170,7 @@ impl Registry {
         registry.remove_orphans(&mut report.repairs)?;
         registry.open_groups()?;
         registry.open_schemas()?;
+        registry.install_uploaded_checkers(&mut report.repairs);
         Ok((Arc::new(registry), report))
     }
 
@@ -412,6 +413,24 @@ impl Registry {
         Ok(config)
     }
 
+    /// Uploaded schema-compat checkers replace the built-in checker of each type
+    /// they support; one that no longer loads is reported and skipped.
+    fn install_uploaded_checkers(&self, repairs: &mut Vec<String>) {
+        for manifest in self.plugins.uploaded_checkers() {
+            let loaded =
+                self.plugins.wasm(&manifest).and_then(|wasm| self.plugins.load_checker(&manifest, &wasm));
+            match loaded {
+                Ok(checker) => {
+                    crate::schemas::install(self.schemas().checkers(), Arc::new(checker));
+                }
+                Err(e) => repairs.push(format!(
+                    "schema checker plugin {:?} cannot be loaded ({e}); the built-in checkers stay in use",
+                    manifest.name
+                )),
+            }
+        }
+    }
+
     pub fn plugins(&self) -> &Plugins {
         &self.plugins
     }
@@ -518,6 +537,11 @@ impl Registry {
     pub fn add_plugin(&self, upload: Upload) -> Result<(Manifest, bool)> {
         self.check_running()?;
         let manifest = self.plugins.inspect(&upload)?;
+        let checker = if manifest.world == crate::plugins::COMPAT_WORLD {
+            Some(Arc::new(self.plugins.load_checker(&manifest, &upload.wasm)?))
+        } else {
+            None
+        };
         let _admin = self.admin.lock().expect("admin lock");
         let existing = self.plugins.get(&upload.name).ok();
         if let Some(old) = &existing {
@@ -540,6 +564,10 @@ impl Registry {
             }
         }
         self.plugins.store(&manifest, &upload.wasm)?;
+        if let Some(checker) = checker {
+            let types = crate::schemas::install(self.schemas().checkers(), checker);
+            tracing::info!(plugin = %manifest.name, ?types, "schema compatibility checker installed");
+        }
         for (topic, chain) in swaps {
             *topic.validators.write().expect("validators lock") = Arc::new(chain);
             tracing::info!(topic = %topic.name(), plugin = %manifest.name, sha256 = %manifest.sha256, "validator moved to a new plugin version");
@@ -571,6 +599,11 @@ impl Registry {
             return Err(ServerError::PluginInUse { name: name.to_owned(), topics });
         }
         self.plugins.remove(name)?;
+        if manifest.world == crate::plugins::COMPAT_WORLD {
+            // Its schema types go back to the built-in checkers.
+            let builtin = crate::schemas::builtin_checkers(self.plugins.engine())?;
+            self.schemas().checkers().restore(&builtin, &manifest.supports);
+        }
         tracing::info!(plugin = name, "removed plugin");
         Ok(())
     }
