@@ -466,3 +466,53 @@ fn cli_manages_plugins_and_binds_validators() {
     let (ok, out) = es(&["plugin", "remove", "mine"]);
     assert!(ok, "{out}");
 }
+
+/// Confluent's wire format: magic byte 0, the schema id, the payload.
+fn framed(id: u64, payload: &[u8]) -> String {
+    let mut bytes = vec![0u8];
+    bytes.extend_from_slice(&(id as u32).to_be_bytes());
+    bytes.extend_from_slice(payload);
+    BASE64.encode(bytes)
+}
+
+#[test]
+fn the_schema_registry_validator_enforces_registered_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path());
+    b.create_topic("users", 2);
+    let register = |subject: &str, schema: Value| {
+        let r = b.post(&format!("/registry/subjects/{subject}/versions"), &schema);
+        assert_eq!(r.status, 200, "registering under {subject}: {:?}", r.body);
+        r.body["id"].as_u64().unwrap()
+    };
+    let v1 = json!({"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}]});
+    let id1 = register("users-value", json!({"schema": v1.to_string()}));
+    let other = register("other-value", json!({"schema": "{\"type\": \"string\"}"}));
+    bind_ok(&b, "users", json!([{"plugin": "schema-registry"}]));
+    let send = |values: &[String]| {
+        let records: Vec<Value> = values.iter().map(|v| json!({"value": v})).collect();
+        b.post("/topics/users/records", &json!({"encoding": "base64", "records": records}))
+    };
+    // "ab" as an Avro string: zigzag length 4, then the bytes.
+    assert_eq!(send(&[framed(id1, &[4, b'a', b'b'])]).status, 200);
+    let r = send(&[
+        framed(id1, &[4, b'a', b'b']),
+        framed(other, &[2, b'x']),
+        BASE64.encode(b"plain text"),
+        framed(id1, &[4, b'a']),
+    ]);
+    assert_error(&r, 422, "validation_failed");
+    let codes: Vec<String> = violations(&r).into_iter().map(|(_, code, _)| code).collect();
+    assert_eq!(codes, vec!["schema-not-allowed", "wire-format", "avro-decode"], "{:?}", r.body);
+    assert_eq!(high_watermarks(&b, "users"), 1);
+
+    // A new version is accepted from the next produce on, without rebinding.
+    let v2 = json!({"type": "record", "name": "User", "fields": [
+        {"name": "name", "type": "string"}, {"name": "age", "type": "int", "default": 0}]});
+    let id2 = register("users-value", json!({"schema": v2.to_string()}));
+    assert_ne!(id1, id2);
+    assert_eq!(send(&[framed(id2, &[4, b'a', b'b', 42])]).status, 200);
+    // Unknown binding keys are refused at bind time.
+    let r = bind(&b, "users", json!([{"plugin": "schema-registry", "config": {"nope": "1"}}]));
+    assert_error(&r, 400, "invalid_config");
+}

@@ -444,7 +444,8 @@ impl Registry {
             .map(|spec| {
                 let loaded = self.plugins.get(&spec.plugin).and_then(|m| {
                     let wasm = self.plugins.wasm(&m)?;
-                    Ok((m.sha256.clone(), self.plugins.load_validator(&m, &wasm, &spec.config)?))
+                    let config = self.binding_config(topic, spec)?;
+                    Ok((m.sha256.clone(), self.plugins.load_validator(&m, &wasm, &config)?))
                 });
                 match loaded {
                     Ok((sha, validator)) => Link::new(spec.clone(), sha, Ok(validator)),
@@ -458,7 +459,64 @@ impl Registry {
                 }
             })
             .collect();
-        Chain { links }
+        Chain { links, schema_generation: self.schema_generation(specs) }
+    }
+
+    /// The registry's generation when a chain enforces registered schemas (it must
+    /// be rebuilt once the registry changes); before the registry is open, a value
+    /// that never matches, so the first produce rebuilds it.
+    fn schema_generation(&self, specs: &[ValidatorBinding]) -> Option<u64> {
+        specs
+            .iter()
+            .any(|s| s.plugin == crate::schemas::ENFORCE_PLUGIN)
+            .then(|| self.schemas.get().map_or(u64::MAX, |s| s.generation()))
+    }
+
+    /// A binding's config as its validator gets it: the `schema-registry`
+    /// validator's comes from the schema registry (the user sets only its
+    /// strategy), every other one is the binding's own.
+    fn binding_config(&self, topic: &str, spec: &ValidatorBinding) -> Result<BTreeMap<String, String>> {
+        if spec.plugin != crate::schemas::ENFORCE_PLUGIN {
+            return Ok(spec.config.clone());
+        }
+        let Some(schemas) = self.schemas.get() else {
+            return Err(ServerError::Internal("the schema registry is not open yet".into()));
+        };
+        schemas
+            .read(|state| Ok(crate::schemas::enforcement_config(state, topic, &spec.config)))
+            .map_err(|e| ServerError::Internal(e.to_string()))?
+            .map_err(|e| ServerError::InvalidConfig(format!("validator {:?}: {e}", spec.plugin)))
+    }
+
+    /// The validator chain a produce to `topic` runs. A chain that enforces
+    /// registered schemas is rebuilt first when the registry changed since it was
+    /// built, so a newly registered schema is accepted from the next produce on.
+    pub async fn validators(self: &Arc<Self>, topic: &Arc<Topic>) -> Arc<Chain> {
+        let chain = topic.validators();
+        let Some(built) = chain.schema_generation else { return chain };
+        if self.schemas.get().is_some_and(|s| s.generation() == built) {
+            return chain;
+        }
+        let (this, t) = (self.clone(), topic.clone());
+        tokio::task::spawn_blocking(move || this.refresh_chain(&t)).await.unwrap_or(chain)
+    }
+
+    fn refresh_chain(&self, topic: &Topic) -> Arc<Chain> {
+        let _admin = self.admin.lock().expect("admin lock");
+        let current = topic.validators();
+        if current.schema_generation
+            == self.schema_generation(&topic.meta.lock().expect("meta lock").validators)
+        {
+            return current; // another produce refreshed it meanwhile
+        }
+        let specs = topic.meta.lock().expect("meta lock").validators.clone();
+        let mut problems = Vec::new();
+        let chain = Arc::new(self.load_chain(&topic.name(), &specs, &mut problems));
+        for problem in problems {
+            tracing::warn!("{problem}");
+        }
+        *topic.validators.write().expect("validators lock") = chain.clone();
+        chain
     }
 
     /// Loads a chain for new bindings; any failure refuses the change.
@@ -508,10 +566,11 @@ impl Registry {
                     (m, wasm)
                 }
             };
-            let validator = self.plugins.load_validator(&manifest, &wasm, &spec.config)?;
+            let config = self.binding_config(topic, spec)?;
+            let validator = self.plugins.load_validator(&manifest, &wasm, &config)?;
             links.push(Link::new(spec.clone(), manifest.sha256.clone(), Ok(validator)));
         }
-        Ok(Chain { links })
+        Ok(Chain { links, schema_generation: self.schema_generation(specs) })
     }
 
     /// Binds `specs` to a topic, replacing its validators: every validator is

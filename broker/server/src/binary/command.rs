@@ -125,7 +125,7 @@ async fn append(
     }
     let t = state.registry.topic(topic).map_err(|e| server_error(&e))?;
     let log = t.partition(u64::from(p)).map_err(|e| server_error(&e))?;
-    let chain = t.validators();
+    let chain = state.registry.validators(&t).await;
     if chain.is_empty() {
         return Ok((Some(log.append(batch, TERM).map_err(|e| log_error(&e))?), Vec::new()));
     }

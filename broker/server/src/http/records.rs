@@ -104,12 +104,12 @@ type DeadLetters = Vec<(String, u32, Vec<(usize, Record)>)>;
 /// dead-letter topic's batch, carrying the reason in headers.
 async fn validate(
     state: &AppState,
-    topic: &Topic,
+    topic: &Arc<Topic>,
     name: &str,
     mut groups: Groups,
     idempotent: bool,
 ) -> Result<(Groups, DeadLetters, Vec<Finding>)> {
-    let chain = topic.validators();
+    let chain = state.registry.validators(topic).await;
     if chain.is_empty() {
         return Ok((groups, Vec::new(), Vec::new()));
     }

@@ -106,6 +106,9 @@ impl Link {
 #[derive(Default)]
 pub struct Chain {
     pub links: Vec<Link>,
+    /// For a chain with the `schema-registry` validator: the schema registry's
+    /// generation its config was derived from.
+    pub schema_generation: Option<u64>,
 }
 
 impl Chain {
