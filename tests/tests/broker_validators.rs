@@ -516,3 +516,26 @@ fn the_schema_registry_validator_enforces_registered_schemas() {
     let r = bind(&b, "users", json!([{"plugin": "schema-registry", "config": {"nope": "1"}}]));
     assert_error(&r, 400, "invalid_config");
 }
+
+#[test]
+fn schema_compat_checkers_can_be_uploaded_and_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path());
+    let r = b.post_bytes("/plugins/my-avro", es_plugin_host::builtin::AVRO_COMPAT);
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    assert_eq!(r.body["world"], "schema-compat");
+    assert_eq!(r.body["supports"], json!(["AVRO"]));
+    // A checker cannot be bound to a topic as a validator.
+    b.create_topic("t", 1);
+    assert_error(&bind(&b, "t", json!([{"plugin": "my-avro"}])), 400, "invalid_request");
+    // The registry judges AVRO with it, and again with the built-in once it is removed.
+    let schema = |fields: Value| json!({"schema": json!({"type": "record", "name": "R", "fields": fields}).to_string()});
+    let register = |body: &Value| b.post("/registry/subjects/r-value/versions", body);
+    assert_eq!(register(&schema(json!([{"name": "a", "type": "int"}]))).status, 200);
+    let incompatible = schema(json!([{"name": "a", "type": "int"}, {"name": "b", "type": "int"}]));
+    assert_eq!(register(&incompatible).status, 409, "a new field without a default breaks BACKWARD");
+    assert_eq!(b.delete("/plugins/my-avro").status, 204);
+    assert_eq!(register(&incompatible).status, 409);
+    let fine = schema(json!([{"name": "a", "type": "int"}, {"name": "b", "type": "int", "default": 1}]));
+    assert_eq!(register(&fine).status, 200);
+}
