@@ -128,6 +128,33 @@ impl<W: World> Plugin<W> {
         config: Vec<(String, String)>,
         limits: PluginLimits,
     ) -> Result<(Self, PluginInfo), PluginError> {
+        let plugin = Self::prepare(engine, name, wasm, config, limits)?;
+        let info = plugin.at_load(|b, s| b.info(s))?;
+        Ok((plugin, info))
+    }
+
+    /// Checks `wasm` as `load` does and returns what the plugin says about
+    /// itself, without configuring it: what an upload checks before the plugin is
+    /// stored, when no binding has given it a configuration yet. The unconfigured
+    /// instance is dropped, never pooled.
+    pub(crate) fn inspect(engine: &PluginEngine, name: &str, wasm: &[u8]) -> Result<PluginInfo, PluginError> {
+        let plugin = Self::prepare(engine, name, wasm, Vec::new(), PluginLimits::default())?;
+        let deadline_ms = plugin.limits.configure_deadline_ms;
+        let mut warm = plugin.instantiate(false)?;
+        warm.store.set_epoch_deadline(ticks(deadline_ms));
+        warm.bindings
+            .info(&mut warm.store)
+            .map_err(|e| plugin.classify(e, &warm.store, deadline_ms, trap_error))
+    }
+
+    /// Checks, compiles (or finds in the cache) and links `wasm`; no instance yet.
+    fn prepare(
+        engine: &PluginEngine,
+        name: &str,
+        wasm: &[u8],
+        config: Vec<(String, String)>,
+        limits: PluginLimits,
+    ) -> Result<Self, PluginError> {
         check_limits(engine, name, &limits)?;
         let component = engine.load(name, wasm)?;
         sandbox::check_imports(name, engine.engine(), &component)?;
@@ -139,7 +166,7 @@ impl<W: World> Plugin<W> {
         };
         let instance_pre = engine.linker().instantiate_pre(&component).map_err(wrong_world)?;
         let pre = W::pre(instance_pre).map_err(wrong_world)?;
-        let plugin = Self {
+        Ok(Self {
             name: Arc::from(name),
             engine: engine.clone(),
             pre,
@@ -149,9 +176,7 @@ impl<W: World> Plugin<W> {
             calls: AtomicU64::new(0),
             instances_created: AtomicU64::new(0),
             failures: AtomicU64::new(0),
-        };
-        let info = plugin.at_load(|b, s| b.info(s))?;
-        Ok((plugin, info))
+        })
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -211,7 +236,7 @@ impl<W: World> Plugin<W> {
     ) -> Result<R, PluginError> {
         let mut warm = match self.pool.take() {
             Some(warm) => warm,
-            None => self.instantiate()?,
+            None => self.instantiate(true)?,
         };
         warm.calls += u64::from(counted);
         warm.store.set_epoch_deadline(ticks(deadline_ms));
@@ -235,8 +260,9 @@ impl<W: World> Plugin<W> {
             && warm.store.data().limiter.memory_bytes <= self.limits.recycle_memory_bytes
     }
 
-    /// A new instance, configured, under the configure deadline.
-    fn instantiate(&self) -> Result<Warm<W>, PluginError> {
+    /// A new instance, configured unless `configure` is false (only `inspect`
+    /// asks for that), under the configure deadline.
+    fn instantiate(&self, configure: bool) -> Result<Warm<W>, PluginError> {
         let deadline_ms = self.limits.configure_deadline_ms;
         let mut store = Store::new(self.engine.engine(), HostState::new(self.name.clone(), &self.limits));
         store.limiter(|s| &mut s.limiter);
@@ -247,6 +273,9 @@ impl<W: World> Plugin<W> {
             Err(e) => return Err(self.classify(e, &store, deadline_ms, instantiate_error)),
         };
         self.instances_created.fetch_add(1, Ordering::Relaxed);
+        if !configure {
+            return Ok(Warm { store, bindings, calls: 0 });
+        }
         match bindings.configure(&mut store, &self.config) {
             Ok(Ok(())) => Ok(Warm { store, bindings, calls: 0 }),
             Ok(Err(message)) => Err(PluginError::Configure { plugin: self.name.to_string(), message }),

@@ -12,6 +12,7 @@ pub mod groups;
 mod http;
 pub mod limits;
 pub use es_core::partitioner;
+pub mod plugins;
 pub mod producer_ids;
 mod registry;
 mod store;

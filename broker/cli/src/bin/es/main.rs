@@ -7,6 +7,7 @@ mod client;
 mod consume;
 mod group;
 mod output;
+mod plugin;
 mod produce;
 mod topic;
 
@@ -43,6 +44,9 @@ enum Command {
     /// List, describe, reset and delete consumer groups.
     #[command(subcommand)]
     Group(group::GroupCommand),
+    /// Upload, list, describe and remove Wasm plugins.
+    #[command(subcommand)]
+    Plugin(plugin::PluginCommand),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +58,7 @@ fn main() -> ExitCode {
         Command::Consume(args) => consume::run(&client, &args, cli.json),
         Command::Offsets(args) => topic::offsets(&client, &args, cli.json),
         Command::Group(cmd) => group::run(&client, cmd, cli.json),
+        Command::Plugin(cmd) => plugin::run(&client, cmd, cli.json),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
