@@ -117,37 +117,10 @@ pub(crate) struct Plugin<W: World> {
 }
 
 impl<W: World> Plugin<W> {
-    /// Loads `wasm` as the plugin `name`: checks it is a component of world `W`
-    /// importing only what the sandbox allows, compiles it (or takes it from the
-    /// cache), instantiates and configures one instance so a bad configuration
-    /// fails here, reads `info()` from it and keeps it warm.
-    pub(crate) fn load(
-        engine: &PluginEngine,
-        name: &str,
-        wasm: &[u8],
-        config: Vec<(String, String)>,
-        limits: PluginLimits,
-    ) -> Result<(Self, PluginInfo), PluginError> {
-        let plugin = Self::prepare(engine, name, wasm, config, limits)?;
-        let info = plugin.at_load(|b, s| b.info(s))?;
-        Ok((plugin, info))
-    }
-
-    /// Checks `wasm` as `load` does and returns what the plugin says about
-    /// itself, without configuring it: what an upload checks before the plugin is
-    /// stored, when no binding has given it a configuration yet. The unconfigured
-    /// instance is dropped, never pooled.
-    pub(crate) fn inspect(engine: &PluginEngine, name: &str, wasm: &[u8]) -> Result<PluginInfo, PluginError> {
-        let plugin = Self::prepare(engine, name, wasm, Vec::new(), PluginLimits::default())?;
-        let deadline_ms = plugin.limits.configure_deadline_ms;
-        let mut warm = plugin.instantiate(false)?;
-        warm.store.set_epoch_deadline(ticks(deadline_ms));
-        warm.bindings
-            .info(&mut warm.store)
-            .map_err(|e| plugin.classify(e, &warm.store, deadline_ms, trap_error))
-    }
-
-    /// Checks, compiles (or finds in the cache) and links `wasm`; no instance yet.
+    /// Checks that `wasm` is a component of world `W` importing only what the
+    /// sandbox allows and compiles it (or takes it from the cache); no instance
+    /// yet. `load` then instantiates and configures one instance, so a bad
+    /// configuration fails at load.
     fn prepare(
         engine: &PluginEngine,
         name: &str,
@@ -166,7 +139,7 @@ impl<W: World> Plugin<W> {
         };
         let instance_pre = engine.linker().instantiate_pre(&component).map_err(wrong_world)?;
         let pre = W::pre(instance_pre).map_err(wrong_world)?;
-        Ok(Self {
+        let plugin = Self {
             name: Arc::from(name),
             engine: engine.clone(),
             pre,
@@ -176,7 +149,38 @@ impl<W: World> Plugin<W> {
             calls: AtomicU64::new(0),
             instances_created: AtomicU64::new(0),
             failures: AtomicU64::new(0),
-        })
+        };
+        Ok(plugin)
+    }
+
+    /// Loads as [`Plugin::load`] does, then reads `info()` from one configured
+    /// instance, which stays warm.
+    pub(crate) fn load(
+        engine: &PluginEngine,
+        name: &str,
+        wasm: &[u8],
+        config: Vec<(String, String)>,
+        limits: PluginLimits,
+    ) -> Result<(Self, PluginInfo), PluginError> {
+        let plugin = Self::prepare(engine, name, wasm, config, limits)?;
+        let info = plugin.at_load(|b, s| b.info(s))?;
+        Ok((plugin, info))
+    }
+
+    /// The checks of `load`, then `info()` from an instance that is never
+    /// configured and never kept: what an upload checks before any binding has
+    /// given the plugin a configuration.
+    pub(crate) fn inspect(engine: &PluginEngine, name: &str, wasm: &[u8]) -> Result<PluginInfo, PluginError> {
+        let plugin = Self::prepare(engine, name, wasm, Vec::new(), PluginLimits::default())?;
+        let deadline_ms = plugin.limits.configure_deadline_ms;
+        let mut store =
+            Store::new(plugin.engine.engine(), HostState::new(plugin.name.clone(), &plugin.limits));
+        store.limiter(|s| &mut s.limiter);
+        store.epoch_deadline_trap();
+        store.set_epoch_deadline(ticks(deadline_ms));
+        let bindings = W::instantiate(&plugin.pre, &mut store)
+            .map_err(|e| plugin.classify(e, &store, deadline_ms, instantiate_error))?;
+        bindings.info(&mut store).map_err(|e| plugin.classify(e, &store, deadline_ms, trap_error))
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -236,7 +240,7 @@ impl<W: World> Plugin<W> {
     ) -> Result<R, PluginError> {
         let mut warm = match self.pool.take() {
             Some(warm) => warm,
-            None => self.instantiate(true)?,
+            None => self.instantiate()?,
         };
         warm.calls += u64::from(counted);
         warm.store.set_epoch_deadline(ticks(deadline_ms));
@@ -260,9 +264,8 @@ impl<W: World> Plugin<W> {
             && warm.store.data().limiter.memory_bytes <= self.limits.recycle_memory_bytes
     }
 
-    /// A new instance, configured unless `configure` is false (only `inspect`
-    /// asks for that), under the configure deadline.
-    fn instantiate(&self, configure: bool) -> Result<Warm<W>, PluginError> {
+    /// A new instance, configured, under the configure deadline.
+    fn instantiate(&self) -> Result<Warm<W>, PluginError> {
         let deadline_ms = self.limits.configure_deadline_ms;
         let mut store = Store::new(self.engine.engine(), HostState::new(self.name.clone(), &self.limits));
         store.limiter(|s| &mut s.limiter);
@@ -273,9 +276,6 @@ impl<W: World> Plugin<W> {
             Err(e) => return Err(self.classify(e, &store, deadline_ms, instantiate_error)),
         };
         self.instances_created.fetch_add(1, Ordering::Relaxed);
-        if !configure {
-            return Ok(Warm { store, bindings, calls: 0 });
-        }
         match bindings.configure(&mut store, &self.config) {
             Ok(Ok(())) => Ok(Warm { store, bindings, calls: 0 }),
             Ok(Err(message)) => Err(PluginError::Configure { plugin: self.name.to_string(), message }),

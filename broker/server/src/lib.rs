@@ -15,6 +15,7 @@ pub use es_core::partitioner;
 pub mod plugins;
 pub mod producer_ids;
 mod registry;
+pub mod schemas;
 mod store;
 
 pub use binary::{BinaryState, serve_binary};

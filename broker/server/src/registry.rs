@@ -109,6 +109,8 @@ pub struct Registry {
     plugins: Plugins,
     /// Consumer groups; set once the internal offsets topic is open.
     groups: std::sync::OnceLock<Arc<crate::groups::Groups>>,
+    /// The schema registry; set once the internal schemas topic is open.
+    schemas: std::sync::OnceLock<Arc<crate::schemas::Schemas>>,
     /// Held for the broker's life: two brokers on one data directory would corrupt it.
     _lock: std::fs::File,
 }
@@ -148,6 +150,7 @@ impl Registry {
             producer_ids,
             plugins,
             groups: std::sync::OnceLock::new(),
+            schemas: std::sync::OnceLock::new(),
             _lock: lock,
         };
         for meta in registry.store.load_all()? {
@@ -166,6 +169,8 @@ impl Registry {
         }
         registry.remove_orphans(&mut report.repairs)?;
         registry.open_groups()?;
+        registry.open_schemas()?;
+        registry.install_uploaded_checkers(&mut report.repairs);
         Ok((Arc::new(registry), report))
     }
 
@@ -204,24 +209,45 @@ impl Registry {
         store::fsync_dir(root).map_err(|e| io(format!("syncing {}", root.display()), e))
     }
 
-    /// Creates the internal offsets topic on first start, then opens the group service.
-    fn open_groups(&self) -> Result<()> {
-        use crate::groups::{Groups, OFFSETS_TOPIC};
-        let topic = match self.topic(OFFSETS_TOPIC) {
-            Ok(t) => t,
+    /// The internal compacted topic `name` (one partition), created on first start.
+    fn internal_compacted(&self, name: &str) -> Result<Arc<Topic>> {
+        match self.topic(name) {
+            Ok(t) => Ok(t),
             Err(_) => {
                 // Smaller segments than data topics, so compaction (sealed segments
-                // only) keeps the offsets log short, as Kafka does for __consumer_offsets.
+                // only) keeps the log short, as Kafka does for __consumer_offsets.
                 let compact = BTreeMap::from([
                     ("cleanup.policy".to_owned(), Value::from("compact")),
                     ("segment.bytes".to_owned(), Value::from(64 * 1024 * 1024)),
                 ]);
-                self.create_any(OFFSETS_TOPIC, 1, &compact)?
+                self.create_any(name, 1, &compact)
             }
-        };
+        }
+    }
+
+    /// Creates the internal offsets topic on first start, then opens the group service.
+    fn open_groups(&self) -> Result<()> {
+        use crate::groups::{Groups, OFFSETS_TOPIC};
+        let topic = self.internal_compacted(OFFSETS_TOPIC)?;
         let groups = Groups::open(topic.partitions[0].clone())?;
         let _ = self.groups.set(Arc::new(groups));
         Ok(())
+    }
+
+    /// Creates the internal schemas topic on first start, then opens the schema
+    /// registry with the built-in compatibility checkers.
+    fn open_schemas(&self) -> Result<()> {
+        use crate::schemas::{SCHEMAS_TOPIC, Schemas};
+        let topic = self.internal_compacted(SCHEMAS_TOPIC)?;
+        let checkers = Arc::new(crate::schemas::builtin_checkers(self.plugins.engine())?);
+        let schemas = Schemas::open(topic.partitions[0].clone(), checkers)?;
+        let _ = self.schemas.set(Arc::new(schemas));
+        Ok(())
+    }
+
+    /// The schema registry.
+    pub fn schemas(&self) -> &Arc<crate::schemas::Schemas> {
+        self.schemas.get().expect("opened in Registry::open")
     }
 
     /// The consumer-group service.
@@ -387,6 +413,24 @@ impl Registry {
         Ok(config)
     }
 
+    /// Uploaded schema-compat checkers replace the built-in checker of each type
+    /// they support; one that no longer loads is reported and skipped.
+    fn install_uploaded_checkers(&self, repairs: &mut Vec<String>) {
+        for manifest in self.plugins.uploaded_checkers() {
+            let loaded =
+                self.plugins.wasm(&manifest).and_then(|wasm| self.plugins.load_checker(&manifest, &wasm));
+            match loaded {
+                Ok(checker) => {
+                    crate::schemas::install(self.schemas().checkers(), Arc::new(checker));
+                }
+                Err(e) => repairs.push(format!(
+                    "schema checker plugin {:?} cannot be loaded ({e}); the built-in checkers stay in use",
+                    manifest.name
+                )),
+            }
+        }
+    }
+
     pub fn plugins(&self) -> &Plugins {
         &self.plugins
     }
@@ -493,6 +537,11 @@ impl Registry {
     pub fn add_plugin(&self, upload: Upload) -> Result<(Manifest, bool)> {
         self.check_running()?;
         let manifest = self.plugins.inspect(&upload)?;
+        let checker = if manifest.world == crate::plugins::COMPAT_WORLD {
+            Some(Arc::new(self.plugins.load_checker(&manifest, &upload.wasm)?))
+        } else {
+            None
+        };
         let _admin = self.admin.lock().expect("admin lock");
         let existing = self.plugins.get(&upload.name).ok();
         if let Some(old) = &existing {
@@ -515,6 +564,10 @@ impl Registry {
             }
         }
         self.plugins.store(&manifest, &upload.wasm)?;
+        if let Some(checker) = checker {
+            let types = crate::schemas::install(self.schemas().checkers(), checker);
+            tracing::info!(plugin = %manifest.name, ?types, "schema compatibility checker installed");
+        }
         for (topic, chain) in swaps {
             *topic.validators.write().expect("validators lock") = Arc::new(chain);
             tracing::info!(topic = %topic.name(), plugin = %manifest.name, sha256 = %manifest.sha256, "validator moved to a new plugin version");
@@ -546,6 +599,11 @@ impl Registry {
             return Err(ServerError::PluginInUse { name: name.to_owned(), topics });
         }
         self.plugins.remove(name)?;
+        if manifest.world == crate::plugins::COMPAT_WORLD {
+            // Its schema types go back to the built-in checkers.
+            let builtin = crate::schemas::builtin_checkers(self.plugins.engine())?;
+            self.schemas().checkers().restore(&builtin, &manifest.supports);
+        }
         tracing::info!(plugin = name, "removed plugin");
         Ok(())
     }

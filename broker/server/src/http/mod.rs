@@ -7,6 +7,7 @@ mod groups;
 mod openapi;
 mod plugins;
 mod records;
+mod schemas;
 mod topics;
 
 use std::future::{Future, IntoFuture};
@@ -75,6 +76,7 @@ fn api_routes(state: AppState) -> Router<AppState> {
                 .layer(DefaultBodyLimit::max(limits::PLUGIN_BYTES_MAX)),
         )
         .route("/topics/{topic}/validators", get(plugins::get_validators).put(plugins::set_validators))
+        .nest("/registry", schemas::routes())
         .route_layer(middleware::from_fn_with_state(state, limit_in_flight))
 }
 

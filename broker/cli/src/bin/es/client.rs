@@ -98,6 +98,17 @@ fn unreachable_broker(base: &str, e: &ureq::Error) -> anyhow::Error {
 
 /// The broker's typed error as a sentence with a hint.
 fn api_error(status: u16, body: &Value) -> anyhow::Error {
+    // The schema registry answers in Confluent's shape: {"error_code": N, "message": "..."}.
+    if let Some(code) = body["error_code"].as_u64() {
+        let message = body["message"].as_str().unwrap_or("");
+        let hint = match code {
+            40401 => "\nList the subjects with `es schema list`.",
+            40402 => "\nList the subject's versions with `es schema versions SUBJECT`.",
+            409 => "\nSee every incompatibility with `es schema check SUBJECT FILE`.",
+            _ => "",
+        };
+        return anyhow!("{message} (error_code {code}, HTTP {status}){hint}");
+    }
     let code = body["error"]["code"].as_str().unwrap_or("unknown_error");
     let message = body["error"]["message"].as_str().map_or_else(|| body.to_string(), str::to_owned);
     let hint = match code {

@@ -1,0 +1,119 @@
+//! A compatibility level applied to a proposed schema and the existing ones:
+//! BACKWARD reads each existing schema's data with the proposed one, FORWARD the
+//! reverse, FULL both. The host passes the latest schema for plain levels and
+//! every version for transitive ones, so each schema given is checked.
+
+use crate::check::compatibility;
+use crate::normalize::parse_document;
+use serde_json::Value;
+
+/// Which directions to check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Directions {
+    /// The proposed schema reads data written with each existing one.
+    pub backward: bool,
+    /// Each existing schema reads data written with the proposed one.
+    pub forward: bool,
+}
+
+/// One finding, ready for the wire: a JSON pointer and a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub path: String,
+    pub message: String,
+}
+
+/// Every incompatibility of `proposed` against `existing` (oldest first) in the
+/// requested directions. A schema that does not parse is itself reported, since a
+/// registry must not accept what it cannot check.
+pub fn check(directions: Directions, proposed: &str, existing: &[String]) -> Vec<Finding> {
+    if !directions.backward && !directions.forward {
+        return Vec::new();
+    }
+    let proposed = match parse_document(proposed) {
+        Ok(schema) => schema,
+        Err(e) => {
+            return vec![Finding {
+                path: "/".to_owned(),
+                message: format!("INVALID_SCHEMA: the new schema: {e}"),
+            }];
+        }
+    };
+    let mut out = Vec::new();
+    for (index, text) in existing.iter().enumerate() {
+        let which = match existing.len() {
+            1 => "the old schema".to_owned(),
+            count => format!("old schema {} of {count}", index + 1),
+        };
+        let old = match parse_document(text) {
+            Ok(schema) => schema,
+            Err(e) => {
+                out.push(Finding { path: "/".to_owned(), message: format!("INVALID_SCHEMA: {which}: {e}") });
+                continue;
+            }
+        };
+        if directions.backward {
+            let context = format!("the new schema reading data written with {which}");
+            report(&proposed, &old, &context, &mut out);
+        }
+        if directions.forward {
+            let context = format!("{which} reading data written with the new schema");
+            report(&old, &proposed, &context, &mut out);
+        }
+    }
+    out
+}
+
+fn report(reader: &Value, writer: &Value, context: &str, out: &mut Vec<Finding>) {
+    for found in compatibility(reader, writer) {
+        out.push(Finding { path: found.path.clone(), message: format!("{} ({context})", found.message()) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BACKWARD: Directions = Directions { backward: true, forward: false };
+    const FORWARD: Directions = Directions { backward: false, forward: true };
+    const FULL: Directions = Directions { backward: true, forward: true };
+    const NONE: Directions = Directions { backward: false, forward: false };
+
+    fn schemas(texts: &[&str]) -> Vec<String> {
+        texts.iter().map(|t| (*t).to_owned()).collect()
+    }
+
+    #[test]
+    fn directions_pick_the_reader() {
+        // Widening integer to number: backward-compatible only.
+        let old = schemas(&[r#"{"type": "integer"}"#]);
+        let new = r#"{"type": "number"}"#;
+        assert!(check(BACKWARD, new, &old).is_empty());
+        let forward = check(FORWARD, new, &old);
+        assert_eq!(forward.len(), 1);
+        assert_eq!(forward[0].path, "/type");
+        assert!(forward[0].message.starts_with("TYPE_NARROWED: "), "{}", forward[0].message);
+        assert!(forward[0].message.ends_with("(the old schema reading data written with the new schema)"));
+        assert_eq!(check(FULL, new, &old), forward);
+        assert!(check(NONE, r#"{"type": "string"}"#, &old).is_empty());
+    }
+
+    #[test]
+    fn every_existing_schema_is_checked_and_named() {
+        let old = schemas(&[r#"{"type": "string"}"#, r#"{"type": "integer"}"#]);
+        let found = check(BACKWARD, r#"{"type": "integer"}"#, &old);
+        assert_eq!(found.len(), 1);
+        assert!(found[0].message.contains("old schema 1 of 2"), "{}", found[0].message);
+    }
+
+    #[test]
+    fn unparsable_schemas_are_reported() {
+        let found = check(BACKWARD, "{", &schemas(&["true"]));
+        assert!(
+            found[0].message.starts_with("INVALID_SCHEMA: the new schema: the schema is not JSON"),
+            "{found:?}"
+        );
+        let found = check(FORWARD, "true", &schemas(&["42"]));
+        assert!(found[0].message.contains("object or a boolean"), "{found:?}");
+    }
+}
