@@ -1,0 +1,144 @@
+//! Compatibility levels over the schema diff: which schema reads and which writes,
+//! against which existing versions, and the messages the registry returns.
+
+use crate::diff::{Difference, diff};
+use crate::schema::Schema;
+
+/// Confluent's compatibility levels. The host passes one existing schema for the
+/// plain levels and every existing version for the transitive ones, so each is
+/// checked against all it is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Backward,
+    BackwardTransitive,
+    Forward,
+    ForwardTransitive,
+    Full,
+    FullTransitive,
+    None,
+}
+
+/// One reason the proposed schema is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Incompatibility {
+    /// Where, e.g. `#/Order/3` (message `Order`, field number 3).
+    pub path: String,
+    /// Confluent's difference name and a sentence, e.g.
+    /// `{errorType:"FIELD_KIND_CHANGED", description:"..."}`.
+    pub message: String,
+}
+
+/// Checks `proposed` against each of `existing` at `level`; empty means compatible.
+/// Every incompatibility is reported, each once.
+pub fn check(level: Level, proposed: &str, existing: &[String]) -> Vec<Incompatibility> {
+    let (backward, forward) = match level {
+        Level::None => return Vec::new(),
+        Level::Backward | Level::BackwardTransitive => (true, false),
+        Level::Forward | Level::ForwardTransitive => (false, true),
+        Level::Full | Level::FullTransitive => (true, true),
+    };
+    let proposed = match Schema::parse(proposed) {
+        Ok(schema) => schema,
+        Err(e) => return vec![invalid("new", &e.to_string())],
+    };
+    let mut out: Vec<Incompatibility> = Vec::new();
+    let mut push = |found: Incompatibility| {
+        if !out.contains(&found) {
+            out.push(found);
+        }
+    };
+    for old in existing {
+        let old = match Schema::parse(old) {
+            Ok(schema) => schema,
+            Err(e) => {
+                push(invalid("old", &e.to_string()));
+                continue;
+            }
+        };
+        // Backward: the new schema reads what the old one wrote.
+        if backward {
+            for difference in diff(&old.file, &proposed.file) {
+                push(incompatibility(&difference, "new", "old"));
+            }
+        }
+        // Forward: the old schema reads what the new one writes.
+        if forward {
+            for difference in diff(&proposed.file, &old.file) {
+                push(incompatibility(&difference, "old", "new"));
+            }
+        }
+    }
+    out
+}
+
+fn incompatibility(difference: &Difference, reader: &str, writer: &str) -> Incompatibility {
+    let description = difference.kind.describe(&difference.path, reader, writer);
+    Incompatibility {
+        path: difference.path.clone(),
+        message: format!("{{errorType:\"{}\", description:\"{description}\"}}", difference.kind.name()),
+    }
+}
+
+fn invalid(which: &str, reason: &str) -> Incompatibility {
+    Incompatibility { path: "#/".to_owned(), message: format!("the {which} schema is invalid: {reason}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const V1: &str = "syntax = \"proto3\";\npackage shop;\nmessage Order { string id = 1; }";
+    const V2: &str = "syntax = \"proto3\";\npackage shop;\nmessage Order { string id = 1; int64 total = 2; }";
+    const V3: &str =
+        "syntax = \"proto3\";\npackage shop;\nmessage Order { string id = 1; string total = 2; }";
+
+    fn paths(found: &[Incompatibility]) -> Vec<&str> {
+        found.iter().map(|i| i.path.as_str()).collect()
+    }
+
+    #[test]
+    fn plain_levels_check_the_given_version() {
+        assert!(check(Level::Backward, V2, &[V1.into()]).is_empty());
+        assert!(check(Level::Backward, V3, &[V1.into()]).is_empty());
+        let found = check(Level::Backward, V3, &[V2.into()]);
+        assert_eq!(paths(&found), ["#/Order/2"]);
+        assert!(
+            found[0].message.starts_with("{errorType:\"FIELD_SCALAR_KIND_CHANGED\""),
+            "{}",
+            found[0].message
+        );
+        assert_eq!(paths(&check(Level::Forward, V3, &[V2.into()])), ["#/Order/2"]);
+        // Both directions fail, each with its own reader and writer.
+        let full = check(Level::Full, V3, &[V2.into()]);
+        assert_eq!(paths(&full), ["#/Order/2", "#/Order/2"]);
+        assert_ne!(full[0].message, full[1].message);
+        assert!(check(Level::None, V3, &[V2.into()]).is_empty());
+    }
+
+    #[test]
+    fn transitive_levels_check_every_version() {
+        // V3 against V1 alone is fine; against V2 it is not.
+        assert_eq!(paths(&check(Level::BackwardTransitive, V3, &[V1.into(), V2.into()])), ["#/Order/2"]);
+        assert!(check(Level::BackwardTransitive, V3, &[V1.into()]).is_empty());
+    }
+
+    #[test]
+    fn directions_differ_for_required_fields() {
+        let old = "syntax = \"proto2\";\nmessage M { optional int32 a = 1; }";
+        let new = "syntax = \"proto2\";\nmessage M { optional int32 a = 1; required int32 b = 2; }";
+        let backward = check(Level::Backward, new, &[old.into()]);
+        assert!(backward[0].message.contains("REQUIRED_FIELD_ADDED"), "{backward:?}");
+        let forward = check(Level::Forward, new, &[old.into()]);
+        assert!(forward[0].message.contains("REQUIRED_FIELD_REMOVED"), "{forward:?}");
+        assert_eq!(check(Level::Full, new, &[old.into()]).len(), 2);
+    }
+
+    #[test]
+    fn invalid_schemas_are_reported() {
+        let found = check(Level::Backward, "message {", &[V1.into()]);
+        assert_eq!(found.len(), 1);
+        assert!(found[0].message.starts_with("the new schema is invalid"), "{}", found[0].message);
+        let found = check(Level::Backward, V1, &["nonsense".into()]);
+        assert!(found[0].message.starts_with("the old schema is invalid"), "{}", found[0].message);
+    }
+}
