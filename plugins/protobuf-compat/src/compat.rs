@@ -23,8 +23,8 @@ pub enum Level {
 pub struct Incompatibility {
     /// Where, e.g. `#/Order/3` (message `Order`, field number 3).
     pub path: String,
-    /// Confluent's difference name and a sentence, e.g.
-    /// `{errorType:"FIELD_KIND_CHANGED", description:"..."}`.
+    /// Confluent's difference name, then a sentence, e.g.
+    /// `FIELD_KIND_CHANGED: the field at '#/Order/3' changed ...`.
     pub message: String,
 }
 
@@ -75,7 +75,7 @@ fn incompatibility(difference: &Difference, reader: &str, writer: &str) -> Incom
     let description = difference.kind.describe(&difference.path, reader, writer);
     Incompatibility {
         path: difference.path.clone(),
-        message: format!("{{errorType:\"{}\", description:\"{description}\"}}", difference.kind.name()),
+        message: format!("{}: {description}", difference.kind.name()),
     }
 }
 
@@ -102,10 +102,10 @@ mod tests {
         assert!(check(Level::Backward, V3, &[V1.into()]).is_empty());
         let found = check(Level::Backward, V3, &[V2.into()]);
         assert_eq!(paths(&found), ["#/Order/2"]);
-        assert!(
-            found[0].message.starts_with("{errorType:\"FIELD_SCALAR_KIND_CHANGED\""),
-            "{}",
-            found[0].message
+        assert_eq!(
+            found[0].message,
+            "FIELD_SCALAR_KIND_CHANGED: the scalar type of the field at '#/Order/2' in the new schema \
+             cannot read values of its type in the old schema"
         );
         assert_eq!(paths(&check(Level::Forward, V3, &[V2.into()])), ["#/Order/2"]);
         // Both directions fail, each with its own reader and writer.

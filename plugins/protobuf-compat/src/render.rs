@@ -562,4 +562,17 @@ mod tests {
         );
         assert_eq!(a, b);
     }
+
+    #[test]
+    fn a_descriptor_renders_like_its_text() {
+        use base64::Engine;
+        use prost::Message;
+        let text = "syntax = \"proto3\";\npackage shop;\nimport \"google/protobuf/timestamp.proto\";\n\
+                    message Order { google.protobuf.Timestamp at = 1; map<string, int64> counts = 2; oneof o { string a = 3; } }";
+        let schema = Schema::parse(text).unwrap();
+        let mut proto = schema.file.file_descriptor_proto().clone();
+        proto.source_code_info = None;
+        let encoded = base64::engine::general_purpose::STANDARD.encode(proto.encode_to_vec());
+        assert_eq!(normalize(&encoded), normalize(text));
+    }
 }
