@@ -3,6 +3,9 @@
 //! registers). Either way the file is compiled and checked by protox, with the
 //! well-known types (`google/protobuf/*.proto`) available as imports.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+
 use base64::Engine;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use miette::Diagnostic;
@@ -83,8 +86,21 @@ impl FileResolver for Resolver {
         if name == self.name {
             return Ok(self.file.clone());
         }
-        GoogleFileResolver::new().open_file(name)
+        // A warm instance checks many schemas: parse each well-known file once.
+        WELL_KNOWN.with(|cache| {
+            if let Some(file) = cache.borrow().get(name) {
+                return Ok(file.clone());
+            }
+            let file = GoogleFileResolver::new().open_file(name)?;
+            cache.borrow_mut().insert(name.to_owned(), file.clone());
+            Ok(file)
+        })
     }
+}
+
+thread_local! {
+    // Wasm guests are single-threaded; one cache per instance.
+    static WELL_KNOWN: RefCell<HashMap<String, File>> = RefCell::new(HashMap::new());
 }
 
 /// `.proto` text always holds a character outside the base64 alphabet (a space,
