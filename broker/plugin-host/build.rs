@@ -19,6 +19,7 @@ const COMPONENTS: &[&str] = &[
     "es_plugin_avro",
     "es_fixture_hostile",
     "es_fixture_fs_reader",
+    "es_fixture_hostile_compat",
 ];
 
 /// Variables that would change or break the nested wasm build.

@@ -3,9 +3,12 @@
 use std::any::Any;
 use std::cell::RefCell;
 
-use crate::{Action, Batch, Config, Level, RecordValidator, Violation};
+use crate::{
+    Action, Batch, CompatLevel, Config, Incompatibility, Level, RecordValidator, SchemaCompat, Violation,
+};
 
-/// The generated bindings. Public only so the export macros can name them.
+/// The generated bindings of the record-validator world. Public only so the
+/// export macros can name them.
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
@@ -17,8 +20,14 @@ pub mod bindings {
     });
 }
 
+/// The generated bindings of the schema-compat world, from their own crate (see
+/// its docs for why).
+#[doc(hidden)]
+pub use es_plugin_sdk_compat_bindings as compat_bindings;
+
 use bindings::es::plugin::host;
 use bindings::exports::es::plugin::{lifecycle, validator};
+use compat_bindings::exports::es::plugin::{compat, lifecycle as compat_lifecycle};
 
 thread_local! {
     // The configured plugin. Wasm guests are single-threaded and the host calls
@@ -37,21 +46,70 @@ pub fn info<T: RecordValidator>() -> lifecycle::PluginInfo {
 }
 
 pub fn configure<T: RecordValidator>(config: Vec<(String, String)>) -> Result<(), String> {
-    let plugin = T::configure(&Config::new(config))?;
-    STATE.with(|s| *s.borrow_mut() = Some(Box::new(plugin)));
+    store(T::configure(&Config::new(config))?);
     Ok(())
 }
 
 pub fn validate<T: RecordValidator>(batch: validator::Batch) -> Vec<validator::Violation> {
     let mut out = Vec::new();
+    with_configured(|plugin: &T| plugin.validate(&Batch::new(&batch), &mut out));
+    out.into_iter().map(to_wit).collect()
+}
+
+fn store<T: 'static>(plugin: T) {
+    STATE.with(|s| *s.borrow_mut() = Some(Box::new(plugin)));
+}
+
+/// Runs `f` on the configured plugin. The host always configures an instance
+/// first; trapping otherwise turns a host bug into a typed error on the broker
+/// side instead of a silent pass.
+fn with_configured<T: 'static, R>(f: impl FnOnce(&T) -> R) -> R {
     STATE.with(|s| {
         let state = s.borrow();
-        // The host always configures an instance first; trapping here turns a host
-        // bug into a typed error on the broker side instead of a silent pass.
-        let plugin = state.as_ref().and_then(|p| p.downcast_ref::<T>()).expect("validate before configure");
-        plugin.validate(&Batch::new(&batch), &mut out);
-    });
-    out.into_iter().map(to_wit).collect()
+        let plugin = state.as_ref().and_then(|p| p.downcast_ref::<T>()).expect("called before configure");
+        f(plugin)
+    })
+}
+
+pub fn compat_info<T: SchemaCompat>() -> compat_lifecycle::PluginInfo {
+    compat_lifecycle::PluginInfo {
+        name: T::NAME.to_owned(),
+        version: T::VERSION.to_owned(),
+        description: T::DESCRIPTION.to_owned(),
+        config_keys: T::CONFIG_KEYS.iter().map(|k| (*k).to_owned()).collect(),
+    }
+}
+
+pub fn compat_configure<T: SchemaCompat>(config: Vec<(String, String)>) -> Result<(), String> {
+    store(T::configure(&Config::new(config))?);
+    Ok(())
+}
+
+pub fn compat_supports<T: SchemaCompat>() -> Vec<String> {
+    T::SUPPORTS.iter().map(|t| (*t).to_owned()).collect()
+}
+
+pub fn compat_normalize<T: SchemaCompat>(schema: String) -> Result<String, String> {
+    with_configured(|plugin: &T| plugin.normalize(&schema))
+}
+
+pub fn compat_check<T: SchemaCompat>(
+    level: compat::Level,
+    proposed: String,
+    existing: Vec<String>,
+) -> Vec<compat::Incompatibility> {
+    let level = match level {
+        compat::Level::Backward => CompatLevel::Backward,
+        compat::Level::BackwardTransitive => CompatLevel::BackwardTransitive,
+        compat::Level::Forward => CompatLevel::Forward,
+        compat::Level::ForwardTransitive => CompatLevel::ForwardTransitive,
+        compat::Level::Full => CompatLevel::Full,
+        compat::Level::FullTransitive => CompatLevel::FullTransitive,
+        compat::Level::None => CompatLevel::None,
+    };
+    let mut out: Vec<Incompatibility> = Vec::new();
+    with_configured(|plugin: &T| plugin.check(level, &proposed, &existing, &mut out));
+    out.into_iter().map(|i| compat::Incompatibility { path: i.path, message: i.message }).collect()
 }
 
 fn to_wit(v: Violation) -> validator::Violation {

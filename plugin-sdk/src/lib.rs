@@ -37,6 +37,50 @@
 //!
 //! Build it as a `cdylib` with `cargo build --release --target wasm32-wasip2`; the
 //! resulting `.wasm` is a component the broker loads.
+//!
+//! A schema compatibility checker for the schema registry implements
+//! [`SchemaCompat`] and calls [`export_schema_compat!`] instead (one world per
+//! plugin crate). A toy checker for a made-up `LINES` type, where a schema is a
+//! list of required field names, one per line:
+//!
+//! ```ignore
+//! use es_plugin_sdk::{export_schema_compat, CompatLevel, Config, Incompatibility, SchemaCompat};
+//!
+//! struct Lines;
+//!
+//! impl SchemaCompat for Lines {
+//!     const NAME: &'static str = "lines-compat";
+//!     const VERSION: &'static str = "0.1.0";
+//!     const DESCRIPTION: &'static str = "Compatibility of LINES schemas.";
+//!     const SUPPORTS: &'static [&'static str] = &["LINES"];
+//!
+//!     fn configure(config: &Config) -> Result<Self, String> {
+//!         config.reject_unknown(Self::CONFIG_KEYS)?;
+//!         Ok(Lines)
+//!     }
+//!
+//!     fn normalize(&self, schema: &str) -> Result<String, String> {
+//!         let mut fields: Vec<&str> = schema.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+//!         fields.sort_unstable();
+//!         Ok(fields.join("\n"))
+//!     }
+//!
+//!     fn check(&self, level: CompatLevel, proposed: &str, existing: &[String], out: &mut Vec<Incompatibility>) {
+//!         if !level.checks_backward() {
+//!             return;
+//!         }
+//!         // Backward: the proposed (reader) schema may only require fields every
+//!         // existing (writer) schema has.
+//!         for (i, writer) in existing.iter().enumerate() {
+//!             for field in proposed.lines().filter(|f| !writer.lines().any(|w| w == *f)) {
+//!                 out.push(Incompatibility::new(format!("/{field}"), format!("field `{field}` is missing in version {i}")));
+//!             }
+//!         }
+//!     }
+//! }
+//!
+//! export_schema_compat!(Lines);
+//! ```
 
 mod batch;
 mod config;
@@ -98,6 +142,84 @@ pub trait RecordValidator: Sized + 'static {
     fn validate(&self, batch: &Batch<'_>, out: &mut Vec<Violation>);
 }
 
+/// Confluent's compatibility levels, as the host passes them to
+/// [`SchemaCompat::check`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CompatLevel {
+    Backward,
+    BackwardTransitive,
+    Forward,
+    ForwardTransitive,
+    Full,
+    FullTransitive,
+    None,
+}
+
+impl CompatLevel {
+    /// Whether the proposed schema must read data written with the existing ones
+    /// (proposed = reader, existing = writer): BACKWARD and FULL, transitive or not.
+    pub fn checks_backward(self) -> bool {
+        matches!(self, Self::Backward | Self::BackwardTransitive | Self::Full | Self::FullTransitive)
+    }
+
+    /// Whether the existing schemas must read data written with the proposed one
+    /// (existing = reader, proposed = writer): FORWARD and FULL, transitive or not.
+    pub fn checks_forward(self) -> bool {
+        matches!(self, Self::Forward | Self::ForwardTransitive | Self::Full | Self::FullTransitive)
+    }
+
+    /// Whether the host passed every existing version rather than the latest. A
+    /// checker needs no special case for it: it checks every schema it is given.
+    pub fn is_transitive(self) -> bool {
+        matches!(self, Self::BackwardTransitive | Self::ForwardTransitive | Self::FullTransitive)
+    }
+}
+
+/// One reason a proposed schema is incompatible.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Incompatibility {
+    /// Where in the schema, JSON-pointer-like, e.g. `/fields/2/type`.
+    pub path: String,
+    /// What is wrong, e.g. `READER_FIELD_MISSING_DEFAULT_VALUE: field `id` ...`.
+    /// Never empty (the host refuses an empty message as garbage).
+    pub message: String,
+}
+
+impl Incompatibility {
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { path: path.into(), message: message.into() }
+    }
+}
+
+/// A schema compatibility checker for the schema registry: configured once per
+/// instance, then asked to normalize schemas and to check a proposed schema
+/// against existing ones.
+pub trait SchemaCompat: Sized + 'static {
+    /// Short stable name, e.g. `avro-compat`.
+    const NAME: &'static str;
+    /// The plugin's own version.
+    const VERSION: &'static str;
+    /// One sentence for humans.
+    const DESCRIPTION: &'static str;
+    /// Configuration keys the plugin understands.
+    const CONFIG_KEYS: &'static [&'static str] = &[];
+    /// Schema types handled, as the registry names them: `AVRO`, `JSON`, `PROTOBUF`.
+    const SUPPORTS: &'static [&'static str];
+
+    /// Parses the configuration. An error refuses the plugin.
+    fn configure(config: &Config) -> Result<Self, String>;
+
+    /// Parses `schema` and returns its canonical text (two schemas with the same
+    /// meaning should give the same text), or why it is invalid.
+    fn normalize(&self, schema: &str) -> Result<String, String>;
+
+    /// Pushes every incompatibility of `proposed` against `existing` under
+    /// `level` onto `out` (nothing when compatible). `existing` holds the latest
+    /// schema for plain levels and every version, newest last, for transitive ones;
+    /// check each of them. `CompatLevel::None` accepts everything.
+    fn check(&self, level: CompatLevel, proposed: &str, existing: &[String], out: &mut Vec<Incompatibility>);
+}
+
 /// Severity of a line sent to the broker's log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Level {
@@ -149,12 +271,68 @@ macro_rules! export_validator {
     };
 }
 
+/// Exports a [`SchemaCompat`] implementation as the component's `schema-compat`
+/// world. Use it once per plugin crate, instead of [`export_validator!`].
+#[macro_export]
+macro_rules! export_schema_compat {
+    ($ty:ty) => {
+        const _: () = {
+            struct EsPluginExport;
+
+            impl $crate::__private::CompatLifecycleGuest for EsPluginExport {
+                fn info() -> $crate::__private::CompatPluginInfo {
+                    $crate::__private::compat_info::<$ty>()
+                }
+
+                fn configure(
+                    config: ::std::vec::Vec<(::std::string::String, ::std::string::String)>,
+                ) -> ::std::result::Result<(), ::std::string::String> {
+                    $crate::__private::compat_configure::<$ty>(config)
+                }
+            }
+
+            impl $crate::__private::CompatGuest for EsPluginExport {
+                fn supports() -> ::std::vec::Vec<::std::string::String> {
+                    $crate::__private::compat_supports::<$ty>()
+                }
+
+                fn normalize(
+                    schema: ::std::string::String,
+                ) -> ::std::result::Result<::std::string::String, ::std::string::String> {
+                    $crate::__private::compat_normalize::<$ty>(schema)
+                }
+
+                fn check(
+                    level: $crate::__private::WitLevel,
+                    proposed: ::std::string::String,
+                    existing: ::std::vec::Vec<::std::string::String>,
+                ) -> ::std::vec::Vec<$crate::__private::WitIncompatibility> {
+                    $crate::__private::compat_check::<$ty>(level, proposed, existing)
+                }
+            }
+
+            $crate::__private::compat_bindings::__export_schema_compat_impl!(
+                EsPluginExport with_types_in $crate::__private::compat_bindings
+            );
+        };
+    };
+}
+
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::glue::bindings;
-    pub use crate::glue::{configure, info, validate};
+    pub use crate::glue::{bindings, compat_bindings};
+    pub use crate::glue::{
+        compat_check, compat_configure, compat_info, compat_normalize, compat_supports, configure, info,
+        validate,
+    };
     pub use bindings::exports::es::plugin::lifecycle::{Guest as LifecycleGuest, PluginInfo};
     pub use bindings::exports::es::plugin::validator::{
         Batch as WitBatch, Guest as ValidatorGuest, Violation as WitViolation,
+    };
+    pub use compat_bindings::exports::es::plugin::compat::{
+        Guest as CompatGuest, Incompatibility as WitIncompatibility, Level as WitLevel,
+    };
+    pub use compat_bindings::exports::es::plugin::lifecycle::{
+        Guest as CompatLifecycleGuest, PluginInfo as CompatPluginInfo,
     };
 }

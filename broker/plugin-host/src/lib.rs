@@ -8,25 +8,32 @@
 //! - `Validator` is one loaded record-validator plugin with a warm instance pool;
 //!   `validate` packs records into one buffer and calls the guest under a deadline
 //!   and a memory cap, and every failure comes back as a typed `PluginError`.
+//! - `CompatChecker` is one loaded schema-compat plugin (the schema registry's
+//!   checker for a schema type): `normalize` and `check` under the compatibility
+//!   deadline, with the same pool and typed errors.
 //! - `builtin` holds the built-in plugins, embedded at build time.
 //! - `limits` holds every limit and its default.
 
 mod bindings;
 pub mod builtin;
+mod compat;
 mod engine;
 mod error;
 pub mod limits;
 mod pack;
 mod pool;
+mod runtime;
 mod sandbox;
 mod stderr;
 mod validator;
 
+pub use compat::{CompatChecker, CompatLevel, CompatStats, Incompatibility, UnknownCompatLevel};
 pub use engine::PluginEngine;
 pub use error::PluginError;
 pub use limits::{EngineLimits, PluginLimits};
 pub use pack::BatchTarget;
-pub use validator::{Action, PluginInfo, Validator, ValidatorStats, Violation};
+pub use runtime::{PluginInfo, PluginStats};
+pub use validator::{Action, Validator, ValidatorStats, Violation};
 
 /// Interfaces plugins may import, `namespace:package/interface` (any compatible
 /// version); anything else is refused at load.

@@ -7,7 +7,8 @@ pub const EPOCH_TICK_MS: u64 = 1;
 
 /// Default deadline for one `validate` call (one batch).
 pub const VALIDATE_DEADLINE_MS_DEFAULT: u64 = 20;
-/// Default deadline for a schema compatibility check (for the schema-compat world).
+/// Default deadline for one call of a schema-compat plugin (`normalize` or
+/// `check`); `PluginLimits::compat()` uses it.
 pub const COMPAT_DEADLINE_MS_DEFAULT: u64 = 200;
 /// Default deadline for one authentication step (for the authenticator world).
 pub const AUTH_STEP_DEADLINE_MS_DEFAULT: u64 = 100;
@@ -34,6 +35,10 @@ pub const LOG_BURST_DEFAULT: u32 = 20;
 pub const LOG_LINE_BYTES_MAX: usize = 1024;
 /// Longer violation codes and reasons from a guest are cut to this many bytes.
 pub const VIOLATION_TEXT_BYTES_MAX: usize = 1024;
+/// Most incompatibilities one `check` returns; a guest's extra ones are dropped.
+pub const INCOMPATIBILITIES_MAX: usize = 1_000;
+/// Longest schema type name a schema-compat plugin may list in `supports()`.
+pub const SCHEMA_TYPE_BYTES_MAX: usize = 64;
 /// Most table elements one instance may have (function tables of big guests).
 pub const TABLE_ELEMENTS_MAX: usize = 100_000;
 
@@ -79,6 +84,14 @@ impl Default for PluginLimits {
             log_lines_per_second: LOG_LINES_PER_SECOND_DEFAULT,
             log_burst: LOG_BURST_DEFAULT,
         }
+    }
+}
+
+impl PluginLimits {
+    /// The defaults for a schema-compat plugin: the compatibility deadline
+    /// (`COMPAT_DEADLINE_MS_DEFAULT`) instead of the per-batch one.
+    pub fn compat() -> Self {
+        Self { call_deadline_ms: COMPAT_DEADLINE_MS_DEFAULT, ..Self::default() }
     }
 }
 

@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use es_core::Record;
 
-use crate::bindings::exports::es::plugin::validator::{Batch, HeaderView, RecordView};
+use crate::bindings::validator::exports::es::plugin::validator::{Batch, HeaderView, RecordView};
 
 /// Guest memory one record view takes in the canonical ABI (4 x u32, a list
 /// pointer and length, an option<s64>).

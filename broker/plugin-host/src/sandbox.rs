@@ -12,8 +12,8 @@ use wasmtime_wasi::p2::bindings::{cli, clocks, random, sync::io as sync_io};
 use wasmtime_wasi::random::{WasiRandom, WasiRandomView};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use crate::bindings::RecordValidator;
-use crate::bindings::es::plugin::host::{self, LogLevel};
+use crate::bindings::validator::RecordValidator;
+use crate::bindings::validator::es::plugin::host::{self, LogLevel};
 use crate::error::PluginError;
 use crate::limits::{LOG_LINE_BYTES_MAX, PluginLimits, TABLE_ELEMENTS_MAX};
 use crate::stderr::StderrTail;

@@ -2,34 +2,26 @@
 //! called with packed batches under a deadline and a memory cap.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use es_core::Record;
-use wasmtime::component::Component;
-use wasmtime::{Store, Trap};
 
-use crate::bindings::RecordValidatorPre;
-use crate::bindings::exports::es::plugin::validator::{self as wit, Batch};
+use crate::bindings::validator::exports::es::plugin::validator::{self as wit, Batch};
+use crate::bindings::validator::{RecordValidator, RecordValidatorPre};
 use crate::engine::PluginEngine;
 use crate::error::PluginError;
-use crate::limits::{EPOCH_TICK_MS, PluginLimits, VIOLATION_TEXT_BYTES_MAX};
+use crate::limits::PluginLimits;
 use crate::pack::{self, BatchTarget};
-use crate::pool::{Pool, Warm};
-use crate::sandbox::{self, HostState};
+use crate::runtime::{self, Plugin, PluginInfo, PluginStats};
 
-/// The world a validator implements, for error messages.
-const WORLD: &str = "es:plugin/record-validator@0.1.0";
-/// Exports the world requires, by interface name (any 0.1.x version).
-const REQUIRED_EXPORTS: &[&str] = &["es:plugin/lifecycle@0.1.", "es:plugin/validator@0.1."];
+/// Counters of one validator (the same counters every plugin has).
+pub type ValidatorStats = PluginStats;
 
-/// What a plugin says about itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PluginInfo {
-    pub name: String,
-    pub version: String,
-    pub description: String,
-    pub config_keys: Vec<String>,
-}
+runtime::impl_world!(
+    RecordValidator,
+    RecordValidatorPre,
+    "es:plugin/record-validator@0.1.0",
+    ["es:plugin/lifecycle@0.1.", "es:plugin/validator@0.1."]
+);
 
 /// What the broker does with a failing record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,35 +40,16 @@ pub struct Violation {
     pub reason: String,
 }
 
-/// Counters of one validator, for metrics and tests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ValidatorStats {
-    /// Calls into the guest (a large batch may take several).
-    pub calls: u64,
-    /// Instances created, including the first one and every replacement.
-    pub instances_created: u64,
-    /// Calls that failed (trap, deadline, memory, garbage).
-    pub failures: u64,
-}
-
 /// A record-validator plugin ready to be called from any thread.
 pub struct Validator {
-    name: Arc<str>,
+    plugin: Plugin<RecordValidator>,
     info: PluginInfo,
-    engine: PluginEngine,
-    pre: RecordValidatorPre<HostState>,
-    config: Vec<(String, String)>,
-    limits: PluginLimits,
-    pool: Pool,
-    calls: AtomicU64,
-    instances_created: AtomicU64,
-    failures: AtomicU64,
 }
 
 impl std::fmt::Debug for Validator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Validator")
-            .field("name", &self.name)
+            .field("name", &self.plugin.name())
             .field("info", &self.info)
             .finish_non_exhaustive()
     }
@@ -94,36 +67,13 @@ impl Validator {
         config: Vec<(String, String)>,
         limits: PluginLimits,
     ) -> Result<Self, PluginError> {
-        check_limits(engine, name, &limits)?;
-        let component = engine.load(name, wasm)?;
-        sandbox::check_imports(name, engine.engine(), &component)?;
-        check_exports(engine, name, &component)?;
-        let wrong_world = |e: wasmtime::Error| PluginError::WrongWorld {
-            plugin: name.to_owned(),
-            world: WORLD,
-            reason: format!("{e:#}"),
-        };
-        let instance_pre = engine.linker().instantiate_pre(&component).map_err(wrong_world)?;
-        let pre = RecordValidatorPre::new(instance_pre).map_err(wrong_world)?;
-        let mut validator = Self {
-            name: Arc::from(name),
-            info: PluginInfo { name: name.to_owned(), ..empty_info() },
-            engine: engine.clone(),
-            pre,
-            config,
-            pool: Pool::new(limits.warm_instances_max.max(1)),
-            limits,
-            calls: AtomicU64::new(0),
-            instances_created: AtomicU64::new(0),
-            failures: AtomicU64::new(0),
-        };
-        validator.info = validator.fetch_info()?;
-        Ok(validator)
+        let (plugin, info) = Plugin::load(engine, name, wasm, config, limits)?;
+        Ok(Self { plugin, info })
     }
 
     /// The name the plugin was loaded under.
     pub fn name(&self) -> &str {
-        &self.name
+        self.plugin.name()
     }
 
     /// What the plugin says about itself.
@@ -132,20 +82,16 @@ impl Validator {
     }
 
     pub fn limits(&self) -> &PluginLimits {
-        &self.limits
+        self.plugin.limits()
     }
 
     pub fn stats(&self) -> ValidatorStats {
-        ValidatorStats {
-            calls: self.calls.load(Ordering::Relaxed),
-            instances_created: self.instances_created.load(Ordering::Relaxed),
-            failures: self.failures.load(Ordering::Relaxed),
-        }
+        self.plugin.stats()
     }
 
     /// Idle warm instances right now.
     pub fn warm_instances(&self) -> usize {
-        self.pool.idle_count()
+        self.plugin.warm_instances()
     }
 
     /// Validates `records` and returns one violation per failing record, with
@@ -157,14 +103,14 @@ impl Validator {
         target: BatchTarget<'_>,
         records: &[Record],
     ) -> Result<Vec<Violation>, PluginError> {
-        let ranges = pack::chunks(records, self.limits.batch_bytes_max).map_err(|(index, bytes)| {
-            PluginError::RecordTooLarge {
-                plugin: self.name.to_string(),
+        let batch_bytes_max = self.limits().batch_bytes_max;
+        let ranges =
+            pack::chunks(records, batch_bytes_max).map_err(|(index, bytes)| PluginError::RecordTooLarge {
+                plugin: self.name().to_owned(),
                 index,
                 bytes,
-                limit_bytes: self.limits.batch_bytes_max,
-            }
-        })?;
+                limit_bytes: batch_bytes_max,
+            })?;
         let mut out = Vec::new();
         for range in ranges {
             let batch = pack::pack(target, &records[range.clone()]);
@@ -185,7 +131,7 @@ impl Validator {
         schema_id: Option<u32>,
         records: Arc<[Record]>,
     ) -> Result<Vec<Violation>, PluginError> {
-        let name = self.name.to_string();
+        let name = self.name().to_owned();
         tokio::task::spawn_blocking(move || {
             self.validate(BatchTarget { topic: &topic, partition, schema_id }, &records)
         })
@@ -193,89 +139,8 @@ impl Validator {
         .map_err(|e| PluginError::Trap { plugin: name, reason: format!("host task failed: {e}") })?
     }
 
-    /// One guest call on a warm instance. A failed instance is dropped, never
-    /// reused: after a trap its state is unknown and wasmtime refuses it anyway.
     fn call(&self, batch: &Batch) -> Result<Vec<wit::Violation>, PluginError> {
-        let mut warm = match self.pool.take() {
-            Some(warm) => warm,
-            None => self.instantiate()?,
-        };
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        warm.calls += 1;
-        warm.store.set_epoch_deadline(ticks(self.limits.call_deadline_ms));
-        match warm.bindings.es_plugin_validator().call_validate(&mut warm.store, batch) {
-            Ok(found) => {
-                if self.healthy(&warm) {
-                    self.pool.give(warm);
-                }
-                Ok(found)
-            }
-            Err(e) => {
-                self.failures.fetch_add(1, Ordering::Relaxed);
-                Err(self.classify(e, &warm.store, self.limits.call_deadline_ms, trap_error))
-            }
-        }
-    }
-
-    /// An instance may go back to the pool unless it is due for replacement.
-    fn healthy(&self, warm: &Warm) -> bool {
-        warm.calls < self.limits.recycle_after_calls
-            && warm.store.data().limiter.memory_bytes <= self.limits.recycle_memory_bytes
-    }
-
-    /// A new instance, configured, under the configure deadline.
-    fn instantiate(&self) -> Result<Warm, PluginError> {
-        let deadline_ms = self.limits.configure_deadline_ms;
-        let mut store = Store::new(self.engine.engine(), HostState::new(self.name.clone(), &self.limits));
-        store.limiter(|s| &mut s.limiter);
-        store.epoch_deadline_trap();
-        store.set_epoch_deadline(ticks(deadline_ms));
-        let bindings = match self.pre.instantiate(&mut store) {
-            Ok(bindings) => bindings,
-            Err(e) => return Err(self.classify(e, &store, deadline_ms, instantiate_error)),
-        };
-        self.instances_created.fetch_add(1, Ordering::Relaxed);
-        match bindings.es_plugin_lifecycle().call_configure(&mut store, &self.config) {
-            Ok(Ok(())) => Ok(Warm { store, bindings, calls: 0 }),
-            Ok(Err(message)) => Err(PluginError::Configure { plugin: self.name.to_string(), message }),
-            Err(e) => Err(self.classify(e, &store, deadline_ms, trap_error)),
-        }
-    }
-
-    fn fetch_info(&self) -> Result<PluginInfo, PluginError> {
-        let mut warm = self.instantiate()?;
-        warm.store.set_epoch_deadline(ticks(self.limits.configure_deadline_ms));
-        let info = warm
-            .bindings
-            .es_plugin_lifecycle()
-            .call_info(&mut warm.store)
-            .map_err(|e| self.classify(e, &warm.store, self.limits.configure_deadline_ms, trap_error))?;
-        self.pool.give(warm);
-        Ok(PluginInfo {
-            name: info.name,
-            version: info.version,
-            description: info.description,
-            config_keys: info.config_keys,
-        })
-    }
-
-    /// Names what stopped the guest: the memory cap, the deadline, or a trap.
-    fn classify(
-        &self,
-        e: wasmtime::Error,
-        store: &Store<HostState>,
-        deadline_ms: u64,
-        other: fn(String, String) -> PluginError,
-    ) -> PluginError {
-        let plugin = self.name.to_string();
-        if store.data().limiter.exceeded {
-            return PluginError::Memory { plugin, limit_bytes: self.limits.memory_bytes_max };
-        }
-        match e.downcast_ref::<Trap>() {
-            Some(Trap::Interrupt) => PluginError::Deadline { plugin, deadline_ms },
-            Some(trap) => other(plugin, with_stderr(trap.to_string(), store)),
-            None => other(plugin, with_stderr(format!("{e:#}"), store)),
-        }
+        self.plugin.call(|b, store| b.es_plugin_validator().call_validate(store, batch))
     }
 
     /// Checks a guest's violation against the chunk it came from and shifts its
@@ -283,11 +148,9 @@ impl Validator {
     fn convert(&self, v: wit::Violation, offset: usize, len: usize) -> Result<Violation, PluginError> {
         let index = v.index as usize;
         if index >= len {
-            self.failures.fetch_add(1, Ordering::Relaxed);
-            return Err(PluginError::Garbage {
-                plugin: self.name.to_string(),
-                reason: format!("violation index {index} is outside a batch of {len} records"),
-            });
+            return Err(self
+                .plugin
+                .garbage(format!("violation index {index} is outside a batch of {len} records")));
         }
         let action = match v.action {
             wit::Action::Reject => Action::Reject,
@@ -297,96 +160,8 @@ impl Validator {
         Ok(Violation {
             index: u32::try_from(offset + index).expect("record count fits u32"),
             action,
-            code: cut(v.code),
-            reason: cut(v.reason),
+            code: runtime::cut(v.code),
+            reason: runtime::cut(v.reason),
         })
-    }
-}
-
-/// Adds the guest's last stderr lines (a Rust panic's message) to a trap reason.
-fn with_stderr(reason: String, store: &Store<HostState>) -> String {
-    match store.data().stderr.last_message() {
-        Some(message) => format!("{reason}; guest stderr: {message}"),
-        None => reason,
-    }
-}
-
-fn trap_error(plugin: String, reason: String) -> PluginError {
-    PluginError::Trap { plugin, reason }
-}
-
-fn instantiate_error(plugin: String, reason: String) -> PluginError {
-    PluginError::Instantiate { plugin, reason }
-}
-
-fn empty_info() -> PluginInfo {
-    PluginInfo {
-        name: String::new(),
-        version: String::new(),
-        description: String::new(),
-        config_keys: Vec::new(),
-    }
-}
-
-/// Epoch ticks for a deadline, at least one.
-fn ticks(deadline_ms: u64) -> u64 {
-    deadline_ms.div_ceil(EPOCH_TICK_MS).max(1)
-}
-
-/// Bounds guest-provided text, so a plugin cannot blow up a response or a log.
-fn cut(mut s: String) -> String {
-    if s.len() > VIOLATION_TEXT_BYTES_MAX {
-        let at = s.floor_char_boundary(VIOLATION_TEXT_BYTES_MAX);
-        s.truncate(at);
-    }
-    s
-}
-
-fn check_limits(engine: &PluginEngine, name: &str, limits: &PluginLimits) -> Result<(), PluginError> {
-    let engine_max = engine.limits().memory_bytes_max;
-    let reason = if limits.memory_bytes_max > engine_max {
-        format!("memory_bytes_max {} exceeds the engine's {engine_max}", limits.memory_bytes_max)
-    } else if limits.call_deadline_ms == 0 || limits.configure_deadline_ms == 0 {
-        "deadlines must be at least 1 ms".to_owned()
-    } else if limits.batch_bytes_max == 0 || limits.batch_bytes_max > i32::MAX as usize {
-        format!("batch_bytes_max must be within 1..={}", i32::MAX)
-    } else {
-        return Ok(());
-    };
-    Err(PluginError::Limits { plugin: name.to_owned(), reason })
-}
-
-/// Refuses a component that lacks the world's exports, naming the missing one
-/// (wasmtime's own type check that follows reports mismatched signatures).
-fn check_exports(engine: &PluginEngine, name: &str, component: &Component) -> Result<(), PluginError> {
-    let ty = component.component_type();
-    let exports: Vec<&str> = ty.exports(engine.engine()).map(|(n, _)| n).collect();
-    for required in REQUIRED_EXPORTS {
-        if !exports.iter().any(|e| e.starts_with(required)) {
-            return Err(PluginError::WrongWorld {
-                plugin: name.to_owned(),
-                world: WORLD,
-                reason: format!("missing export `{required}x` (exports: [{}])", exports.join(", ")),
-            });
-        }
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ticks_round_up_and_never_reach_zero() {
-        assert_eq!(ticks(0), 1);
-        assert_eq!(ticks(20), 20 / EPOCH_TICK_MS);
-    }
-
-    #[test]
-    fn cut_respects_char_boundaries() {
-        let s = "é".repeat(VIOLATION_TEXT_BYTES_MAX);
-        let c = cut(s);
-        assert!(c.len() <= VIOLATION_TEXT_BYTES_MAX && c.chars().all(|ch| ch == 'é'));
     }
 }

@@ -1,0 +1,144 @@
+//! The schema-compat world through `CompatChecker`, against the `hostile-compat`
+//! fixture: what the host passes and returns, the world check at load, and every
+//! failure (loop, memory bomb, trap, garbage) as a typed error.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use es_plugin_host::limits::COMPAT_DEADLINE_MS_DEFAULT;
+use es_plugin_host::{CompatChecker, CompatLevel, PluginError, PluginLimits, Validator};
+
+fn hostile(mode: &str, limits: PluginLimits) -> CompatChecker {
+    CompatChecker::load(
+        engine(),
+        &format!("hostile-compat-{mode}"),
+        &fixture("es_fixture_hostile_compat"),
+        config(&[("mode", mode)]),
+        limits,
+    )
+    .unwrap_or_else(|e| panic!("load hostile-compat {mode}: {e}"))
+}
+
+fn existing() -> Vec<String> {
+    vec!["v1".to_owned(), "v2".to_owned()]
+}
+
+#[test]
+fn a_checker_reports_info_supports_and_results() {
+    let c = hostile("ok", PluginLimits::compat());
+    assert_eq!(c.info().name, "hostile-compat");
+    assert_eq!(c.supports(), ["HOSTILE".to_owned()]);
+    assert_eq!(c.limits().call_deadline_ms, COMPAT_DEADLINE_MS_DEFAULT);
+    assert_eq!(c.normalize("  s  ").unwrap(), Ok("s".to_owned()));
+    assert_eq!(c.normalize(" ").unwrap(), Err("empty schema".to_owned()));
+    assert!(c.check(CompatLevel::Backward, "v3", &existing()).unwrap().is_empty());
+    assert_eq!(c.stats().calls, 3);
+    assert_eq!(c.stats().failures, 0);
+}
+
+#[test]
+fn the_level_and_every_existing_schema_reach_the_guest() {
+    let c = hostile("echo", PluginLimits::compat());
+    let found = c.check(CompatLevel::FullTransitive, "v3", &existing()).unwrap();
+    let got: Vec<(&str, &str)> = found.iter().map(|i| (i.path.as_str(), i.message.as_str())).collect();
+    assert_eq!(got, [("/0", "FullTransitive v3 vs v1"), ("/1", "FullTransitive v3 vs v2")]);
+}
+
+#[test]
+fn a_bad_configuration_is_refused_at_load() {
+    let err = CompatChecker::load(
+        engine(),
+        "hostile-compat-bad",
+        &fixture("es_fixture_hostile_compat"),
+        config(&[("mode", "sideways")]),
+        PluginLimits::compat(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, PluginError::Configure { .. }), "{err}");
+    assert!(err.to_string().contains("unknown mode `sideways`"), "{err}");
+}
+
+#[test]
+fn each_world_refuses_the_other() {
+    let err = CompatChecker::load(
+        engine(),
+        "validator-as-checker",
+        &fixture("es_fixture_hostile"),
+        vec![],
+        PluginLimits::compat(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, PluginError::WrongWorld { world: "es:plugin/schema-compat@0.1.0", .. }), "{err}");
+    assert!(err.to_string().contains("es:plugin/compat@0.1."), "names the missing export: {err}");
+    let err = Validator::load(
+        engine(),
+        "checker-as-validator",
+        &fixture("es_fixture_hostile_compat"),
+        vec![],
+        PluginLimits::default(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, PluginError::WrongWorld { world: "es:plugin/record-validator@0.1.0", .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_panic_is_a_trap_and_the_instance_is_replaced() {
+    let c = hostile("trap", PluginLimits::compat());
+    let created = c.stats().instances_created;
+    let err = c.check(CompatLevel::Backward, "v3", &existing()).unwrap_err();
+    assert!(matches!(err, PluginError::Trap { .. }), "{err}");
+    assert!(err.to_string().contains("hostile-compat-trap"), "{err}");
+    assert!(err.to_string().contains("panics on purpose"), "the panic message is kept: {err}");
+    assert_eq!(c.warm_instances(), 0, "a trapped instance must not go back to the pool");
+    // normalize does not panic: a fresh instance serves it.
+    assert_eq!(c.normalize("s").unwrap(), Ok("s".to_owned()));
+    assert_eq!(c.stats().instances_created, created + 1);
+    assert_eq!(c.stats().failures, 1);
+    engine_still_works();
+}
+
+#[test]
+fn an_infinite_loop_hits_the_compat_deadline() {
+    let c = hostile("loop", PluginLimits::compat());
+    let started = Instant::now();
+    let err = c.check(CompatLevel::Forward, "v3", &existing()).unwrap_err();
+    let took = started.elapsed();
+    assert!(matches!(err, PluginError::Deadline { deadline_ms: COMPAT_DEADLINE_MS_DEFAULT, .. }), "{err}");
+    assert!(took >= Duration::from_millis(COMPAT_DEADLINE_MS_DEFAULT), "interrupted early, after {took:?}");
+    assert!(took < Duration::from_millis(COMPAT_DEADLINE_MS_DEFAULT + 500), "interrupted after {took:?}");
+    engine_still_works();
+}
+
+#[test]
+fn a_memory_bomb_hits_the_memory_cap() {
+    let limits = PluginLimits { memory_bytes_max: 16 << 20, ..PluginLimits::compat() };
+    let c = hostile("bomb", limits);
+    let err = c.check(CompatLevel::Full, "v3", &existing()).unwrap_err();
+    assert!(matches!(err, PluginError::Memory { limit_bytes, .. } if limit_bytes == 16 << 20), "{err}");
+    engine_still_works();
+}
+
+#[test]
+fn empty_messages_and_empty_schemas_are_garbage() {
+    let c = hostile("garbage", PluginLimits::compat());
+    let err = c.check(CompatLevel::Backward, "v3", &existing()).unwrap_err();
+    assert!(matches!(err, PluginError::Garbage { .. }), "{err}");
+    assert!(err.to_string().contains("empty message"), "{err}");
+    let err = c.normalize("s").unwrap_err();
+    assert!(matches!(err, PluginError::Garbage { .. }), "{err}");
+    assert_eq!(c.stats().failures, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocking_variants_run_off_the_task() {
+    let c = Arc::new(hostile("echo", PluginLimits::compat()));
+    let found = c.clone().check_blocking(CompatLevel::Backward, "v3".into(), existing()).await.unwrap();
+    assert_eq!(found.len(), 2);
+    assert_eq!(c.normalize_blocking("s".into()).await.unwrap(), Ok("s".to_owned()));
+}
