@@ -1,42 +1,21 @@
 //! Compatibility levels over the schema diff: which schema reads and which writes,
 //! against which existing versions, and the messages the registry returns.
 
+use es_plugin_sdk::{CompatLevel, Incompatibility};
+
 use crate::diff::{Difference, diff};
 use crate::schema::Schema;
 
-/// Confluent's compatibility levels. The host passes one existing schema for the
-/// plain levels and every existing version for the transitive ones, so each is
-/// checked against all it is given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Level {
-    Backward,
-    BackwardTransitive,
-    Forward,
-    ForwardTransitive,
-    Full,
-    FullTransitive,
-    None,
-}
-
-/// One reason the proposed schema is refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Incompatibility {
-    /// Where, e.g. `#/Order/3` (message `Order`, field number 3).
-    pub path: String,
-    /// Confluent's difference name, then a sentence, e.g.
-    /// `FIELD_KIND_CHANGED: the field at '#/Order/3' changed ...`.
-    pub message: String,
-}
-
 /// Checks `proposed` against each of `existing` at `level`; empty means compatible.
-/// Every incompatibility is reported, each once.
-pub fn check(level: Level, proposed: &str, existing: &[String]) -> Vec<Incompatibility> {
-    let (backward, forward) = match level {
-        Level::None => return Vec::new(),
-        Level::Backward | Level::BackwardTransitive => (true, false),
-        Level::Forward | Level::ForwardTransitive => (false, true),
-        Level::Full | Level::FullTransitive => (true, true),
-    };
+/// The host passes one existing schema for the plain levels and every version for
+/// the transitive ones, so each schema given is checked. Every incompatibility is
+/// reported, each once; its message starts with Confluent's difference name, e.g.
+/// `FIELD_KIND_CHANGED: the field at '#/Order/3' changed ...`.
+pub fn check(level: CompatLevel, proposed: &str, existing: &[String]) -> Vec<Incompatibility> {
+    let (backward, forward) = (level.checks_backward(), level.checks_forward());
+    if !backward && !forward {
+        return Vec::new();
+    }
     let proposed = match Schema::parse(proposed) {
         Ok(schema) => schema,
         Err(e) => return vec![invalid("new", &e.to_string())],
@@ -73,14 +52,11 @@ pub fn check(level: Level, proposed: &str, existing: &[String]) -> Vec<Incompati
 
 fn incompatibility(difference: &Difference, reader: &str, writer: &str) -> Incompatibility {
     let description = difference.kind.describe(&difference.path, reader, writer);
-    Incompatibility {
-        path: difference.path.clone(),
-        message: format!("{}: {description}", difference.kind.name()),
-    }
+    Incompatibility::new(difference.path.clone(), format!("{}: {description}", difference.kind.name()))
 }
 
 fn invalid(which: &str, reason: &str) -> Incompatibility {
-    Incompatibility { path: "#/".to_owned(), message: format!("the {which} schema is invalid: {reason}") }
+    Incompatibility::new("#/", format!("the {which} schema is invalid: {reason}"))
 }
 
 #[cfg(test)]
@@ -98,47 +74,50 @@ mod tests {
 
     #[test]
     fn plain_levels_check_the_given_version() {
-        assert!(check(Level::Backward, V2, &[V1.into()]).is_empty());
-        assert!(check(Level::Backward, V3, &[V1.into()]).is_empty());
-        let found = check(Level::Backward, V3, &[V2.into()]);
+        assert!(check(CompatLevel::Backward, V2, &[V1.into()]).is_empty());
+        assert!(check(CompatLevel::Backward, V3, &[V1.into()]).is_empty());
+        let found = check(CompatLevel::Backward, V3, &[V2.into()]);
         assert_eq!(paths(&found), ["#/Order/2"]);
         assert_eq!(
             found[0].message,
             "FIELD_SCALAR_KIND_CHANGED: the scalar type of the field at '#/Order/2' in the new schema \
              cannot read values of its type in the old schema"
         );
-        assert_eq!(paths(&check(Level::Forward, V3, &[V2.into()])), ["#/Order/2"]);
+        assert_eq!(paths(&check(CompatLevel::Forward, V3, &[V2.into()])), ["#/Order/2"]);
         // Both directions fail, each with its own reader and writer.
-        let full = check(Level::Full, V3, &[V2.into()]);
+        let full = check(CompatLevel::Full, V3, &[V2.into()]);
         assert_eq!(paths(&full), ["#/Order/2", "#/Order/2"]);
         assert_ne!(full[0].message, full[1].message);
-        assert!(check(Level::None, V3, &[V2.into()]).is_empty());
+        assert!(check(CompatLevel::None, V3, &[V2.into()]).is_empty());
     }
 
     #[test]
     fn transitive_levels_check_every_version() {
         // V3 against V1 alone is fine; against V2 it is not.
-        assert_eq!(paths(&check(Level::BackwardTransitive, V3, &[V1.into(), V2.into()])), ["#/Order/2"]);
-        assert!(check(Level::BackwardTransitive, V3, &[V1.into()]).is_empty());
+        assert_eq!(
+            paths(&check(CompatLevel::BackwardTransitive, V3, &[V1.into(), V2.into()])),
+            ["#/Order/2"]
+        );
+        assert!(check(CompatLevel::BackwardTransitive, V3, &[V1.into()]).is_empty());
     }
 
     #[test]
     fn directions_differ_for_required_fields() {
         let old = "syntax = \"proto2\";\nmessage M { optional int32 a = 1; }";
         let new = "syntax = \"proto2\";\nmessage M { optional int32 a = 1; required int32 b = 2; }";
-        let backward = check(Level::Backward, new, &[old.into()]);
+        let backward = check(CompatLevel::Backward, new, &[old.into()]);
         assert!(backward[0].message.contains("REQUIRED_FIELD_ADDED"), "{backward:?}");
-        let forward = check(Level::Forward, new, &[old.into()]);
+        let forward = check(CompatLevel::Forward, new, &[old.into()]);
         assert!(forward[0].message.contains("REQUIRED_FIELD_REMOVED"), "{forward:?}");
-        assert_eq!(check(Level::Full, new, &[old.into()]).len(), 2);
+        assert_eq!(check(CompatLevel::Full, new, &[old.into()]).len(), 2);
     }
 
     #[test]
     fn invalid_schemas_are_reported() {
-        let found = check(Level::Backward, "message {", &[V1.into()]);
+        let found = check(CompatLevel::Backward, "message {", &[V1.into()]);
         assert_eq!(found.len(), 1);
         assert!(found[0].message.starts_with("the new schema is invalid"), "{}", found[0].message);
-        let found = check(Level::Backward, V1, &["nonsense".into()]);
+        let found = check(CompatLevel::Backward, V1, &["nonsense".into()]);
         assert!(found[0].message.starts_with("the old schema is invalid"), "{}", found[0].message);
     }
 }
