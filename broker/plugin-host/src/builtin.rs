@@ -1,5 +1,7 @@
 //! The built-in plugins, compiled to wasm32-wasip2 by build.rs from the guest
-//! workspace in `plugins/` and embedded in the broker binary.
+//! workspace in `plugins/` and embedded in the broker binary. Validators and
+//! schema-compat checkers are listed apart: they implement different worlds and
+//! load through different handles (`Validator`, `CompatChecker`).
 
 /// The `rules` validator: key, size, header and value-format rules.
 pub const RULES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/es_plugin_rules.wasm"));
@@ -7,16 +9,31 @@ pub const RULES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/es_plugin_rul
 pub const JSON_SCHEMA: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/es_plugin_json_schema.wasm"));
 /// The `avro` validator: each value must decode with the configured Avro schema.
 pub const AVRO: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/es_plugin_avro.wasm"));
+/// The `protobuf-compat` schema-compat checker: Confluent's Protobuf diff rules
+/// for the `PROTOBUF` schema type, on `.proto` text or base64 descriptors.
+pub const PROTOBUF_COMPAT: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/es_plugin_protobuf_compat.wasm"));
 
-/// Names of the built-in plugins, as `builtin` accepts them.
+/// Names of the built-in validators, as `builtin` accepts them.
 pub const NAMES: &[&str] = &["rules", "json-schema", "avro"];
 
-/// The component bytes of the built-in plugin `name`.
+/// The component bytes of the built-in validator `name`.
 pub fn builtin(name: &str) -> Option<&'static [u8]> {
     match name {
         "rules" => Some(RULES),
         "json-schema" => Some(JSON_SCHEMA),
         "avro" => Some(AVRO),
+        _ => None,
+    }
+}
+
+/// Names of the built-in schema-compat checkers, as `compat` accepts them.
+pub const COMPAT_NAMES: &[&str] = &["protobuf-compat"];
+
+/// The component bytes of the built-in schema-compat checker `name`.
+pub fn compat(name: &str) -> Option<&'static [u8]> {
+    match name {
+        "protobuf-compat" => Some(PROTOBUF_COMPAT),
         _ => None,
     }
 }
