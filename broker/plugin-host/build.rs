@@ -19,6 +19,8 @@ const COMPONENTS: &[&str] = &[
     "es_plugin_avro",
     "es_plugin_schema_registry",
     "es_plugin_avro_compat",
+    "es_plugin_jsonschema_compat",
+    "es_plugin_protobuf_compat",
     "es_fixture_hostile",
     "es_fixture_fs_reader",
     "es_fixture_hostile_compat",

@@ -73,10 +73,10 @@ def avro(broker, client):
     assert client.test_compatibility(subject, Schema(ok, "AVRO")) is True
     assert client.test_compatibility(subject, Schema(bad, "AVRO")) is False
     assert client.test_compatibility_all_versions(subject, Schema(bad, "AVRO")) is False
-    assert client.set_compatibility(subject, "FORWARD") == "FORWARD"
+    assert client.set_compatibility(subject, "FORWARD")["compatibility"] == "FORWARD"
     assert client.get_compatibility(subject) == "FORWARD"
     assert client.test_compatibility(subject, Schema(bad, "AVRO")) is True
-    assert client.set_compatibility(level="BACKWARD") == "BACKWARD"
+    assert client.set_compatibility(level="BACKWARD")["compatibility"] == "BACKWARD"
 
     from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
     serializer = AvroSerializer(client, v1)

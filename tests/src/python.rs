@@ -85,8 +85,10 @@ fn run(cmd: &mut Command) -> anyhow::Result<()> {
 /// Runs a script of `tests/python/` with `args`, bounded by `timeout`; returns
 /// (success, stdout + stderr).
 pub fn run_script(script: &str, args: &[&str], timeout: Duration) -> (bool, String) {
-    let out_path =
-        std::env::temp_dir().join(format!("es-py-{}-{}.log", std::process::id(), script.replace('/', "_")));
+    // Tests of one binary run in parallel: each run gets its own log file.
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let out_path = std::env::temp_dir().join(format!("es-py-{}-{run}.log", std::process::id()));
     let out = std::fs::File::create(&out_path).expect("creating the script's log file");
     let mut child = Command::new(python())
         .arg(scripts_dir().join(script))

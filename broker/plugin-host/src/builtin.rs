@@ -12,6 +12,14 @@ pub const AVRO: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/es_plugin_avro
 /// The `avro-compat` schema-compat checker: Avro's reader/writer resolution
 /// rules for the `AVRO` schema type.
 pub const AVRO_COMPAT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/es_plugin_avro_compat.wasm"));
+/// The `jsonschema-compat` schema-compat checker: JSON Schema reader/writer rules
+/// for the `JSON` schema type.
+pub const JSONSCHEMA_COMPAT: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/es_plugin_jsonschema_compat.wasm"));
+/// The `protobuf-compat` schema-compat checker: Confluent's Protobuf diff rules
+/// for the `PROTOBUF` schema type, on `.proto` text or base64 descriptors.
+pub const PROTOBUF_COMPAT: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/es_plugin_protobuf_compat.wasm"));
 
 /// The `schema-registry` validator: values carry a registered schema id of the
 /// topic's subject (Confluent's wire format) and decode with that schema. The
@@ -34,12 +42,14 @@ pub fn builtin(name: &str) -> Option<&'static [u8]> {
 }
 
 /// Names of the built-in schema-compat checkers, as `compat` accepts them.
-pub const COMPAT_NAMES: &[&str] = &["avro-compat"];
+pub const COMPAT_NAMES: &[&str] = &["avro-compat", "jsonschema-compat", "protobuf-compat"];
 
 /// The component bytes of the built-in schema-compat checker `name`.
 pub fn compat(name: &str) -> Option<&'static [u8]> {
     match name {
         "avro-compat" => Some(AVRO_COMPAT),
+        "jsonschema-compat" => Some(JSONSCHEMA_COMPAT),
+        "protobuf-compat" => Some(PROTOBUF_COMPAT),
         _ => None,
     }
 }

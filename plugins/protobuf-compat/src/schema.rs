@@ -1,0 +1,244 @@
+//! Reads a Protobuf schema as the registry receives it: `.proto` text, or base64 of
+//! a serialized `FileDescriptorProto` (what confluent-kafka's Python serializer
+//! registers). Either way the file is compiled and checked by protox, with the
+//! well-known types (`google/protobuf/*.proto`) available as imports.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use base64::Engine;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use miette::Diagnostic;
+use prost::Message;
+use prost_reflect::{FileDescriptor, Syntax};
+use prost_types::FileDescriptorProto;
+use protox::Compiler;
+use protox::file::{File, FileResolver, GoogleFileResolver};
+
+/// The file name a schema given as `.proto` text is compiled under.
+const TEXT_FILE_NAME: &str = "schema.proto";
+
+/// Why a schema was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    /// The `.proto` text does not parse, or names something that does not exist.
+    #[error("invalid .proto schema at line {line}, column {column}: {reason}")]
+    At { line: usize, column: usize, reason: String },
+    /// The schema is wrong, but the checker cannot point at a place in the text.
+    #[error("invalid Protobuf schema: {0}")]
+    Invalid(String),
+    /// The text looked like base64 but is not a serialized `FileDescriptorProto`.
+    #[error("invalid Protobuf schema: it is neither .proto text nor base64 of a FileDescriptorProto ({0})")]
+    NotADescriptor(String),
+    /// Valid Protobuf that this checker does not handle.
+    #[error("unsupported Protobuf schema: {0}")]
+    Unsupported(String),
+}
+
+/// A compiled schema: its file, with every import resolved in the same pool.
+#[derive(Debug, Clone)]
+pub struct Schema {
+    pub file: FileDescriptor,
+}
+
+impl Schema {
+    /// Parses `.proto` text or base64 of a `FileDescriptorProto`.
+    pub fn parse(input: &str) -> Result<Self, SchemaError> {
+        let file = if looks_like_base64(input) {
+            File::from_file_descriptor_proto(decode_descriptor(input)?)
+        } else {
+            File::from_source(TEXT_FILE_NAME, input).map_err(|e| located(&e, input))?
+        };
+        let source = file.source().map(str::to_owned);
+        let name = file.name().to_owned();
+        let mut compiler = Compiler::with_file_resolver(Resolver { name: name.clone(), file });
+        compiler.include_imports(true);
+        compiler.open_file(&name).map_err(|e| match &source {
+            Some(text) => located(&e, text),
+            None => SchemaError::Invalid(e.to_string()),
+        })?;
+        let file = compiler
+            .descriptor_pool()
+            .get_file_by_name(&name)
+            .ok_or_else(|| SchemaError::Invalid(format!("the compiled file `{name}` is missing")))?;
+        if !matches!(file.syntax(), Syntax::Proto2 | Syntax::Proto3) {
+            return Err(SchemaError::Unsupported(
+                "only proto2 and proto3 syntax are supported, not editions".into(),
+            ));
+        }
+        if file.messages().len() == 0 {
+            return Err(SchemaError::Invalid("the schema defines no message type".into()));
+        }
+        Ok(Self { file })
+    }
+}
+
+/// Serves the schema under its own name and the well-known types under theirs.
+/// Nothing else can be imported: the registry's schema references are not
+/// passed to checkers.
+struct Resolver {
+    name: String,
+    file: File,
+}
+
+impl FileResolver for Resolver {
+    fn open_file(&self, name: &str) -> Result<File, protox::Error> {
+        if name == self.name {
+            return Ok(self.file.clone());
+        }
+        // A warm instance checks many schemas: parse each well-known file once.
+        WELL_KNOWN.with(|cache| {
+            if let Some(file) = cache.borrow().get(name) {
+                return Ok(file.clone());
+            }
+            let file = GoogleFileResolver::new().open_file(name)?;
+            cache.borrow_mut().insert(name.to_owned(), file.clone());
+            Ok(file)
+        })
+    }
+}
+
+thread_local! {
+    // Wasm guests are single-threaded; one cache per instance.
+    static WELL_KNOWN: RefCell<HashMap<String, File>> = RefCell::new(HashMap::new());
+}
+
+/// `.proto` text always holds a character outside the base64 alphabet (a space,
+/// `;`, `{` or `"`), so a schema made of base64 characters only is a descriptor.
+fn looks_like_base64(input: &str) -> bool {
+    let trimmed = input.trim();
+    !trimmed.is_empty()
+        && trimmed.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'-' | b'_' | b'\n' | b'\r')
+        })
+}
+
+fn decode_descriptor(input: &str) -> Result<FileDescriptorProto, SchemaError> {
+    let compact: String = input.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    let config = GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent);
+    let standard = GeneralPurpose::new(&base64::alphabet::STANDARD, config);
+    let url_safe = GeneralPurpose::new(&base64::alphabet::URL_SAFE, config);
+    let bytes = standard
+        .decode(&compact)
+        .or_else(|_| url_safe.decode(&compact))
+        .map_err(|e| SchemaError::NotADescriptor(format!("base64: {e}")))?;
+    let mut descriptor = FileDescriptorProto::decode(bytes.as_slice())
+        .map_err(|e| SchemaError::NotADescriptor(format!("protobuf decoding: {e}")))?;
+    if descriptor.name().is_empty() {
+        descriptor.name = Some(TEXT_FILE_NAME.to_owned());
+    }
+    // Source positions refer to a text the registry never saw.
+    descriptor.source_code_info = None;
+    Ok(descriptor)
+}
+
+/// Turns a protox error into one naming the line and column of its first label.
+fn located(error: &protox::Error, source: &str) -> SchemaError {
+    let reason = reason(error);
+    let offset = first_offset(error);
+    match offset {
+        Some(offset) => {
+            let (line, column) = line_column(source, offset);
+            SchemaError::At { line, column, reason }
+        }
+        None => SchemaError::Invalid(reason),
+    }
+}
+
+/// The error's message (the first of several), with the label of its span when
+/// that adds something beyond pointing ("found here").
+fn reason(error: &dyn Diagnostic) -> String {
+    let first = error.related().and_then(|mut r| r.next()).unwrap_or(error);
+    let reason = first.to_string();
+    match first.labels().and_then(|mut l| l.next()).and_then(|l| l.label().map(str::to_owned)) {
+        Some(label) if !label.ends_with(" here") && !reason.contains(&label) => format!("{reason} ({label})"),
+        _ => reason,
+    }
+}
+
+fn first_offset(error: &dyn Diagnostic) -> Option<usize> {
+    if let Some(related) = error.related().and_then(|mut r| r.next())
+        && let Some(span) = related.labels().and_then(|mut l| l.next())
+    {
+        return Some(span.offset());
+    }
+    error.labels().and_then(|mut l| l.next()).map(|span| span.offset())
+}
+
+/// One-based line and column (in characters) of a byte offset.
+fn line_column(source: &str, offset: usize) -> (usize, usize) {
+    let before = &source[..offset.min(source.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_with_a_well_known_import_compiles() {
+        let schema = Schema::parse(
+            "syntax = \"proto3\";\npackage shop;\nimport \"google/protobuf/timestamp.proto\";\n\
+             message Order { google.protobuf.Timestamp at = 1; }",
+        )
+        .unwrap();
+        assert_eq!(schema.file.package_name(), "shop");
+        assert_eq!(schema.file.messages().next().unwrap().full_name(), "shop.Order");
+    }
+
+    #[test]
+    fn syntax_errors_name_line_and_column() {
+        let err = Schema::parse("syntax = \"proto3\";\nmessage M {\n  int32 a = 1\n}\n").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid .proto schema at line 4, column 1: expected ';' or '[', but found '}'"
+        );
+    }
+
+    #[test]
+    fn unknown_types_are_located() {
+        let err = Schema::parse("syntax = \"proto3\";\nmessage M {\n  Missing a = 1;\n}\n").unwrap_err();
+        let SchemaError::At { line, reason, .. } = err else { panic!("expected a located error") };
+        assert_eq!(line, 3);
+        assert_eq!(reason, "name 'Missing' is not defined");
+    }
+
+    #[test]
+    fn missing_imports_are_refused() {
+        let err = Schema::parse("syntax = \"proto3\";\nimport \"other.proto\";\nmessage M {}\n").unwrap_err();
+        assert!(err.to_string().contains("other.proto"), "{err}");
+    }
+
+    #[test]
+    fn base64_descriptors_compile() {
+        let descriptor = FileDescriptorProto {
+            name: Some("order.proto".into()),
+            package: Some("shop".into()),
+            syntax: Some("proto3".into()),
+            message_type: vec![prost_types::DescriptorProto {
+                name: Some("Order".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let text = base64::engine::general_purpose::STANDARD.encode(descriptor.encode_to_vec());
+        let schema = Schema::parse(&text).unwrap();
+        assert_eq!(schema.file.messages().next().unwrap().full_name(), "shop.Order");
+    }
+
+    #[test]
+    fn garbage_base64_is_refused() {
+        let err = Schema::parse("AAAA$").unwrap_err();
+        assert!(matches!(err, SchemaError::At { .. } | SchemaError::Invalid(_)), "{err}");
+        let err = Schema::parse("////").unwrap_err();
+        assert!(matches!(err, SchemaError::NotADescriptor(_)), "{err}");
+    }
+
+    #[test]
+    fn a_schema_needs_a_message() {
+        let err = Schema::parse("syntax = \"proto3\";\nenum E { A = 0; }\n").unwrap_err();
+        assert_eq!(err, SchemaError::Invalid("the schema defines no message type".into()));
+    }
+}
