@@ -9,6 +9,9 @@ pub const RULES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/es_plugin_rul
 pub const JSON_SCHEMA: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/es_plugin_json_schema.wasm"));
 /// The `avro` validator: each value must decode with the configured Avro schema.
 pub const AVRO: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/es_plugin_avro.wasm"));
+/// The `avro-compat` schema-compat checker: Avro's reader/writer resolution
+/// rules for the `AVRO` schema type.
+pub const AVRO_COMPAT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/es_plugin_avro_compat.wasm"));
 /// The `protobuf-compat` schema-compat checker: Confluent's Protobuf diff rules
 /// for the `PROTOBUF` schema type, on `.proto` text or base64 descriptors.
 pub const PROTOBUF_COMPAT: &[u8] =
@@ -28,11 +31,12 @@ pub fn builtin(name: &str) -> Option<&'static [u8]> {
 }
 
 /// Names of the built-in schema-compat checkers, as `compat` accepts them.
-pub const COMPAT_NAMES: &[&str] = &["protobuf-compat"];
+pub const COMPAT_NAMES: &[&str] = &["avro-compat", "protobuf-compat"];
 
 /// The component bytes of the built-in schema-compat checker `name`.
 pub fn compat(name: &str) -> Option<&'static [u8]> {
     match name {
+        "avro-compat" => Some(AVRO_COMPAT),
         "protobuf-compat" => Some(PROTOBUF_COMPAT),
         _ => None,
     }

@@ -110,8 +110,14 @@ fn an_infinite_loop_hits_the_compat_deadline() {
     let err = c.check(CompatLevel::Forward, "v3", &existing()).unwrap_err();
     let took = started.elapsed();
     assert!(matches!(err, PluginError::Deadline { deadline_ms: COMPAT_DEADLINE_MS_DEFAULT, .. }), "{err}");
-    assert!(took >= Duration::from_millis(COMPAT_DEADLINE_MS_DEFAULT), "interrupted early, after {took:?}");
-    assert!(took < Duration::from_millis(COMPAT_DEADLINE_MS_DEFAULT + 500), "interrupted after {took:?}");
+    // The epoch ticks every millisecond or a little slower on a loaded machine:
+    // the call ran for about the deadline, not for the 20 ms of a validator, and
+    // was stopped within seconds.
+    assert!(
+        took >= Duration::from_millis(COMPAT_DEADLINE_MS_DEFAULT * 3 / 4),
+        "interrupted early, after {took:?}"
+    );
+    assert!(took < Duration::from_secs(3), "interrupted after {took:?}");
     engine_still_works();
 }
 

@@ -1,0 +1,157 @@
+//! The `avro-compat` plugin: the schema registry's checker for `AVRO` schemas.
+//! `normalize` parses a schema and returns its canonical JSON; `check` applies
+//! Avro's reader/writer resolution rules (`resolve.rs`) in the directions the
+//! compatibility level asks for and reports every incompatibility, with
+//! Confluent's names (`READER_FIELD_MISSING_DEFAULT_VALUE`, `TYPE_MISMATCH`, ...).
+//!
+//! Directions: BACKWARD reads each existing schema's data with the proposed one
+//! (reader = proposed, writer = existing); FORWARD reads the proposed schema's
+//! data with each existing one (reader = existing, writer = proposed); FULL does
+//! both. The host passes the latest schema for plain levels and all of them for
+//! transitive ones, so every schema given is checked. Paths point into the
+//! reader's schema: the proposed one for backward problems, the existing one for
+//! forward ones; messages say which ("new" is the proposed schema, "old" an
+//! existing one).
+
+mod resolve;
+
+use apache_avro::Schema;
+use es_plugin_sdk::{CompatLevel, Config, Incompatibility, SchemaCompat, export_schema_compat};
+
+use crate::resolve::{Found, Problem};
+
+/// Most incompatibilities reported by one check (the host's `INCOMPATIBILITIES_MAX`).
+const REPORTED_MAX: usize = 1_000;
+
+struct AvroCompat;
+
+impl SchemaCompat for AvroCompat {
+    const NAME: &'static str = "avro-compat";
+    const VERSION: &'static str = "0.1.0";
+    const DESCRIPTION: &'static str =
+        "Avro schema compatibility by Avro's reader/writer resolution rules, every incompatibility reported.";
+    const SUPPORTS: &'static [&'static str] = &["AVRO"];
+
+    fn configure(config: &Config) -> Result<Self, String> {
+        config.reject_unknown(Self::CONFIG_KEYS)?;
+        Ok(Self)
+    }
+
+    fn normalize(&self, schema: &str) -> Result<String, String> {
+        let parsed = parse(schema)?;
+        // apache-avro serializes a parsed schema with a fixed key order, full
+        // names where a type is used again, and every default, alias and custom
+        // attribute kept (Avro's "Parsing Canonical Form" would drop defaults and
+        // aliases, which compatibility depends on).
+        serde_json::to_string(&parsed).map_err(|e| format!("cannot serialize the parsed schema: {e}"))
+    }
+
+    fn check(&self, level: CompatLevel, proposed: &str, existing: &[String], out: &mut Vec<Incompatibility>) {
+        if level == CompatLevel::None {
+            return;
+        }
+        let new = match parse(proposed) {
+            Ok(schema) => schema,
+            Err(e) => {
+                return out.push(Incompatibility::new("/", format!("INVALID_SCHEMA: the new schema: {e}")));
+            }
+        };
+        let mut steps = 0;
+        for (i, old) in existing.iter().enumerate() {
+            let against = Against { index: i, count: existing.len() };
+            let old = match parse(old) {
+                Ok(schema) => schema,
+                Err(e) => {
+                    out.push(Incompatibility::new(
+                        "/",
+                        format!("INVALID_SCHEMA: the old schema{against}: {e}"),
+                    ));
+                    continue;
+                }
+            };
+            if level.checks_backward() {
+                out.extend(
+                    resolve::check(&new, &old, &mut steps)
+                        .iter()
+                        .map(|f| render(f, Roles::BACKWARD, against)),
+                );
+            }
+            if level.checks_forward() {
+                out.extend(
+                    resolve::check(&old, &new, &mut steps).iter().map(|f| render(f, Roles::FORWARD, against)),
+                );
+            }
+        }
+        // The host keeps no more than this either; sending more only costs copies.
+        out.truncate(REPORTED_MAX);
+    }
+}
+
+fn parse(schema: &str) -> Result<Schema, String> {
+    Schema::parse_str(schema).map_err(|e| format!("invalid Avro schema: {e}"))
+}
+
+/// Which schema reads and which wrote, in the registry's words.
+#[derive(Clone, Copy)]
+struct Roles {
+    reader: &'static str,
+    writer: &'static str,
+}
+
+impl Roles {
+    const BACKWARD: Self = Self { reader: "new", writer: "old" };
+    const FORWARD: Self = Self { reader: "old", writer: "new" };
+}
+
+/// Which existing schema a message is about, when there are several.
+#[derive(Clone, Copy)]
+struct Against {
+    index: usize,
+    count: usize,
+}
+
+impl std::fmt::Display for Against {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.count > 1 { write!(f, " {} of {}", self.index + 1, self.count) } else { Ok(()) }
+    }
+}
+
+/// Confluent's code, then a sentence in the registry's terms.
+fn render(found: &Found, roles: Roles, against: Against) -> Incompatibility {
+    let Roles { reader, writer } = roles;
+    let path = &found.path;
+    let text = match &found.problem {
+        Problem::TypeMismatch { reader: r, writer: w } => format!(
+            "the type at path '{path}' is {r} in the {reader} schema, which cannot read the {w} of the \
+             {writer} schema"
+        ),
+        Problem::NameMismatch { reader: r, writer: w } => format!(
+            "the named type at path '{path}' is '{r}' in the {reader} schema but '{w}' in the {writer} \
+             schema, and no alias of the {reader} type matches"
+        ),
+        Problem::FixedSizeMismatch { reader: r, writer: w } => format!(
+            "the fixed type at path '{path}' has size {r} in the {reader} schema but {w} in the {writer} schema"
+        ),
+        Problem::MissingEnumSymbols { symbols } => format!(
+            "the enum at path '{path}' in the {reader} schema lacks the symbols [{}] of the {writer} schema \
+             and has no default symbol",
+            symbols.join(", ")
+        ),
+        Problem::ReaderFieldMissingDefaultValue { field } => format!(
+            "the field '{field}' at path '{path}' in the {reader} schema has no default value and is \
+             missing in the {writer} schema"
+        ),
+        Problem::TooComplex { steps } => format!(
+            "the check of the {reader} schema against the {writer} schema gave up after {steps} steps; \
+             the schemas nest their named types too deeply to check"
+        ),
+        Problem::MissingUnionBranch { writer: w } => format!(
+            "the union at path '{path}' in the {reader} schema has no branch that reads the {w} of the \
+             {writer} schema"
+        ),
+    };
+    let which = if against.count > 1 { format!(" (old schema{against})") } else { String::new() };
+    Incompatibility::new(path.clone(), format!("{}: {text}{which}", found.problem.code()))
+}
+
+export_schema_compat!(AvroCompat);
