@@ -18,6 +18,7 @@ const COMPONENTS: &[&str] = &[
     "es_plugin_json_schema",
     "es_plugin_avro",
     "es_plugin_avro_compat",
+    "es_plugin_jsonschema_compat",
     "es_fixture_hostile",
     "es_fixture_fs_reader",
     "es_fixture_hostile_compat",

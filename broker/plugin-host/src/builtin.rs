@@ -12,6 +12,10 @@ pub const AVRO: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/es_plugin_avro
 /// The `avro-compat` schema-compat checker: Avro's reader/writer resolution
 /// rules for the `AVRO` schema type.
 pub const AVRO_COMPAT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/es_plugin_avro_compat.wasm"));
+/// The `jsonschema-compat` schema-compat checker: Confluent's reader/writer rules
+/// for the `JSON` (JSON Schema) schema type.
+pub const JSONSCHEMA_COMPAT: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/es_plugin_jsonschema_compat.wasm"));
 
 /// Names of the built-in validators, as `builtin` accepts them.
 pub const NAMES: &[&str] = &["rules", "json-schema", "avro"];
@@ -27,12 +31,13 @@ pub fn builtin(name: &str) -> Option<&'static [u8]> {
 }
 
 /// Names of the built-in schema-compat checkers, as `compat` accepts them.
-pub const COMPAT_NAMES: &[&str] = &["avro-compat"];
+pub const COMPAT_NAMES: &[&str] = &["avro-compat", "jsonschema-compat"];
 
 /// The component bytes of the built-in schema-compat checker `name`.
 pub fn compat(name: &str) -> Option<&'static [u8]> {
     match name {
         "avro-compat" => Some(AVRO_COMPAT),
+        "jsonschema-compat" => Some(JSONSCHEMA_COMPAT),
         _ => None,
     }
 }
