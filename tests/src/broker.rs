@@ -66,6 +66,11 @@ impl Resp {
     pub fn code(&self) -> &str {
         self.body["error"]["code"].as_str().unwrap_or("")
     }
+
+    /// The schema registry's `error_code` (Confluent's shape), or 0 if there is none.
+    pub fn error_code(&self) -> u64 {
+        self.body["error_code"].as_u64().unwrap_or(0)
+    }
 }
 
 /// A running es-broker process; killed on drop if still running.
@@ -204,8 +209,27 @@ impl Broker {
         request(&self.agent, "POST", &format!("{}{path}", self.url), Some(body))
     }
 
+    pub fn put(&self, path: &str, body: &Value) -> Resp {
+        request(&self.agent, "PUT", &format!("{}{path}", self.url), Some(&body.to_string()))
+    }
+
+    /// Any method with a raw body in a given content type (e.g. the schema
+    /// registry's `application/vnd.schemaregistry.v1+json`).
+    pub fn send(&self, method: &str, path: &str, body: &str, content_type: &str) -> Resp {
+        let url = format!("{}{path}", self.url);
+        try_send(&self.agent, method, &url, Some(body), content_type)
+            .unwrap_or_else(|e| panic!("{method} {url} failed: {e}"))
+    }
+
     pub fn patch(&self, path: &str, body: &Value) -> Resp {
         request(&self.agent, "PATCH", &format!("{}{path}", self.url), Some(&body.to_string()))
+    }
+
+    /// POSTs raw bytes (e.g. a plugin component).
+    pub fn post_bytes(&self, path: &str, body: &[u8]) -> Resp {
+        let url = format!("{}{path}", self.url);
+        let sent = self.agent.post(&url).header("content-type", "application/octet-stream").send(body);
+        read_resp(sent).unwrap_or_else(|e| panic!("POST {url} failed: {e}"))
     }
 
     /// Creates a topic and asserts it worked.
@@ -292,13 +316,29 @@ fn try_request(
     url: &str,
     body: Option<&str>,
 ) -> Result<Resp, ureq::Error> {
-    let mut resp = match (method, body) {
+    try_send(agent, method, url, body, "application/json")
+}
+
+fn try_send(
+    agent: &ureq::Agent,
+    method: &str,
+    url: &str,
+    body: Option<&str>,
+    content_type: &str,
+) -> Result<Resp, ureq::Error> {
+    let resp = match (method, body) {
         ("GET", _) => agent.get(url).call()?,
         ("DELETE", _) => agent.delete(url).call()?,
-        ("POST", b) => agent.post(url).header("content-type", "application/json").send(b.unwrap_or(""))?,
-        ("PATCH", b) => agent.patch(url).header("content-type", "application/json").send(b.unwrap_or(""))?,
+        ("POST", b) => agent.post(url).header("content-type", content_type).send(b.unwrap_or(""))?,
+        ("PUT", b) => agent.put(url).header("content-type", content_type).send(b.unwrap_or(""))?,
+        ("PATCH", b) => agent.patch(url).header("content-type", content_type).send(b.unwrap_or(""))?,
         (m, _) => panic!("unsupported method {m}"),
     };
+    read_resp(Ok(resp))
+}
+
+fn read_resp(sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<Resp, ureq::Error> {
+    let mut resp = sent?;
     let status = resp.status().as_u16();
     let text = resp.body_mut().with_config().limit(64 * 1024 * 1024).read_to_string()?;
     let body = serde_json::from_str(&text).unwrap_or(Value::String(text));

@@ -3,6 +3,7 @@
 //! line protocol between them, and the handle that runs a real es-broker.
 
 pub mod broker;
+pub mod python;
 
 pub mod crashload {
     //! Every batch the crash child appends is a pure function of its [`BatchId`]

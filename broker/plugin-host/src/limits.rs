@@ -44,9 +44,12 @@ pub const TABLE_ELEMENTS_MAX: usize = 100_000;
 
 /// Default number of live instances across all plugins of one engine (pool slots).
 pub const ENGINE_INSTANCES_MAX_DEFAULT: u32 = 64;
-/// Core instances one component may hold: a Rust guest has its module plus a few
-/// shims that wit-component adds.
-pub const CORE_INSTANCES_PER_COMPONENT_MAX: u32 = 16;
+/// Core instances one component may hold (and tables, which the pool sizes the
+/// same way): a Rust guest has its module plus a few shims that wit-component
+/// adds, but a Python guest built by componentize-py 0.25 links CPython's
+/// libraries as separate modules and has 38. The pool only counts instances and
+/// reserves (does not commit) table address space, so the headroom is cheap.
+pub const CORE_INSTANCES_PER_COMPONENT_MAX: u32 = 64;
 
 /// Limits of one plugin binding. Every field has a default (see `Default`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -117,17 +117,17 @@ pub(crate) struct Plugin<W: World> {
 }
 
 impl<W: World> Plugin<W> {
-    /// Loads `wasm` as the plugin `name`: checks it is a component of world `W`
-    /// importing only what the sandbox allows, compiles it (or takes it from the
-    /// cache), instantiates and configures one instance so a bad configuration
-    /// fails here, reads `info()` from it and keeps it warm.
-    pub(crate) fn load(
+    /// Checks that `wasm` is a component of world `W` importing only what the
+    /// sandbox allows and compiles it (or takes it from the cache); no instance
+    /// yet. `load` then instantiates and configures one instance, so a bad
+    /// configuration fails at load.
+    fn prepare(
         engine: &PluginEngine,
         name: &str,
         wasm: &[u8],
         config: Vec<(String, String)>,
         limits: PluginLimits,
-    ) -> Result<(Self, PluginInfo), PluginError> {
+    ) -> Result<Self, PluginError> {
         check_limits(engine, name, &limits)?;
         let component = engine.load(name, wasm)?;
         sandbox::check_imports(name, engine.engine(), &component)?;
@@ -150,8 +150,37 @@ impl<W: World> Plugin<W> {
             instances_created: AtomicU64::new(0),
             failures: AtomicU64::new(0),
         };
+        Ok(plugin)
+    }
+
+    /// Loads as [`Plugin::load`] does, then reads `info()` from one configured
+    /// instance, which stays warm.
+    pub(crate) fn load(
+        engine: &PluginEngine,
+        name: &str,
+        wasm: &[u8],
+        config: Vec<(String, String)>,
+        limits: PluginLimits,
+    ) -> Result<(Self, PluginInfo), PluginError> {
+        let plugin = Self::prepare(engine, name, wasm, config, limits)?;
         let info = plugin.at_load(|b, s| b.info(s))?;
         Ok((plugin, info))
+    }
+
+    /// The checks of `load`, then `info()` from an instance that is never
+    /// configured and never kept: what an upload checks before any binding has
+    /// given the plugin a configuration.
+    pub(crate) fn inspect(engine: &PluginEngine, name: &str, wasm: &[u8]) -> Result<PluginInfo, PluginError> {
+        let plugin = Self::prepare(engine, name, wasm, Vec::new(), PluginLimits::default())?;
+        let deadline_ms = plugin.limits.configure_deadline_ms;
+        let mut store =
+            Store::new(plugin.engine.engine(), HostState::new(plugin.name.clone(), &plugin.limits));
+        store.limiter(|s| &mut s.limiter);
+        store.epoch_deadline_trap();
+        store.set_epoch_deadline(ticks(deadline_ms));
+        let bindings = W::instantiate(&plugin.pre, &mut store)
+            .map_err(|e| plugin.classify(e, &store, deadline_ms, instantiate_error))?;
+        bindings.info(&mut store).map_err(|e| plugin.classify(e, &store, deadline_ms, trap_error))
     }
 
     pub(crate) fn name(&self) -> &str {

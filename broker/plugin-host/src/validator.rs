@@ -71,6 +71,14 @@ impl Validator {
         Ok(Self { plugin, info })
     }
 
+    /// Checks `wasm` as `load` does (a component of the record-validator world
+    /// importing only what the sandbox allows) and returns what the plugin says
+    /// about itself, without configuring it: what an upload checks before the
+    /// plugin is stored, when no binding has given it a configuration yet.
+    pub fn inspect(engine: &PluginEngine, name: &str, wasm: &[u8]) -> Result<PluginInfo, PluginError> {
+        Plugin::<RecordValidator>::inspect(engine, name, wasm)
+    }
+
     /// The name the plugin was loaded under.
     pub fn name(&self) -> &str {
         self.plugin.name()

@@ -34,12 +34,16 @@ pub enum ErrorCode {
     IllegalGeneration = 20,
     RebalanceInProgress = 21,
     Unauthorized = 22,
+    /// The topic's validators refused records; nothing was written.
+    ValidationFailed = 23,
+    /// A validator failed (trap, deadline, memory) under a reject policy.
+    PluginFailed = 24,
 }
 
 impl ErrorCode {
     pub fn from_u16(code: u16) -> Option<ErrorCode> {
         use ErrorCode::*;
-        const ALL: [ErrorCode; 23] = [
+        const ALL: [ErrorCode; 25] = [
             None,
             Malformed,
             UnsupportedVersion,
@@ -63,6 +67,8 @@ impl ErrorCode {
             IllegalGeneration,
             RebalanceInProgress,
             Unauthorized,
+            ValidationFailed,
+            PluginFailed,
         ];
         ALL.get(usize::from(code)).copied()
     }
@@ -82,7 +88,7 @@ mod tests {
         for code in 0..=22u16 {
             assert_eq!(ErrorCode::from_u16(code).unwrap() as u16, code);
         }
-        assert_eq!(ErrorCode::from_u16(23), None);
+        assert_eq!(ErrorCode::from_u16(25), None);
         assert_eq!(ErrorCode::OffsetOutOfRange as u16, 6);
         assert_eq!(ErrorCode::ProducerFenced as u16, 13);
     }

@@ -25,6 +25,9 @@ pub struct ErrorDetail {
     pub code: String,
     /// A sentence for people: what went wrong and what to do.
     pub message: String,
+    /// For `validation_failed`: every validator finding on the request's records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub violations: Vec<crate::plugins::binding::Finding>,
 }
 
 /// How keys, values and header values are written in JSON.
@@ -157,12 +160,21 @@ pub struct ProduceRecord {
 pub struct RecordOffset {
     pub partition: u32,
     pub offset: u64,
+    /// Set only when the record went to a dead-letter topic instead of this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
 }
 
 /// Offsets in the order of the request's records, sent only once they are on disk.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ProduceResponse {
+    /// Where each record was written; a dead-lettered record's entry names the
+    /// dead-letter topic in `topic`.
     pub offsets: Vec<RecordOffset>,
+    /// Validator findings on records that were written anyway (`warn`) or sent to
+    /// a dead-letter topic (`dead-letter`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub violations: Vec<crate::plugins::binding::Finding>,
     /// True when this was an idempotent producer's retry: nothing new was written.
     #[serde(default)]
     pub duplicate: bool,

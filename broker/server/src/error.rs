@@ -56,6 +56,39 @@ pub enum ServerError {
     /// A consumer-group refusal (unknown member, stale generation, rebalance, ...).
     #[error("{0}")]
     Group(es_groups::GroupError),
+    #[error("plugin {0:?} does not exist; `es plugin list` shows the plugins")]
+    PluginNotFound(String),
+    #[error("a different plugin named {0:?} exists; remove it first or upload with replace=true")]
+    PluginExists(String),
+    #[error(
+        "plugin {name:?} is bound to topic(s) {topics:?}; unbind it first (`es topic alter TOPIC --no-validators`)"
+    )]
+    PluginInUse { name: String, topics: Vec<String> },
+    #[error("topic {topic:?} is the dead-letter topic of {users:?}; rebind those first")]
+    TopicInUse { topic: String, users: Vec<String> },
+    /// An upload or binding the plugin host refused (not a component, wrong world,
+    /// forbidden import, configuration refused, ...).
+    #[error("{0}")]
+    Plugin(es_plugin_host::PluginError),
+    /// Records refused by the topic's validators under `reject`: nothing was written.
+    #[error("{}", validation_message(.topic, .findings))]
+    ValidationFailed { topic: String, findings: Vec<crate::plugins::binding::Finding> },
+    /// A validator failed (trapped, ran past its deadline, ran out of memory) on a
+    /// topic whose binding rejects on failure: nothing was written.
+    #[error("validator {plugin:?} of topic {topic:?} failed, so the batch was refused: {reason}")]
+    PluginFailed { topic: String, plugin: String, reason: String },
+}
+
+fn validation_message(topic: &str, findings: &[crate::plugins::binding::Finding]) -> String {
+    use crate::plugins::binding::Outcome;
+    let rejected: Vec<_> = findings.iter().filter(|f| f.outcome == Outcome::Rejected).collect();
+    let first = rejected.first().map_or(String::new(), |f| {
+        format!(": record {} refused by {} ({}: {})", f.index, f.plugin, f.code, f.reason)
+    });
+    format!(
+        "{} record(s) failed validation on topic {topic:?}, so nothing was written{first}; `violations` lists each",
+        rejected.len()
+    )
 }
 
 pub type Result<T, E = ServerError> = std::result::Result<T, E>;
@@ -86,6 +119,13 @@ impl ServerError {
             ServerError::Storage(_) => "storage_error",
             ServerError::Internal(_) => "internal_error",
             ServerError::Group(g) => crate::groups::error_code(g),
+            ServerError::PluginNotFound(_) => "plugin_not_found",
+            ServerError::PluginExists(_) => "plugin_already_exists",
+            ServerError::PluginInUse { .. } => "plugin_in_use",
+            ServerError::TopicInUse { .. } => "topic_in_use",
+            ServerError::Plugin(_) => "invalid_plugin",
+            ServerError::ValidationFailed { .. } => "validation_failed",
+            ServerError::PluginFailed { .. } => "plugin_failed",
         }
     }
 
@@ -112,6 +152,13 @@ impl ServerError {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
             ServerError::Group(g) => crate::groups::error_status(g),
+            ServerError::PluginNotFound(_) => StatusCode::NOT_FOUND,
+            ServerError::PluginExists(_)
+            | ServerError::PluginInUse { .. }
+            | ServerError::TopicInUse { .. } => StatusCode::CONFLICT,
+            ServerError::Plugin(_) => StatusCode::BAD_REQUEST,
+            ServerError::ValidationFailed { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ServerError::PluginFailed { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 }
@@ -135,9 +182,13 @@ impl IntoResponse for ServerError {
         if status.is_server_error() && status != StatusCode::SERVICE_UNAVAILABLE {
             tracing::error!(code = self.code(), error = %self, "request failed");
         }
-        let body = crate::api::ErrorBody {
-            error: crate::api::ErrorDetail { code: self.code().to_owned(), message: self.to_string() },
+        let message = self.to_string();
+        let code = self.code().to_owned();
+        let violations = match self {
+            ServerError::ValidationFailed { findings, .. } => findings,
+            _ => Vec::new(),
         };
+        let body = crate::api::ErrorBody { error: crate::api::ErrorDetail { code, message, violations } };
         (status, axum::Json(body)).into_response()
     }
 }

@@ -12,8 +12,10 @@ pub mod groups;
 mod http;
 pub mod limits;
 pub use es_core::partitioner;
+pub mod plugins;
 pub mod producer_ids;
 mod registry;
+pub mod schemas;
 mod store;
 
 pub use binary::{BinaryState, serve_binary};

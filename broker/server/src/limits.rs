@@ -30,3 +30,8 @@ pub const BINARY_IN_FLIGHT_MAX: usize = 256;
 pub const BINARY_CONNECTIONS_MAX: usize = 1024;
 /// Binary protocol: partitions one fetch may name.
 pub const BINARY_FETCH_PARTITIONS_MAX: usize = 1024;
+/// Largest plugin component accepted by an upload (a Python guest carries its
+/// interpreter: tens of MiB).
+pub const PLUGIN_BYTES_MAX: usize = 128 * 1024 * 1024;
+/// Most validators one topic may have.
+pub const VALIDATORS_PER_TOPIC_MAX: usize = 16;

@@ -15,6 +15,8 @@ use serde_json::Value;
 use crate::config::TopicConfig;
 use crate::error::{Result, ServerError};
 use crate::limits;
+use crate::plugins::binding::{Chain, FailurePolicy, Link, ValidatorBinding};
+use crate::plugins::{Manifest, Plugins, Upload};
 use crate::store::{self, MetaStore, TopicMeta};
 
 /// How the broker was started.
@@ -56,6 +58,8 @@ pub struct Topic {
     pub partitions: Vec<Arc<PartitionLog>>,
     /// Round-robin start for unkeyed batches (sticky per batch).
     sticky: AtomicU32,
+    /// The validators a produce runs; swapped whole on rebinding.
+    validators: RwLock<Arc<Chain>>,
 }
 
 impl Topic {
@@ -78,6 +82,12 @@ impl Topic {
         })
     }
 
+    /// The validator chain to run on one produce: batches keep the chain they
+    /// started with while a rebinding swaps in a new one.
+    pub fn validators(&self) -> Arc<Chain> {
+        self.validators.read().expect("validators lock").clone()
+    }
+
     /// The partition all unkeyed records of one batch go to.
     pub fn sticky_partition(&self) -> u32 {
         self.sticky.fetch_add(1, Ordering::Relaxed) % self.partition_count()
@@ -95,8 +105,12 @@ pub struct Registry {
     shutting_down: AtomicBool,
     /// Durable producer ids for idempotent producers (HTTP and binary).
     producer_ids: crate::producer_ids::ProducerIds,
+    /// Uploaded and built-in plugins, and the engine that runs them.
+    plugins: Plugins,
     /// Consumer groups; set once the internal offsets topic is open.
     groups: std::sync::OnceLock<Arc<crate::groups::Groups>>,
+    /// The schema registry; set once the internal schemas topic is open.
+    schemas: std::sync::OnceLock<Arc<crate::schemas::Schemas>>,
     /// Held for the broker's life: two brokers on one data directory would corrupt it.
     _lock: std::fs::File,
 }
@@ -116,6 +130,8 @@ impl Registry {
         let lock = lock_data_dir(&options.data_dir)?;
         let store = MetaStore::open(options.data_dir.join("topics"))?;
         let producer_ids = crate::producer_ids::ProducerIds::open(&options.data_dir)?;
+        let mut report = StartupReport::default();
+        let plugins = Plugins::open(&options.data_dir.join("plugins"), &mut report.repairs)?;
         let manager = LogManager::new(
             options.data_dir.join("partitions"),
             ManagerOptions {
@@ -132,10 +148,11 @@ impl Registry {
             admin: Mutex::new(()),
             shutting_down: AtomicBool::new(false),
             producer_ids,
+            plugins,
             groups: std::sync::OnceLock::new(),
+            schemas: std::sync::OnceLock::new(),
             _lock: lock,
         };
-        let mut report = StartupReport::default();
         for meta in registry.store.load_all()? {
             let log_config = meta.config.to_log_config()?;
             let mut partitions = Vec::new();
@@ -147,15 +164,23 @@ impl Registry {
             }
             report.topics += 1;
             report.partitions += partitions.len();
-            registry.insert(meta, partitions);
+            let chain = registry.load_chain(&meta.name, &meta.validators, &mut report.repairs);
+            registry.insert(meta, partitions, chain);
         }
         registry.remove_orphans(&mut report.repairs)?;
         registry.open_groups()?;
+        registry.open_schemas()?;
+        registry.install_uploaded_checkers(&mut report.repairs);
         Ok((Arc::new(registry), report))
     }
 
-    fn insert(&self, meta: TopicMeta, partitions: Vec<Arc<PartitionLog>>) -> Arc<Topic> {
-        let topic = Arc::new(Topic { meta: Mutex::new(meta.clone()), partitions, sticky: AtomicU32::new(0) });
+    fn insert(&self, meta: TopicMeta, partitions: Vec<Arc<PartitionLog>>, chain: Chain) -> Arc<Topic> {
+        let topic = Arc::new(Topic {
+            meta: Mutex::new(meta.clone()),
+            partitions,
+            sticky: AtomicU32::new(0),
+            validators: RwLock::new(Arc::new(chain)),
+        });
         self.topics.write().expect("topics lock").insert(meta.name, topic.clone());
         topic
     }
@@ -184,24 +209,45 @@ impl Registry {
         store::fsync_dir(root).map_err(|e| io(format!("syncing {}", root.display()), e))
     }
 
-    /// Creates the internal offsets topic on first start, then opens the group service.
-    fn open_groups(&self) -> Result<()> {
-        use crate::groups::{Groups, OFFSETS_TOPIC};
-        let topic = match self.topic(OFFSETS_TOPIC) {
-            Ok(t) => t,
+    /// The internal compacted topic `name` (one partition), created on first start.
+    fn internal_compacted(&self, name: &str) -> Result<Arc<Topic>> {
+        match self.topic(name) {
+            Ok(t) => Ok(t),
             Err(_) => {
                 // Smaller segments than data topics, so compaction (sealed segments
-                // only) keeps the offsets log short, as Kafka does for __consumer_offsets.
+                // only) keeps the log short, as Kafka does for __consumer_offsets.
                 let compact = BTreeMap::from([
                     ("cleanup.policy".to_owned(), Value::from("compact")),
                     ("segment.bytes".to_owned(), Value::from(64 * 1024 * 1024)),
                 ]);
-                self.create_any(OFFSETS_TOPIC, 1, &compact)?
+                self.create_any(name, 1, &compact)
             }
-        };
+        }
+    }
+
+    /// Creates the internal offsets topic on first start, then opens the group service.
+    fn open_groups(&self) -> Result<()> {
+        use crate::groups::{Groups, OFFSETS_TOPIC};
+        let topic = self.internal_compacted(OFFSETS_TOPIC)?;
         let groups = Groups::open(topic.partitions[0].clone())?;
         let _ = self.groups.set(Arc::new(groups));
         Ok(())
+    }
+
+    /// Creates the internal schemas topic on first start, then opens the schema
+    /// registry with the built-in compatibility checkers.
+    fn open_schemas(&self) -> Result<()> {
+        use crate::schemas::{SCHEMAS_TOPIC, Schemas};
+        let topic = self.internal_compacted(SCHEMAS_TOPIC)?;
+        let checkers = Arc::new(crate::schemas::builtin_checkers(self.plugins.engine())?);
+        let schemas = Schemas::open(topic.partitions[0].clone(), checkers)?;
+        let _ = self.schemas.set(Arc::new(schemas));
+        Ok(())
+    }
+
+    /// The schema registry.
+    pub fn schemas(&self) -> &Arc<crate::schemas::Schemas> {
+        self.schemas.get().expect("opened in Registry::open")
     }
 
     /// The consumer-group service.
@@ -282,13 +328,19 @@ impl Registry {
                 }
             }
         }
-        let meta = TopicMeta { name: name.to_owned(), partitions, config, created_ms: SystemClock.now_ms() };
+        let meta = TopicMeta {
+            name: name.to_owned(),
+            partitions,
+            config,
+            created_ms: SystemClock.now_ms(),
+            validators: Vec::new(),
+        };
         if let Err(e) = self.store.save(&meta) {
             self.discard(&logs);
             return Err(e);
         }
         tracing::info!(topic = name, partitions, "created topic");
-        Ok(self.insert(meta, logs))
+        Ok(self.insert(meta, logs, Chain::default()))
     }
 
     /// Removes a topic: metadata first (durably), then its partitions' data.
@@ -297,6 +349,17 @@ impl Registry {
         refuse_internal(name)?;
         let _admin = self.admin.lock().expect("admin lock");
         self.topic(name)?;
+        let users: Vec<String> = self
+            .list()
+            .iter()
+            .filter(|t| {
+                t.validators().links.iter().any(|l| l.spec.dead_letter_topic.as_deref() == Some(name))
+            })
+            .map(|t| t.name())
+            .collect();
+        if !users.is_empty() {
+            return Err(ServerError::TopicInUse { topic: name.to_owned(), users });
+        }
         self.store.remove(name)?;
         let topic = self
             .topics
@@ -348,6 +411,201 @@ impl Registry {
         *topic.meta.lock().expect("meta lock") = next;
         tracing::info!(topic = name, ?changes, "altered topic config");
         Ok(config)
+    }
+
+    /// Uploaded schema-compat checkers replace the built-in checker of each type
+    /// they support; one that no longer loads is reported and skipped.
+    fn install_uploaded_checkers(&self, repairs: &mut Vec<String>) {
+        for manifest in self.plugins.uploaded_checkers() {
+            let loaded =
+                self.plugins.wasm(&manifest).and_then(|wasm| self.plugins.load_checker(&manifest, &wasm));
+            match loaded {
+                Ok(checker) => {
+                    crate::schemas::install(self.schemas().checkers(), Arc::new(checker));
+                }
+                Err(e) => repairs.push(format!(
+                    "schema checker plugin {:?} cannot be loaded ({e}); the built-in checkers stay in use",
+                    manifest.name
+                )),
+            }
+        }
+    }
+
+    pub fn plugins(&self) -> &Plugins {
+        &self.plugins
+    }
+
+    /// Loads the validators of a topic at startup. A binding that cannot be loaded
+    /// (its plugin is gone or refuses its config) is kept and fails every batch
+    /// under its policy, so a topic never silently loses its validation.
+    fn load_chain(&self, topic: &str, specs: &[ValidatorBinding], repairs: &mut Vec<String>) -> Chain {
+        let links = specs
+            .iter()
+            .map(|spec| {
+                let loaded = self.plugins.get(&spec.plugin).and_then(|m| {
+                    let wasm = self.plugins.wasm(&m)?;
+                    Ok((m.sha256.clone(), self.plugins.load_validator(&m, &wasm, &spec.config)?))
+                });
+                match loaded {
+                    Ok((sha, validator)) => Link::new(spec.clone(), sha, Ok(validator)),
+                    Err(e) => {
+                        repairs.push(format!(
+                            "topic {topic:?}: validator {:?} cannot be loaded ({e}); produce to it fails until it is rebound",
+                            spec.plugin
+                        ));
+                        Link::new(spec.clone(), String::new(), Err(e.to_string()))
+                    }
+                }
+            })
+            .collect();
+        Chain { links }
+    }
+
+    /// Loads a chain for new bindings; any failure refuses the change.
+    fn build_chain(
+        &self,
+        topic: &str,
+        specs: &[ValidatorBinding],
+        replacing: Option<(&Manifest, &[u8])>,
+    ) -> Result<Chain> {
+        if specs.len() > limits::VALIDATORS_PER_TOPIC_MAX {
+            return Err(ServerError::InvalidRequest(format!(
+                "a topic has at most {} validators",
+                limits::VALIDATORS_PER_TOPIC_MAX
+            )));
+        }
+        let mut links = Vec::new();
+        for spec in specs {
+            match (spec.on_failure, spec.dead_letter_topic.as_deref()) {
+                (FailurePolicy::DeadLetter, None) => {
+                    return Err(ServerError::InvalidRequest(format!(
+                        "validator {:?}: on_failure dead-letter needs a dead_letter_topic",
+                        spec.plugin
+                    )));
+                }
+                (FailurePolicy::DeadLetter, Some(dlq)) => {
+                    if dlq == topic || is_internal(dlq) {
+                        return Err(ServerError::InvalidRequest(format!(
+                            "validator {:?}: the dead-letter topic must be another, non-internal topic",
+                            spec.plugin
+                        )));
+                    }
+                    self.topic(dlq)?;
+                }
+                (_, Some(_)) => {
+                    return Err(ServerError::InvalidRequest(format!(
+                        "validator {:?}: dead_letter_topic is only used with on_failure dead-letter",
+                        spec.plugin
+                    )));
+                }
+                (_, None) => {}
+            }
+            let (manifest, wasm) = match replacing {
+                Some((m, wasm)) if m.name == spec.plugin => (m.clone(), Arc::from(wasm)),
+                _ => {
+                    let m = self.plugins.get(&spec.plugin)?;
+                    let wasm = self.plugins.wasm(&m)?;
+                    (m, wasm)
+                }
+            };
+            let validator = self.plugins.load_validator(&manifest, &wasm, &spec.config)?;
+            links.push(Link::new(spec.clone(), manifest.sha256.clone(), Ok(validator)));
+        }
+        Ok(Chain { links })
+    }
+
+    /// Binds `specs` to a topic, replacing its validators: every validator is
+    /// loaded and configured first, then the bindings are made durable, then the
+    /// chain is swapped in. Batches in flight finish on the old chain.
+    pub fn set_validators(&self, name: &str, specs: Vec<ValidatorBinding>) -> Result<Vec<ValidatorBinding>> {
+        self.check_running()?;
+        refuse_internal(name)?;
+        let _admin = self.admin.lock().expect("admin lock");
+        let topic = self.topic(name)?;
+        let chain = self.build_chain(name, &specs, None)?;
+        let mut next = topic.meta.lock().expect("meta lock").clone();
+        next.validators = specs.clone();
+        self.store.save(&next)?;
+        *topic.meta.lock().expect("meta lock") = next;
+        *topic.validators.write().expect("validators lock") = Arc::new(chain);
+        tracing::info!(topic = name, validators = ?specs.iter().map(|s| &s.plugin).collect::<Vec<_>>(), "bound validators");
+        Ok(specs)
+    }
+
+    /// Stores an uploaded plugin. A new version of a bound plugin (`replace`) is
+    /// loaded for every binding first; the swap happens only if all load.
+    pub fn add_plugin(&self, upload: Upload) -> Result<(Manifest, bool)> {
+        self.check_running()?;
+        let manifest = self.plugins.inspect(&upload)?;
+        let checker = if manifest.world == crate::plugins::COMPAT_WORLD {
+            Some(Arc::new(self.plugins.load_checker(&manifest, &upload.wasm)?))
+        } else {
+            None
+        };
+        let _admin = self.admin.lock().expect("admin lock");
+        let existing = self.plugins.get(&upload.name).ok();
+        if let Some(old) = &existing {
+            if old.sha256 == manifest.sha256
+                && old.default_config == manifest.default_config
+                && old.limits == manifest.limits
+            {
+                return Ok((old.clone(), false));
+            }
+            if !upload.replace {
+                return Err(ServerError::PluginExists(upload.name));
+            }
+        }
+        let mut swaps = Vec::new();
+        for topic in self.list() {
+            let specs = topic.meta.lock().expect("meta lock").validators.clone();
+            if specs.iter().any(|s| s.plugin == manifest.name) {
+                let chain = self.build_chain(&topic.name(), &specs, Some((&manifest, &upload.wasm)))?;
+                swaps.push((topic, chain));
+            }
+        }
+        self.plugins.store(&manifest, &upload.wasm)?;
+        if let Some(checker) = checker {
+            let types = crate::schemas::install(self.schemas().checkers(), checker);
+            tracing::info!(plugin = %manifest.name, ?types, "schema compatibility checker installed");
+        }
+        for (topic, chain) in swaps {
+            *topic.validators.write().expect("validators lock") = Arc::new(chain);
+            tracing::info!(topic = %topic.name(), plugin = %manifest.name, sha256 = %manifest.sha256, "validator moved to a new plugin version");
+        }
+        Ok((manifest, existing.is_none()))
+    }
+
+    /// Topics whose validators use plugin `name`.
+    pub fn plugin_users(&self, name: &str) -> Vec<String> {
+        self.list()
+            .iter()
+            .filter(|t| t.meta.lock().expect("meta lock").validators.iter().any(|s| s.plugin == name))
+            .map(|t| t.name())
+            .collect()
+    }
+
+    /// Forgets an uploaded plugin; refused for built-ins and while it is bound.
+    pub fn remove_plugin(&self, name: &str) -> Result<()> {
+        self.check_running()?;
+        let _admin = self.admin.lock().expect("admin lock");
+        let manifest = self.plugins.get(name)?;
+        if manifest.builtin {
+            return Err(ServerError::InvalidRequest(format!(
+                "{name:?} is a built-in plugin and cannot be removed"
+            )));
+        }
+        let topics = self.plugin_users(name);
+        if !topics.is_empty() {
+            return Err(ServerError::PluginInUse { name: name.to_owned(), topics });
+        }
+        self.plugins.remove(name)?;
+        if manifest.world == crate::plugins::COMPAT_WORLD {
+            // Its schema types go back to the built-in checkers.
+            let builtin = crate::schemas::builtin_checkers(self.plugins.engine())?;
+            self.schemas().checkers().restore(&builtin, &manifest.supports);
+        }
+        tracing::info!(plugin = name, "removed plugin");
+        Ok(())
     }
 
     /// The log config for `config`, refusing a cold tier this broker does not have.

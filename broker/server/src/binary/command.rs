@@ -16,6 +16,8 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use super::BinaryState;
 use crate::error::ServerError;
 use crate::limits;
+use crate::plugins::binding::{Checked, Outcome, dead_letter_record};
+use es_core::Record;
 
 /// The single-node broker writes every batch in term 1.
 const TERM: u64 = 1;
@@ -40,16 +42,26 @@ pub async fn dispatch(req: Request, id: u32, state: &BinaryState, tx: Tx, slot: 
         }
         Request::Produce { topic, partition, batch } => {
             // Appended now, in frame order; only the fsync wait runs concurrently.
-            match append(state, &topic, partition, batch.to_vec()) {
-                Ok(pending) => {
+            match append(state, &topic, partition, batch.to_vec()).await {
+                Ok((pending, dead_letters)) => {
                     tokio::spawn(async move {
-                        let resp = match pending.durable().await {
-                            Ok(a) => Response::Produce {
-                                base_offset: a.base_offset,
-                                last_offset: a.last_offset,
-                                duplicate: a.duplicate,
+                        // Dead-lettered records are durable before the answer too.
+                        for dlq in dead_letters {
+                            if let Err(e) = dlq.durable().await {
+                                send(&tx, id, op, log_error(&e), slot).await;
+                                return;
+                            }
+                        }
+                        let resp = match pending {
+                            None => Response::Produce { base_offset: 0, last_offset: 0, duplicate: false },
+                            Some(pending) => match pending.durable().await {
+                                Ok(a) => Response::Produce {
+                                    base_offset: a.base_offset,
+                                    last_offset: a.last_offset,
+                                    duplicate: a.duplicate,
+                                },
+                                Err(e) => log_error(&e),
                             },
-                            Err(e) => log_error(&e),
                         };
                         send(&tx, id, op, resp, slot).await;
                     });
@@ -99,17 +111,85 @@ fn partition(state: &BinaryState, topic: &str, partition: u32) -> Result<Arc<Par
     t.partition(u64::from(partition)).cloned().map_err(|e| server_error(&e))
 }
 
-fn append(
+/// Appends one produce batch after the topic's validators (if any) accepted it.
+/// Returns the batch's append (none when every record was dead-lettered) and the
+/// appends to dead-letter topics.
+async fn append(
     state: &BinaryState,
     topic: &str,
     p: u32,
     batch: Vec<u8>,
-) -> Result<es_log::PendingAppend, Response> {
+) -> Result<(Option<es_log::PendingAppend>, Vec<es_log::PendingAppend>), Response> {
     if state.registry.is_shutting_down() {
         return Err(error(ErrorCode::ShuttingDown, "the broker is shutting down".into()));
     }
-    let log = partition(state, topic, p)?;
-    log.append(batch, TERM).map_err(|e| log_error(&e))
+    let t = state.registry.topic(topic).map_err(|e| server_error(&e))?;
+    let log = t.partition(u64::from(p)).map_err(|e| server_error(&e))?;
+    let chain = t.validators();
+    if chain.is_empty() {
+        return Ok((Some(log.append(batch, TERM).map_err(|e| log_error(&e))?), Vec::new()));
+    }
+    let (records, idempotent) = decode_batch(&batch, log.config().batch_bytes_max)?;
+    let records: Arc<[Record]> = records.into();
+    let mut checked = chain.check(Arc::from(topic), p, records.clone(), Arc::from(Vec::new())).await;
+    if let Some((plugin, reason)) = checked.plugin_failure.take() {
+        let e = ServerError::PluginFailed { topic: topic.to_owned(), plugin, reason };
+        return Err(error(ErrorCode::PluginFailed, e.to_string()));
+    }
+    let dead = checked.dead_lettered();
+    if checked.refuses() || (idempotent && !dead.is_empty()) {
+        return Err(error(ErrorCode::ValidationFailed, describe_refusal(topic, &checked, idempotent)));
+    }
+    if dead.is_empty() {
+        return Ok((Some(log.append(batch, TERM).map_err(|e| log_error(&e))?), Vec::new()));
+    }
+    // Some records go to dead-letter topics: the rest are written as a new batch,
+    // in their order, and the answer's offsets cover only them.
+    let mut dead_letters = Vec::new();
+    for (index, finding) in &dead {
+        let dlq_name = finding.dead_letter_topic.as_deref().expect("dead-letter findings name their topic");
+        let dlq = state.registry.topic(dlq_name).map_err(|e| server_error(&e))?;
+        let dlq_partition = match records[*index].key.as_deref() {
+            Some(key) => es_core::partitioner::partition_for_key(key, dlq.partition_count()),
+            None => dlq.sticky_partition(),
+        };
+        let out = dead_letter_record(&records[*index], topic, p, finding);
+        let log = dlq.partition(u64::from(dlq_partition)).map_err(|e| server_error(&e))?;
+        dead_letters.push(log.append_records(&[out], TERM).map_err(|e| log_error(&e))?);
+    }
+    let kept: Vec<Record> =
+        records.iter().enumerate().filter(|(i, _)| !dead.contains_key(i)).map(|(_, r)| r.clone()).collect();
+    let pending = if kept.is_empty() {
+        None
+    } else {
+        Some(log.append_records(&kept, TERM).map_err(|e| log_error(&e))?)
+    };
+    Ok((pending, dead_letters))
+}
+
+/// The records of a produce batch, and whether an idempotent producer sent it.
+fn decode_batch(batch: &[u8], max: usize) -> Result<(Vec<Record>, bool), Response> {
+    let invalid = |e: es_core::batch::CodecError| error(ErrorCode::InvalidBatch, e.to_string());
+    let view = es_core::batch::BatchView::parse(batch, max).map_err(invalid)?;
+    let plain = view.plain_records(es_core::limits::BATCH_BYTES_MAX_HARD).map_err(invalid)?;
+    let records =
+        plain.iter().map(|r| r.map(|r| r.to_record())).collect::<Result<Vec<_>, _>>().map_err(invalid)?;
+    Ok((records, view.header.producer.producer_id >= 0))
+}
+
+fn describe_refusal(topic: &str, checked: &Checked, idempotent: bool) -> String {
+    let mut text = if idempotent && !checked.refuses() {
+        format!(
+            "records failed validation on topic {topic:?}; an idempotent batch is written whole, so it was \
+             refused instead of dead-lettered:"
+        )
+    } else {
+        format!("records failed validation on topic {topic:?}; nothing was written:")
+    };
+    for f in checked.findings.iter().filter(|f| idempotent || f.outcome == Outcome::Rejected) {
+        text.push_str(&format!(" record {}: {} {}: {};", f.index, f.plugin, f.code, f.reason));
+    }
+    text
 }
 
 async fn fetch(

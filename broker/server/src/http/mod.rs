@@ -5,7 +5,9 @@
 pub(crate) mod group_sessions;
 mod groups;
 mod openapi;
+mod plugins;
 mod records;
+mod schemas;
 mod topics;
 
 use std::future::{Future, IntoFuture};
@@ -65,7 +67,26 @@ fn api_routes(state: AppState) -> Router<AppState> {
         .route("/topics/{topic}/offsets", get(records::offsets))
         .route("/topics/{topic}/partitions/{partition}/records", get(records::consume))
         .merge(groups::routes())
+        .route("/plugins", get(plugins::list))
+        .route(
+            "/plugins/{name}",
+            get(plugins::describe)
+                .delete(plugins::remove)
+                .post(plugins::upload)
+                .layer(DefaultBodyLimit::max(limits::PLUGIN_BYTES_MAX)),
+        )
+        .route("/topics/{topic}/validators", get(plugins::get_validators).put(plugins::set_validators))
+        .nest("/registry", schemas::routes())
         .route_layer(middleware::from_fn_with_state(state, limit_in_flight))
+}
+
+/// A boolean query parameter, in any case (`true`, `True`, `FALSE`).
+pub fn parse_bool(name: &str, text: &str) -> Result<bool> {
+    match text.to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(ServerError::InvalidRequest(format!("{name} must be true or false; got {text:?}"))),
+    }
 }
 
 /// Refuses a request at once (503 `overloaded`) when the broker already serves

@@ -26,6 +26,12 @@ use crate::config::TopicConfig;
         super::records::consume,
         super::records::offsets,
         super::records::init_producer,
+        super::plugins::upload,
+        super::plugins::list,
+        super::plugins::describe,
+        super::plugins::remove,
+        super::plugins::get_validators,
+        super::plugins::set_validators,
         openapi_json,
     ),
     components(schemas(
@@ -52,6 +58,17 @@ use crate::config::TopicConfig;
         api::OffsetsResponse,
         api::Status,
         TopicConfig,
+        super::plugins::PluginDescription,
+        super::plugins::PluginList,
+        super::plugins::ValidatorsRequest,
+        super::plugins::BoundValidator,
+        super::plugins::ValidatorsResponse,
+        crate::plugins::Manifest,
+        crate::plugins::LimitsSpec,
+        crate::plugins::binding::ValidatorBinding,
+        crate::plugins::binding::FailurePolicy,
+        crate::plugins::binding::Finding,
+        crate::plugins::binding::Outcome,
     ))
 )]
 pub struct ApiDoc;

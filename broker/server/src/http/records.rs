@@ -19,6 +19,7 @@ use crate::api::{
 use crate::error::{Result, ServerError};
 use crate::limits;
 use crate::partitioner;
+use crate::plugins::binding::{Checked, Finding, Outcome, dead_letter_record};
 use crate::registry::Topic;
 
 /// The single-node broker writes every batch in term 1.
@@ -32,7 +33,8 @@ const TERM: u64 = 1;
         (status = 400, description = "bad_json, bad_encoding, invalid_request", body = ErrorBody),
         (status = 404, description = "topic_not_found, partition_not_found", body = ErrorBody),
         (status = 413, description = "batch_too_large, record_too_large, request_too_large", body = ErrorBody),
-        (status = 503, description = "shutting_down", body = ErrorBody)))]
+        (status = 422, description = "validation_failed: the topic's validators refused records; nothing was written", body = ErrorBody),
+        (status = 503, description = "shutting_down, plugin_failed", body = ErrorBody)))]
 pub async fn produce(
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,
@@ -59,6 +61,8 @@ pub async fn produce(
                 .into(),
         ));
     }
+    let count = groups.values().map(Vec::len).sum();
+    let (groups, dead, violations) = validate(&state, &topic, &name, groups, producer.is_some()).await?;
     // Append every group before awaiting any, so the partitions' fsyncs overlap.
     let mut pending = Vec::new();
     for (partition, group) in &groups {
@@ -69,20 +73,92 @@ pub async fn produce(
             producer_epoch: p.epoch,
             base_sequence: p.sequence,
         });
-        pending.push((*partition, log.append_records_as(&records, info, TERM)?));
+        pending.push((None, *partition, group, log.append_records_as(&records, info, TERM)?));
     }
-    let count = groups.values().map(Vec::len).sum();
+    for (dlq, partition, group) in &dead {
+        let records: Vec<Record> = group.iter().map(|(_, r)| r.clone()).collect();
+        let log = state.registry.topic(dlq)?.partition(u64::from(*partition))?.clone();
+        pending.push((Some(dlq.clone()), *partition, group, log.append_records(&records, TERM)?));
+    }
     let mut offsets: Vec<Option<RecordOffset>> = (0..count).map(|_| None).collect();
     let mut duplicate = false;
-    for (partition, append) in pending {
+    for (topic, partition, group, append) in pending {
         let appended = append.durable().await?;
         duplicate |= appended.duplicate;
-        for (i, (index, _)) in groups[&partition].iter().enumerate() {
-            offsets[*index] = Some(RecordOffset { partition, offset: appended.base_offset + i as u64 });
+        for (i, (index, _)) in group.iter().enumerate() {
+            let offset = appended.base_offset + i as u64;
+            offsets[*index] = Some(RecordOffset { partition, offset, topic: topic.clone() });
         }
     }
     let offsets = offsets.into_iter().map(|o| o.expect("every record was appended")).collect();
-    Ok(Json(ProduceResponse { offsets, duplicate }))
+    Ok(Json(ProduceResponse { offsets, violations, duplicate }))
+}
+
+/// Records bound for dead-letter topics: (topic, partition, records with their
+/// request indexes).
+type DeadLetters = Vec<(String, u32, Vec<(usize, Record)>)>;
+
+/// Runs the topic's validators on every partition's records before anything is
+/// appended (validation never waits on, or holds up, a flush). Refusals fail the
+/// whole request; dead-lettered records move out of `groups` into their
+/// dead-letter topic's batch, carrying the reason in headers.
+async fn validate(
+    state: &AppState,
+    topic: &Topic,
+    name: &str,
+    mut groups: Groups,
+    idempotent: bool,
+) -> Result<(Groups, DeadLetters, Vec<Finding>)> {
+    let chain = topic.validators();
+    if chain.is_empty() {
+        return Ok((groups, Vec::new(), Vec::new()));
+    }
+    let mut checked = Checked::default();
+    let topic_name: Arc<str> = Arc::from(name);
+    for (partition, group) in &groups {
+        let records: Arc<[Record]> = group.iter().map(|(_, r)| r.clone()).collect();
+        let indexes: Arc<[usize]> = group.iter().map(|(i, _)| *i).collect();
+        checked.merge(chain.clone().check(topic_name.clone(), *partition, records, indexes).await);
+    }
+    if let Some((plugin, reason)) = checked.plugin_failure {
+        return Err(ServerError::PluginFailed { topic: name.to_owned(), plugin, reason });
+    }
+    if checked.refuses() {
+        return Err(ServerError::ValidationFailed { topic: name.to_owned(), findings: checked.findings });
+    }
+    let dead_lettered = checked.dead_lettered();
+    if idempotent && !dead_lettered.is_empty() {
+        return Err(ServerError::ValidationFailed {
+            topic: name.to_owned(),
+            findings: checked
+                .findings
+                .into_iter()
+                .map(|f| Finding { outcome: Outcome::Rejected, dead_letter_topic: None, ..f })
+                .collect(),
+        });
+    }
+    let mut dead: BTreeMap<(String, u32), Vec<(usize, Record)>> = BTreeMap::new();
+    let mut sticky = BTreeMap::new();
+    for (partition, group) in &mut groups {
+        let kept = std::mem::take(group);
+        for (index, record) in kept {
+            let Some(finding) = dead_lettered.get(&index) else {
+                group.push((index, record));
+                continue;
+            };
+            let dlq_name = finding.dead_letter_topic.clone().expect("dead-letter findings name their topic");
+            let dlq = state.registry.topic(&dlq_name)?;
+            let dlq_partition = match record.key.as_deref() {
+                Some(key) => partitioner::partition_for_key(key, dlq.partition_count()),
+                None => *sticky.entry(dlq_name.clone()).or_insert_with(|| dlq.sticky_partition()),
+            };
+            let out = dead_letter_record(&record, name, *partition, finding);
+            dead.entry((dlq_name, dlq_partition)).or_default().push((index, out));
+        }
+    }
+    groups.retain(|_, group| !group.is_empty());
+    let kept = checked.findings.into_iter().filter(|f| f.outcome != Outcome::Rejected).collect();
+    Ok((groups, dead.into_iter().map(|((t, p), g)| (t, p, g)).collect(), kept))
 }
 
 /// Records grouped by partition, each with its index in the request.

@@ -34,8 +34,19 @@ impl Client {
         self.send("PATCH", path, Some(body))
     }
 
+    pub fn put(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        self.send("PUT", path, Some(body))
+    }
+
     pub fn delete(&self, path: &str) -> anyhow::Result<Value> {
         self.send("DELETE", path, None)
+    }
+
+    /// POSTs raw bytes (a plugin component) with `content_type`.
+    pub fn post_bytes(&self, path: &str, bytes: &[u8], content_type: &str) -> anyhow::Result<Value> {
+        let url = format!("{}{path}", self.base);
+        let sent = self.agent.post(&url).header("content-type", content_type).send(bytes);
+        self.reply("POST", path, sent)
     }
 
     fn send(&self, method: &str, path: &str, body: Option<&Value>) -> anyhow::Result<Value> {
@@ -45,8 +56,18 @@ impl Client {
             "GET" => self.agent.get(&url).call(),
             "DELETE" => self.agent.delete(&url).call(),
             "POST" => self.agent.post(&url).header("content-type", "application/json").send(&body),
+            "PUT" => self.agent.put(&url).header("content-type", "application/json").send(&body),
             _ => self.agent.patch(&url).header("content-type", "application/json").send(&body),
         };
+        self.reply(method, path, sent)
+    }
+
+    fn reply(
+        &self,
+        method: &str,
+        path: &str,
+        sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> anyhow::Result<Value> {
         let mut resp = sent.map_err(|e| unreachable_broker(&self.base, &e))?;
         let status = resp.status();
         let text = resp
@@ -77,6 +98,17 @@ fn unreachable_broker(base: &str, e: &ureq::Error) -> anyhow::Error {
 
 /// The broker's typed error as a sentence with a hint.
 fn api_error(status: u16, body: &Value) -> anyhow::Error {
+    // The schema registry answers in Confluent's shape: {"error_code": N, "message": "..."}.
+    if let Some(code) = body["error_code"].as_u64() {
+        let message = body["message"].as_str().unwrap_or("");
+        let hint = match code {
+            40401 => "\nList the subjects with `es schema list`.",
+            40402 => "\nList the subject's versions with `es schema versions SUBJECT`.",
+            409 => "\nSee every incompatibility with `es schema check SUBJECT FILE`.",
+            _ => "",
+        };
+        return anyhow!("{message} (error_code {code}, HTTP {status}){hint}");
+    }
     let code = body["error"]["code"].as_str().unwrap_or("unknown_error");
     let message = body["error"]["message"].as_str().map_or_else(|| body.to_string(), str::to_owned);
     let hint = match code {
@@ -93,6 +125,17 @@ fn api_error(status: u16, body: &Value) -> anyhow::Error {
             "Send smaller batches (--batch-size) or raise the topic's max.message.bytes."
         }
         "shutting_down" => "The broker is stopping; try again once it is back.",
+        "plugin_not_found" => {
+            "List the plugins with `es plugin list`, or upload one with `es plugin add FILE.wasm --name NAME`."
+        }
+        "plugin_already_exists" => {
+            "Pass --replace to move its bindings to the new version, or pick another name."
+        }
+        "plugin_in_use" => "Unbind it from those topics first: `es topic alter TOPIC --no-validators`.",
+        "invalid_plugin" => {
+            "Build a component of the es:plugin record-validator world (see docs/plugins.md)."
+        }
+        "validation_failed" => "The topic's validators refused the records; see each reason above.",
         _ => "",
     };
     let hint = if hint.is_empty() { String::new() } else { format!("\n{hint}") };

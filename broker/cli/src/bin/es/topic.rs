@@ -32,13 +32,23 @@ pub enum TopicCommand {
         #[arg(long)]
         name: String,
     },
-    /// Change a topic's settings.
+    /// Change a topic's settings and its validators.
     Alter {
-        #[arg(long)]
-        name: String,
+        /// The topic (or --name).
+        #[arg(value_name = "TOPIC", required_unless_present = "name")]
+        topic: Option<String>,
+        #[arg(long, conflicts_with = "topic")]
+        name: Option<String>,
         /// A setting as key=value; repeatable.
-        #[arg(long = "config", value_name = "KEY=VALUE", required = true)]
+        #[arg(long = "config", value_name = "KEY=VALUE", required_unless_present_any = ["validators", "no_validators"])]
         config: Vec<String>,
+        #[command(flatten)]
+        validators: crate::plugin::ValidatorArgs,
+    },
+    /// Show the validators bound to a topic and what they have done.
+    Validators {
+        /// The topic.
+        topic: String,
     },
 }
 
@@ -70,16 +80,26 @@ pub fn run(client: &Client, cmd: TopicCommand, json: bool) -> anyhow::Result<()>
             client.delete(&format!("/topics/{}", segment(&name)))?;
             print_or(json, &json!({"deleted": name}), || println!("deleted topic {name}"));
         }
-        TopicCommand::Alter { name, config } => {
-            let path = format!("/topics/{}/config", segment(&name));
-            let v = client.patch(&path, &json!({"config": settings(&config)?}))?;
-            print_or(json, &v, || config_table(&v["config"]));
+        TopicCommand::Alter { topic, name, config, validators } => {
+            let name = topic.or(name).expect("clap requires TOPIC or --name");
+            if !config.is_empty() {
+                let path = format!("/topics/{}/config", segment(&name));
+                let v = client.patch(&path, &json!({"config": settings(&config)?}))?;
+                print_or(json, &v, || config_table(&v["config"]));
+            }
+            if validators.is_set() {
+                crate::plugin::bind(client, &name, &validators, json)?;
+            }
+        }
+        TopicCommand::Validators { topic } => {
+            let v = client.get(&format!("/topics/{}/validators", segment(&topic)))?;
+            print_or(json, &v, || crate::plugin::validators_table(&v));
         }
     }
     Ok(())
 }
 
-fn print_or(json: bool, v: &Value, human: impl FnOnce()) {
+pub fn print_or(json: bool, v: &Value, human: impl FnOnce()) {
     if json {
         println!("{v}");
     } else {

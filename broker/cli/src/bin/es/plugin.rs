@@ -1,0 +1,255 @@
+//! `es plugin ...`: upload, list, describe and remove plugins; and the
+//! `--validator` flags of `es topic alter`, which bind validators to a topic.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use clap::Subcommand;
+use serde_json::{Map, Value, json};
+
+use crate::client::Client;
+use crate::output::table;
+use crate::segment;
+use crate::topic::{array, print_or, text};
+
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// Upload a WebAssembly component (checked, then stored on the broker's disk).
+    Add {
+        /// The component, e.g. target/wasm32-wasip2/release/my_plugin.wasm.
+        file: PathBuf,
+        /// The name topics bind it by.
+        #[arg(long)]
+        name: String,
+        /// Replace the plugin of this name; topics bound to it move to the new
+        /// version atomically.
+        #[arg(long)]
+        replace: bool,
+        /// Default configuration as KEY=VALUE (or KEY=@FILE); repeatable.
+        #[arg(long = "config", value_name = "KEY=VALUE")]
+        config: Vec<String>,
+        /// Deadline of one call (one batch), milliseconds.
+        #[arg(long)]
+        deadline_ms: Option<u64>,
+        /// Memory cap of one instance, MiB.
+        #[arg(long)]
+        memory_mib: Option<usize>,
+    },
+    /// List plugins (built-in and uploaded) and the topics bound to each.
+    List,
+    /// Show one plugin's manifest.
+    Describe { name: String },
+    /// Remove an uploaded plugin (refused while a topic is bound to it).
+    Remove { name: String },
+}
+
+pub fn run(client: &Client, cmd: PluginCommand, json: bool) -> anyhow::Result<()> {
+    match cmd {
+        PluginCommand::Add { file, name, replace, config, deadline_ms, memory_mib } => {
+            let wasm = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+            let mut query = vec![format!("replace={replace}")];
+            for (k, v) in key_values(&config, "--config")? {
+                query.push(format!("config.{}={}", encode(&k), encode(&v)));
+            }
+            if let Some(ms) = deadline_ms {
+                query.push(format!("call_deadline_ms={ms}"));
+            }
+            if let Some(mib) = memory_mib {
+                query.push(format!("memory_bytes_max={}", mib * 1024 * 1024));
+            }
+            let path = format!("/plugins/{}?{}", segment(&name), query.join("&"));
+            let v = client.post_bytes(&path, &wasm, "application/wasm")?;
+            print_or(json, &v, || {
+                println!(
+                    "stored plugin {} {} ({}, sha256 {})",
+                    text(&v["name"]),
+                    text(&v["version"]),
+                    text(&v["world"]),
+                    text(&v["sha256"])
+                );
+                let bound = array(&v["bound_to"]);
+                if !bound.is_empty() {
+                    let names: Vec<String> = bound.iter().map(text).collect();
+                    println!("topics now running this version: {}", names.join(", "));
+                }
+            });
+        }
+        PluginCommand::List => {
+            let v = client.get("/plugins")?;
+            print_or(json, &v, || {
+                let rows: Vec<Vec<String>> = array(&v["plugins"])
+                    .iter()
+                    .map(|p| {
+                        let bound: Vec<String> = array(&p["bound_to"]).iter().map(text).collect();
+                        vec![
+                            text(&p["name"]),
+                            text(&p["version"]),
+                            text(&p["world"]),
+                            if p["builtin"] == true { "built-in".into() } else { "uploaded".into() },
+                            if bound.is_empty() { "-".into() } else { bound.join(",") },
+                        ]
+                    })
+                    .collect();
+                table(&["PLUGIN", "VERSION", "WORLD", "SOURCE", "BOUND TO"], &rows);
+            });
+        }
+        PluginCommand::Describe { name } => {
+            let v = client.get(&format!("/plugins/{}", segment(&name)))?;
+            print_or(json, &v, || {
+                for key in ["name", "version", "world", "description", "sha256", "size_bytes", "builtin"] {
+                    println!("{key:<12} {}", text(&v[key]));
+                }
+                let keys: Vec<String> = array(&v["config_keys"]).iter().map(text).collect();
+                println!("{:<12} {}", "config keys", keys.join(", "));
+                println!("{:<12} {}", "limits", v["limits"]);
+                let bound: Vec<String> = array(&v["bound_to"]).iter().map(text).collect();
+                println!(
+                    "{:<12} {}",
+                    "bound to",
+                    if bound.is_empty() { "-".into() } else { bound.join(", ") }
+                );
+            });
+        }
+        PluginCommand::Remove { name } => {
+            client.delete(&format!("/plugins/{}", segment(&name)))?;
+            print_or(json, &json!({"removed": name}), || println!("removed plugin {name}"));
+        }
+    }
+    Ok(())
+}
+
+/// The validator flags of `es topic alter`.
+#[derive(Debug, Default, clap::Args)]
+pub struct ValidatorArgs {
+    /// Bind this validator plugin (repeat for several; they run in the given
+    /// order). Replaces the topic's validators.
+    #[arg(long = "validator", value_name = "PLUGIN")]
+    pub validators: Vec<String>,
+    /// Configuration KEY=VALUE (KEY=@FILE reads the value from a file) for the
+    /// validator; with several validators, prefix PLUGIN: (rules:key.required=true).
+    #[arg(long = "validator-config", value_name = "[PLUGIN:]KEY=VALUE")]
+    pub validator_config: Vec<String>,
+    /// What to do with refused records: reject (default), dead-letter or warn;
+    /// with several validators, prefix PLUGIN:.
+    #[arg(long = "on-failure", value_name = "[PLUGIN:]POLICY")]
+    pub on_failure: Vec<String>,
+    /// Topic for dead-lettered records; with several validators, prefix PLUGIN:.
+    #[arg(long = "dead-letter-topic", value_name = "[PLUGIN:]TOPIC")]
+    pub dead_letter_topic: Vec<String>,
+    /// Remove every validator from the topic.
+    #[arg(long, conflicts_with = "validators")]
+    pub no_validators: bool,
+}
+
+impl ValidatorArgs {
+    pub fn is_set(&self) -> bool {
+        self.no_validators || !self.validators.is_empty()
+    }
+}
+
+/// Binds (or clears) the topic's validators as the flags say and prints the result.
+pub fn bind(client: &Client, topic: &str, args: &ValidatorArgs, json: bool) -> anyhow::Result<()> {
+    if args.validators.is_empty()
+        && !args.no_validators
+        && !(args.validator_config.is_empty()
+            && args.on_failure.is_empty()
+            && args.dead_letter_topic.is_empty())
+    {
+        bail!("--validator-config, --on-failure and --dead-letter-topic need --validator PLUGIN");
+    }
+    let mut bindings = Vec::new();
+    for plugin in &args.validators {
+        let mut config = Map::new();
+        for item in owned_by(plugin, &args.validators, &args.validator_config, "--validator-config")? {
+            let Some((k, v)) = item.split_once('=') else {
+                bail!("--validator-config takes KEY=VALUE; got {item:?}");
+            };
+            config.insert(k.trim().to_owned(), Value::String(read_value(v)?));
+        }
+        let mut binding = json!({"plugin": plugin, "config": config});
+        if let Some(policy) = owned_by(plugin, &args.validators, &args.on_failure, "--on-failure")?.last() {
+            binding["on_failure"] = json!(policy);
+        }
+        if let Some(dlq) =
+            owned_by(plugin, &args.validators, &args.dead_letter_topic, "--dead-letter-topic")?.last()
+        {
+            binding["dead_letter_topic"] = json!(dlq);
+        }
+        bindings.push(binding);
+    }
+    let path = format!("/topics/{}/validators", segment(topic));
+    let v = client.put(&path, &json!({ "validators": bindings }))?;
+    print_or(json, &v, || validators_table(&v));
+    Ok(())
+}
+
+pub fn validators_table(v: &Value) {
+    let rows: Vec<Vec<String>> = array(&v["validators"])
+        .iter()
+        .map(|b| {
+            vec![
+                text(&b["plugin"]),
+                text(&b["on_failure"]),
+                text(&b["dead_letter_topic"]),
+                b["config"].as_object().map_or(0, Map::len).to_string(),
+                text(&b["sha256"]).chars().take(12).collect(),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        println!("topic {} has no validators", text(&v["topic"]));
+        return;
+    }
+    table(&["VALIDATOR", "ON FAILURE", "DEAD LETTER TOPIC", "CONFIG KEYS", "VERSION"], &rows);
+}
+
+/// The values of a per-validator flag that belong to `plugin`: unprefixed values
+/// when there is one validator, `plugin:`-prefixed ones otherwise.
+fn owned_by(plugin: &str, all: &[String], values: &[String], flag: &str) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for value in values {
+        let prefixed = value.split_once(':').filter(|(p, _)| all.iter().any(|a| a == p));
+        match prefixed {
+            Some((p, rest)) if p == plugin => out.push(rest.to_owned()),
+            Some(_) => {}
+            None if all.len() == 1 => out.push(value.clone()),
+            None => {
+                bail!("with several validators, prefix {flag} with the plugin name: {flag} PLUGIN:{value}")
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `KEY=VALUE` pairs; a value `@FILE` is read from the file.
+fn key_values(pairs: &[String], flag: &str) -> anyhow::Result<Vec<(String, String)>> {
+    pairs
+        .iter()
+        .map(|pair| {
+            let Some((k, v)) = pair.split_once('=') else {
+                bail!("{flag} takes KEY=VALUE; got {pair:?}");
+            };
+            Ok((k.trim().to_owned(), read_value(v)?))
+        })
+        .collect()
+}
+
+fn read_value(v: &str) -> anyhow::Result<String> {
+    match v.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path).with_context(|| format!("reading {path}")),
+        None => Ok(v.to_owned()),
+    }
+}
+
+/// Percent-encodes a query value.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'~') {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}

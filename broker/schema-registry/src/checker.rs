@@ -1,0 +1,133 @@
+//! The seam between the registry and its compatibility checkers. The registry
+//! decides *which* existing versions a proposed schema is checked against (the
+//! latest live one for plain levels, every live one for transitive levels); the
+//! checker, a Wasm plugin in the broker, decides *whether* they are compatible and
+//! gives a schema's canonical form. This crate holds no checking logic of its own.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use crate::error::{RegistryError, Result};
+use crate::types::{CompatLevel, SchemaType};
+
+/// One reason a proposed schema is incompatible.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Incompatibility {
+    /// Where in the schema, e.g. `/fields/2/type`.
+    pub path: String,
+    pub message: String,
+}
+
+/// A checker that could not answer (as opposed to an answer of "invalid" or
+/// "incompatible").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CheckerError {
+    #[error("{0}")]
+    Timeout(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Normalization and compatibility checks for one schema type.
+pub trait SchemaChecker: Send + Sync {
+    /// The schema's canonical form, `Ok(Err(reason))` when it is not a valid schema.
+    fn normalize(&self, schema: &str) -> Result<Result<String, String>, CheckerError>;
+
+    /// Incompatibilities of `proposed` with `existing` (oldest first) under `level`;
+    /// empty means compatible.
+    fn check(
+        &self,
+        level: CompatLevel,
+        proposed: &str,
+        existing: &[String],
+    ) -> Result<Vec<Incompatibility>, CheckerError>;
+}
+
+/// The checker of each schema type. Built at startup from the built-in plugins; a
+/// type's checker can be replaced at run time (a user's own checker plugin), and a
+/// type without one is refused rather than accepted unchecked.
+#[derive(Default)]
+pub struct SchemaCheckers {
+    by_type: RwLock<BTreeMap<SchemaType, Arc<dyn SchemaChecker>>>,
+}
+
+impl std::fmt::Debug for SchemaCheckers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SchemaCheckers").field("types", &self.types()).finish()
+    }
+}
+
+impl SchemaCheckers {
+    pub fn new() -> SchemaCheckers {
+        SchemaCheckers::default()
+    }
+
+    /// Installs or replaces the checker of `schema_type`; calls already running
+    /// finish on the old one.
+    pub fn set(&self, schema_type: SchemaType, checker: Arc<dyn SchemaChecker>) {
+        self.by_type.write().expect("checkers lock").insert(schema_type, checker);
+    }
+
+    /// Puts back `from`'s checker (or none) for each of `types` (names as
+    /// `SchemaType::parse` takes them), e.g. when a user's checker is removed.
+    pub fn restore(&self, from: &SchemaCheckers, types: &[String]) {
+        let source = from.by_type.read().expect("checkers lock");
+        let mut by_type = self.by_type.write().expect("checkers lock");
+        for t in types.iter().filter_map(|t| SchemaType::parse(Some(t)).ok()) {
+            match source.get(&t) {
+                Some(checker) => by_type.insert(t, checker.clone()),
+                None => by_type.remove(&t),
+            };
+        }
+    }
+
+    /// Removes the checker of `schema_type`: that type is refused from then on.
+    pub fn remove(&self, schema_type: SchemaType) {
+        self.by_type.write().expect("checkers lock").remove(&schema_type);
+    }
+
+    /// The checker of `schema_type`, or 42201 naming the missing checker.
+    pub fn get(&self, schema_type: SchemaType) -> Result<Arc<dyn SchemaChecker>> {
+        self.by_type.read().expect("checkers lock").get(&schema_type).cloned().ok_or_else(|| {
+            RegistryError::InvalidSchema(format!(
+                "schema type {schema_type} is not supported by this broker: no {schema_type} compatibility checker plugin is installed"
+            ))
+        })
+    }
+
+    /// The types that have a checker.
+    pub fn types(&self) -> Vec<SchemaType> {
+        self.by_type.read().expect("checkers lock").keys().copied().collect()
+    }
+
+    /// The canonical form of `schema`, 42201 when the checker calls it invalid.
+    pub fn normalize(&self, schema_type: SchemaType, schema: &str) -> Result<String> {
+        match self.get(schema_type)?.normalize(schema) {
+            Ok(Ok(canonical)) => Ok(canonical),
+            Ok(Err(reason)) => Err(RegistryError::InvalidSchema(reason)),
+            Err(e) => Err(checker_error(schema_type, e)),
+        }
+    }
+
+    /// Runs the checker; `existing` is already chosen by the level.
+    pub fn check(
+        &self,
+        schema_type: SchemaType,
+        level: CompatLevel,
+        proposed: &str,
+        existing: &[String],
+    ) -> Result<Vec<Incompatibility>> {
+        self.get(schema_type)?.check(level, proposed, existing).map_err(|e| checker_error(schema_type, e))
+    }
+}
+
+fn checker_error(schema_type: SchemaType, e: CheckerError) -> RegistryError {
+    match e {
+        CheckerError::Timeout(m) => {
+            RegistryError::Timeout(format!("the {schema_type} compatibility checker: {m}"))
+        }
+        CheckerError::Failed(m) => {
+            RegistryError::Checker(format!("the {schema_type} compatibility checker: {m}"))
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! State-machine tests with a stand-in checker (whitespace-insensitive canonical
+//! form; a schema containing `BREAK` is incompatible with every schema it is
+//! checked against), which records what the registry passed it.
+
+use std::sync::{Arc, Mutex};
+
+use crate::checker::{CheckerError, Incompatibility, SchemaChecker, SchemaCheckers};
+use crate::record::{Change, ConfigValue};
+use crate::types::{CompatLevel, Mode, Reference, RegisterRequest, SchemaType, VersionSpec};
+use crate::{Plan, State};
+
+#[derive(Default)]
+struct Fake {
+    calls: Mutex<Vec<(CompatLevel, Vec<String>)>>,
+}
+
+impl SchemaChecker for Fake {
+    fn normalize(&self, schema: &str) -> Result<Result<String, String>, CheckerError> {
+        if schema.contains("TIMEOUT") {
+            return Err(CheckerError::Timeout("deadline".into()));
+        }
+        if !schema.starts_with('{') {
+            return Ok(Err("not an object".into()));
+        }
+        Ok(Ok(schema.split_whitespace().collect()))
+    }
+
+    fn check(
+        &self,
+        level: CompatLevel,
+        proposed: &str,
+        existing: &[String],
+    ) -> Result<Vec<Incompatibility>, CheckerError> {
+        self.calls.lock().unwrap().push((level, existing.to_vec()));
+        Ok(if proposed.contains("BREAK") {
+            existing
+                .iter()
+                .map(|e| Incompatibility { path: "/".into(), message: format!("breaks {e}") })
+                .collect()
+        } else {
+            Vec::new()
+        })
+    }
+}
+
+fn setup() -> (State, SchemaCheckers, Arc<Fake>) {
+    let checkers = SchemaCheckers::new();
+    let fake = Arc::new(Fake::default());
+    checkers.set(SchemaType::Avro, fake.clone());
+    (State::new(), checkers, fake)
+}
+
+fn req(schema: &str) -> RegisterRequest {
+    RegisterRequest { schema: schema.into(), ..RegisterRequest::default() }
+}
+
+/// Plans against the state, then applies the plan as the broker does after the fsync.
+fn commit<T>(state: &mut State, plan: impl FnOnce(&State) -> Plan<T>) -> T {
+    let plan = plan(state);
+    apply_plan(state, plan)
+}
+
+fn apply_plan<T>(state: &mut State, plan: Plan<T>) -> T {
+    for c in plan.changes {
+        // Every record survives its own encoding: the state is rebuilt from bytes.
+        let (k, v) = c.encode();
+        state.apply(Change::decode(&k, v.as_deref()).unwrap());
+    }
+    plan.answer
+}
+
+fn register(
+    state: &mut State,
+    checkers: &SchemaCheckers,
+    subject: &str,
+    schema: &str,
+) -> crate::Result<(i32, i32)> {
+    let plan = state.plan_register(checkers, subject, &req(schema), false)?;
+    let r = apply_plan(state, plan);
+    Ok((r.id, r.version.version))
+}
+
+#[test]
+fn same_schema_same_id_across_subjects_and_reregistering_is_idempotent() {
+    let (mut s, c, _) = setup();
+    assert_eq!(register(&mut s, &c, "a", "{ \"x\": 1 }").unwrap(), (1, 1));
+    // Same canonical form: same id, no new version.
+    let plan = s.plan_register(&c, "a", &req("{\"x\":   1}"), false).unwrap();
+    assert!(plan.changes.is_empty());
+    assert_eq!(plan.answer.id, 1);
+    assert_eq!(register(&mut s, &c, "b", "{\"x\": 1}").unwrap(), (1, 1));
+    // Both subjects serve the first text for id 1.
+    assert_eq!(s.version("b", VersionSpec::Latest, false).unwrap().schema, "{ \"x\": 1 }");
+    assert_eq!(register(&mut s, &c, "a", "{\"y\": 2}").unwrap(), (2, 2));
+    assert_eq!(s.id_versions(1, false).unwrap(), vec![("a".into(), 1), ("b".into(), 1)]);
+}
+
+#[test]
+fn invalid_schemas_types_and_missing_checkers_are_42201() {
+    let (mut s, c, _) = setup();
+    assert_eq!(register(&mut s, &c, "a", "nope").unwrap_err().error_code(), 42201);
+    assert_eq!(register(&mut s, &c, "a", "  ").unwrap_err().error_code(), 42201);
+    let proto = RegisterRequest { schema_type: Some("PROTOBUF".into()), ..req("{}") };
+    let err = s.plan_register(&c, "a", &proto, false).unwrap_err();
+    assert_eq!(err.error_code(), 42201);
+    assert!(err.to_string().contains("PROTOBUF"), "{err}");
+    assert_eq!(register(&mut s, &c, "a", "{TIMEOUT}").unwrap_err().error_code(), 50002);
+}
+
+#[test]
+fn plain_levels_check_the_latest_and_transitive_ones_every_live_version() {
+    let (mut s, c, fake) = setup();
+    register(&mut s, &c, "a", "{1}").unwrap();
+    register(&mut s, &c, "a", "{2}").unwrap();
+    register(&mut s, &c, "a", "{3}").unwrap();
+    fake.calls.lock().unwrap().clear();
+    register(&mut s, &c, "a", "{4}").unwrap();
+    assert_eq!(fake.calls.lock().unwrap().pop().unwrap(), (CompatLevel::Backward, vec!["{3}".to_owned()]));
+    commit(&mut s, |s| s.plan_delete_version("a", VersionSpec::Number(2), false).unwrap());
+    let level = ConfigValue { compatibility_level: CompatLevel::FullTransitive, normalize: None };
+    commit(&mut s, |s| s.plan_set_config(Some("a"), level));
+    register(&mut s, &c, "a", "{5}").unwrap();
+    let expected: Vec<String> = ["{1}", "{3}", "{4}"].map(String::from).to_vec();
+    assert_eq!(fake.calls.lock().unwrap().pop().unwrap(), (CompatLevel::FullTransitive, expected));
+    let err = register(&mut s, &c, "a", "{BREAK}").unwrap_err();
+    assert_eq!(err.error_code(), 409);
+    assert!(err.to_string().contains("breaks {1}"), "{err}");
+    commit(&mut s, |s| {
+        s.plan_set_config(Some("a"), ConfigValue { compatibility_level: CompatLevel::None, normalize: None })
+    });
+    fake.calls.lock().unwrap().clear();
+    register(&mut s, &c, "a", "{BREAK}").unwrap();
+    assert!(fake.calls.lock().unwrap().is_empty(), "NONE never calls the checker");
+}
+
+#[test]
+fn compatibility_endpoint_selects_versions_like_registration() {
+    let (mut s, c, fake) = setup();
+    let none = s.check_compatibility(&c, "a", None, &req("{BREAK}"), false).unwrap();
+    assert!(none.is_compatible);
+    assert_eq!(
+        s.check_compatibility(&c, "a", Some(VersionSpec::Latest), &req("{x}"), false)
+            .unwrap_err()
+            .error_code(),
+        40401
+    );
+    register(&mut s, &c, "a", "{1}").unwrap();
+    register(&mut s, &c, "a", "{2}").unwrap();
+    let r = s.check_compatibility(&c, "a", Some(VersionSpec::Number(1)), &req("{BREAK}"), false).unwrap();
+    assert!(!r.is_compatible);
+    assert_eq!(fake.calls.lock().unwrap().pop().unwrap().1, vec!["{1}".to_owned()]);
+    assert!(r.messages.iter().any(|m| m.contains("breaks {1}")), "{r:?}");
+    assert!(r.messages.iter().any(|m| m.contains("BACKWARD")), "{r:?}");
+    let err = s.check_compatibility(&c, "a", Some(VersionSpec::Number(9)), &req("{x}"), false).unwrap_err();
+    assert_eq!(err.error_code(), 40402);
+}
+
+#[test]
+fn deletes_are_soft_first_then_permanent() {
+    let (mut s, c, _) = setup();
+    register(&mut s, &c, "a", "{1}").unwrap();
+    register(&mut s, &c, "a", "{2}").unwrap();
+    let code = |r: crate::Result<Plan<i32>>| r.unwrap_err().error_code();
+    assert_eq!(code(s.plan_delete_version("a", VersionSpec::Number(1), true)), 40407);
+    assert_eq!(code(s.plan_delete_version("a", VersionSpec::Number(7), false)), 40402);
+    assert_eq!(code(s.plan_delete_version("zz", VersionSpec::Number(1), false)), 40401);
+    assert_eq!(commit(&mut s, |s| s.plan_delete_version("a", VersionSpec::Number(1), false).unwrap()), 1);
+    assert_eq!(code(s.plan_delete_version("a", VersionSpec::Number(1), false)), 40406);
+    assert_eq!(s.versions("a", false).unwrap(), vec![2]);
+    assert_eq!(s.versions("a", true).unwrap(), vec![1, 2]);
+    assert_eq!(s.version("a", VersionSpec::Number(1), false).unwrap_err().error_code(), 40402);
+    assert!(s.version("a", VersionSpec::Number(1), true).unwrap().deleted);
+    // A soft-deleted id still serves its schema.
+    assert_eq!(s.schema_by_id(1).unwrap().schema, "{1}");
+    assert_eq!(s.plan_delete_subject("a", true).unwrap_err().error_code(), 40405);
+    assert_eq!(commit(&mut s, |s| s.plan_delete_subject("a", false).unwrap()), vec![2]);
+    assert_eq!(s.plan_delete_subject("a", false).unwrap_err().error_code(), 40404);
+    assert!(s.subjects(false, false, "").is_empty());
+    assert_eq!(s.subjects(true, false, ""), vec!["a".to_owned()]);
+    assert_eq!(commit(&mut s, |s| s.plan_delete_subject("a", true).unwrap()), vec![1, 2]);
+    assert_eq!(s.plan_delete_subject("a", false).unwrap_err().error_code(), 40401);
+    assert_eq!(s.schema_by_id(1).unwrap_err().error_code(), 40403);
+    // Ids are never reused, even after every holder was hard-deleted.
+    assert_eq!(register(&mut s, &c, "a", "{1}").unwrap(), (3, 1));
+}
+
+#[test]
+fn references_must_exist_and_block_deletes() {
+    let (mut s, c, _) = setup();
+    register(&mut s, &c, "base", "{b}").unwrap();
+    let with_ref = |version| RegisterRequest {
+        references: vec![Reference { name: "B".into(), subject: "base".into(), version }],
+        ..req("{top}")
+    };
+    assert_eq!(s.plan_register(&c, "top", &with_ref(2), false).unwrap_err().error_code(), 42201);
+    let r = commit(&mut s, |s| s.plan_register(&c, "top", &with_ref(-1), false).unwrap());
+    assert_eq!(r.version.references[0].version, 1, "-1 resolves to the latest version");
+    assert_eq!(s.referenced_by("base", 1), vec![r.id]);
+    assert_eq!(s.plan_delete_version("base", VersionSpec::Number(1), false).unwrap_err().error_code(), 42206);
+    commit(&mut s, |s| s.plan_delete_subject("top", false).unwrap());
+    commit(&mut s, |s| s.plan_delete_version("base", VersionSpec::Number(1), false).unwrap());
+}
+
+#[test]
+fn modes_guard_writes_and_import_keeps_given_ids() {
+    let (mut s, c, _) = setup();
+    register(&mut s, &c, "a", "{1}").unwrap();
+    commit(&mut s, |s| s.plan_set_mode(Some("a"), Mode::ReadOnly, false).unwrap());
+    assert_eq!(register(&mut s, &c, "a", "{2}").unwrap_err().error_code(), 42205);
+    assert_eq!(s.plan_delete_subject("a", false).unwrap_err().error_code(), 42205);
+    register(&mut s, &c, "b", "{2}").unwrap();
+    commit(&mut s, |s| s.plan_delete_mode(Some("a")).unwrap());
+    commit(&mut s, |s| s.plan_set_mode(None, Mode::ReadOnlyOverride, false).unwrap());
+    assert_eq!(register(&mut s, &c, "b", "{3}").unwrap_err().error_code(), 42205);
+    commit(&mut s, |s| s.plan_set_mode(None, Mode::ReadWrite, false).unwrap());
+
+    let with_id = RegisterRequest { id: Some(100), version: Some(5), ..req("{imported}") };
+    assert_eq!(s.plan_register(&c, "imp", &with_id, false).unwrap_err().error_code(), 42205);
+    assert_eq!(s.plan_set_mode(Some("a"), Mode::Import, false).unwrap_err().error_code(), 42205);
+    commit(&mut s, |s| s.plan_set_mode(Some("imp"), Mode::Import, false).unwrap());
+    let r = commit(&mut s, |s| s.plan_register(&c, "imp", &with_id, false).unwrap());
+    assert_eq!((r.id, r.version.version), (100, 5));
+    let clash = RegisterRequest { id: Some(100), ..req("{other}") };
+    assert_eq!(s.plan_register(&c, "imp", &clash, false).unwrap_err().error_code(), 42205);
+    // New ids continue above the largest imported one.
+    assert_eq!(register(&mut s, &c, "c", "{new}").unwrap().0, 101);
+    assert_eq!(s.mode(Some("c"), false).unwrap_err().error_code(), 40409);
+    assert_eq!(s.mode(Some("c"), true).unwrap(), Mode::ReadWrite);
+}
+
+#[test]
+fn configs_fall_back_to_global_and_normalize_stores_the_canonical_form() {
+    let (mut s, c, _) = setup();
+    assert_eq!(s.config(None, false).unwrap().compatibility_level, CompatLevel::Backward);
+    assert_eq!(s.config(Some("a"), false).unwrap_err().error_code(), 40408);
+    commit(&mut s, |s| {
+        s.plan_set_config(
+            None,
+            ConfigValue { compatibility_level: CompatLevel::Forward, normalize: Some(true) },
+        )
+    });
+    assert_eq!(s.config(Some("a"), true).unwrap().compatibility_level, CompatLevel::Forward);
+    assert_eq!(s.plan_delete_config(Some("a")).unwrap_err().error_code(), 40401);
+    let r = commit(&mut s, |s| s.plan_register(&c, "a", &req("{ a  b }"), false).unwrap());
+    assert_eq!(r.version.schema, "{ab}");
+    assert_eq!(s.plan_delete_config(Some("a")).unwrap_err().error_code(), 40408);
+    let old = commit(&mut s, |s| s.plan_delete_config(None).unwrap());
+    assert_eq!(old.compatibility_level, CompatLevel::Forward);
+    assert_eq!(s.config(None, false).unwrap().compatibility_level, CompatLevel::Backward);
+}
+
+#[test]
+fn lookup_finds_the_version_by_canonical_form() {
+    let (mut s, c, _) = setup();
+    assert_eq!(s.lookup(&c, "a", &req("{1}"), false, false).unwrap_err().error_code(), 40401);
+    register(&mut s, &c, "a", "{1}").unwrap();
+    register(&mut s, &c, "a", "{2}").unwrap();
+    assert_eq!(s.lookup(&c, "a", &req("{ 2 }"), false, false).unwrap().version, 2);
+    assert_eq!(s.lookup(&c, "a", &req("{3}"), false, false).unwrap_err().error_code(), 40403);
+    commit(&mut s, |s| s.plan_delete_version("a", VersionSpec::Number(1), false).unwrap());
+    assert_eq!(s.lookup(&c, "a", &req("{1}"), false, false).unwrap_err().error_code(), 40403);
+    assert_eq!(s.lookup(&c, "a", &req("{1}"), false, true).unwrap().version, 1);
+    // Re-registering a soft-deleted schema makes a new version with the same id.
+    assert_eq!(register(&mut s, &c, "a", "{1}").unwrap(), (1, 3));
+}

@@ -1,0 +1,201 @@
+//! The broker's schema registry service: the es-schema-registry state machine
+//! behind a lock, its durable log in the internal compacted topic `__es_schemas`,
+//! and the per-type compatibility checkers (Wasm plugins).
+//!
+//! Every write is serialized: plan against the state, append the records, wait for
+//! the fsync, then apply them and answer. So an answer is never given for a change
+//! that is not on disk, two registrations never get one id, and the state is always
+//! what the log says (it is rebuilt from the log on start).
+
+use std::sync::{Arc, RwLock};
+
+use es_core::Record;
+use es_log::PartitionLog;
+use es_plugin_host::{CompatChecker, PluginEngine, PluginError, PluginLimits, builtin};
+use es_schema_registry::{
+    Change, CheckerError, CompatLevel, Incompatibility, Plan, RegistryError, SchemaChecker, SchemaCheckers,
+    SchemaType, State,
+};
+
+/// The internal compacted topic that holds the registry.
+pub const SCHEMAS_TOPIC: &str = "__es_schemas";
+/// Leader term of the single-node broker.
+const TERM: u64 = 1;
+/// Bytes read per step while rebuilding.
+const REBUILD_READ_BYTES: usize = 1 << 20;
+
+type Result<T, E = RegistryError> = std::result::Result<T, E>;
+
+/// The schema registry of one broker.
+pub struct Schemas {
+    log: Arc<PartitionLog>,
+    state: RwLock<State>,
+    /// Held from planning a write until it is applied: writes happen one at a time.
+    writer: tokio::sync::Mutex<()>,
+    checkers: Arc<SchemaCheckers>,
+}
+
+impl std::fmt::Debug for Schemas {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Schemas").field("log", &self.log.name()).field("checkers", &self.checkers).finish()
+    }
+}
+
+impl Schemas {
+    /// Opens the registry over its log and rebuilds the state from it.
+    pub fn open(log: Arc<PartitionLog>, checkers: Arc<SchemaCheckers>) -> crate::Result<Schemas> {
+        let mut state = State::new();
+        let corrupt = |offset: u64, reason: String| {
+            crate::ServerError::Internal(format!(
+                "{SCHEMAS_TOPIC}: unreadable record at offset {offset}: {reason}"
+            ))
+        };
+        let mut offset = log.info().log_start_offset;
+        while offset < log.high_watermark() {
+            let read = log.read(offset, REBUILD_READ_BYTES)?;
+            let mut next = offset;
+            for batch in read.batches() {
+                let plain = batch
+                    .plain_records(es_core::limits::BATCH_BYTES_MAX_HARD)
+                    .map_err(|e| corrupt(next, e.to_string()))?;
+                for r in plain.iter() {
+                    let r = r.map_err(|e| corrupt(next, e.to_string()))?;
+                    if r.offset < offset {
+                        continue;
+                    }
+                    let key = r.key.ok_or_else(|| corrupt(r.offset, "a record without a key".into()))?;
+                    let change =
+                        Change::decode(key, r.value).map_err(|e| corrupt(r.offset, e.to_string()))?;
+                    state.apply(change);
+                }
+                next = next.max(batch.header.next_offset());
+            }
+            if next == offset {
+                break;
+            }
+            offset = next;
+        }
+        Ok(Schemas { log, state: RwLock::new(state), writer: tokio::sync::Mutex::new(()), checkers })
+    }
+
+    /// The checker of each schema type; replace one with `checkers().set(..)`.
+    pub fn checkers(&self) -> &Arc<SchemaCheckers> {
+        &self.checkers
+    }
+
+    /// A read that needs no checker.
+    pub fn read<T>(&self, f: impl FnOnce(&State) -> Result<T>) -> Result<T> {
+        f(&self.state.read().expect("schemas state"))
+    }
+
+    /// A read that calls a checker (lookup, compatibility test), off the async workers.
+    pub async fn read_checked<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&State, &SchemaCheckers) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let this = self.clone();
+        run_blocking(move || f(&this.state.read().expect("schemas state"), &this.checkers)).await
+    }
+
+    /// Plans a write, makes its records durable, applies them, and answers. The
+    /// write runs in its own task: a client that hangs up cannot stop it between
+    /// the append and the apply, which would leave the state behind the log.
+    pub async fn write<T: Send + 'static>(
+        self: &Arc<Self>,
+        plan: impl FnOnce(&State, &SchemaCheckers) -> Result<Plan<T>> + Send + 'static,
+    ) -> Result<T> {
+        let this = self.clone();
+        tokio::spawn(async move { this.write_now(plan).await })
+            .await
+            .map_err(|e| RegistryError::Store(format!("a registry write failed: {e}")))?
+    }
+
+    async fn write_now<T: Send + 'static>(
+        self: Arc<Self>,
+        plan: impl FnOnce(&State, &SchemaCheckers) -> Result<Plan<T>> + Send + 'static,
+    ) -> Result<T> {
+        let _one_writer = self.writer.lock().await;
+        let this = self.clone();
+        let plan =
+            run_blocking(move || plan(&this.state.read().expect("schemas state"), &this.checkers)).await?;
+        if plan.changes.is_empty() {
+            return Ok(plan.answer);
+        }
+        let records: Vec<Record> = plan
+            .changes
+            .iter()
+            .map(|c| {
+                let (key, value) = c.encode();
+                Record { key: Some(key.into()), value: value.map(Into::into), ..Record::default() }
+            })
+            .collect();
+        let store = |e: es_log::LogError| RegistryError::Store(e.to_string());
+        // One batch: the records of one write become durable together or not at all.
+        let pending = self.log.append_records(&records, TERM).map_err(store)?;
+        pending.durable().await.map_err(store)?;
+        let mut state = self.state.write().expect("schemas state");
+        for change in plan.changes {
+            state.apply(change);
+        }
+        Ok(plan.answer)
+    }
+}
+
+async fn run_blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| RegistryError::Store(format!("a registry task failed: {e}")))?
+}
+
+/// The checkers the broker starts with: every built-in schema-compat plugin
+/// (`es_plugin_host::builtin::COMPAT_NAMES`), each for the types it supports. A
+/// type without one is refused at registration (42201) rather than accepted
+/// unchecked; `SchemaCheckers::set` replaces a type's checker at run time.
+pub fn builtin_checkers(engine: &PluginEngine) -> crate::Result<SchemaCheckers> {
+    let checkers = SchemaCheckers::new();
+    for name in builtin::COMPAT_NAMES {
+        let wasm = builtin::compat(name).expect("listed in COMPAT_NAMES");
+        let checker = CompatChecker::load(engine, name, wasm, Vec::new(), PluginLimits::compat())
+            .map_err(|e| crate::ServerError::Internal(format!("loading the built-in checker {name}: {e}")))?;
+        install(&checkers, Arc::new(checker));
+    }
+    Ok(checkers)
+}
+
+/// Makes `checker` the checker of every schema type it supports that the registry
+/// knows (AVRO, JSON, PROTOBUF); returns those types.
+pub fn install(checkers: &SchemaCheckers, checker: Arc<CompatChecker>) -> Vec<SchemaType> {
+    let types: Vec<SchemaType> =
+        checker.supports().iter().filter_map(|t| SchemaType::parse(Some(t)).ok()).collect();
+    for t in &types {
+        checkers.set(*t, Arc::new(PluginChecker(checker.clone())));
+    }
+    types
+}
+
+/// A schema-compat Wasm plugin as the registry's checker.
+struct PluginChecker(Arc<CompatChecker>);
+
+impl SchemaChecker for PluginChecker {
+    fn normalize(&self, schema: &str) -> Result<Result<String, String>, CheckerError> {
+        self.0.normalize(schema).map_err(checker_error)
+    }
+
+    fn check(
+        &self,
+        level: CompatLevel,
+        proposed: &str,
+        existing: &[String],
+    ) -> Result<Vec<Incompatibility>, CheckerError> {
+        let level: es_plugin_host::CompatLevel = level.as_str().parse().expect("the same seven levels");
+        let found = self.0.check(level, proposed, existing).map_err(checker_error)?;
+        Ok(found.into_iter().map(|i| Incompatibility { path: i.path, message: i.message }).collect())
+    }
+}
+
+fn checker_error(e: PluginError) -> CheckerError {
+    match e {
+        PluginError::Deadline { .. } => CheckerError::Timeout(e.to_string()),
+        other => CheckerError::Failed(other.to_string()),
+    }
+}
