@@ -211,6 +211,13 @@ fn an_exponential_schema_is_refused_within_the_deadline() {
         format!(r##"{{"$ref": "#/definitions/d12", "definitions": {{{}}}}}"##, definitions.join(", "))
     };
     let (new, old) = (levels("integer"), levels("number"));
-    let found = check(CompatLevel::Forward, &new, &[&old]);
+    // The budget is under test, not wall time: a generous deadline keeps a busy
+    // machine (parallel tests on 2 cores) from turning its answer into a timeout.
+    let limits = PluginLimits { call_deadline_ms: 30_000, ..PluginLimits::compat() };
+    let patient =
+        CompatChecker::load(engine(), "jsonschema-patient", JSONSCHEMA_COMPAT, vec![], limits).unwrap();
+    let started = std::time::Instant::now();
+    let found = patient.check(CompatLevel::Forward, &new, &[old]).unwrap();
     assert_eq!(codes(&found), [("/", "SCHEMA_TOO_COMPLEX")]);
+    println!("refused after {:?}", started.elapsed());
 }
