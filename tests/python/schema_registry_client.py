@@ -96,11 +96,16 @@ def json_schema(broker, client):
     schema_id = client.register_schema(subject, Schema(schema, "JSON"))
     fetched = client.get_schema(schema_id)
     assert fetched.schema_type == "JSON", fetched.schema_type
-    widened = json.dumps({
+    described = json.dumps({
         "$schema": "http://json-schema.org/draft-07/schema#", "title": "Order", "type": "object",
-        "properties": {"id": {"type": "integer"}, "item": {"type": "string"}, "qty": {"type": "integer"}},
+        "properties": {"id": {"type": "integer", "description": "order id"}, "item": {"type": "string"}},
         "required": ["id"]})
-    assert client.test_compatibility(subject, Schema(widened, "JSON")) is True
+    assert client.test_compatibility(subject, Schema(described, "JSON")) is True
+    retyped = json.dumps({
+        "$schema": "http://json-schema.org/draft-07/schema#", "title": "Order", "type": "object",
+        "properties": {"id": {"type": "string"}, "item": {"type": "string"}},
+        "required": ["id"]})
+    assert client.test_compatibility(subject, Schema(retyped, "JSON")) is False
 
     from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
     serializer = JSONSerializer(schema, client)
