@@ -1,5 +1,6 @@
 //! `es-bench`: the es load generator. One subcommand per benchmark: the storage
-//! benchmark (`es-bench log`) and the broker suite (`es-bench suite`).
+//! benchmark (`es-bench log`), the broker suite (`es-bench suite`) and the cost of
+//! record validators (`es-bench validators`).
 
 mod latency;
 mod log_bench;
@@ -7,6 +8,7 @@ mod machine;
 mod report;
 mod suite;
 mod timed;
+mod validators;
 mod workload;
 
 use clap::{Parser, Subcommand};
@@ -25,11 +27,15 @@ enum Command {
     /// The broker over loopback with fsync on: raw-disk baseline, binary and HTTP
     /// produce, binary consume and pipelined small writes, in one run.
     Suite(suite::SuiteArgs),
+    /// Produce throughput with and without record validators (rules, json-schema,
+    /// uploaded examples), rows interleaved in rounds; PASS/MISS against issue 4.
+    Validators(validators::ValidatorsArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Log(args) => log_bench::run(&args),
         Command::Suite(args) => suite::run(&args),
+        Command::Validators(args) => validators::run(&args),
     }
 }

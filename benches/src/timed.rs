@@ -122,6 +122,18 @@ fn show_progress(label: &str, duration: Duration, start: Instant, ctl: &Control)
     seconds.samples
 }
 
+/// A spinner in the bars' layout, for an untimed step that may take a while
+/// (uploading and compiling a plugin); `finish_with_message` when done.
+pub fn spinner(label: &str) -> ProgressBar {
+    let bar = ProgressBar::new_spinner();
+    let style = ProgressStyle::with_template("{prefix:<32} {spinner} {elapsed:>4} {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_spinner());
+    bar.set_style(style);
+    bar.set_prefix(label.to_owned());
+    bar.enable_steady_tick(TICK);
+    bar
+}
+
 fn style() -> ProgressStyle {
     ProgressStyle::with_template("{prefix:<32} [{bar:30}] {percent:>3}% {msg}")
         .map(|s| s.progress_chars("=> "))

@@ -27,6 +27,18 @@ impl Workload {
         Ok(Workload { batch, records_per_batch: records, record_bytes })
     }
 
+    /// `records` keyed records ([`json_records`]), for validators that check keys
+    /// and JSON values.
+    pub fn encode_json(records: usize, record_bytes: usize) -> Result<Workload> {
+        let batch: Vec<Record> = json_records(records, record_bytes)?
+            .into_iter()
+            .map(|(k, v)| Record::keyed(Bytes::from(k), Bytes::from(v)))
+            .collect();
+        let batch = es_core::batch::encode(&batch, now_ms(), ProducerInfo::NONE)
+            .context("encoding the benchmark batch")?;
+        Ok(Workload { batch, records_per_batch: records, record_bytes })
+    }
+
     pub fn batch_bytes(&self) -> usize {
         self.batch.len()
     }
@@ -34,4 +46,19 @@ impl Workload {
 
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// `records` (key, value) pairs: 8-byte keys `key00000`.. and values that are JSON
+/// objects of exactly `record_bytes` bytes,
+/// `{"id":7,"amount":12.5,"currency":"EUR","note":"xx..."}`, padded in `note`.
+pub fn json_records(records: usize, record_bytes: usize) -> Result<Vec<(String, String)>> {
+    (0..records)
+        .map(|i| {
+            let head = format!(r#"{{"id":{i},"amount":12.5,"currency":"EUR","note":""#);
+            let pad = record_bytes.checked_sub(head.len() + 2).with_context(|| {
+                format!("JSON records need at least {} bytes, not {record_bytes}", head.len() + 2)
+            })?;
+            Ok((format!("key{:05}", i % 100_000), format!("{head}{}\"}}", "x".repeat(pad))))
+        })
+        .collect()
 }

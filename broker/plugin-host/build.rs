@@ -17,6 +17,7 @@ const COMPONENTS: &[&str] = &[
     "es_plugin_rules",
     "es_plugin_json_schema",
     "es_plugin_avro",
+    "es_plugin_schema_registry",
     "es_plugin_avro_compat",
     "es_plugin_jsonschema_compat",
     "es_plugin_protobuf_compat",

@@ -225,6 +225,13 @@ impl Broker {
         request(&self.agent, "PATCH", &format!("{}{path}", self.url), Some(&body.to_string()))
     }
 
+    /// POSTs raw bytes (e.g. a plugin component).
+    pub fn post_bytes(&self, path: &str, body: &[u8]) -> Resp {
+        let url = format!("{}{path}", self.url);
+        let sent = self.agent.post(&url).header("content-type", "application/octet-stream").send(body);
+        read_resp(sent).unwrap_or_else(|e| panic!("POST {url} failed: {e}"))
+    }
+
     /// Creates a topic and asserts it worked.
     pub fn create_topic(&self, name: &str, partitions: u32) {
         let r = self.post("/topics", &serde_json::json!({"name": name, "partitions": partitions}));
@@ -319,7 +326,7 @@ fn try_send(
     body: Option<&str>,
     content_type: &str,
 ) -> Result<Resp, ureq::Error> {
-    let mut resp = match (method, body) {
+    let resp = match (method, body) {
         ("GET", _) => agent.get(url).call()?,
         ("DELETE", _) => agent.delete(url).call()?,
         ("POST", b) => agent.post(url).header("content-type", content_type).send(b.unwrap_or(""))?,
@@ -327,6 +334,11 @@ fn try_send(
         ("PATCH", b) => agent.patch(url).header("content-type", content_type).send(b.unwrap_or(""))?,
         (m, _) => panic!("unsupported method {m}"),
     };
+    read_resp(Ok(resp))
+}
+
+fn read_resp(sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<Resp, ureq::Error> {
+    let mut resp = sent?;
     let status = resp.status().as_u16();
     let text = resp.body_mut().with_config().limit(64 * 1024 * 1024).read_to_string()?;
     let body = serde_json::from_str(&text).unwrap_or(Value::String(text));

@@ -46,27 +46,26 @@ pub fn create_topic(rt: &Runtime, client: &Client, topic: &str, partitions: usiz
         .with_context(|| format!("creating topic {topic} over the binary protocol"))
 }
 
+/// Produce on an existing topic with a client of `connections` pooled connections:
 /// `connections` workers, worker *i* on connection *i* sending to partition
 /// *i mod partitions*, each waiting for its batch to be durable before the next.
 /// (`Client::produce` picks the connection by partition, which would put all eight
 /// workers of a one-partition topic on one connection; `call_on` picks it by worker.)
 #[allow(clippy::too_many_arguments)]
-pub fn produce_row(
+pub fn produce_on(
     rt: &Runtime,
+    client: &Client,
     label: &str,
-    addr: &str,
     topic: &str,
     partitions: usize,
     connections: usize,
     w: &Workload,
     duration: Duration,
 ) -> Result<SuiteRow> {
-    let client = connect(rt, addr, connections)?;
-    create_topic(rt, &client, topic, partitions)?;
     let batch = Bytes::from(w.batch.clone());
     let timed = timed::run(label, duration, connections, |i, ctl| {
         let partition = (i % partitions) as u32;
-        rt.block_on(produce_loop(&client, i, topic, partition, &batch, w.records_per_batch, ctl))
+        rt.block_on(produce_loop(client, i, topic, partition, &batch, w.records_per_batch, ctl))
     })?;
     let shape = Shape {
         kind: "binary_produce",

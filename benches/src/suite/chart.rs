@@ -60,11 +60,14 @@ fn find_ttf(dir: &Path, depth: usize) -> Option<PathBuf> {
     entries.iter().filter(|p| p.is_dir()).find_map(|p| find_ttf(p, depth - 1))
 }
 
-/// The records/s a row must reach, if it has a target (`vs raw` is turned into
-/// records/s through the baseline's records/s).
-fn threshold(row: &SuiteRow, baseline_records_per_s: f64) -> Option<f64> {
+/// The records/s a row must reach, if it has a target. A ratio target is turned
+/// into records/s through the baseline it divides by (records/s over the ratio).
+fn threshold(row: &SuiteRow) -> Option<f64> {
     let t = row.target.as_ref()?;
-    Some(if t.figure == "vs raw" { t.at_least * baseline_records_per_s } else { t.at_least })
+    if !t.is_ratio() {
+        return Some(t.at_least);
+    }
+    (t.value > 0.0).then(|| t.at_least * row.records_per_s / t.value)
 }
 
 /// Draws the chart to `path`. `title` goes on top when a font exists.
@@ -80,12 +83,8 @@ pub fn draw(path: &Path, title: &str, rows: &[SuiteRow]) -> Result<()> {
     let root = BitMapBackend::new(path, (WIDTH, height)).into_drawing_area();
     let err = |e: DrawingAreaErrorKind<_>| anyhow!("drawing {}: {e}", path.display());
     root.fill(&WHITE).map_err(err)?;
-    let base = rows.first().map_or(0.0, |r| r.records_per_s);
-    let max = rows
-        .iter()
-        .flat_map(|r| [Some(r.records_per_s), threshold(r, base)])
-        .flatten()
-        .fold(1.0_f64, f64::max);
+    let max =
+        rows.iter().flat_map(|r| [Some(r.records_per_s), threshold(r)]).flatten().fold(1.0_f64, f64::max);
     let bar_w = WIDTH as i32 - LABEL_W - RIGHT_PAD;
     let x_of = |v: f64| LABEL_W + (v / max * f64::from(bar_w)).round() as i32;
     let text = |size: u32| (FAMILY, size).into_font().color(&BLACK);
@@ -97,7 +96,7 @@ pub fn draw(path: &Path, title: &str, rows: &[SuiteRow]) -> Result<()> {
         let end = x_of(row.records_per_s).max(LABEL_W + 1);
         root.draw(&Rectangle::new([(LABEL_W, y + 6), (end, y + ROW_H - 6)], colour(row.shape.kind).filled()))
             .map_err(err)?;
-        if let Some(t) = threshold(row, base) {
+        if let Some(t) = threshold(row) {
             let x = x_of(t);
             root.draw(&Rectangle::new([(x - 1, y + 1), (x + 1, y + ROW_H - 1)], RED.filled()))
                 .map_err(err)?;
@@ -107,6 +106,8 @@ pub fn draw(path: &Path, title: &str, rows: &[SuiteRow]) -> Result<()> {
             let mut figures = format!("{} rec/s, {:.0} MB/s", thousands(row.records_per_s), row.mb_per_s);
             if let Some(r) = row.vs_raw {
                 figures.push_str(&format!(", {r:.2}x raw"));
+            } else if let Some(t) = row.target.as_ref().filter(|t| t.is_ratio()) {
+                figures.push_str(&format!(", {:.2} {}", t.value, t.figure));
             }
             root.draw(&Text::new(figures, (end + 8, y + ROW_H / 2 - 8), text(14))).map_err(err)?;
         }

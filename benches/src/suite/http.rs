@@ -15,27 +15,57 @@ use crate::timed::{self, Control};
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(REQUEST_TIMEOUT))
-        .build()
-        .into()
+    agent_with(REQUEST_TIMEOUT)
+}
+
+fn agent_with(timeout: Duration) -> ureq::Agent {
+    ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(timeout)).build().into()
 }
 
 /// POSTs `body` and returns the status and the answer's text.
 fn post(agent: &ureq::Agent, url: &str, body: &str) -> Result<(u16, String)> {
-    let mut resp = agent
+    let resp = agent
         .post(url)
         .header("content-type", "application/json")
         .send(body)
         .with_context(|| format!("POST {url}"))?;
+    answer(resp, "POST", url)
+}
+
+/// A request with a JSON or binary body, with its own bound on the whole exchange
+/// (uploading a plugin waits for the broker to compile it). Returns the status and
+/// the answer's text.
+pub fn send(
+    method: &str,
+    url: &str,
+    content_type: &str,
+    body: &[u8],
+    timeout: Duration,
+) -> Result<(u16, String)> {
+    let agent = agent_with(timeout);
+    let req = match method {
+        "PUT" => agent.put(url),
+        _ => agent.post(url),
+    };
+    let resp =
+        req.header("content-type", content_type).send(body).with_context(|| format!("{method} {url}"))?;
+    answer(resp, method, url)
+}
+
+/// GETs `url` and returns the status and the answer's text.
+pub fn get(url: &str) -> Result<(u16, String)> {
+    let resp = agent().get(url).call().with_context(|| format!("GET {url}"))?;
+    answer(resp, "GET", url)
+}
+
+fn answer(mut resp: ureq::http::Response<ureq::Body>, method: &str, url: &str) -> Result<(u16, String)> {
     let status = resp.status().as_u16();
     let text = resp
         .body_mut()
         .with_config()
         .limit(16 * 1024 * 1024)
         .read_to_string()
-        .with_context(|| format!("reading the answer to POST {url}"))?;
+        .with_context(|| format!("reading the answer to {method} {url}"))?;
     Ok((status, text))
 }
 
@@ -66,21 +96,51 @@ pub fn produce_row(
     create_topic(url, topic, partitions)?;
     // Printable ASCII, so the JSON string is exactly `record_bytes` bytes of UTF-8.
     let value: String = (0..record_bytes).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
-    let bodies: Vec<String> = (0..partitions)
+    let recs: Vec<_> = (0..records).map(|_| json!({ "value": value })).collect();
+    let bodies = produce_bodies(partitions, &recs);
+    produce_on(label, url, topic, &bodies, clients, records, bytes_per_record, duration)
+}
+
+/// One produce body per partition: `records` (JSON objects such as
+/// `{"key": .., "value": ..}`), each with that partition added.
+pub fn produce_bodies(partitions: usize, records: &[serde_json::Value]) -> Vec<String> {
+    (0..partitions)
         .map(|p| {
-            let recs: Vec<_> = (0..records).map(|_| json!({"value": value, "partition": p})).collect();
+            let recs: Vec<_> = records
+                .iter()
+                .map(|r| {
+                    let mut r = r.clone();
+                    r["partition"] = json!(p);
+                    r
+                })
+                .collect();
             json!({ "records": recs }).to_string()
         })
-        .collect();
+        .collect()
+}
+
+/// The timed part of [`produce_row`] on an existing topic: worker *i* posts
+/// `bodies[i mod bodies.len()]` (from [`produce_bodies`]), `records` records each.
+#[allow(clippy::too_many_arguments)]
+pub fn produce_on(
+    label: &str,
+    url: &str,
+    topic: &str,
+    bodies: &[String],
+    clients: usize,
+    records: usize,
+    bytes_per_record: f64,
+    duration: Duration,
+) -> Result<SuiteRow> {
     let records_url = format!("{url}/topics/{topic}/records");
     let batch_bytes = (records as f64 * bytes_per_record) as u64;
     let timed = timed::run(label, duration, clients, |i, ctl| {
-        produce_loop(&records_url, &bodies[i % partitions], records, batch_bytes, ctl)
+        produce_loop(&records_url, &bodies[i % bodies.len()], records, batch_bytes, ctl)
     })?;
     let shape = Shape {
         kind: "http_produce",
         connections: clients,
-        partitions,
+        partitions: bodies.len(),
         records_per_request: records,
         in_flight: 1,
     };

@@ -3,12 +3,12 @@
 //! produce (1 and 4 partitions), HTTP/JSON produce and consume, binary consume, and small
 //! pipelined produces; then a table, a JSON report and a PNG chart.
 
-mod binary;
-mod broker;
-mod chart;
-mod http;
-mod row;
-mod table;
+pub(crate) mod binary;
+pub(crate) mod broker;
+pub(crate) mod chart;
+pub(crate) mod http;
+pub(crate) mod row;
+pub(crate) mod table;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -60,9 +60,6 @@ pub struct SuiteArgs {
     /// Requests in flight in the pipelined row.
     #[arg(long, default_value_t = 64)]
     pub in_flight: usize,
-    /// The es-broker to start [default: es-broker next to this executable].
-    #[arg(long)]
-    pub broker_bin: Option<PathBuf>,
     /// Run the binary rows against this running broker (host:port) instead of starting one.
     #[arg(long)]
     pub binary_addr: Option<String>,
@@ -70,21 +67,53 @@ pub struct SuiteArgs {
     /// another build for a side-by-side run.
     #[arg(long)]
     pub http_url: Option<String>,
-    /// Directory for the raw rows and the started broker's data [default: ./target/bench-tmp].
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub place: Place,
+}
+
+/// Where a benchmark that starts its own broker runs and writes: shared by
+/// `es-bench suite` and `es-bench validators`.
+#[derive(Debug, Clone, clap::Args, Serialize)]
+pub struct Place {
+    /// The es-broker to start [default: es-broker next to this executable].
+    #[arg(long)]
+    pub broker_bin: Option<PathBuf>,
+    /// Directory for the started broker's data (and the suite's raw rows) [default: ./target/bench-tmp].
     #[arg(long)]
     pub dir: Option<PathBuf>,
     /// Keep the started broker's data directory instead of deleting it at the end.
     #[arg(long)]
     pub keep_data: bool,
-    /// Folder for suite.json and suite.png [default: ./results/<UTC date>/].
+    /// Folder for the JSON report and the PNG chart [default: ./results/<UTC date>/].
     #[arg(long)]
     pub out: Option<PathBuf>,
 }
 
+impl Place {
+    /// The data directory, created, as an absolute path.
+    pub fn root(&self) -> Result<PathBuf> {
+        prepare_dir(self.dir.as_deref().unwrap_or(Path::new(DEFAULT_DIR)))
+    }
+
+    /// The report folder, created.
+    pub fn out_dir(&self, started_utc: &str) -> Result<PathBuf> {
+        let out = self.out.clone().unwrap_or_else(|| PathBuf::from("results").join(&started_utc[..10]));
+        std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+        Ok(out)
+    }
+}
+
+/// `--seconds` of a timed row: positive and at most ten minutes.
+pub(crate) fn check_seconds(seconds: f64) -> Result<()> {
+    ensure!(seconds.is_finite() && seconds > 0.0, "--seconds must be positive");
+    ensure!(seconds <= 600.0, "--seconds is at most 600 per row");
+    Ok(())
+}
+
 impl SuiteArgs {
     fn validate(&self) -> Result<()> {
-        ensure!(self.seconds.is_finite() && self.seconds > 0.0, "--seconds must be positive");
-        ensure!(self.seconds <= 600.0, "--seconds is at most 600 per row");
+        check_seconds(self.seconds)?;
         ensure!(self.record_bytes >= 1, "--record-bytes must be at least 1");
         ensure!(self.batch >= 1 && self.small_batch >= 1, "batches need at least one record");
         ensure!(self.connections >= 1 && self.http_clients >= 1, "at least one connection and client");
@@ -130,9 +159,8 @@ struct Targets {
 pub fn run(args: &SuiteArgs) -> Result<()> {
     args.validate()?;
     let started_utc = report::utc_now();
-    let root = prepare_dir(args.dir.as_deref().unwrap_or(Path::new(DEFAULT_DIR)))?;
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("results").join(&started_utc[..10]));
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let root = args.place.root()?;
+    let out = args.place.out_dir(&started_utc)?;
     let mut machine = Machine::probe(&root);
     let big = Workload::encode(args.batch, args.record_bytes)?;
     let small = Workload::encode(args.small_batch, args.record_bytes)?;
@@ -141,21 +169,8 @@ pub fn run(args: &SuiteArgs) -> Result<()> {
     let run_id = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut started = None;
     if args.binary_addr.is_none() || args.http_url.is_none() {
-        let bin = match &args.broker_bin {
-            Some(b) => b.clone(),
-            None => broker::default_bin()?,
-        };
-        let data = root.join(format!("suite-broker-{run_id}"));
-        let b = Broker::start(&bin, &data)?;
-        println!(
-            "broker: started {} (pid {}) on es://{} and {}, data in {}",
-            bin.display(),
-            b.pid().unwrap_or(0),
-            b.binary_addr,
-            b.url,
-            data.display()
-        );
-        started = Some((b, bin));
+        started =
+            Some(start_broker(args.place.broker_bin.as_deref(), &root, &format!("suite-broker-{run_id}"))?);
     }
     let binary_addr =
         args.binary_addr.clone().or_else(|| started.as_ref().map(|(b, _)| b.binary_addr.clone()));
@@ -186,18 +201,8 @@ pub fn run(args: &SuiteArgs) -> Result<()> {
         http_url: http_url.clone(),
         stopped_cleanly: None,
     };
-    if let Some((mut b, _)) = started {
-        let clean = b.stop()?;
-        facts.stopped_cleanly = Some(clean);
-        if !clean {
-            println!("WARNING: the broker did not exit cleanly after SIGTERM");
-        }
-        if args.keep_data {
-            println!("kept the broker's data in {}", b.data_dir.display());
-        } else {
-            std::fs::remove_dir_all(&b.data_dir)
-                .with_context(|| format!("removing {}", b.data_dir.display()))?;
-        }
+    if let Some((b, _)) = started {
+        facts.stopped_cleanly = Some(stop_broker(b, args.place.keep_data)?);
     }
     let rows = result?;
     machine.note_end();
@@ -227,13 +232,23 @@ pub fn run(args: &SuiteArgs) -> Result<()> {
     let json = out.join("suite.json");
     report::write_json(&json, &report)?;
     println!("wrote {}", json.display());
-    let png = out.join("suite.png");
+    draw_chart(&out.join("suite.png"), "suite", &started_utc, &machine, &rows)
+}
+
+/// The chart of `rows`, titled with the benchmark, its start and the machine's load.
+pub(crate) fn draw_chart(
+    png: &Path,
+    benchmark: &str,
+    started_utc: &str,
+    machine: &Machine,
+    rows: &[SuiteRow],
+) -> Result<()> {
     let title = format!(
-        "es-bench suite, {started_utc}, {} CPUs, loadavg at start {}",
+        "es-bench {benchmark}, {started_utc}, {} CPUs, loadavg at start {}",
         machine.nproc,
         machine.load_start.loadavg.as_deref().and_then(|l| l.split(' ').next()).unwrap_or("?")
     );
-    chart::draw(&png, &title, &rows)?;
+    chart::draw(png, &title, rows)?;
     println!("wrote {}", png.display());
     Ok(())
 }
@@ -253,12 +268,7 @@ impl Plan<'_> {
     fn run_rows(&self) -> Result<Vec<SuiteRow>> {
         let a = self.args;
         let d = Duration::from_secs_f64(a.seconds);
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("es-bench-io")
-            .enable_all()
-            .build()
-            .context("starting the tokio runtime")?;
+        let rt = runtime()?;
         let topic = |name: &str| format!("suite-{}-{name}", self.run_id);
         let per_record = self.big.batch_bytes() as f64 / self.big.records_per_batch as f64;
         let addr = self.binary_addr;
@@ -285,7 +295,9 @@ impl Plan<'_> {
         for (partitions, name) in [(1, t1.clone()), (4, topic("bin-4p"))] {
             let label = format!("binary produce {partitions}p x {c}c");
             let load = Load::now().describe();
-            let mut row = binary::produce_row(&rt, &label, addr, &name, partitions, c, self.big, d)?;
+            let client = binary::connect(&rt, addr, c)?;
+            binary::create_topic(&rt, &client, &name, partitions)?;
+            let mut row = binary::produce_on(&rt, &client, &label, &name, partitions, c, self.big, d)?;
             let ratio = row.mb_per_s / raw_mb.max(1e-9);
             row.vs_raw = Some(ratio);
             row.set_target("vs raw", TARGET_VS_RAW, ratio);
@@ -348,6 +360,51 @@ impl Plan<'_> {
     }
 }
 
+/// The runtime the binary rows' clients run on.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("es-bench-io")
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")
+}
+
+/// Starts `bin` (default: es-broker next to this executable) with a fresh data
+/// directory `<root>/<name>`, and says so.
+pub(crate) fn start_broker(bin: Option<&Path>, root: &Path, name: &str) -> Result<(Broker, PathBuf)> {
+    let bin = match bin {
+        Some(b) => b.to_path_buf(),
+        None => broker::default_bin()?,
+    };
+    let data = root.join(name);
+    let b = Broker::start(&bin, &data)?;
+    println!(
+        "broker: started {} (pid {}) on es://{} and {}, data in {}",
+        bin.display(),
+        b.pid().unwrap_or(0),
+        b.binary_addr,
+        b.url,
+        data.display()
+    );
+    Ok((b, bin))
+}
+
+/// Stops a broker started by [`start_broker`] and deletes its data unless
+/// `keep_data`. Returns whether it exited cleanly (and warns if not).
+pub(crate) fn stop_broker(mut b: Broker, keep_data: bool) -> Result<bool> {
+    let clean = b.stop()?;
+    if !clean {
+        println!("WARNING: the broker did not exit cleanly after SIGTERM");
+    }
+    if keep_data {
+        println!("kept the broker's data in {}", b.data_dir.display());
+    } else {
+        std::fs::remove_dir_all(&b.data_dir).with_context(|| format!("removing {}", b.data_dir.display()))?;
+    }
+    Ok(clean)
+}
+
 /// Creates the directory and returns its absolute path.
 fn prepare_dir(dir: &Path) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -355,8 +412,22 @@ fn prepare_dir(dir: &Path) -> Result<PathBuf> {
 }
 
 fn print_header(args: &SuiteArgs, machine: &Machine, big: &Workload, small: &Workload) {
+    print_machine("suite", machine);
+    println!(
+        "workload: {} B values, fsync on; batches of {} records = {} B encoded, small batches of {} = {} B; {} s per row",
+        args.record_bytes,
+        big.records_per_batch,
+        big.batch_bytes(),
+        small.records_per_batch,
+        small.batch_bytes(),
+        args.seconds
+    );
+}
+
+/// The command line, the machine, its load and the data directory's filesystem.
+pub(crate) fn print_machine(benchmark: &str, machine: &Machine) {
     let fs = &machine.filesystem;
-    println!("es-bench suite: {}", report::command_line());
+    println!("es-bench {benchmark}: {}", report::command_line());
     println!(
         "machine: {} CPUs, {} MiB, {}",
         machine.nproc,
@@ -370,15 +441,6 @@ fn print_header(args: &SuiteArgs, machine: &Machine, big: &Workload, small: &Wor
             "WARNING: this filesystem is memory-backed; fsync reaches no disk and the figures mean nothing"
         );
     }
-    println!(
-        "workload: {} B values, fsync on; batches of {} records = {} B encoded, small batches of {} = {} B; {} s per row",
-        args.record_bytes,
-        big.records_per_batch,
-        big.batch_bytes(),
-        small.records_per_batch,
-        small.batch_bytes(),
-        args.seconds
-    );
 }
 
 fn print_verdict(rows: &[SuiteRow], machine: &Machine) {
@@ -387,7 +449,7 @@ fn print_verdict(rows: &[SuiteRow], machine: &Machine) {
         if let Some(t) = &row.target {
             let (met, how) = if t.met { ("met", "above") } else { ("NOT met", "short") };
             let gap = (t.value / t.at_least - 1.0).abs() * 100.0;
-            let value = if t.figure == "vs raw" {
+            let value = if t.is_ratio() {
                 format!("{:.2} of raw", t.value)
             } else {
                 format!("{:.0} records/s", t.value)

@@ -44,7 +44,7 @@ pub struct Shape {
 /// A threshold from the issue, checked against one figure of the row.
 #[derive(Debug, Clone, Serialize)]
 pub struct Target {
-    /// `vs raw` or `records/s`.
+    /// `records/s`, or a ratio to a baseline row: `vs raw`, `vs none`.
     pub figure: &'static str,
     pub at_least: f64,
     pub value: f64,
@@ -70,6 +70,13 @@ pub struct SuiteRow {
     pub notes: Vec<String>,
     /// The machine's load just before the row ran.
     pub load_before: String,
+}
+
+impl Target {
+    /// A ratio of this row's records/s to a baseline's (`vs ...`), not an absolute rate.
+    pub fn is_ratio(&self) -> bool {
+        self.figure.starts_with("vs ")
+    }
 }
 
 impl SuiteRow {

@@ -46,17 +46,16 @@ pub fn target_cell(row: &SuiteRow) -> String {
         return "-".to_owned();
     };
     let met = if t.met { "met" } else { "NOT met" };
-    if t.figure == "vs raw" {
-        format!(">= {}: {met}", t.at_least)
-    } else {
-        format!(">= {}/s: {met}", t.at_least)
-    }
+    if t.is_ratio() { format!(">= {}: {met}", t.at_least) } else { format!(">= {}/s: {met}", t.at_least) }
 }
 
-/// First column left-aligned, the others right-aligned.
-fn align(lines: &[Vec<String>]) -> String {
-    let widths: Vec<usize> =
-        (0..HEADINGS.len()).map(|c| lines.iter().map(|l| l[c].len()).max().unwrap_or(0)).collect();
+/// First column left-aligned, the others right-aligned; every line has as many
+/// cells as the first (the headings).
+pub fn align(lines: &[Vec<String>]) -> String {
+    let columns = lines.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| lines.iter().map(|l| l.get(c).map_or(0, String::len)).max().unwrap_or(0))
+        .collect();
     let mut out = String::new();
     for line in lines {
         let row: Vec<String> = line

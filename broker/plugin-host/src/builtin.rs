@@ -21,8 +21,14 @@ pub const JSONSCHEMA_COMPAT: &[u8] =
 pub const PROTOBUF_COMPAT: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/es_plugin_protobuf_compat.wasm"));
 
+/// The `schema-registry` validator: values carry a registered schema id of the
+/// topic's subject (Confluent's wire format) and decode with that schema. The
+/// broker configures it from its schema registry.
+pub const SCHEMA_REGISTRY: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/es_plugin_schema_registry.wasm"));
+
 /// Names of the built-in validators, as `builtin` accepts them.
-pub const NAMES: &[&str] = &["rules", "json-schema", "avro"];
+pub const NAMES: &[&str] = &["rules", "json-schema", "avro", "schema-registry"];
 
 /// The component bytes of the built-in validator `name`.
 pub fn builtin(name: &str) -> Option<&'static [u8]> {
@@ -30,6 +36,7 @@ pub fn builtin(name: &str) -> Option<&'static [u8]> {
         "rules" => Some(RULES),
         "json-schema" => Some(JSON_SCHEMA),
         "avro" => Some(AVRO),
+        "schema-registry" => Some(SCHEMA_REGISTRY),
         _ => None,
     }
 }

@@ -166,6 +166,12 @@ impl CompatChecker {
         Ok(Self { plugin, info, supports })
     }
 
+    /// Checks `wasm` as `load` does against the schema-compat world and returns
+    /// what the plugin says about itself, without configuring it (for uploads).
+    pub fn inspect(engine: &PluginEngine, name: &str, wasm: &[u8]) -> Result<PluginInfo, PluginError> {
+        Plugin::<SchemaCompat>::inspect(engine, name, wasm)
+    }
+
     /// The name the plugin was loaded under.
     pub fn name(&self) -> &str {
         self.plugin.name()

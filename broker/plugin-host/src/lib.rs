@@ -35,6 +35,10 @@ pub use pack::BatchTarget;
 pub use runtime::{PluginInfo, PluginStats};
 pub use validator::{Action, Validator, ValidatorStats, Violation};
 
+/// Where the build put every guest component, the test fixtures included (tests
+/// upload fixtures from here).
+pub const GUEST_WASM_DIR: &str = env!("ES_GUEST_WASM_DIR");
+
 /// Interfaces plugins may import, `namespace:package/interface` (any compatible
 /// version); anything else is refused at load.
 pub fn allowed_imports() -> impl Iterator<Item = &'static str> {

@@ -20,8 +20,11 @@ pub const MEMORY_BYTES_MAX_DEFAULT: usize = 64 * 1024 * 1024;
 /// Default cap on the packed bytes (keys, values, headers) sent in one call; larger
 /// batches are split into several calls.
 pub const BATCH_BYTES_MAX_DEFAULT: usize = 4 * 1024 * 1024;
-/// Default number of idle warm instances kept per plugin (one per core here).
-pub const WARM_INSTANCES_MAX_DEFAULT: usize = 2;
+/// Default number of idle warm instances kept per plugin binding: enough for
+/// the concurrent produce requests of a busy topic, so a call never pays for an
+/// instantiation (30 us for a small Rust guest, 1-2 ms for json-schema) in the
+/// steady state. Two were too few: eight concurrent producers churned instances.
+pub const WARM_INSTANCES_MAX_DEFAULT: usize = 8;
 /// An instance is replaced after this many calls, so slow leaks in a guest stay
 /// bounded.
 pub const RECYCLE_AFTER_CALLS_DEFAULT: u64 = 100_000;
@@ -43,10 +46,13 @@ pub const SCHEMA_TYPE_BYTES_MAX: usize = 64;
 pub const TABLE_ELEMENTS_MAX: usize = 100_000;
 
 /// Default number of live instances across all plugins of one engine (pool slots).
-pub const ENGINE_INSTANCES_MAX_DEFAULT: u32 = 64;
-/// Core instances one component may hold: a Rust guest has its module plus a few
-/// shims that wit-component adds.
-pub const CORE_INSTANCES_PER_COMPONENT_MAX: u32 = 16;
+pub const ENGINE_INSTANCES_MAX_DEFAULT: u32 = 256;
+/// Core instances one component may hold (and tables, which the pool sizes the
+/// same way): a Rust guest has its module plus a few shims that wit-component
+/// adds, but a Python guest built by componentize-py 0.25 links CPython's
+/// libraries as separate modules and has 38. The pool only counts instances and
+/// reserves (does not commit) table address space, so the headroom is cheap.
+pub const CORE_INSTANCES_PER_COMPONENT_MAX: u32 = 64;
 
 /// Limits of one plugin binding. Every field has a default (see `Default`).
 #[derive(Debug, Clone, PartialEq, Eq)]

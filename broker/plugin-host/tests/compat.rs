@@ -148,3 +148,13 @@ async fn blocking_variants_run_off_the_task() {
     assert_eq!(found.len(), 2);
     assert_eq!(c.normalize_blocking("s".into()).await.unwrap(), Ok("s".to_owned()));
 }
+
+#[test]
+fn inspect_reads_info_without_configuring_and_checks_the_world() {
+    let wasm = fixture("es_fixture_hostile_compat");
+    let info = CompatChecker::inspect(engine(), "upload", &wasm).expect("inspect");
+    assert_eq!(info.name, "hostile-compat");
+    assert_eq!(info.config_keys, ["mode"]);
+    let err = CompatChecker::inspect(engine(), "upload", &fixture("es_fixture_hostile")).unwrap_err();
+    assert!(matches!(err, PluginError::WrongWorld { world: "es:plugin/schema-compat@0.1.0", .. }), "{err}");
+}

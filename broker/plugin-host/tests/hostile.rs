@@ -65,6 +65,18 @@ fn a_panic_is_a_trap_and_the_instance_is_replaced() {
 }
 
 #[test]
+fn deep_recursion_is_a_trap_and_the_host_recovers() {
+    let v = hostile("recurse", PluginLimits::default());
+    for _ in 0..2 {
+        let err = v.validate(target(), &records()).unwrap_err();
+        // Rust guests keep their frames' data on a shadow stack in linear memory,
+        // so the overflow surfaces as an out-of-bounds access or as wasmtime's
+        // call-stack exhaustion, whichever comes first: a trap either way.
+        assert!(matches!(err, PluginError::Trap { .. }), "{err}");
+    }
+}
+
+#[test]
 fn out_of_range_indexes_are_garbage() {
     let v = hostile("garbage", PluginLimits::default());
     let err = v.validate(target(), &records()).unwrap_err();

@@ -96,7 +96,7 @@ fn apicurio_avro_cases_agree() {
 
 #[test]
 fn the_checker_is_built_in_and_supports_avro() {
-    assert_eq!(builtin::COMPAT_NAMES, ["avro-compat"]);
+    assert!(builtin::COMPAT_NAMES.contains(&"avro-compat"));
     assert_eq!(builtin::compat("avro-compat"), Some(AVRO_COMPAT));
     assert!(builtin::compat("avro").is_none() && builtin::builtin("avro-compat").is_none());
     assert_eq!(avro().supports(), ["AVRO".to_owned()]);

@@ -68,6 +68,19 @@ impl SchemaCheckers {
         self.by_type.write().expect("checkers lock").insert(schema_type, checker);
     }
 
+    /// Puts back `from`'s checker (or none) for each of `types` (names as
+    /// `SchemaType::parse` takes them), e.g. when a user's checker is removed.
+    pub fn restore(&self, from: &SchemaCheckers, types: &[String]) {
+        let source = from.by_type.read().expect("checkers lock");
+        let mut by_type = self.by_type.write().expect("checkers lock");
+        for t in types.iter().filter_map(|t| SchemaType::parse(Some(t)).ok()) {
+            match source.get(&t) {
+                Some(checker) => by_type.insert(t, checker.clone()),
+                None => by_type.remove(&t),
+            };
+        }
+    }
+
     /// Removes the checker of `schema_type`: that type is refused from then on.
     pub fn remove(&self, schema_type: SchemaType) {
         self.by_type.write().expect("checkers lock").remove(&schema_type);

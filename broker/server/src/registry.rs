@@ -170,6 +170,7 @@ impl Registry {
         registry.remove_orphans(&mut report.repairs)?;
         registry.open_groups()?;
         registry.open_schemas()?;
+        registry.install_uploaded_checkers(&mut report.repairs);
         Ok((Arc::new(registry), report))
     }
 
@@ -412,6 +413,24 @@ impl Registry {
         Ok(config)
     }
 
+    /// Uploaded schema-compat checkers replace the built-in checker of each type
+    /// they support; one that no longer loads is reported and skipped.
+    fn install_uploaded_checkers(&self, repairs: &mut Vec<String>) {
+        for manifest in self.plugins.uploaded_checkers() {
+            let loaded =
+                self.plugins.wasm(&manifest).and_then(|wasm| self.plugins.load_checker(&manifest, &wasm));
+            match loaded {
+                Ok(checker) => {
+                    crate::schemas::install(self.schemas().checkers(), Arc::new(checker));
+                }
+                Err(e) => repairs.push(format!(
+                    "schema checker plugin {:?} cannot be loaded ({e}); the built-in checkers stay in use",
+                    manifest.name
+                )),
+            }
+        }
+    }
+
     pub fn plugins(&self) -> &Plugins {
         &self.plugins
     }
@@ -425,7 +444,8 @@ impl Registry {
             .map(|spec| {
                 let loaded = self.plugins.get(&spec.plugin).and_then(|m| {
                     let wasm = self.plugins.wasm(&m)?;
-                    Ok((m.sha256.clone(), self.plugins.load_validator(&m, &wasm, &spec.config)?))
+                    let config = self.binding_config(topic, spec)?;
+                    Ok((m.sha256.clone(), self.plugins.load_validator(&m, &wasm, &config)?))
                 });
                 match loaded {
                     Ok((sha, validator)) => Link::new(spec.clone(), sha, Ok(validator)),
@@ -439,7 +459,64 @@ impl Registry {
                 }
             })
             .collect();
-        Chain { links }
+        Chain { links, schema_generation: self.schema_generation(specs) }
+    }
+
+    /// The registry's generation when a chain enforces registered schemas (it must
+    /// be rebuilt once the registry changes); before the registry is open, a value
+    /// that never matches, so the first produce rebuilds it.
+    fn schema_generation(&self, specs: &[ValidatorBinding]) -> Option<u64> {
+        specs
+            .iter()
+            .any(|s| s.plugin == crate::schemas::ENFORCE_PLUGIN)
+            .then(|| self.schemas.get().map_or(u64::MAX, |s| s.generation()))
+    }
+
+    /// A binding's config as its validator gets it: the `schema-registry`
+    /// validator's comes from the schema registry (the user sets only its
+    /// strategy), every other one is the binding's own.
+    fn binding_config(&self, topic: &str, spec: &ValidatorBinding) -> Result<BTreeMap<String, String>> {
+        if spec.plugin != crate::schemas::ENFORCE_PLUGIN {
+            return Ok(spec.config.clone());
+        }
+        let Some(schemas) = self.schemas.get() else {
+            return Err(ServerError::Internal("the schema registry is not open yet".into()));
+        };
+        schemas
+            .read(|state| Ok(crate::schemas::enforcement_config(state, topic, &spec.config)))
+            .map_err(|e| ServerError::Internal(e.to_string()))?
+            .map_err(|e| ServerError::InvalidConfig(format!("validator {:?}: {e}", spec.plugin)))
+    }
+
+    /// The validator chain a produce to `topic` runs. A chain that enforces
+    /// registered schemas is rebuilt first when the registry changed since it was
+    /// built, so a newly registered schema is accepted from the next produce on.
+    pub async fn validators(self: &Arc<Self>, topic: &Arc<Topic>) -> Arc<Chain> {
+        let chain = topic.validators();
+        let Some(built) = chain.schema_generation else { return chain };
+        if self.schemas.get().is_some_and(|s| s.generation() == built) {
+            return chain;
+        }
+        let (this, t) = (self.clone(), topic.clone());
+        tokio::task::spawn_blocking(move || this.refresh_chain(&t)).await.unwrap_or(chain)
+    }
+
+    fn refresh_chain(&self, topic: &Topic) -> Arc<Chain> {
+        let _admin = self.admin.lock().expect("admin lock");
+        let current = topic.validators();
+        if current.schema_generation
+            == self.schema_generation(&topic.meta.lock().expect("meta lock").validators)
+        {
+            return current; // another produce refreshed it meanwhile
+        }
+        let specs = topic.meta.lock().expect("meta lock").validators.clone();
+        let mut problems = Vec::new();
+        let chain = Arc::new(self.load_chain(&topic.name(), &specs, &mut problems));
+        for problem in problems {
+            tracing::warn!("{problem}");
+        }
+        *topic.validators.write().expect("validators lock") = chain.clone();
+        chain
     }
 
     /// Loads a chain for new bindings; any failure refuses the change.
@@ -489,10 +566,11 @@ impl Registry {
                     (m, wasm)
                 }
             };
-            let validator = self.plugins.load_validator(&manifest, &wasm, &spec.config)?;
+            let config = self.binding_config(topic, spec)?;
+            let validator = self.plugins.load_validator(&manifest, &wasm, &config)?;
             links.push(Link::new(spec.clone(), manifest.sha256.clone(), Ok(validator)));
         }
-        Ok(Chain { links })
+        Ok(Chain { links, schema_generation: self.schema_generation(specs) })
     }
 
     /// Binds `specs` to a topic, replacing its validators: every validator is
@@ -518,6 +596,11 @@ impl Registry {
     pub fn add_plugin(&self, upload: Upload) -> Result<(Manifest, bool)> {
         self.check_running()?;
         let manifest = self.plugins.inspect(&upload)?;
+        let checker = if manifest.world == crate::plugins::COMPAT_WORLD {
+            Some(Arc::new(self.plugins.load_checker(&manifest, &upload.wasm)?))
+        } else {
+            None
+        };
         let _admin = self.admin.lock().expect("admin lock");
         let existing = self.plugins.get(&upload.name).ok();
         if let Some(old) = &existing {
@@ -540,6 +623,10 @@ impl Registry {
             }
         }
         self.plugins.store(&manifest, &upload.wasm)?;
+        if let Some(checker) = checker {
+            let types = crate::schemas::install(self.schemas().checkers(), checker);
+            tracing::info!(plugin = %manifest.name, ?types, "schema compatibility checker installed");
+        }
         for (topic, chain) in swaps {
             *topic.validators.write().expect("validators lock") = Arc::new(chain);
             tracing::info!(topic = %topic.name(), plugin = %manifest.name, sha256 = %manifest.sha256, "validator moved to a new plugin version");
@@ -571,6 +658,11 @@ impl Registry {
             return Err(ServerError::PluginInUse { name: name.to_owned(), topics });
         }
         self.plugins.remove(name)?;
+        if manifest.world == crate::plugins::COMPAT_WORLD {
+            // Its schema types go back to the built-in checkers.
+            let builtin = crate::schemas::builtin_checkers(self.plugins.engine())?;
+            self.schemas().checkers().restore(&builtin, &manifest.supports);
+        }
         tracing::info!(plugin = name, "removed plugin");
         Ok(())
     }

@@ -33,6 +33,9 @@ pub struct Schemas {
     /// Held from planning a write until it is applied: writes happen one at a time.
     writer: tokio::sync::Mutex<()>,
     checkers: Arc<SchemaCheckers>,
+    /// Bumped after every applied write, so readers that derive something from
+    /// the state (the `schema-registry` validator's config) know it is stale.
+    generation: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Schemas {
@@ -75,7 +78,18 @@ impl Schemas {
             }
             offset = next;
         }
-        Ok(Schemas { log, state: RwLock::new(state), writer: tokio::sync::Mutex::new(()), checkers })
+        Ok(Schemas {
+            log,
+            state: RwLock::new(state),
+            writer: tokio::sync::Mutex::new(()),
+            checkers,
+            generation: std::sync::atomic::AtomicU64::new(0),
+        })
+    }
+
+    /// Changes applied so far (since start).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The checker of each schema type; replace one with `checkers().set(..)`.
@@ -137,6 +151,7 @@ impl Schemas {
         for change in plan.changes {
             state.apply(change);
         }
+        self.generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         Ok(plan.answer)
     }
 }
@@ -197,5 +212,117 @@ fn checker_error(e: PluginError) -> CheckerError {
     match e {
         PluginError::Deadline { .. } => CheckerError::Timeout(e.to_string()),
         other => CheckerError::Failed(other.to_string()),
+    }
+}
+
+/// The built-in validator that enforces registered schemas on a topic.
+pub const ENFORCE_PLUGIN: &str = "schema-registry";
+/// Its binding keys a user sets; the rest of its config comes from the registry.
+pub const ENFORCE_KEYS: &[&str] = &["subject.name.strategy", "key"];
+
+/// The configuration of the `schema-registry` validator for `topic`: the schema
+/// ids values (and, with `key=true`, keys) may carry, and those schemas. With
+/// Confluent's TopicNameStrategy (the default) a value's subject is
+/// `<topic>-value` and a key's `<topic>-key`; with RecordNameStrategy
+/// (`subject.name.strategy=record`) it is the schema's record name, so any
+/// schema registered under its own record name is allowed.
+pub fn enforcement_config(
+    state: &State,
+    topic: &str,
+    user: &std::collections::BTreeMap<String, String>,
+) -> std::result::Result<std::collections::BTreeMap<String, String>, String> {
+    if let Some(unknown) = user.keys().find(|k| !ENFORCE_KEYS.contains(&k.as_str())) {
+        return Err(format!(
+            "{ENFORCE_PLUGIN}: unknown config key {unknown:?} (known: {})",
+            ENFORCE_KEYS.join(", ")
+        ));
+    }
+    let record_strategy = match user.get("subject.name.strategy").map(String::as_str) {
+        None | Some("topic") | Some("TopicNameStrategy") => false,
+        Some("record") | Some("RecordNameStrategy") => true,
+        Some(other) => return Err(format!("subject.name.strategy: expected topic or record, got {other:?}")),
+    };
+    let key = match user.get("key").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => return Err(format!("key: expected true or false, got {other:?}")),
+    };
+    let live = |subject: &str| -> Vec<SubjectVersionLite> {
+        state
+            .versions(subject, false)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|n| state.version(subject, es_schema_registry::VersionSpec::Number(n), false).ok())
+            .map(|v| SubjectVersionLite { id: v.id, schema_type: v.schema_type, schema: v.schema })
+            .collect()
+    };
+    let (values, keys) = if record_strategy {
+        let mut own = Vec::new();
+        for subject in state.subjects(false, false, "") {
+            own.extend(
+                live(&subject).into_iter().filter(|v| record_name(v).as_deref() == Some(subject.as_str())),
+            );
+        }
+        (own.clone(), own)
+    } else {
+        (live(&format!("{topic}-value")), live(&format!("{topic}-key")))
+    };
+    let mut schemas = serde_json::Map::new();
+    for v in values.iter().chain(if key { keys.iter() } else { [].iter() }) {
+        schemas.insert(
+            v.id.to_string(),
+            serde_json::json!({"type": v.schema_type.as_str(), "schema": v.schema}),
+        );
+    }
+    let ids =
+        |list: &[SubjectVersionLite]| list.iter().map(|v| v.id.to_string()).collect::<Vec<_>>().join(",");
+    let mut config = std::collections::BTreeMap::from([
+        ("schemas".to_owned(), serde_json::Value::Object(schemas).to_string()),
+        ("value.ids".to_owned(), ids(&values)),
+    ]);
+    if key {
+        config.insert("key.ids".to_owned(), ids(&keys));
+    }
+    Ok(config)
+}
+
+#[derive(Clone)]
+struct SubjectVersionLite {
+    id: i32,
+    schema_type: SchemaType,
+    schema: String,
+}
+
+/// The record name RecordNameStrategy uses: an Avro record's full name, a JSON
+/// schema's `title`, a Protobuf schema's first message (with its package).
+fn record_name(v: &SubjectVersionLite) -> Option<String> {
+    match v.schema_type {
+        SchemaType::Avro => {
+            let json: serde_json::Value = serde_json::from_str(&v.schema).ok()?;
+            let name = json.get("name")?.as_str()?;
+            match json.get("namespace").and_then(|n| n.as_str()) {
+                Some(ns) if !ns.is_empty() && !name.contains('.') => Some(format!("{ns}.{name}")),
+                _ => Some(name.to_owned()),
+            }
+        }
+        SchemaType::Json => {
+            let json: serde_json::Value = serde_json::from_str(&v.schema).ok()?;
+            json.get("title")?.as_str().map(str::to_owned)
+        }
+        SchemaType::Protobuf => {
+            let mut package = None;
+            for line in v.schema.lines().map(str::trim) {
+                if let Some(p) = line.strip_prefix("package ") {
+                    package = Some(p.trim_end_matches(';').trim().to_owned());
+                } else if let Some(m) = line.strip_prefix("message ") {
+                    let name = m.split(|c: char| c.is_whitespace() || c == '{').next()?;
+                    return Some(match package {
+                        Some(p) => format!("{p}.{name}"),
+                        None => name.to_owned(),
+                    });
+                }
+            }
+            None
+        }
     }
 }

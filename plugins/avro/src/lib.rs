@@ -11,6 +11,7 @@ use es_plugin_sdk::{Action, Batch, Config, RecordValidator, Violation, export_va
 const CONFLUENT_HEADER_BYTES: usize = 5;
 
 struct Avro {
+    schema: &'static Schema,
     reader: GenericDatumReader<'static>,
     confluent: bool,
     action: Action,
@@ -37,7 +38,7 @@ impl RecordValidator for Avro {
             "confluent" => true,
             other => return Err(format!("wire.format: expected raw or confluent, got `{other}`")),
         };
-        Ok(Self { reader, confluent, action: parse_action(config.get("action"))? })
+        Ok(Self { schema, reader, confluent, action: parse_action(config.get("action"))? })
     }
 
     fn validate(&self, batch: &Batch<'_>, out: &mut Vec<Violation>) {
@@ -54,12 +55,20 @@ impl RecordValidator for Avro {
 impl Avro {
     fn check(&self, value: &[u8], schema_id: Option<u32>) -> Result<(), (&'static str, String)> {
         let mut body = if self.confluent { strip_header(value, schema_id)? } else { value };
-        self.reader.read_value(&mut body).map_err(|e| ("avro-decode", e.to_string()))?;
-        if body.is_empty() {
-            Ok(())
-        } else {
-            Err(("avro-trailing-bytes", format!("{} bytes left after the datum", body.len())))
+        let decoded = self.reader.read_value(&mut body).map_err(|e| ("avro-decode", e.to_string()))?;
+        if !body.is_empty() {
+            return Err(("avro-trailing-bytes", format!("{} bytes left after the datum", body.len())));
         }
+        // apache-avro decodes a string cut short by the end of the input as a
+        // null instead of failing; a datum that does not match its own schema was
+        // truncated or malformed.
+        if !decoded.validate(self.schema) {
+            return Err((
+                "avro-decode",
+                "the datum is truncated or malformed: it does not match the schema".into(),
+            ));
+        }
+        Ok(())
     }
 }
 

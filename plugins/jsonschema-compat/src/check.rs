@@ -17,20 +17,68 @@ use crate::report::{Incompatibility, Kind, Location};
 use crate::shape::{Combinator, Shape, Type, accepts_everything, allowed_values, classify, is_empty_schema};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::collections::HashSet;
 
 /// Comparisons nested deeper than this are cut short with `NESTING_TOO_DEEP`, so a
 /// hostile schema cannot exhaust the guest's stack.
 const DEPTH_MAX: usize = 128;
 
+/// How many schema pairs one check may compare, over every existing schema and
+/// direction: real schemas need a few thousand, while nested combinators built to
+/// make the pairing exponential stop here with `SCHEMA_TOO_COMPLEX` instead of
+/// running into the host's deadline.
+pub const STEPS_MAX: usize = 25_000;
+
+/// The comparison steps left for one `check` call, shared by its comparisons.
+#[derive(Debug)]
+pub struct Budget {
+    left: Cell<usize>,
+}
+
+impl Budget {
+    pub fn new(steps: usize) -> Self {
+        Self { left: Cell::new(steps) }
+    }
+
+    pub fn exhausted(&self) -> bool {
+        self.left.get() == 0
+    }
+
+    /// Takes one step; false when none is left.
+    fn take(&self) -> bool {
+        let left = self.left.get();
+        self.left.set(left.saturating_sub(1));
+        left > 0
+    }
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self::new(STEPS_MAX)
+    }
+}
+
 /// Every reason a reader with schema `reader` cannot read what a writer with
 /// schema `writer` produces; empty when it can.
 pub fn compatibility(reader: &Value, writer: &Value) -> Vec<Incompatibility> {
-    Checker::new(Document::new(reader), Document::new(writer), 0).compare(
+    compatibility_within(reader, writer, &Budget::default())
+}
+
+/// [`compatibility`] drawing on a shared step budget. When the budget runs out the
+/// result is the single `SCHEMA_TOO_COMPLEX` incompatibility: the partial findings
+/// cannot be trusted either way.
+pub fn compatibility_within(reader: &Value, writer: &Value, budget: &Budget) -> Vec<Incompatibility> {
+    let found = Checker::new(Document::new(reader), Document::new(writer), 0, budget).compare(
         reader,
         writer,
         &Location::default(),
-    )
+    );
+    if budget.exhausted() {
+        let detail = format!("comparing these schemas takes more than {STEPS_MAX} steps");
+        return vec![Location::default().at(Kind::SchemaTooComplex, detail)];
+    }
+    found
 }
 
 struct Checker<'d> {
@@ -40,14 +88,20 @@ struct Checker<'d> {
     /// recursive schema reaching the same pair again is compatible so far.
     active: HashSet<(usize, usize)>,
     depth: usize,
+    budget: &'d Budget,
 }
 
 impl<'d> Checker<'d> {
-    fn new(reader: Document<'d>, writer: Document<'d>, depth: usize) -> Self {
-        Self { reader, writer, active: HashSet::new(), depth }
+    fn new(reader: Document<'d>, writer: Document<'d>, depth: usize, budget: &'d Budget) -> Self {
+        Self { reader, writer, active: HashSet::new(), depth, budget }
     }
 
     fn compare(&mut self, reader: &Value, writer: &Value, at: &Location) -> Vec<Incompatibility> {
+        if !self.budget.take() {
+            // Incompatible, so no caller mistakes a cut-short branch for a match;
+            // `compatibility_within` replaces the whole result.
+            return vec![at.at(Kind::SchemaTooComplex, "out of comparison steps")];
+        }
         let (reader, writer) = match (self.reader.resolve(reader), self.writer.resolve(writer)) {
             (Ok(r), Ok(w)) => (r, w),
             (Err(e), _) | (_, Err(e)) => {
@@ -112,7 +166,7 @@ impl<'d> Checker<'d> {
                 // The reader rejects what its negated schema accepts; that is safe when
                 // the writer already rejects all of it, i.e. when the writer's negated
                 // schema, as a reader, accepts everything the reader's negated schema does.
-                let mut swapped = Checker::new(self.writer, self.reader, self.depth + 1);
+                let mut swapped = Checker::new(self.writer, self.reader, self.depth + 1, self.budget);
                 let found = swapped.compare(w_negated, r_negated, &at.child("not"));
                 if found.is_empty() {
                     return found;

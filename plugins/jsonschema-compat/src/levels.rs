@@ -3,7 +3,7 @@
 //! reverse, FULL both. The host passes the latest schema for plain levels and
 //! every version for transitive ones, so each schema given is checked.
 
-use crate::check::compatibility;
+use crate::check::{Budget, STEPS_MAX, compatibility_within};
 use crate::normalize::parse_document;
 use serde_json::Value;
 
@@ -40,6 +40,7 @@ pub fn check(directions: Directions, proposed: &str, existing: &[String]) -> Vec
         }
     };
     let mut out = Vec::new();
+    let budget = Budget::default();
     for (index, text) in existing.iter().enumerate() {
         let which = match existing.len() {
             1 => "the old schema".to_owned(),
@@ -54,18 +55,24 @@ pub fn check(directions: Directions, proposed: &str, existing: &[String]) -> Vec
         };
         if directions.backward {
             let context = format!("the new schema reading data written with {which}");
-            report(&proposed, &old, &context, &mut out);
+            report(&proposed, &old, &context, &budget, &mut out);
         }
         if directions.forward {
             let context = format!("{which} reading data written with the new schema");
-            report(&old, &proposed, &context, &mut out);
+            report(&old, &proposed, &context, &budget, &mut out);
+        }
+        if budget.exhausted() {
+            // One verdict for the whole call: what was found so far is incomplete.
+            let message =
+                format!("SCHEMA_TOO_COMPLEX: checking takes more than {STEPS_MAX} comparison steps");
+            return vec![Finding { path: "/".to_owned(), message }];
         }
     }
     out
 }
 
-fn report(reader: &Value, writer: &Value, context: &str, out: &mut Vec<Finding>) {
-    for found in compatibility(reader, writer) {
+fn report(reader: &Value, writer: &Value, context: &str, budget: &Budget, out: &mut Vec<Finding>) {
+    for found in compatibility_within(reader, writer, budget) {
         out.push(Finding { path: found.path.clone(), message: format!("{} ({context})", found.message()) });
     }
 }
@@ -104,6 +111,28 @@ mod tests {
         let found = check(BACKWARD, r#"{"type": "integer"}"#, &old);
         assert_eq!(found.len(), 1);
         assert!(found[0].message.contains("old schema 1 of 2"), "{}", found[0].message);
+    }
+
+    #[test]
+    fn an_exponential_schema_stops_with_schema_too_complex() {
+        // Each level is an anyOf of three references to the level below: small
+        // text, but every reader branch is paired with every writer branch at
+        // every level, 9^12 comparisons without a budget.
+        let levels = |leaf: &str| {
+            let mut definitions = vec![format!(r#""d0": {{"type": "{leaf}"}}"#)];
+            for i in 1..=12 {
+                let below = format!(r##"{{"$ref": "#/definitions/d{}"}}"##, i - 1);
+                definitions.push(format!(
+                    r#""d{i}": {{"anyOf": [{below}, {below}, {below}, {{"type": "string"}}]}}"#
+                ));
+            }
+            format!(r##"{{"$ref": "#/definitions/d12", "definitions": {{{}}}}}"##, definitions.join(", "))
+        };
+        let (schema, old) = (levels("integer"), levels("number"));
+        let found = check(FORWARD, &schema, &schemas(&[&old]));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].path, "/");
+        assert!(found[0].message.starts_with("SCHEMA_TOO_COMPLEX: "), "{}", found[0].message);
     }
 
     #[test]

@@ -42,7 +42,7 @@ pub async fn dispatch(req: Request, id: u32, state: &BinaryState, tx: Tx, slot: 
         }
         Request::Produce { topic, partition, batch } => {
             // Appended now, in frame order; only the fsync wait runs concurrently.
-            match append(state, &topic, partition, batch.to_vec()) {
+            match append(state, &topic, partition, batch.to_vec()).await {
                 Ok((pending, dead_letters)) => {
                     tokio::spawn(async move {
                         // Dead-lettered records are durable before the answer too.
@@ -114,7 +114,7 @@ fn partition(state: &BinaryState, topic: &str, partition: u32) -> Result<Arc<Par
 /// Appends one produce batch after the topic's validators (if any) accepted it.
 /// Returns the batch's append (none when every record was dead-lettered) and the
 /// appends to dead-letter topics.
-fn append(
+async fn append(
     state: &BinaryState,
     topic: &str,
     p: u32,
@@ -125,12 +125,13 @@ fn append(
     }
     let t = state.registry.topic(topic).map_err(|e| server_error(&e))?;
     let log = t.partition(u64::from(p)).map_err(|e| server_error(&e))?;
-    let chain = t.validators();
+    let chain = state.registry.validators(&t).await;
     if chain.is_empty() {
         return Ok((Some(log.append(batch, TERM).map_err(|e| log_error(&e))?), Vec::new()));
     }
     let (records, idempotent) = decode_batch(&batch, log.config().batch_bytes_max)?;
-    let mut checked = chain.check(topic, p, &records, &|i| i);
+    let records: Arc<[Record]> = records.into();
+    let mut checked = chain.check(Arc::from(topic), p, records.clone(), Arc::from(Vec::new())).await;
     if let Some((plugin, reason)) = checked.plugin_failure.take() {
         let e = ServerError::PluginFailed { topic: topic.to_owned(), plugin, reason };
         return Err(error(ErrorCode::PluginFailed, e.to_string()));
@@ -157,7 +158,7 @@ fn append(
         dead_letters.push(log.append_records(&[out], TERM).map_err(|e| log_error(&e))?);
     }
     let kept: Vec<Record> =
-        records.into_iter().enumerate().filter(|(i, _)| !dead.contains_key(i)).map(|(_, r)| r).collect();
+        records.iter().enumerate().filter(|(i, _)| !dead.contains_key(i)).map(|(_, r)| r.clone()).collect();
     let pending = if kept.is_empty() {
         None
     } else {

@@ -79,7 +79,7 @@ pub struct UploadQuery {
 
 #[utoipa::path(post, path = "/plugins/{name}", tag = "plugins",
     params(("name" = String, Path, description = "Plugin name"), UploadQuery),
-    request_body(content = Vec<u8>, content_type = "application/wasm", description = "The component"),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "The component (.wasm)"),
     responses(
         (status = 201, description = "Stored (component and manifest on disk)", body = PluginDescription),
         (status = 200, description = "Identical to the stored plugin, or replaced it", body = PluginDescription),

@@ -62,7 +62,7 @@ pub async fn produce(
         ));
     }
     let count = groups.values().map(Vec::len).sum();
-    let (groups, dead, violations) = validate(&state, &topic, &name, groups, producer.is_some())?;
+    let (groups, dead, violations) = validate(&state, &topic, &name, groups, producer.is_some()).await?;
     // Append every group before awaiting any, so the partitions' fsyncs overlap.
     let mut pending = Vec::new();
     for (partition, group) in &groups {
@@ -102,21 +102,23 @@ type DeadLetters = Vec<(String, u32, Vec<(usize, Record)>)>;
 /// appended (validation never waits on, or holds up, a flush). Refusals fail the
 /// whole request; dead-lettered records move out of `groups` into their
 /// dead-letter topic's batch, carrying the reason in headers.
-fn validate(
+async fn validate(
     state: &AppState,
-    topic: &Topic,
+    topic: &Arc<Topic>,
     name: &str,
     mut groups: Groups,
     idempotent: bool,
 ) -> Result<(Groups, DeadLetters, Vec<Finding>)> {
-    let chain = topic.validators();
+    let chain = state.registry.validators(topic).await;
     if chain.is_empty() {
         return Ok((groups, Vec::new(), Vec::new()));
     }
     let mut checked = Checked::default();
+    let topic_name: Arc<str> = Arc::from(name);
     for (partition, group) in &groups {
-        let records: Vec<Record> = group.iter().map(|(_, r)| r.clone()).collect();
-        checked.merge(chain.check(name, *partition, &records, &|i| group[i].0));
+        let records: Arc<[Record]> = group.iter().map(|(_, r)| r.clone()).collect();
+        let indexes: Arc<[usize]> = group.iter().map(|(i, _)| *i).collect();
+        checked.merge(chain.clone().check(topic_name.clone(), *partition, records, indexes).await);
     }
     if let Some((plugin, reason)) = checked.plugin_failure {
         return Err(ServerError::PluginFailed { topic: name.to_owned(), plugin, reason });

@@ -106,6 +106,9 @@ impl Link {
 #[derive(Default)]
 pub struct Chain {
     pub links: Vec<Link>,
+    /// For a chain with the `schema-registry` validator: the schema registry's
+    /// generation its config was derived from.
+    pub schema_generation: Option<u64>,
 }
 
 impl Chain {
@@ -118,9 +121,32 @@ impl Chain {
     }
 
     /// Runs every validator over `records` (one partition's batch) and decides each
-    /// record's fate. `request_index` maps an index into `records` to the record's
-    /// index in the produce request, which is what findings name.
-    pub fn check(
+    /// record's fate; `request_indexes[i]` is the index of `records[i]` in the
+    /// produce request, which is what findings name (empty: the same index).
+    ///
+    /// Guest code runs on tokio's blocking pool: a call may block for up to its
+    /// deadline, and WASI's stdio (a guest's panic message) blocks on the runtime,
+    /// which a runtime worker thread may not do.
+    pub async fn check(
+        self: Arc<Self>,
+        topic: Arc<str>,
+        partition: u32,
+        records: Arc<[Record]>,
+        request_indexes: Arc<[usize]>,
+    ) -> Checked {
+        let index = move |i: usize| request_indexes.get(i).copied().unwrap_or(i);
+        let chain = self.clone();
+        let (t, r) = (topic.clone(), records.clone());
+        match tokio::task::spawn_blocking(move || chain.check_here(&t, partition, &r, &index)).await {
+            Ok(checked) => checked,
+            Err(e) => Checked {
+                findings: Vec::new(),
+                plugin_failure: Some(("-".into(), format!("the validation task failed: {e}"))),
+            },
+        }
+    }
+
+    fn check_here(
         &self,
         topic: &str,
         partition: u32,

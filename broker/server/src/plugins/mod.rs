@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use es_core::{Clock, SystemClock};
-use es_plugin_host::{EngineLimits, PluginEngine, PluginLimits, Validator};
+use es_plugin_host::{CompatChecker, EngineLimits, PluginEngine, PluginError, PluginLimits, Validator};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
@@ -28,6 +28,8 @@ use crate::store::{self, MetaStore, Stored};
 
 /// The world a record validator implements.
 pub const VALIDATOR_WORLD: &str = "record-validator";
+/// The world a schema compatibility checker implements.
+pub const COMPAT_WORLD: &str = "schema-compat";
 
 /// What the broker knows about one plugin.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -54,6 +56,10 @@ pub struct Manifest {
     /// Embedded in the broker binary; cannot be removed or replaced.
     #[serde(default)]
     pub builtin: bool,
+    /// For a schema-compat checker: the schema types it judges (it replaces the
+    /// registry's checker for each).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub supports: Vec<String>,
 }
 
 impl Stored for Manifest {
@@ -235,6 +241,23 @@ impl Plugins {
         .map_err(ServerError::Plugin)
     }
 
+    /// Loads a schema-compat checker with the plugin's default config and limits
+    /// (the compatibility deadline unless the manifest sets one).
+    pub fn load_checker(&self, manifest: &Manifest, wasm: &[u8]) -> Result<CompatChecker> {
+        let mut limits = manifest.limits.to_limits();
+        if manifest.limits.call_deadline_ms.is_none() {
+            limits.call_deadline_ms = PluginLimits::compat().call_deadline_ms;
+        }
+        let config = manifest.default_config.clone().into_iter().collect();
+        CompatChecker::load(&self.engine, &manifest.name, wasm, config, limits).map_err(ServerError::Plugin)
+    }
+
+    /// Uploaded schema-compat checkers.
+    pub fn uploaded_checkers(&self) -> Vec<Manifest> {
+        let all = self.by_name.read().expect("plugins lock");
+        all.values().filter(|m| !m.builtin && m.world == COMPAT_WORLD).cloned().collect()
+    }
+
     /// Checks an upload (a component of a known world importing only what the
     /// sandbox allows) and returns the manifest it would get; nothing is stored.
     pub fn inspect(&self, upload: &Upload) -> Result<Manifest> {
@@ -255,12 +278,33 @@ impl Plugins {
                 self.engine.limits().memory_bytes_max
             )));
         }
-        let info =
-            Validator::inspect(&self.engine, &upload.name, &upload.wasm).map_err(ServerError::Plugin)?;
+        let (world, info, supports) = match Validator::inspect(&self.engine, &upload.name, &upload.wasm) {
+            Ok(info) => (VALIDATOR_WORLD, info, Vec::new()),
+            // Not a validator: perhaps a schema compatibility checker.
+            Err(PluginError::WrongWorld { reason: as_validator, .. }) => {
+                let config = upload.default_config.clone().into_iter().collect();
+                let mut limits = PluginLimits::compat();
+                if let Some(ms) = upload.limits.call_deadline_ms {
+                    limits.call_deadline_ms = ms;
+                }
+                match CompatChecker::load(&self.engine, &upload.name, &upload.wasm, config, limits) {
+                    Ok(checker) => (COMPAT_WORLD, checker.info().clone(), checker.supports().to_vec()),
+                    Err(PluginError::WrongWorld { reason: as_checker, .. }) => {
+                        return Err(ServerError::InvalidRequest(format!(
+                            "plugin {:?} implements neither es:plugin/record-validator@0.1.0 ({as_validator}) \
+                             nor es:plugin/schema-compat@0.1.0 ({as_checker})",
+                            upload.name
+                        )));
+                    }
+                    Err(e) => return Err(ServerError::Plugin(e)),
+                }
+            }
+            Err(e) => return Err(ServerError::Plugin(e)),
+        };
         Ok(Manifest {
             name: upload.name.clone(),
             sha256: hex_sha256(&upload.wasm),
-            world: VALIDATOR_WORLD.to_owned(),
+            world: world.to_owned(),
             version: info.version,
             description: info.description,
             config_keys: info.config_keys,
@@ -269,6 +313,7 @@ impl Plugins {
             size_bytes: upload.wasm.len() as u64,
             added_ms: SystemClock.now_ms(),
             builtin: false,
+            supports,
         })
     }
 
@@ -298,6 +343,7 @@ impl Plugins {
             .read()
             .expect("plugins lock")
             .values()
+            .filter(|m| !m.builtin)
             .map(|m| format!("{}.wasm", m.sha256))
             .collect();
         let entries =
@@ -339,6 +385,7 @@ fn builtin_manifests() -> BTreeMap<String, Manifest> {
                     size_bytes: wasm.len() as u64,
                     added_ms: 0,
                     builtin: true,
+                    supports: Vec::new(),
                 },
             ))
         })
@@ -391,7 +438,7 @@ mod tests {
         let mut repairs = Vec::new();
         let plugins = Plugins::open(dir.path(), &mut repairs).unwrap();
         let names: Vec<String> = plugins.list().unwrap().into_iter().map(|m| m.name).collect();
-        assert_eq!(names, vec!["avro", "json-schema", "rules"]);
+        assert_eq!(names, vec!["avro", "json-schema", "rules", "schema-registry"]);
         assert!(!plugins.get("rules").unwrap().version.is_empty(), "a built-in describes itself");
         let wasm = es_plugin_host::builtin::RULES.to_vec();
         let upload = Upload { name: "my-rules".into(), wasm: wasm.clone(), ..Upload::default() };
