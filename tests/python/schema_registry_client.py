@@ -104,6 +104,11 @@ def json_schema(broker, client):
         "properties": {"id": {"type": "number"}, "item": {"type": "string"}},
         "required": ["id"]})
     assert client.test_compatibility(subject, Schema(widened, "JSON")) is True
+    retyped = json.dumps({
+        "$schema": "http://json-schema.org/draft-07/schema#", "title": "Order", "type": "object",
+        "properties": {"id": {"type": "string"}, "item": {"type": "string"}},
+        "required": ["id"]})
+    assert client.test_compatibility(subject, Schema(retyped, "JSON")) is False
 
     from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
     serializer = JSONSerializer(schema, client)
