@@ -6,13 +6,11 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use common::*;
 use es_plugin_host::builtin::{self, AVRO_COMPAT};
 use es_plugin_host::{CompatChecker, CompatLevel, Incompatibility, PluginLimits};
-use serde_json::Value;
 
 fn avro() -> &'static CompatChecker {
     static CHECKER: OnceLock<CompatChecker> = OnceLock::new();
@@ -22,15 +20,8 @@ fn avro() -> &'static CompatChecker {
     })
 }
 
-fn conformance(file: &str) -> Value {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/conformance").join(file);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
-}
-
 fn check(level: CompatLevel, proposed: &str, existing: &[&str]) -> Vec<Incompatibility> {
-    let existing: Vec<String> = existing.iter().map(|s| (*s).to_owned()).collect();
-    avro().check(level, proposed, &existing).unwrap_or_else(|e| panic!("check: {e}"))
+    compat_check(avro(), level, proposed, existing)
 }
 
 fn compatible(level: CompatLevel, proposed: &str, existing: &[&str]) -> bool {

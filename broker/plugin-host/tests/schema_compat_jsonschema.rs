@@ -6,13 +6,11 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use common::*;
 use es_plugin_host::builtin::{self, JSONSCHEMA_COMPAT};
 use es_plugin_host::{CompatChecker, CompatLevel, Incompatibility, PluginLimits};
-use serde_json::Value;
 
 /// Agreement today; the targets are 95% of each set (305 of 321, 138 of 145).
 /// docs/schema-registry.md explains every remaining disagreement.
@@ -27,15 +25,8 @@ fn json() -> &'static CompatChecker {
     })
 }
 
-fn conformance(file: &str) -> Value {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/conformance").join(file);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
-}
-
 fn check(level: CompatLevel, proposed: &str, existing: &[&str]) -> Vec<Incompatibility> {
-    let existing: Vec<String> = existing.iter().map(|s| (*s).to_owned()).collect();
-    json().check(level, proposed, &existing).unwrap_or_else(|e| panic!("check: {e}"))
+    compat_check(json(), level, proposed, existing)
 }
 
 fn compatible(level: CompatLevel, proposed: &str, existing: &[&str]) -> bool {

@@ -62,3 +62,22 @@ pub fn engine_still_works() {
     let found = rules.validate(target(), &[keyed("k", b"v"), value(b"no key")]).expect("rules after failure");
     assert_eq!(codes(&found), vec![(1, "key-required".to_owned())]);
 }
+
+/// One file of the conformance data in `tests/conformance/` (from other projects'
+/// suites; see the README there).
+pub fn conformance(file: &str) -> serde_json::Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/conformance").join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
+}
+
+/// `checker.check` on string slices, panicking with the error.
+pub fn compat_check(
+    checker: &es_plugin_host::CompatChecker,
+    level: es_plugin_host::CompatLevel,
+    proposed: &str,
+    existing: &[&str],
+) -> Vec<es_plugin_host::Incompatibility> {
+    let existing: Vec<String> = existing.iter().map(|s| (*s).to_owned()).collect();
+    checker.check(level, proposed, &existing).unwrap_or_else(|e| panic!("check: {e}"))
+}
