@@ -89,14 +89,22 @@ pub fn compat_supports<T: SchemaCompat>() -> Vec<String> {
     T::SUPPORTS.iter().map(|t| (*t).to_owned()).collect()
 }
 
-pub fn compat_normalize<T: SchemaCompat>(schema: String) -> Result<String, String> {
+/// Moves a schema out of the bindings (the texts are not copied).
+fn from_wit(schema: compat::Schema) -> crate::Schema {
+    let references =
+        schema.references.into_iter().map(|r| crate::Reference::from_parts(r.name, r.text)).collect();
+    crate::Schema::from_parts(schema.text, references)
+}
+
+pub fn compat_normalize<T: SchemaCompat>(schema: compat::Schema) -> Result<String, String> {
+    let schema = from_wit(schema);
     with_configured(|plugin: &T| plugin.normalize(&schema))
 }
 
 pub fn compat_check<T: SchemaCompat>(
     level: compat::Level,
-    proposed: String,
-    existing: Vec<String>,
+    proposed: compat::Schema,
+    existing: Vec<compat::Schema>,
 ) -> Vec<compat::Incompatibility> {
     let level = match level {
         compat::Level::Backward => CompatLevel::Backward,
@@ -107,6 +115,8 @@ pub fn compat_check<T: SchemaCompat>(
         compat::Level::FullTransitive => CompatLevel::FullTransitive,
         compat::Level::None => CompatLevel::None,
     };
+    let proposed = from_wit(proposed);
+    let existing: Vec<crate::Schema> = existing.into_iter().map(from_wit).collect();
     let mut out: Vec<Incompatibility> = Vec::new();
     with_configured(|plugin: &T| plugin.check(level, &proposed, &existing, &mut out));
     out.into_iter().map(|i| compat::Incompatibility { path: i.path, message: i.message }).collect()

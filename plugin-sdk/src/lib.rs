@@ -44,7 +44,7 @@
 //! list of required field names, one per line:
 //!
 //! ```ignore
-//! use es_plugin_sdk::{export_schema_compat, CompatLevel, Config, Incompatibility, SchemaCompat};
+//! use es_plugin_sdk::{export_schema_compat, CompatLevel, Config, Incompatibility, Schema, SchemaCompat};
 //!
 //! struct Lines;
 //!
@@ -59,20 +59,23 @@
 //!         Ok(Lines)
 //!     }
 //!
-//!     fn normalize(&self, schema: &str) -> Result<String, String> {
-//!         let mut fields: Vec<&str> = schema.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+//!     fn normalize(&self, schema: &Schema) -> Result<String, String> {
+//!         let lines = schema.text().lines().map(str::trim);
+//!         let mut fields: Vec<&str> = lines.filter(|l| !l.is_empty()).collect();
 //!         fields.sort_unstable();
 //!         Ok(fields.join("\n"))
 //!     }
 //!
-//!     fn check(&self, level: CompatLevel, proposed: &str, existing: &[String], out: &mut Vec<Incompatibility>) {
+//!     fn check(&self, level: CompatLevel, proposed: &Schema, existing: &[Schema], out: &mut Vec<Incompatibility>) {
 //!         if !level.checks_backward() {
 //!             return;
 //!         }
 //!         // Backward: the proposed (reader) schema may only require fields every
-//!         // existing (writer) schema has.
+//!         // existing (writer) schema has. (LINES has no references; a type that
+//!         // has them finds each schema's in `Schema::references`.)
 //!         for (i, writer) in existing.iter().enumerate() {
-//!             for field in proposed.lines().filter(|f| !writer.lines().any(|w| w == *f)) {
+//!             let missing = |f: &&str| !writer.text().lines().any(|w| w == *f);
+//!             for field in proposed.text().lines().filter(missing) {
 //!                 out.push(Incompatibility::new(format!("/{field}"), format!("field `{field}` is missing in version {i}")));
 //!             }
 //!         }
@@ -85,9 +88,11 @@
 mod batch;
 mod config;
 mod glue;
+mod schema;
 
 pub use batch::{Batch, HeaderRef, RecordRef};
 pub use config::Config;
+pub use schema::{Reference, Schema};
 
 /// What the broker does with a failing record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,15 +214,25 @@ pub trait SchemaCompat: Sized + 'static {
     /// Parses the configuration. An error refuses the plugin.
     fn configure(config: &Config) -> Result<Self, String>;
 
-    /// Parses `schema` and returns its canonical text (two schemas with the same
-    /// meaning should give the same text), or why it is invalid.
-    fn normalize(&self, schema: &str) -> Result<String, String>;
+    /// Parses `schema` (with the definitions its references bring) and returns
+    /// the canonical text of `schema.text()` alone (two schemas with the same
+    /// meaning should give the same text; references are not inlined), or why
+    /// it is invalid, e.g. because it uses a name no reference defines.
+    fn normalize(&self, schema: &Schema) -> Result<String, String>;
 
     /// Pushes every incompatibility of `proposed` against `existing` under
     /// `level` onto `out` (nothing when compatible). `existing` holds the latest
     /// schema for plain levels and every version, newest last, for transitive ones;
-    /// check each of them. `CompatLevel::None` accepts everything.
-    fn check(&self, level: CompatLevel, proposed: &str, existing: &[String], out: &mut Vec<Incompatibility>);
+    /// check each of them. Each schema carries its own references (a new version
+    /// may reference a newer version of a referenced schema). `CompatLevel::None`
+    /// accepts everything.
+    fn check(
+        &self,
+        level: CompatLevel,
+        proposed: &Schema,
+        existing: &[Schema],
+        out: &mut Vec<Incompatibility>,
+    );
 }
 
 /// Severity of a line sent to the broker's log.
@@ -297,15 +312,15 @@ macro_rules! export_schema_compat {
                 }
 
                 fn normalize(
-                    schema: ::std::string::String,
+                    schema: $crate::__private::WitSchema,
                 ) -> ::std::result::Result<::std::string::String, ::std::string::String> {
                     $crate::__private::compat_normalize::<$ty>(schema)
                 }
 
                 fn check(
                     level: $crate::__private::WitLevel,
-                    proposed: ::std::string::String,
-                    existing: ::std::vec::Vec<::std::string::String>,
+                    proposed: $crate::__private::WitSchema,
+                    existing: ::std::vec::Vec<$crate::__private::WitSchema>,
                 ) -> ::std::vec::Vec<$crate::__private::WitIncompatibility> {
                     $crate::__private::compat_check::<$ty>(level, proposed, existing)
                 }
@@ -330,7 +345,7 @@ pub mod __private {
         Batch as WitBatch, Guest as ValidatorGuest, Violation as WitViolation,
     };
     pub use compat_bindings::exports::es::plugin::compat::{
-        Guest as CompatGuest, Incompatibility as WitIncompatibility, Level as WitLevel,
+        Guest as CompatGuest, Incompatibility as WitIncompatibility, Level as WitLevel, Schema as WitSchema,
     };
     pub use compat_bindings::exports::es::plugin::lifecycle::{
         Guest as CompatLifecycleGuest, PluginInfo as CompatPluginInfo,

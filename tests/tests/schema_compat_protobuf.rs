@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use base64::Engine as _;
 use es_plugin_host::builtin::{self, PROTOBUF_COMPAT};
-use es_plugin_host::{CompatChecker, CompatLevel, EngineLimits, PluginEngine, PluginLimits};
+use es_plugin_host::{CompatChecker, CompatLevel, EngineLimits, PluginEngine, PluginLimits, Schema};
 use prost::Message as _;
 use prost_types::field_descriptor_proto::{Label, Type};
 use prost_types::{DescriptorProto, FieldDescriptorProto, FileDescriptorProto};
@@ -29,14 +29,14 @@ fn checker() -> &'static CompatChecker {
 }
 
 fn normalize(schema: &str) -> Result<String, String> {
-    checker().normalize(schema).expect("the plugin answers")
+    checker().normalize(&Schema::new(schema)).expect("the plugin answers")
 }
 
 /// (path, Confluent's difference name) of each incompatibility.
 fn check(level: CompatLevel, proposed: &str, existing: &[&str]) -> Vec<(String, String)> {
-    let existing: Vec<String> = existing.iter().map(|s| (*s).to_owned()).collect();
+    let existing: Vec<Schema> = existing.iter().map(|s| Schema::new(*s)).collect();
     checker()
-        .check(level, proposed, &existing)
+        .check(level, &Schema::new(proposed), &existing)
         .expect("the plugin answers")
         .into_iter()
         .map(|i| {
@@ -373,7 +373,9 @@ fn transitive_levels_check_every_version_given() {
         );
     }
     // Both directions, each reported with its own reader and writer.
-    let full = checker().check(CompatLevel::FullTransitive, &v3, &[v1.clone(), v2.clone()]).unwrap();
+    let full = checker()
+        .check(CompatLevel::FullTransitive, &Schema::new(&v3), &[Schema::new(&v1), Schema::new(&v2)])
+        .unwrap();
     assert_eq!(full.len(), 2);
     assert!(full[0].message.contains("in the new schema cannot read"), "{}", full[0].message);
     assert!(full[1].message.contains("in the old schema cannot read"), "{}", full[1].message);

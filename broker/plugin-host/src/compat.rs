@@ -122,6 +122,60 @@ pub struct Incompatibility {
     pub message: String,
 }
 
+/// A schema as a checker receives it: its text and, resolved, the schemas it
+/// references (Confluent's schema `references`), transitively and in dependency
+/// order: each referenced schema once, after those it references itself, never
+/// the schema itself. `Schema::from("...")` is a schema without references.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Schema {
+    pub text: String,
+    pub references: Vec<SchemaReference>,
+}
+
+/// One referenced schema, under the name the referencing schema uses for it (the
+/// URL of a JSON Schema `$ref`, the path of a Protobuf `import`; Avro ignores it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaReference {
+    pub name: String,
+    pub text: String,
+}
+
+impl Schema {
+    /// A schema without references.
+    pub fn new(text: impl Into<String>) -> Self {
+        Self { text: text.into(), references: Vec::new() }
+    }
+
+    /// Adds a referenced schema after those already there.
+    pub fn with_reference(mut self, name: impl Into<String>, text: impl Into<String>) -> Self {
+        self.references.push(SchemaReference { name: name.into(), text: text.into() });
+        self
+    }
+
+    fn to_wit(&self) -> wit::Schema {
+        wit::Schema {
+            text: self.text.clone(),
+            references: self
+                .references
+                .iter()
+                .map(|r| wit::Reference { name: r.name.clone(), text: r.text.clone() })
+                .collect(),
+        }
+    }
+}
+
+impl From<&str> for Schema {
+    fn from(text: &str) -> Self {
+        Self::new(text)
+    }
+}
+
+impl From<String> for Schema {
+    fn from(text: String) -> Self {
+        Self::new(text)
+    }
+}
+
 /// A schema-compat plugin ready to be called from any thread. Load it with
 /// `PluginLimits::compat()` for the compatibility deadline.
 pub struct CompatChecker {
@@ -200,11 +254,12 @@ impl CompatChecker {
         self.plugin.warm_instances()
     }
 
-    /// Parses `schema` and returns its canonical form (`Ok(Ok(..))`), or why the
-    /// schema is invalid (`Ok(Err(message))`, for a 422 reply). `Err` is a failure
-    /// of the plugin itself, not of the schema.
-    pub fn normalize(&self, schema: &str) -> Result<Result<String, String>, PluginError> {
-        match self.plugin.call(|b, s| b.es_plugin_compat().call_normalize(s, schema))? {
+    /// Parses `schema` (with its references) and returns the canonical form of
+    /// its text (`Ok(Ok(..))`), or why the schema is invalid (`Ok(Err(message))`,
+    /// for a 422 reply). `Err` is a failure of the plugin itself, not of the schema.
+    pub fn normalize(&self, schema: &Schema) -> Result<Result<String, String>, PluginError> {
+        let schema = schema.to_wit();
+        match self.plugin.call(|b, s| b.es_plugin_compat().call_normalize(s, &schema))? {
             Ok(canonical) if canonical.trim().is_empty() => {
                 Err(self.plugin.garbage("normalize returned an empty schema for a valid one".to_owned()))
             }
@@ -219,17 +274,19 @@ impl CompatChecker {
     /// Checks `proposed` against `existing` under `level` and returns every
     /// incompatibility found; empty means compatible. Pass the latest schema for
     /// plain levels and every version (oldest first, newest last) for transitive
-    /// ones. Paths and messages are cut at 1 KiB, and at most
-    /// `INCOMPATIBILITIES_MAX` are returned.
+    /// ones, each with its own references. Paths and messages are cut at 1 KiB,
+    /// and at most `INCOMPATIBILITIES_MAX` are returned.
     pub fn check(
         &self,
         level: CompatLevel,
-        proposed: &str,
-        existing: &[String],
+        proposed: &Schema,
+        existing: &[Schema],
     ) -> Result<Vec<Incompatibility>, PluginError> {
+        let proposed = proposed.to_wit();
+        let existing: Vec<wit::Schema> = existing.iter().map(Schema::to_wit).collect();
         let found = self
             .plugin
-            .call(|b, s| b.es_plugin_compat().call_check(s, level.to_wit(), proposed, existing))?;
+            .call(|b, s| b.es_plugin_compat().call_check(s, level.to_wit(), &proposed, &existing))?;
         if let Some(i) = found.iter().position(|i| i.message.trim().is_empty()) {
             return Err(self.plugin.garbage(format!("incompatibility {i} has an empty message")));
         }
@@ -244,7 +301,7 @@ impl CompatChecker {
     /// block their task for up to the deadline.
     pub async fn normalize_blocking(
         self: Arc<Self>,
-        schema: String,
+        schema: Schema,
     ) -> Result<Result<String, String>, PluginError> {
         let name = self.name().to_owned();
         tokio::task::spawn_blocking(move || self.normalize(&schema)).await.map_err(|e| host_task(name, e))?
@@ -254,8 +311,8 @@ impl CompatChecker {
     pub async fn check_blocking(
         self: Arc<Self>,
         level: CompatLevel,
-        proposed: String,
-        existing: Vec<String>,
+        proposed: Schema,
+        existing: Vec<Schema>,
     ) -> Result<Vec<Incompatibility>, PluginError> {
         let name = self.name().to_owned();
         tokio::task::spawn_blocking(move || self.check(level, &proposed, &existing))

@@ -27,7 +27,9 @@ mod sandbox;
 mod stderr;
 mod validator;
 
-pub use compat::{CompatChecker, CompatLevel, CompatStats, Incompatibility, UnknownCompatLevel};
+pub use compat::{
+    CompatChecker, CompatLevel, CompatStats, Incompatibility, Schema, SchemaReference, UnknownCompatLevel,
+};
 pub use engine::PluginEngine;
 pub use error::PluginError;
 pub use limits::{EngineLimits, PluginLimits};

@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use common::*;
 use es_plugin_host::builtin::{self, AVRO_COMPAT};
-use es_plugin_host::{CompatChecker, CompatLevel, Incompatibility, PluginLimits};
+use es_plugin_host::{CompatChecker, CompatLevel, Incompatibility, PluginLimits, Schema};
 
 fn avro() -> &'static CompatChecker {
     static CHECKER: OnceLock<CompatChecker> = OnceLock::new();
@@ -100,11 +100,19 @@ fn normalize_gives_one_canonical_form_and_refuses_bad_schemas() {
         r#"{"type":"record","name":"r","namespace":"ns","fields":[{"name":"a","type":"int","default":1}]}"#;
     let b = r#"{ "fields": [ {"default": 1, "type": "int", "name": "a"} ],
                "namespace": "ns", "name": "r", "type": "record" }"#;
-    let canonical = avro().normalize(a).unwrap().expect("a valid schema");
-    assert_eq!(avro().normalize(b).unwrap(), Ok(canonical.clone()), "key order and spacing do not matter");
-    assert_eq!(avro().normalize(&canonical).unwrap(), Ok(canonical.clone()), "normalizing is idempotent");
+    let canonical = avro().normalize(&Schema::new(a)).unwrap().expect("a valid schema");
+    assert_eq!(
+        avro().normalize(&Schema::new(b)).unwrap(),
+        Ok(canonical.clone()),
+        "key order and spacing do not matter"
+    );
+    assert_eq!(
+        avro().normalize(&Schema::new(&canonical)).unwrap(),
+        Ok(canonical.clone()),
+        "normalizing is idempotent"
+    );
     assert!(canonical.contains(r#""default":1"#), "defaults are kept: {canonical}");
-    assert_eq!(avro().normalize(r#""string""#).unwrap(), Ok(r#""string""#.to_owned()));
+    assert_eq!(avro().normalize(&Schema::new(r#""string""#)).unwrap(), Ok(r#""string""#.to_owned()));
 
     for bad in [
         r#"{"type":"record","name":"r"}"#,
@@ -112,7 +120,7 @@ fn normalize_gives_one_canonical_form_and_refuses_bad_schemas() {
         "not json",
         r#"{"type":"enum","name":"e","symbols":["A","A"]}"#,
     ] {
-        let refused = avro().normalize(bad).unwrap().expect_err(bad);
+        let refused = avro().normalize(&Schema::new(bad)).unwrap().expect_err(bad);
         assert!(refused.starts_with("invalid Avro schema: "), "{bad}: {refused}");
         assert!(refused.len() > "invalid Avro schema: ".len(), "the parser says why: {refused}");
     }
@@ -126,9 +134,14 @@ fn every_conformance_schema_normalizes_idempotently_and_keeps_its_verdict() {
         let mut normal = Vec::new();
         for side in ["reader", "writer"] {
             let schema = case[side].to_string();
-            let once = avro().normalize(&schema).unwrap().unwrap_or_else(|e| panic!("case {i} {side}: {e}"));
-            let twice =
-                avro().normalize(&once).unwrap().unwrap_or_else(|e| panic!("case {i} {side} again: {e}"));
+            let once = avro()
+                .normalize(&Schema::new(&schema))
+                .unwrap()
+                .unwrap_or_else(|e| panic!("case {i} {side}: {e}"));
+            let twice = avro()
+                .normalize(&Schema::new(&once))
+                .unwrap()
+                .unwrap_or_else(|e| panic!("case {i} {side} again: {e}"));
             assert_eq!(once, twice, "case {i} {side}: normalizing is idempotent");
             normal.push(once);
         }
@@ -153,8 +166,8 @@ fn namespaces_references_and_logical_types_survive_normalization() {
             {"name":"qty","type":"int","default":1}]}}},
         {"name":"by_sku","type":{"type":"map","values":"line"}},
         {"name":"parent","type":["null","order"],"default":null}]}"#;
-    let once = avro().normalize(schema).unwrap().expect("valid");
-    assert_eq!(avro().normalize(&once).unwrap(), Ok(once.clone()), "idempotent: {once}");
+    let once = avro().normalize(&Schema::new(schema)).unwrap().expect("valid");
+    assert_eq!(avro().normalize(&Schema::new(&once)).unwrap(), Ok(once.clone()), "idempotent: {once}");
     for level in CompatLevel::ALL {
         assert!(compatible(level, &once, &[schema]), "{level}: normalized against original");
     }
@@ -200,8 +213,8 @@ fn schemas_built_to_be_slow_fail_closed_within_the_deadline() {
     let patient = CompatChecker::load(engine(), "avro-compat-patient", AVRO_COMPAT, vec![], limits).unwrap();
     let started = std::time::Instant::now();
     // The step budget is per request, so many versions do not multiply it.
-    let existing = vec![same.clone(); 8];
-    let found = patient.check(CompatLevel::FullTransitive, &narrowed, &existing).unwrap();
+    let existing = vec![Schema::new(&same); 8];
+    let found = patient.check(CompatLevel::FullTransitive, &Schema::new(&narrowed), &existing).unwrap();
     let took = started.elapsed();
     let codes = codes(&found);
     assert_eq!(codes.iter().filter(|c| **c == "SCHEMA_TOO_COMPLEX").count(), 1, "{:?}", &found[..3]);

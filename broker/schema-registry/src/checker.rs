@@ -18,6 +18,31 @@ pub struct Incompatibility {
     pub message: String,
 }
 
+/// A schema as a checker receives it: its text and, resolved from the registry,
+/// the schemas it references (Confluent's schema `references`), transitively and
+/// in dependency order: each referenced schema once, after those it references
+/// itself, never the schema itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResolvedSchema {
+    pub text: String,
+    pub references: Vec<ResolvedReference>,
+}
+
+impl ResolvedSchema {
+    /// A schema without references.
+    pub fn new(text: impl Into<String>) -> Self {
+        Self { text: text.into(), references: Vec::new() }
+    }
+}
+
+/// One referenced schema: the reference's name (a JSON Schema `$ref` URL, a
+/// Protobuf import path) and the text of the version it points at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedReference {
+    pub name: String,
+    pub text: String,
+}
+
 /// A checker that could not answer (as opposed to an answer of "invalid" or
 /// "incompatible").
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -30,16 +55,17 @@ pub enum CheckerError {
 
 /// Normalization and compatibility checks for one schema type.
 pub trait SchemaChecker: Send + Sync {
-    /// The schema's canonical form, `Ok(Err(reason))` when it is not a valid schema.
-    fn normalize(&self, schema: &str) -> Result<Result<String, String>, CheckerError>;
+    /// The canonical form of the schema's text, `Ok(Err(reason))` when it is not
+    /// a valid schema (with the definitions its references bring).
+    fn normalize(&self, schema: &ResolvedSchema) -> Result<Result<String, String>, CheckerError>;
 
     /// Incompatibilities of `proposed` with `existing` (oldest first) under `level`;
-    /// empty means compatible.
+    /// empty means compatible. Each schema carries its own references.
     fn check(
         &self,
         level: CompatLevel,
-        proposed: &str,
-        existing: &[String],
+        proposed: &ResolvedSchema,
+        existing: &[ResolvedSchema],
     ) -> Result<Vec<Incompatibility>, CheckerError>;
 }
 
@@ -101,7 +127,7 @@ impl SchemaCheckers {
     }
 
     /// The canonical form of `schema`, 42201 when the checker calls it invalid.
-    pub fn normalize(&self, schema_type: SchemaType, schema: &str) -> Result<String> {
+    pub fn normalize(&self, schema_type: SchemaType, schema: &ResolvedSchema) -> Result<String> {
         match self.get(schema_type)?.normalize(schema) {
             Ok(Ok(canonical)) => Ok(canonical),
             Ok(Err(reason)) => Err(RegistryError::InvalidSchema(reason)),
@@ -114,8 +140,8 @@ impl SchemaCheckers {
         &self,
         schema_type: SchemaType,
         level: CompatLevel,
-        proposed: &str,
-        existing: &[String],
+        proposed: &ResolvedSchema,
+        existing: &[ResolvedSchema],
     ) -> Result<Vec<Incompatibility>> {
         self.get(schema_type)?.check(level, proposed, existing).map_err(|e| checker_error(schema_type, e))
     }

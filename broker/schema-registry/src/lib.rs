@@ -20,7 +20,9 @@ pub mod record;
 mod state;
 pub mod types;
 
-pub use checker::{CheckerError, Incompatibility, SchemaChecker, SchemaCheckers};
+pub use checker::{
+    CheckerError, Incompatibility, ResolvedReference, ResolvedSchema, SchemaChecker, SchemaCheckers,
+};
 pub use error::{RegistryError, Result};
 pub use plan::{CompatibilityResult, Plan, Registered};
 pub use record::{Change, Key};

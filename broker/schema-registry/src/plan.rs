@@ -4,7 +4,7 @@
 //! for the fsync, then applies them. Writes are serialized by the caller, so a plan
 //! is never stale when it is applied.
 
-use crate::checker::SchemaCheckers;
+use crate::checker::{ResolvedReference, ResolvedSchema, SchemaCheckers};
 use crate::error::{RegistryError, Result};
 use crate::record::{Change, ConfigValue, ModeValue, NextIdValue, SchemaValue};
 use crate::state::{Identity, State};
@@ -38,12 +38,25 @@ pub struct CompatibilityResult {
     pub messages: Vec<String>,
 }
 
+/// How deep references may nest (a schema referencing one that references
+/// another ... ): far beyond real schemas, and it bounds the resolver's stack.
+const REFERENCE_DEPTH_MAX: usize = 64;
+
 /// A request's schema, parsed, canonicalized and with its references resolved.
 struct Proposed {
     schema_type: SchemaType,
     text: String,
     references: Vec<Reference>,
+    /// The referenced schemas' texts, as the checker gets them.
+    resolved: Vec<ResolvedReference>,
     canonical: String,
+}
+
+impl Proposed {
+    /// What the checker compares: the text that will be stored, with its references.
+    fn for_checker(&self) -> ResolvedSchema {
+        ResolvedSchema { text: self.text.clone(), references: self.resolved.clone() }
+    }
 }
 
 impl Proposed {
@@ -59,10 +72,72 @@ impl State {
         if req.schema.trim().is_empty() {
             return Err(RegistryError::InvalidSchema("the schema is empty".into()));
         }
-        let references = req.references.iter().map(|r| self.resolve_reference(r)).collect::<Result<_>>()?;
-        let canonical = checkers.normalize(schema_type, &req.schema)?;
-        let text = if normalize { canonical.clone() } else { req.schema.clone() };
-        Ok(Proposed { schema_type, text, references, canonical })
+        let references: Vec<Reference> =
+            req.references.iter().map(|r| self.resolve_reference(r)).collect::<Result<_>>()?;
+        let resolved = self.referenced_schemas(&references)?;
+        let schema = ResolvedSchema { text: req.schema.clone(), references: resolved };
+        let canonical = checkers.normalize(schema_type, &schema)?;
+        let text = if normalize { canonical.clone() } else { schema.text };
+        Ok(Proposed { schema_type, text, references, resolved: schema.references, canonical })
+    }
+
+    /// The schemas `references` (resolved to version numbers) point at, and
+    /// those they reference in turn, each once, dependencies first, as the
+    /// checkers get them. A name met twice keeps its first place and the text
+    /// of the reference resolved last (a schema's own reference is resolved after
+    /// those of the schemas it references). A version that is gone, a cycle or
+    /// nesting deeper than `REFERENCE_DEPTH_MAX` is 42201.
+    pub(crate) fn referenced_schemas(&self, references: &[Reference]) -> Result<Vec<ResolvedReference>> {
+        let mut out = Vec::new();
+        let mut done = std::collections::HashSet::new();
+        let mut path = Vec::new();
+        for r in references {
+            self.collect_reference(r, &mut path, &mut done, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    fn collect_reference(
+        &self,
+        r: &Reference,
+        path: &mut Vec<(String, i32)>,
+        done: &mut std::collections::HashSet<(String, i32)>,
+        out: &mut Vec<ResolvedReference>,
+    ) -> Result<()> {
+        let key = (r.subject.clone(), r.version);
+        if path.contains(&key) {
+            let cycle: Vec<String> =
+                path.iter().chain([&key]).map(|(s, v)| format!("subject '{s}' version {v}")).collect();
+            return Err(RegistryError::InvalidSchema(format!(
+                "circular schema references: {}",
+                cycle.join(" -> ")
+            )));
+        }
+        if path.len() >= REFERENCE_DEPTH_MAX {
+            return Err(RegistryError::InvalidSchema(format!(
+                "schema references nest more than {REFERENCE_DEPTH_MAX} levels deep (at reference '{}' to subject '{}' version {})",
+                r.name, r.subject, r.version
+            )));
+        }
+        let stored =
+            self.raw_version(&r.subject, r.version).and_then(|v| self.stored(v.id)).ok_or_else(|| {
+                RegistryError::InvalidSchema(format!(
+                    "reference '{}' points at subject '{}' version {}, which does not exist",
+                    r.name, r.subject, r.version
+                ))
+            })?;
+        if done.insert(key.clone()) {
+            path.push(key);
+            for nested in &stored.references {
+                self.collect_reference(nested, path, done, out)?;
+            }
+            path.pop();
+        }
+        match out.iter_mut().find(|o| o.name == r.name) {
+            Some(seen) => seen.text = stored.schema.clone(),
+            None => out.push(ResolvedReference { name: r.name.clone(), text: stored.schema.clone() }),
+        }
+        Ok(())
     }
 
     fn resolve_reference(&self, r: &Reference) -> Result<Reference> {
@@ -237,9 +312,10 @@ impl State {
                     v.schema_type, proposed.schema_type
                 )]);
             }
-            existing.push(v.schema);
+            let references = self.referenced_schemas(&v.references)?;
+            existing.push(ResolvedSchema { text: v.schema, references });
         }
-        let found = checkers.check(proposed.schema_type, level, &proposed.text, &existing)?;
+        let found = checkers.check(proposed.schema_type, level, &proposed.for_checker(), &existing)?;
         Ok(found
             .into_iter()
             .map(|i| if i.path.is_empty() { i.message } else { format!("{}: {}", i.path, i.message) })

@@ -4,7 +4,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::checker::{CheckerError, Incompatibility, SchemaChecker, SchemaCheckers};
+use crate::checker::{
+    CheckerError, Incompatibility, ResolvedReference, ResolvedSchema, SchemaChecker, SchemaCheckers,
+};
 use crate::record::{Change, ConfigValue};
 use crate::types::{CompatLevel, Mode, Reference, RegisterRequest, SchemaType, VersionSpec};
 use crate::{Plan, State};
@@ -12,10 +14,14 @@ use crate::{Plan, State};
 #[derive(Default)]
 struct Fake {
     calls: Mutex<Vec<(CompatLevel, Vec<String>)>>,
+    /// Every schema passed to `normalize` or `check`, with its references.
+    seen: Mutex<Vec<ResolvedSchema>>,
 }
 
 impl SchemaChecker for Fake {
-    fn normalize(&self, schema: &str) -> Result<Result<String, String>, CheckerError> {
+    fn normalize(&self, schema: &ResolvedSchema) -> Result<Result<String, String>, CheckerError> {
+        self.seen.lock().unwrap().push(schema.clone());
+        let schema = schema.text.as_str();
         if schema.contains("TIMEOUT") {
             return Err(CheckerError::Timeout("deadline".into()));
         }
@@ -28,14 +34,15 @@ impl SchemaChecker for Fake {
     fn check(
         &self,
         level: CompatLevel,
-        proposed: &str,
-        existing: &[String],
+        proposed: &ResolvedSchema,
+        existing: &[ResolvedSchema],
     ) -> Result<Vec<Incompatibility>, CheckerError> {
-        self.calls.lock().unwrap().push((level, existing.to_vec()));
-        Ok(if proposed.contains("BREAK") {
+        self.seen.lock().unwrap().extend(existing.iter().cloned());
+        self.calls.lock().unwrap().push((level, existing.iter().map(|e| e.text.clone()).collect()));
+        Ok(if proposed.text.contains("BREAK") {
             existing
                 .iter()
-                .map(|e| Incompatibility { path: "/".into(), message: format!("breaks {e}") })
+                .map(|e| Incompatibility { path: "/".into(), message: format!("breaks {}", e.text) })
                 .collect()
         } else {
             Vec::new()
@@ -262,4 +269,82 @@ fn lookup_finds_the_version_by_canonical_form() {
     assert_eq!(s.lookup(&c, "a", &req("{1}"), false, true).unwrap().version, 1);
     // Re-registering a soft-deleted schema makes a new version with the same id.
     assert_eq!(register(&mut s, &c, "a", "{1}").unwrap(), (1, 3));
+}
+
+fn reference(name: &str, subject: &str, version: i32) -> Reference {
+    Reference { name: name.into(), subject: subject.into(), version }
+}
+
+fn with_refs(schema: &str, references: Vec<Reference>) -> RegisterRequest {
+    RegisterRequest { references, ..req(schema) }
+}
+
+fn resolved(schema: &str, references: &[(&str, &str)]) -> ResolvedSchema {
+    ResolvedSchema {
+        text: schema.into(),
+        references: references
+            .iter()
+            .map(|(name, text)| ResolvedReference { name: (*name).into(), text: (*text).into() })
+            .collect(),
+    }
+}
+
+#[test]
+fn checkers_get_references_transitively_dependencies_first_each_once() {
+    let (mut s, c, fake) = setup();
+    register(&mut s, &c, "base", "{base}").unwrap();
+    let mid = with_refs("{mid}", vec![reference("base.x", "base", 1)]);
+    commit(&mut s, |s| s.plan_register(&c, "mid", &mid, false).unwrap());
+    // A diamond: top references mid (which references base) and base itself.
+    let top = with_refs("{top}", vec![reference("mid.x", "mid", 1), reference("base.x", "base", -1)]);
+    fake.seen.lock().unwrap().clear();
+    commit(&mut s, |s| s.plan_register(&c, "top", &top, false).unwrap());
+    let expected = resolved("{top}", &[("base.x", "{base}"), ("mid.x", "{mid}")]);
+    assert_eq!(fake.seen.lock().unwrap().as_slice(), std::slice::from_ref(&expected));
+
+    // A new version is checked against the old one, each with its own references.
+    register(&mut s, &c, "base", "{base2}").unwrap();
+    let top2 = with_refs("{top2}", vec![reference("base.x", "base", 2)]);
+    fake.seen.lock().unwrap().clear();
+    commit(&mut s, |s| s.plan_register(&c, "top", &top2, false).unwrap());
+    let seen = fake.seen.lock().unwrap().clone();
+    assert_eq!(seen, [resolved("{top2}", &[("base.x", "{base2}")]), expected]);
+}
+
+#[test]
+fn a_missing_reference_is_42201_naming_it() {
+    let (mut s, c, _) = setup();
+    register(&mut s, &c, "base", "{base}").unwrap();
+    for r in [reference("b", "base", 7), reference("b", "nobody", 1), reference("b", "nobody", -1)] {
+        let err = s.plan_register(&c, "top", &with_refs("{top}", vec![r]), false).unwrap_err();
+        assert_eq!(err.error_code(), 42201, "{err}");
+        assert!(err.to_string().contains("reference 'b'"), "{err}");
+        let err =
+            s.check_compatibility(&c, "base", None, &with_refs("{x}", vec![reference("b", "no", 1)]), false);
+        assert_eq!(err.unwrap_err().error_code(), 42201);
+    }
+}
+
+#[test]
+fn circular_references_are_refused_not_followed_forever() {
+    // The planners never create a cycle (a reference points at an existing
+    // version); a log written otherwise must still not hang the resolver.
+    let (mut s, c, _) = setup();
+    for (subject, other) in [("a", "b"), ("b", "a")] {
+        let value = crate::record::SchemaValue {
+            subject: subject.into(),
+            version: 1,
+            id: if subject == "a" { 1 } else { 2 },
+            schema: format!("{{{subject}}}"),
+            schema_type: SchemaType::Avro,
+            references: vec![reference(other, other, 1)],
+            canonical: format!("{{{subject}}}"),
+            deleted: false,
+        };
+        s.apply(Change::Schema { subject: subject.into(), version: 1, value: Some(value) });
+    }
+    let err =
+        s.plan_register(&c, "top", &with_refs("{top}", vec![reference("a", "a", 1)]), false).unwrap_err();
+    assert_eq!(err.error_code(), 42201);
+    assert!(err.to_string().contains("circular schema references"), "{err}");
 }

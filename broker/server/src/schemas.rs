@@ -13,8 +13,8 @@ use es_core::Record;
 use es_log::PartitionLog;
 use es_plugin_host::{CompatChecker, PluginEngine, PluginError, PluginLimits, builtin};
 use es_schema_registry::{
-    Change, CheckerError, CompatLevel, Incompatibility, Plan, RegistryError, SchemaChecker, SchemaCheckers,
-    SchemaType, State,
+    Change, CheckerError, CompatLevel, Incompatibility, Plan, RegistryError, ResolvedSchema, SchemaChecker,
+    SchemaCheckers, SchemaType, State,
 };
 
 /// The internal compacted topic that holds the registry.
@@ -192,20 +192,31 @@ pub fn install(checkers: &SchemaCheckers, checker: Arc<CompatChecker>) -> Vec<Sc
 struct PluginChecker(Arc<CompatChecker>);
 
 impl SchemaChecker for PluginChecker {
-    fn normalize(&self, schema: &str) -> Result<Result<String, String>, CheckerError> {
-        self.0.normalize(schema).map_err(checker_error)
+    fn normalize(&self, schema: &ResolvedSchema) -> Result<Result<String, String>, CheckerError> {
+        self.0.normalize(&plugin_schema(schema)).map_err(checker_error)
     }
 
     fn check(
         &self,
         level: CompatLevel,
-        proposed: &str,
-        existing: &[String],
+        proposed: &ResolvedSchema,
+        existing: &[ResolvedSchema],
     ) -> Result<Vec<Incompatibility>, CheckerError> {
         let level: es_plugin_host::CompatLevel = level.as_str().parse().expect("the same seven levels");
-        let found = self.0.check(level, proposed, existing).map_err(checker_error)?;
+        let existing: Vec<es_plugin_host::Schema> = existing.iter().map(plugin_schema).collect();
+        let found = self.0.check(level, &plugin_schema(proposed), &existing).map_err(checker_error)?;
         Ok(found.into_iter().map(|i| Incompatibility { path: i.path, message: i.message }).collect())
     }
+}
+
+/// The registry's schema with its references, as the plugin host passes it.
+fn plugin_schema(schema: &ResolvedSchema) -> es_plugin_host::Schema {
+    let references = schema
+        .references
+        .iter()
+        .map(|r| es_plugin_host::SchemaReference { name: r.name.clone(), text: r.text.clone() })
+        .collect();
+    es_plugin_host::Schema { text: schema.text.clone(), references }
 }
 
 fn checker_error(e: PluginError) -> CheckerError {

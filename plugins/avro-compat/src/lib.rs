@@ -12,13 +12,18 @@
 //! reader's schema: the proposed one for backward problems, the existing one for
 //! forward ones; messages say which ("new" is the proposed schema, "old" an
 //! existing one).
+//!
+//! Schema references: the referenced schemas (named types defined in other
+//! subjects, e.g. `com.acme.Address`) are parsed with the schema, so its fields
+//! may name their types; the canonical form names them too rather than inlining
+//! them, and checks follow them into the referenced definitions.
 
 mod resolve;
 
 use apache_avro::Schema;
 use es_plugin_sdk::{CompatLevel, Config, Incompatibility, SchemaCompat, export_schema_compat};
 
-use crate::resolve::{Found, Problem};
+use crate::resolve::{Found, Parsed, Problem};
 
 /// Most incompatibilities reported by one check (the host's `INCOMPATIBILITIES_MAX`).
 const REPORTED_MAX: usize = 1_000;
@@ -37,8 +42,8 @@ impl SchemaCompat for AvroCompat {
         Ok(Self)
     }
 
-    fn normalize(&self, schema: &str) -> Result<String, String> {
-        let parsed = parse(schema)?;
+    fn normalize(&self, schema: &es_plugin_sdk::Schema) -> Result<String, String> {
+        let parsed = parse(schema)?.schema;
         // apache-avro serializes a parsed schema with a fixed key order, full
         // names where a type is used again, and every default, alias and custom
         // attribute kept (Avro's "Parsing Canonical Form" would drop defaults and
@@ -46,7 +51,13 @@ impl SchemaCompat for AvroCompat {
         serde_json::to_string(&parsed).map_err(|e| format!("cannot serialize the parsed schema: {e}"))
     }
 
-    fn check(&self, level: CompatLevel, proposed: &str, existing: &[String], out: &mut Vec<Incompatibility>) {
+    fn check(
+        &self,
+        level: CompatLevel,
+        proposed: &es_plugin_sdk::Schema,
+        existing: &[es_plugin_sdk::Schema],
+        out: &mut Vec<Incompatibility>,
+    ) {
         if level == CompatLevel::None {
             return;
         }
@@ -87,8 +98,28 @@ impl SchemaCompat for AvroCompat {
     }
 }
 
-fn parse(schema: &str) -> Result<Schema, String> {
-    Schema::parse_str(schema).map_err(|e| format!("invalid Avro schema: {e}"))
+/// Parses a schema with the named types its references define (apache-avro
+/// resolves names across the list in any order; the host sends dependencies
+/// first anyway).
+fn parse(schema: &es_plugin_sdk::Schema) -> Result<Parsed, String> {
+    let invalid = |e: apache_avro::Error| format!("invalid Avro schema: {e}");
+    if schema.references().is_empty() {
+        let parsed = Schema::parse_str(schema.text()).map_err(invalid)?;
+        return Ok(Parsed { schema: parsed, referenced: Vec::new() });
+    }
+    for reference in schema.references() {
+        let named = serde_json::from_str::<serde_json::Value>(reference.text())
+            .is_ok_and(|v| v.get("name").is_some_and(serde_json::Value::is_string));
+        if !named {
+            return Err(format!(
+                "invalid Avro schema: the referenced schema `{}` is not a named type (record, enum or fixed)",
+                reference.name()
+            ));
+        }
+    }
+    let texts = schema.references().iter().map(es_plugin_sdk::Reference::text);
+    let (parsed, referenced) = Schema::parse_str_with_list(schema.text(), texts).map_err(invalid)?;
+    Ok(Parsed { schema: parsed, referenced })
 }
 
 /// Which schema reads and which wrote, in the registry's words.

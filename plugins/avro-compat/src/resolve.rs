@@ -68,11 +68,12 @@ pub const STEPS_MAX: usize = 50_000;
 /// empty when the reader can read everything the writer writes. `steps` counts
 /// the work of every check of one request: past `STEPS_MAX` the checks stop,
 /// and the one that crossed the line reports `Problem::TooComplex` first.
-pub fn check(reader: &Schema, writer: &Schema, steps: &mut usize) -> Vec<Found> {
+pub fn check(reader: &Parsed, writer: &Parsed, steps: &mut usize) -> Vec<Found> {
     if *steps > STEPS_MAX {
         return Vec::new();
     }
     let (reader_names, writer_names) = (Named::of(reader), Named::of(writer));
+    let (reader, writer) = (&reader.schema, &writer.schema);
     let mut checker = Checker {
         reader: &reader_names,
         writer: &writer_names,
@@ -93,14 +94,23 @@ pub fn check(reader: &Schema, writer: &Schema, steps: &mut usize) -> Vec<Found> 
     }
 }
 
-/// The named types of one schema by full name, so a `Schema::Ref` (a later use
-/// of a named type, and the way recursive types are written) can be followed.
+/// A parsed schema and the schemas its references define, whose named types
+/// it may use.
+pub struct Parsed {
+    pub schema: Schema,
+    pub referenced: Vec<Schema>,
+}
+
+/// The named types of one schema (its references' included) by full name, so a
+/// `Schema::Ref` (a later use of a named type, a type defined by a referenced
+/// schema, and the way recursive types are written) can be followed.
 struct Named<'a>(HashMap<String, &'a Schema>);
 
 impl<'a> Named<'a> {
-    fn of(schema: &'a Schema) -> Self {
+    fn of(parsed: &'a Parsed) -> Self {
         let mut named = Self(HashMap::new());
-        named.collect(schema);
+        parsed.referenced.iter().for_each(|s| named.collect(s));
+        named.collect(&parsed.schema);
         named
     }
 

@@ -69,11 +69,14 @@ pub fn compatibility(reader: &Value, writer: &Value) -> Vec<Incompatibility> {
 /// result is the single `SCHEMA_TOO_COMPLEX` incompatibility: the partial findings
 /// cannot be trusted either way.
 pub fn compatibility_within(reader: &Value, writer: &Value, budget: &Budget) -> Vec<Incompatibility> {
-    let found = Checker::new(Document::new(reader), Document::new(writer), 0, budget).compare(
-        reader,
-        writer,
-        &Location::default(),
-    );
+    compatibility_of(Document::new(reader), Document::new(writer), budget)
+}
+
+/// [`compatibility_within`] of two documents' roots, each with the documents its
+/// `$ref`s may name (the schema's references).
+pub fn compatibility_of(reader: Document<'_>, writer: Document<'_>, budget: &Budget) -> Vec<Incompatibility> {
+    let found =
+        Checker::new(reader, writer, 0, budget).compare(reader.root(), writer.root(), &Location::default());
     if budget.exhausted() {
         let detail = format!("comparing these schemas takes more than {STEPS_MAX} steps");
         return vec![Location::default().at(Kind::SchemaTooComplex, detail)];

@@ -1,6 +1,9 @@
-//! One parsed schema document and the resolution of `$ref`s inside it: JSON
-//! pointers (`#/definitions/A`, `#/$defs/A`), plain-name anchors (`#A`, from
-//! `$anchor` or a fragment-only `$id`/`id`) and the document's own `$id`.
+//! One parsed schema document and the resolution of its `$ref`s: JSON pointers
+//! (`#/definitions/A`, `#/$defs/A`), plain-name anchors (`#A`, from `$anchor` or
+//! a fragment-only `$id`/`id`), the document's own `$id`, and other documents:
+//! the schemas it references (Confluent's schema `references`), each under the
+//! reference's name, the URL its `$ref`s use (`address.json`,
+//! `address.json#/definitions/Street`).
 
 use serde_json::Value;
 
@@ -14,15 +17,71 @@ pub struct UnresolvedRef {
     pub reason: &'static str,
 }
 
-/// A schema document: the root every `$ref` in it is resolved against.
+/// A referenced schema document, under the name `$ref`s use for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct External {
+    name: String,
+    root: Value,
+}
+
+impl External {
+    /// `root` is the referenced schema. Its fragment-only `$ref`s (`#/definitions/A`)
+    /// are rewritten to name it (`address.json#/definitions/A`), so they still lead
+    /// into it when they are followed from the referencing schema.
+    pub fn new(name: impl Into<String>, mut root: Value) -> Self {
+        let name = name.into();
+        qualify_refs(&mut root, &name);
+        Self { name, root }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The referenced schema (its own `$ref`s qualified with its name).
+    pub fn root(&self) -> &Value {
+        &self.root
+    }
+}
+
+/// Prefixes every fragment-only `$ref` under `value` with `name`.
+fn qualify_refs(value: &mut Value, name: &str) {
+    let mut pending = vec![value];
+    while let Some(value) = pending.pop() {
+        match value {
+            Value::Object(map) => {
+                for (key, child) in map.iter_mut() {
+                    match child {
+                        Value::String(reference) if key == "$ref" && reference.starts_with('#') => {
+                            *reference = format!("{name}{reference}");
+                        }
+                        _ => pending.push(child),
+                    }
+                }
+            }
+            Value::Array(items) => pending.extend(items.iter_mut()),
+            _ => {}
+        }
+    }
+}
+
+/// A schema document: the root every `$ref` in it is resolved against, and the
+/// documents it references.
 #[derive(Debug, Clone, Copy)]
 pub struct Document<'a> {
     root: &'a Value,
+    externals: &'a [External],
 }
 
 impl<'a> Document<'a> {
+    /// A document that references no other.
     pub fn new(root: &'a Value) -> Self {
-        Self { root }
+        Self { root, externals: &[] }
+    }
+
+    /// A document whose `$ref`s may name the documents in `externals`.
+    pub fn with_externals(root: &'a Value, externals: &'a [External]) -> Self {
+        Self { root, externals }
     }
 
     pub fn root(&self) -> &'a Value {
@@ -68,9 +127,11 @@ impl<'a> Document<'a> {
         let (base, fragment) = reference.split_once('#').unwrap_or((reference, ""));
         let scope = if base.is_empty() || Some(base) == root_base(self.root) {
             self.root
+        } else if let Some(scope) = find_by_id(self.root, base) {
+            scope
         } else {
-            find_by_id(self.root, base).ok_or_else(|| {
-                unresolved("it names another document; only references inside the schema are supported")
+            self.external(base).ok_or_else(|| {
+                unresolved("it names another document, and no schema reference has that name")
             })?
         };
         if fragment.is_empty() {
@@ -82,6 +143,32 @@ impl<'a> Document<'a> {
         }
         find_anchor(scope, fragment).ok_or_else(|| unresolved("no schema declares that anchor"))
     }
+}
+
+impl<'a> Document<'a> {
+    /// The referenced document `base` names: by the reference's name, by its
+    /// own `$id`, or by the name resolved against this document's `$id`
+    /// (`address.json` from `https://example.com/customer.json`).
+    fn external(&self, base: &str) -> Option<&'a Value> {
+        let own_base = root_base(self.root);
+        self.externals
+            .iter()
+            .find(|e| {
+                e.name == base
+                    || root_base(&e.root) == Some(base)
+                    || own_base.is_some_and(|own| joined(own, &e.name) == base)
+            })
+            .map(|e| &e.root)
+    }
+}
+
+/// `name` resolved against the URL `base` when it is relative (no scheme).
+fn joined(base: &str, name: &str) -> String {
+    if name.contains("://") || name.starts_with("urn:") {
+        return name.to_owned();
+    }
+    let directory = base.rfind('/').map_or("", |i| &base[..=i]);
+    format!("{directory}{}", name.trim_start_matches("./"))
 }
 
 /// The root's `$id` (or draft 4 `id`) without its fragment.
@@ -172,6 +259,31 @@ mod tests {
         assert_eq!(resolve("http://example.com/root.json#/definitions/A"), Ok(json!("string")));
         assert_eq!(resolve("#/definitions/Missing").unwrap_err().reason, "no schema at that JSON pointer");
         assert!(resolve("other.json#/A").is_err());
+    }
+
+    #[test]
+    fn references_to_other_documents_resolve_by_name_and_stay_inside_them() {
+        let address = External::new(
+            "address.json",
+            json!({"definitions": {"Street": {"type": "string"}}, "properties": {"street": {"$ref": "#/definitions/Street"}}}),
+        );
+        assert_eq!(address.root()["properties"]["street"]["$ref"], json!("address.json#/definitions/Street"));
+        let externals = [address];
+        let schema = json!({"$id": "https://example.com/customer.json", "properties": {"a": {"$ref": "address.json"}}});
+        let doc = Document::with_externals(&schema, &externals);
+        let resolve =
+            |r: &str| doc.resolve(Box::leak(Box::new(json!({"$ref": r})))).map(|s| s.get("type").cloned());
+        assert_eq!(resolve("address.json#/definitions/Street"), Ok(Some(json!("string"))));
+        assert_eq!(
+            resolve("https://example.com/address.json#/definitions/Street"),
+            Ok(Some(json!("string")))
+        );
+        let street = doc.resolve(&externals[0].root()["properties"]["street"]).unwrap();
+        assert_eq!(street["type"], json!("string"));
+        assert!(doc.check_refs().is_ok());
+        let err = resolve("other.json").unwrap_err();
+        assert_eq!(err.reason, "it names another document, and no schema reference has that name");
+        assert!(Document::new(&schema).check_refs().is_err());
     }
 
     #[test]

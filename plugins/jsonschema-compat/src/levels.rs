@@ -3,8 +3,10 @@
 //! reverse, FULL both. The host passes the latest schema for plain levels and
 //! every version for transitive ones, so each schema given is checked.
 
-use crate::check::{Budget, STEPS_MAX, compatibility_within};
-use crate::normalize::parse_document;
+use crate::check::{Budget, STEPS_MAX, compatibility_of};
+use crate::document::{Document, External};
+use crate::normalize::{SchemaError, externals, parse_document};
+use es_plugin_sdk::Schema;
 use serde_json::Value;
 
 /// Which directions to check.
@@ -26,11 +28,12 @@ pub struct Finding {
 /// Every incompatibility of `proposed` against `existing` (oldest first) in the
 /// requested directions. A schema that does not parse is itself reported, since a
 /// registry must not accept what it cannot check.
-pub fn check(directions: Directions, proposed: &str, existing: &[String]) -> Vec<Finding> {
+/// Each schema's `$ref`s may name its own references.
+pub fn check(directions: Directions, proposed: &Schema, existing: &[Schema]) -> Vec<Finding> {
     if !directions.backward && !directions.forward {
         return Vec::new();
     }
-    let proposed = match parse_document(proposed) {
+    let proposed = match Parsed::of(proposed) {
         Ok(schema) => schema,
         Err(e) => {
             return vec![Finding {
@@ -41,12 +44,12 @@ pub fn check(directions: Directions, proposed: &str, existing: &[String]) -> Vec
     };
     let mut out = Vec::new();
     let budget = Budget::default();
-    for (index, text) in existing.iter().enumerate() {
+    for (index, schema) in existing.iter().enumerate() {
         let which = match existing.len() {
             1 => "the old schema".to_owned(),
             count => format!("old schema {} of {count}", index + 1),
         };
-        let old = match parse_document(text) {
+        let old = match Parsed::of(schema) {
             Ok(schema) => schema,
             Err(e) => {
                 out.push(Finding { path: "/".to_owned(), message: format!("INVALID_SCHEMA: {which}: {e}") });
@@ -71,8 +74,26 @@ pub fn check(directions: Directions, proposed: &str, existing: &[String]) -> Vec
     out
 }
 
-fn report(reader: &Value, writer: &Value, context: &str, budget: &Budget, out: &mut Vec<Finding>) {
-    for found in compatibility_within(reader, writer, budget) {
+/// A schema and its referenced documents, parsed.
+struct Parsed {
+    root: Value,
+    externals: Vec<External>,
+}
+
+impl Parsed {
+    fn of(schema: &Schema) -> Result<Self, SchemaError> {
+        let externals = externals(schema.references().iter().map(|r| (r.name(), r.text())))?;
+        let root = parse_document(schema.text(), &externals)?;
+        Ok(Self { root, externals })
+    }
+
+    fn document(&self) -> Document<'_> {
+        Document::with_externals(&self.root, &self.externals)
+    }
+}
+
+fn report(reader: &Parsed, writer: &Parsed, context: &str, budget: &Budget, out: &mut Vec<Finding>) {
+    for found in compatibility_of(reader.document(), writer.document(), budget) {
         out.push(Finding { path: found.path.clone(), message: format!("{} ({context})", found.message()) });
     }
 }
@@ -86,8 +107,12 @@ mod tests {
     const FULL: Directions = Directions { backward: true, forward: true };
     const NONE: Directions = Directions { backward: false, forward: false };
 
-    fn schemas(texts: &[&str]) -> Vec<String> {
-        texts.iter().map(|t| (*t).to_owned()).collect()
+    fn schemas(texts: &[&str]) -> Vec<Schema> {
+        texts.iter().map(|t| Schema::new(*t)).collect()
+    }
+
+    fn check(directions: Directions, proposed: &str, existing: &[Schema]) -> Vec<Finding> {
+        super::check(directions, &Schema::new(proposed), existing)
     }
 
     #[test]
@@ -133,6 +158,23 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].path, "/");
         assert!(found[0].message.starts_with("SCHEMA_TOO_COMPLEX: "), "{}", found[0].message);
+    }
+
+    #[test]
+    fn referenced_documents_are_compared_through_their_refs() {
+        let customer = r#"{"type": "object", "properties": {"home": {"$ref": "address.json"}}}"#;
+        let v1 = r#"{"type": "object", "properties": {"zip": {"type": "string"}}}"#;
+        let v2 = r#"{"type": "object", "properties": {"zip": {"type": "integer"}}}"#;
+        let old = [Schema::new(customer).with_reference("address.json", v1)];
+        let same = Schema::new(customer).with_reference("address.json", v1);
+        assert!(super::check(FULL, &same, &old).is_empty());
+        let retyped = Schema::new(customer).with_reference("address.json", v2);
+        let found = super::check(BACKWARD, &retyped, &old);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].path, "/properties/home/properties/zip/type");
+        assert!(found[0].message.starts_with("TYPE_CHANGED: "), "{}", found[0].message);
+        let unreferenced = super::check(BACKWARD, &Schema::new(customer), &old);
+        assert!(unreferenced[0].message.contains("no schema reference has that name"), "{unreferenced:?}");
     }
 
     #[test]

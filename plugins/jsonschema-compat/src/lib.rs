@@ -5,6 +5,10 @@
 //! `normalize` (parse, validate, canonical text), `document` (`$ref`s), `shape`
 //! (what a schema is), `check` (reader against writer) and `levels` (BACKWARD,
 //! FORWARD, FULL over the existing schemas). docs/schema-registry.md lists the rules.
+//!
+//! Schema references: a `$ref` may name a referenced schema by its reference
+//! name (`address.json`, `address.json#/definitions/Street`); the referenced
+//! documents travel with each schema and are resolved in memory.
 
 pub mod check;
 pub mod document;
@@ -13,7 +17,7 @@ pub mod normalize;
 pub mod report;
 pub mod shape;
 
-use es_plugin_sdk::{CompatLevel, Config, Incompatibility, SchemaCompat, export_schema_compat};
+use es_plugin_sdk::{CompatLevel, Config, Incompatibility, Schema, SchemaCompat, export_schema_compat};
 use levels::Directions;
 
 struct JsonSchemaCompat;
@@ -29,11 +33,21 @@ impl SchemaCompat for JsonSchemaCompat {
         Ok(Self)
     }
 
-    fn normalize(&self, schema: &str) -> Result<String, String> {
-        normalize::parse(schema).map(|s| normalize::canonical(&s)).map_err(|e| e.to_string())
+    fn normalize(&self, schema: &Schema) -> Result<String, String> {
+        let references = schema.references().iter().map(|r| (r.name(), r.text()));
+        normalize::externals(references)
+            .and_then(|externals| normalize::parse_with(schema.text(), &externals))
+            .map(|s| normalize::canonical(&s))
+            .map_err(|e| e.to_string())
     }
 
-    fn check(&self, level: CompatLevel, proposed: &str, existing: &[String], out: &mut Vec<Incompatibility>) {
+    fn check(
+        &self,
+        level: CompatLevel,
+        proposed: &Schema,
+        existing: &[Schema],
+        out: &mut Vec<Incompatibility>,
+    ) {
         let directions = Directions { backward: level.checks_backward(), forward: level.checks_forward() };
         out.extend(
             levels::check(directions, proposed, existing)

@@ -3,7 +3,7 @@
 //! canonical form has sorted keys and no whitespace, so equal schemas compare equal
 //! as text whatever their key order or layout.
 
-use crate::document::Document;
+use crate::document::{Document, External};
 use serde_json::Value;
 use std::fmt;
 
@@ -13,7 +13,15 @@ pub enum SchemaError {
     NotJson(String),
     NotASchema(&'static str),
     Invalid(String),
-    UnresolvedRef { reference: String, reason: &'static str },
+    UnresolvedRef {
+        reference: String,
+        reason: &'static str,
+    },
+    /// A referenced schema (Confluent's `references`) is not JSON.
+    Reference {
+        name: String,
+        reason: String,
+    },
 }
 
 impl fmt::Display for SchemaError {
@@ -25,6 +33,9 @@ impl fmt::Display for SchemaError {
             SchemaError::UnresolvedRef { reference, reason } => {
                 write!(f, "invalid JSON Schema: cannot resolve $ref `{reference}`: {reason}")
             }
+            SchemaError::Reference { name, reason } => {
+                write!(f, "invalid JSON Schema: the referenced schema `{name}` is not JSON: {reason}")
+            }
         }
     }
 }
@@ -34,22 +45,69 @@ impl std::error::Error for SchemaError {}
 /// Parses and checks a schema: JSON, an object or a boolean, references that
 /// resolve, and valid against its draft's meta-schema.
 pub fn parse(text: &str) -> Result<Value, SchemaError> {
-    let schema = parse_document(text)?;
+    parse_with(text, &[])
+}
+
+/// [`parse`] for a schema whose `$ref`s may name the referenced documents
+/// `externals` (see [`externals`]).
+pub fn parse_with(text: &str, externals: &[External]) -> Result<Value, SchemaError> {
+    let schema = parse_document(text, externals)?;
     // Building a validator checks the schema against its draft's meta-schema and
-    // compiles its regexes; without resolver features it fetches nothing. A schema
-    // without `$schema` is read as draft 7, Confluent's default.
+    // compiles its regexes; without resolver features it fetches nothing but the
+    // referenced documents, served from memory. A schema without `$schema` is read
+    // as draft 7, Confluent's default.
     let options = match schema.get("$schema") {
         Some(_) => jsonschema::options(),
         None => jsonschema::options().with_draft(jsonschema::Draft::Draft7),
     };
+    let options = options.with_retriever(References(externals.to_vec()));
     options.build(&schema).map_err(|e| SchemaError::Invalid(e.to_string()))?;
     Ok(schema)
 }
 
+/// The referenced schemas of a schema, parsed, under their reference names.
+pub fn externals<'a>(
+    references: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<Vec<External>, SchemaError> {
+    references
+        .into_iter()
+        .map(|(name, text)| match serde_json::from_str::<Value>(text) {
+            Ok(root) => Ok(External::new(name, root)),
+            Err(e) => Err(SchemaError::Reference { name: name.to_owned(), reason: e.to_string() }),
+        })
+        .collect()
+}
+
+/// Serves the referenced documents to the validator that checks a schema against
+/// its meta-schema. The validator asks for a `$ref`'s URL resolved against the
+/// schema's base (`json-schema:///address.json` for `address.json` without an
+/// `$id`), so a document matches by its name, its `$id`, or as the last segments
+/// of that URL.
+struct References(Vec<External>);
+
+impl jsonschema::Retrieve for References {
+    fn retrieve(
+        &self,
+        uri: &jsonschema::Uri<String>,
+    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+        let wanted = uri.as_str();
+        let found = self.0.iter().find(|e| {
+            let name = e.name().trim_start_matches("./");
+            wanted == name
+                || e.root().get("$id").and_then(Value::as_str) == Some(wanted)
+                || wanted.strip_suffix(name).is_some_and(|rest| rest.ends_with('/'))
+        });
+        match found {
+            Some(external) => Ok(external.root().clone()),
+            None => Err(format!("`{wanted}` is not among the schema's references").into()),
+        }
+    }
+}
+
 /// The checks a comparison needs, without the meta-schema validation (the
 /// registry validated stored schemas when they were registered): JSON, an object
-/// or a boolean, references that resolve.
-pub fn parse_document(text: &str) -> Result<Value, SchemaError> {
+/// or a boolean, references that resolve (inside it or into `externals`).
+pub fn parse_document(text: &str, externals: &[External]) -> Result<Value, SchemaError> {
     let schema: Value = serde_json::from_str(text).map_err(|e| SchemaError::NotJson(e.to_string()))?;
     let kind = match &schema {
         Value::Object(_) | Value::Bool(_) => None,
@@ -61,7 +119,7 @@ pub fn parse_document(text: &str) -> Result<Value, SchemaError> {
     if let Some(kind) = kind {
         return Err(SchemaError::NotASchema(kind));
     }
-    Document::new(&schema)
+    Document::with_externals(&schema, externals)
         .check_refs()
         .map_err(|e| SchemaError::UnresolvedRef { reference: e.reference, reason: e.reason })?;
     Ok(schema)
@@ -132,5 +190,25 @@ mod tests {
         ));
         let message = parse(r#"{"type": 5}"#).unwrap_err().to_string();
         assert!(message.starts_with("invalid JSON Schema: "), "{message}");
+    }
+
+    #[test]
+    fn references_name_other_documents() {
+        let address = r##"{"type": "object", "properties": {"street": {"$ref": "#/definitions/S"}}, "definitions": {"S": {"type": "string"}}}"##;
+        let externals = externals([("address.json", address)]).unwrap();
+        let schema = r#"{"properties": {"home": {"$ref": "address.json"}}}"#;
+        assert!(parse_with(schema, &externals).is_ok());
+        let with_id = r#"{"$id": "https://example.com/customer.json", "properties": {"home": {"$ref": "address.json"}}}"#;
+        assert!(parse_with(with_id, &externals).is_ok());
+        assert!(matches!(parse(schema), Err(SchemaError::UnresolvedRef { .. })));
+        let err = externals_of_garbage();
+        assert_eq!(
+            err.to_string(),
+            "invalid JSON Schema: the referenced schema `a.json` is not JSON: EOF while parsing a value at line 1 column 0"
+        );
+    }
+
+    fn externals_of_garbage() -> SchemaError {
+        externals([("a.json", "")]).unwrap_err()
     }
 }

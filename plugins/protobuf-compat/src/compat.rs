@@ -11,12 +11,16 @@ use crate::schema::Schema;
 /// the transitive ones, so each schema given is checked. Every incompatibility is
 /// reported, each once; its message starts with Confluent's difference name, e.g.
 /// `FIELD_KIND_CHANGED: the field at '#/Order/3' changed ...`.
-pub fn check(level: CompatLevel, proposed: &str, existing: &[String]) -> Vec<Incompatibility> {
+pub fn check(
+    level: CompatLevel,
+    proposed: &es_plugin_sdk::Schema,
+    existing: &[es_plugin_sdk::Schema],
+) -> Vec<Incompatibility> {
     let (backward, forward) = (level.checks_backward(), level.checks_forward());
     if !backward && !forward {
         return Vec::new();
     }
-    let proposed = match Schema::parse(proposed) {
+    let proposed = match parse(proposed) {
         Ok(schema) => schema,
         Err(e) => return vec![invalid("new", &e.to_string())],
     };
@@ -27,7 +31,7 @@ pub fn check(level: CompatLevel, proposed: &str, existing: &[String]) -> Vec<Inc
         }
     };
     for old in existing {
-        let old = match Schema::parse(old) {
+        let old = match parse(old) {
             Ok(schema) => schema,
             Err(e) => {
                 push(invalid("old", &e.to_string()));
@@ -50,6 +54,12 @@ pub fn check(level: CompatLevel, proposed: &str, existing: &[String]) -> Vec<Inc
     out
 }
 
+/// Compiles a schema with its references as importable files.
+pub fn parse(schema: &es_plugin_sdk::Schema) -> Result<Schema, crate::schema::SchemaError> {
+    let references: Vec<(&str, &str)> = schema.references().iter().map(|r| (r.name(), r.text())).collect();
+    Schema::parse_with(schema.text(), &references)
+}
+
 fn incompatibility(difference: &Difference, reader: &str, writer: &str) -> Incompatibility {
     let description = difference.kind.describe(&difference.path, reader, writer);
     Incompatibility::new(difference.path.clone(), format!("{}: {description}", difference.kind.name()))
@@ -62,6 +72,26 @@ fn invalid(which: &str, reason: &str) -> Incompatibility {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use es_plugin_sdk::Schema;
+
+    fn check(level: CompatLevel, proposed: &str, existing: &[Schema]) -> Vec<Incompatibility> {
+        super::check(level, &proposed.into(), existing)
+    }
+
+    #[test]
+    fn referenced_messages_are_compared() {
+        let customer = "syntax = \"proto3\";\npackage acme;\nimport \"address.proto\";\n\
+                        message Customer { Address home = 1; }";
+        let v1 = "syntax = \"proto3\";\npackage acme;\nmessage Address { string zip = 1; }";
+        let v2 = "syntax = \"proto3\";\npackage acme;\nmessage Address { double zip = 1; }";
+        let old = [Schema::new(customer).with_reference("address.proto", v1)];
+        let same = Schema::new(customer).with_reference("address.proto", v1);
+        assert!(super::check(CompatLevel::Full, &same, &old).is_empty());
+        let retyped = Schema::new(customer).with_reference("address.proto", v2);
+        let found = super::check(CompatLevel::Backward, &retyped, &old);
+        assert_eq!(paths(&found), ["#/Customer/1"], "{found:?}");
+        assert!(found[0].message.starts_with("FIELD_NAMED_TYPE_CHANGED"), "{found:?}");
+    }
 
     const V1: &str = "syntax = \"proto3\";\npackage shop;\nmessage Order { string id = 1; }";
     const V2: &str = "syntax = \"proto3\";\npackage shop;\nmessage Order { string id = 1; int64 total = 2; }";

@@ -2,14 +2,15 @@
 //! schema type: reads `.proto` text or base64 of a `FileDescriptorProto`
 //! (`schema`), returns a canonical `.proto` text (`render`), and checks
 //! compatibility with the rules of Confluent's Protobuf schema diff (`diff`,
-//! `compat`). See docs/schema-registry.md.
+//! `compat`). Schema references are the files `import`s name, under the
+//! reference's name. See docs/schema-registry.md.
 
 mod compat;
 mod diff;
 mod render;
 mod schema;
 
-use es_plugin_sdk::{CompatLevel, Config, Incompatibility, SchemaCompat, export_schema_compat};
+use es_plugin_sdk::{CompatLevel, Config, Incompatibility, Schema, SchemaCompat, export_schema_compat};
 
 struct ProtobufCompat;
 
@@ -24,12 +25,18 @@ impl SchemaCompat for ProtobufCompat {
         Ok(Self)
     }
 
-    fn normalize(&self, schema: &str) -> Result<String, String> {
-        let schema = schema::Schema::parse(schema).map_err(|e| e.to_string())?;
+    fn normalize(&self, schema: &Schema) -> Result<String, String> {
+        let schema = compat::parse(schema).map_err(|e| e.to_string())?;
         Ok(render::render(&schema.file))
     }
 
-    fn check(&self, level: CompatLevel, proposed: &str, existing: &[String], out: &mut Vec<Incompatibility>) {
+    fn check(
+        &self,
+        level: CompatLevel,
+        proposed: &Schema,
+        existing: &[Schema],
+        out: &mut Vec<Incompatibility>,
+    ) {
         out.extend(compat::check(level, proposed, existing));
     }
 }

@@ -1,7 +1,9 @@
 //! Reads a Protobuf schema as the registry receives it: `.proto` text, or base64 of
 //! a serialized `FileDescriptorProto` (what confluent-kafka's Python serializer
 //! registers). Either way the file is compiled and checked by protox, with the
-//! well-known types (`google/protobuf/*.proto`) available as imports.
+//! well-known types (`google/protobuf/*.proto`) and the schema's references
+//! (Confluent's schema `references`, each under its name, the path an `import`
+//! names) available as imports.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -42,20 +44,49 @@ pub struct Schema {
 }
 
 impl Schema {
-    /// Parses `.proto` text or base64 of a `FileDescriptorProto`.
+    /// Parses `.proto` text or base64 of a `FileDescriptorProto`, without references.
+    #[cfg(test)]
     pub fn parse(input: &str) -> Result<Self, SchemaError> {
+        Self::parse_with(input, &[])
+    }
+
+    /// Parses `.proto` text or base64 of a `FileDescriptorProto` whose imports
+    /// may name the `references` (import path, schema in either form).
+    pub fn parse_with(input: &str, references: &[(&str, &str)]) -> Result<Self, SchemaError> {
         let file = if looks_like_base64(input) {
-            File::from_file_descriptor_proto(decode_descriptor(input)?)
+            File::from_file_descriptor_proto(decode_descriptor(input, TEXT_FILE_NAME)?)
         } else {
             File::from_source(TEXT_FILE_NAME, input).map_err(|e| located(&e, input))?
         };
+        let mut imports = HashMap::with_capacity(references.len());
+        for (name, text) in references {
+            let file = if looks_like_base64(text) {
+                decode_descriptor(text, name).map(|mut d| {
+                    // The import names it by the reference's name, whatever it called itself.
+                    d.name = Some((*name).to_owned());
+                    File::from_file_descriptor_proto(d)
+                })
+            } else {
+                File::from_source(name, text).map_err(|e| located(&e, text))
+            };
+            let file = file.map_err(|e| in_reference(name, e))?;
+            imports.insert((*name).to_owned(), file);
+        }
         let source = file.source().map(str::to_owned);
         let name = file.name().to_owned();
-        let mut compiler = Compiler::with_file_resolver(Resolver { name: name.clone(), file });
+        let mut compiler = Compiler::with_file_resolver(Resolver { name: name.clone(), file, imports });
         compiler.include_imports(true);
-        compiler.open_file(&name).map_err(|e| match &source {
-            Some(text) => located(&e, text),
-            None => SchemaError::Invalid(e.to_string()),
+        compiler.open_file(&name).map_err(|e| match (e.file(), &source) {
+            (Some(file), _) if file != name => {
+                let text = references.iter().find(|(n, _)| *n == file).map(|(_, t)| *t);
+                let located = match text {
+                    Some(text) if !looks_like_base64(text) => located(&e, text),
+                    _ => SchemaError::Invalid(reason(&e)),
+                };
+                in_reference(file, located)
+            }
+            (_, Some(text)) => located(&e, text),
+            (_, None) => SchemaError::Invalid(e.to_string()),
         })?;
         let file = compiler
             .descriptor_pool()
@@ -73,18 +104,26 @@ impl Schema {
     }
 }
 
-/// Serves the schema under its own name and the well-known types under theirs.
-/// Nothing else can be imported: the registry's schema references are not
-/// passed to checkers.
+/// An error in a referenced schema, saying which.
+fn in_reference(name: &str, error: SchemaError) -> SchemaError {
+    SchemaError::Invalid(format!("the referenced schema `{name}`: {error}"))
+}
+
+/// Serves the schema under its own name, its references under theirs and the
+/// well-known types under theirs. Nothing else can be imported.
 struct Resolver {
     name: String,
     file: File,
+    imports: HashMap<String, File>,
 }
 
 impl FileResolver for Resolver {
     fn open_file(&self, name: &str) -> Result<File, protox::Error> {
         if name == self.name {
             return Ok(self.file.clone());
+        }
+        if let Some(file) = self.imports.get(name) {
+            return Ok(file.clone());
         }
         // A warm instance checks many schemas: parse each well-known file once.
         WELL_KNOWN.with(|cache| {
@@ -113,7 +152,8 @@ fn looks_like_base64(input: &str) -> bool {
         })
 }
 
-fn decode_descriptor(input: &str) -> Result<FileDescriptorProto, SchemaError> {
+/// Decodes a base64 `FileDescriptorProto`, named `default_name` when it has no name.
+fn decode_descriptor(input: &str, default_name: &str) -> Result<FileDescriptorProto, SchemaError> {
     let compact: String = input.chars().filter(|c| !c.is_ascii_whitespace()).collect();
     let config = GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent);
     let standard = GeneralPurpose::new(&base64::alphabet::STANDARD, config);
@@ -125,7 +165,7 @@ fn decode_descriptor(input: &str) -> Result<FileDescriptorProto, SchemaError> {
     let mut descriptor = FileDescriptorProto::decode(bytes.as_slice())
         .map_err(|e| SchemaError::NotADescriptor(format!("protobuf decoding: {e}")))?;
     if descriptor.name().is_empty() {
-        descriptor.name = Some(TEXT_FILE_NAME.to_owned());
+        descriptor.name = Some(default_name.to_owned());
     }
     // Source positions refer to a text the registry never saw.
     descriptor.source_code_info = None;
@@ -209,6 +249,22 @@ mod tests {
     fn missing_imports_are_refused() {
         let err = Schema::parse("syntax = \"proto3\";\nimport \"other.proto\";\nmessage M {}\n").unwrap_err();
         assert!(err.to_string().contains("other.proto"), "{err}");
+    }
+
+    #[test]
+    fn references_are_imports_by_name() {
+        let address = "syntax = \"proto3\";\npackage acme;\nmessage Address { string street = 1; }\n";
+        let customer = "syntax = \"proto3\";\npackage acme;\nimport \"address.proto\";\n\
+                        message Customer { Address home = 1; }\n";
+        let schema = Schema::parse_with(customer, &[("address.proto", address)]).unwrap();
+        let home = schema.file.messages().next().unwrap().get_field(1).unwrap();
+        assert_eq!(home.kind().as_message().unwrap().full_name(), "acme.Address");
+        assert!(Schema::parse(customer).unwrap_err().to_string().contains("address.proto"));
+        let err = Schema::parse_with(customer, &[("address.proto", "syntax = \"proto3\";\nmessage {")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("invalid Protobuf schema: the referenced schema `address.proto`: "), "{err}");
+        assert!(err.contains("line 2"), "{err}");
     }
 
     #[test]

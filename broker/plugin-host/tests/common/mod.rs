@@ -78,6 +78,6 @@ pub fn compat_check(
     proposed: &str,
     existing: &[&str],
 ) -> Vec<es_plugin_host::Incompatibility> {
-    let existing: Vec<String> = existing.iter().map(|s| (*s).to_owned()).collect();
-    checker.check(level, proposed, &existing).unwrap_or_else(|e| panic!("check: {e}"))
+    let existing: Vec<es_plugin_host::Schema> = existing.iter().map(|s| (*s).into()).collect();
+    checker.check(level, &proposed.into(), &existing).unwrap_or_else(|e| panic!("check: {e}"))
 }
