@@ -199,8 +199,7 @@ fn references_are_resolved_stored_and_protect_their_target() {
     let b = Broker::start(dir.path());
     let addr = json!({"type": "record", "name": "Addr", "namespace": "t", "fields": [{"name": "city", "type": "string"}]});
     registered(&b, "addr", &addr.to_string());
-    // A schema whose reference resolves; the checker sees the schema text alone,
-    // so the referring schema here is self-contained.
+    // A schema whose reference resolves (it need not use what the reference defines).
     let refs = json!([{"name": "t.Addr", "subject": "addr", "version": 1}]);
     let r = b.post("/registry/subjects/user/versions", &json!({"schema": v1(), "references": refs}));
     assert_eq!(r.status, 200, "{:?}", r.body);
@@ -213,6 +212,124 @@ fn references_are_resolved_stored_and_protect_their_target() {
     b.delete("/registry/subjects/user");
     assert_eq!(b.get("/registry/subjects/addr/versions/1/referencedby").body, json!([]));
     assert_eq!(b.delete("/registry/subjects/addr").status, 200);
+}
+
+/// One schema type's pair of schemas for the references test: a referenced
+/// `Address` (its `zip` of the given type) and a `Customer` using it by the
+/// reference's name.
+struct ReferenceCase {
+    schema_type: &'static str,
+    /// The reference's name: what the customer schema calls the address schema.
+    name: &'static str,
+    address: fn(&str) -> String,
+    customer: &'static str,
+    /// The zip types of a compatible and a backward-incompatible address change.
+    zips: [&'static str; 2],
+    /// What the refusal of the incompatible change says.
+    incompatibility: &'static str,
+}
+
+fn reference_cases() -> [ReferenceCase; 3] {
+    [
+        ReferenceCase {
+            schema_type: "AVRO",
+            name: "com.acme.Address",
+            address: |zip| {
+                json!({"type": "record", "name": "Address", "namespace": "com.acme",
+                       "fields": [{"name": "zip", "type": zip}]})
+                .to_string()
+            },
+            customer: r#"{"type": "record", "name": "Customer", "namespace": "com.acme",
+                          "fields": [{"name": "home", "type": "com.acme.Address"}]}"#,
+            zips: ["string", "int"],
+            incompatibility: "/fields/0/type/fields/0/type: TYPE_MISMATCH",
+        },
+        ReferenceCase {
+            schema_type: "JSON",
+            name: "address.json",
+            address: |zip| json!({"type": "object", "properties": {"zip": {"type": zip}}}).to_string(),
+            customer: r#"{"type": "object", "properties": {"home": {"$ref": "address.json"}}}"#,
+            zips: ["string", "integer"],
+            incompatibility: "/properties/home/properties/zip/type: TYPE_CHANGED",
+        },
+        ReferenceCase {
+            schema_type: "PROTOBUF",
+            name: "acme/address.proto",
+            address: |zip| {
+                format!("syntax = \"proto3\";\npackage acme;\nmessage Address {{ {zip} zip = 1; }}\n")
+            },
+            customer: "syntax = \"proto3\";\npackage acme;\nimport \"acme/address.proto\";\n\
+                       message Customer { Address home = 1; }\n",
+            zips: ["string", "double"],
+            incompatibility: "#/Customer/1: FIELD_NAMED_TYPE_CHANGED",
+        },
+    ]
+}
+
+#[test]
+fn references_reach_the_checkers_for_every_schema_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path());
+    for case in reference_cases() {
+        let t = case.schema_type;
+        let (addr, cust) = (format!("{t}-address"), format!("{t}-customer"));
+        let body = |schema: &str, refs: Value| json!({"schema": schema, "schemaType": t, "references": refs});
+        let refs = |version: i64| json!([{"name": case.name, "subject": addr, "version": version}]);
+        // The address changes freely under its own subject.
+        b.put(&format!("/registry/config/{addr}"), &json!({"compatibility": "NONE"}));
+        let post =
+            |subject: &str, body: Value| b.post(&format!("/registry/subjects/{subject}/versions"), &body);
+        let [ok_zip, bad_zip] = case.zips;
+        let r = post(&addr, body(&(case.address)(ok_zip), json!([])));
+        assert_eq!((r.status, r.body["version"].clone()), (200, json!(1)), "{t}: {:?}", r.body);
+
+        // Without its reference, the customer schema names something undefined.
+        let alone = post(&cust, body(case.customer, json!([])));
+        expect(&alone, 422, 42201);
+        // With it, it registers, and its lookup finds it.
+        let r = post(&cust, body(case.customer, refs(1)));
+        assert_eq!((r.status, r.body["version"].clone()), (200, json!(1)), "{t}: {:?}", r.body);
+        let id = r.body["id"].clone();
+        let found = b.post(&format!("/registry/subjects/{cust}"), &body(case.customer, refs(1)));
+        assert_eq!((found.status, found.body["id"].clone()), (200, id.clone()), "{t}: {:?}", found.body);
+        assert_eq!(b.get(&format!("/registry/subjects/{cust}/versions/1")).body["references"], refs(1));
+
+        // An address change the customer's readers cannot follow: address v2 is
+        // refused for the customer, through the referenced type.
+        let r = post(&addr, body(&(case.address)(bad_zip), json!([])));
+        assert_eq!((r.status, r.body["version"].clone()), (200, json!(2)), "{t}: {:?}", r.body);
+        let refused = post(&cust, body(case.customer, refs(2)));
+        expect(&refused, 409, 409);
+        let message = refused.body["message"].as_str().unwrap();
+        assert!(message.contains(case.incompatibility), "{t}: {message}");
+        let test = b.post(
+            &format!("/registry/compatibility/subjects/{cust}/versions/latest?verbose=true"),
+            &body(case.customer, refs(-1)),
+        );
+        assert_eq!(test.body["is_compatible"], json!(false), "{t}: {:?}", test.body);
+        let messages = test.body["messages"].to_string();
+        assert!(messages.contains(case.incompatibility), "{t}: {messages}");
+        // The same address version again is fine.
+        let again = b.post(
+            &format!("/registry/compatibility/subjects/{cust}/versions/latest"),
+            &body(case.customer, refs(1)),
+        );
+        assert_eq!(again.body, json!({"is_compatible": true}), "{t}");
+
+        // A reference to a version that does not exist is Confluent's invalid schema.
+        for missing in [refs(3), json!([{"name": case.name, "subject": "nobody", "version": 1}])] {
+            let r = post(&cust, body(case.customer, missing));
+            expect(&r, 422, 42201);
+            let message = r.body["message"].as_str().unwrap();
+            assert!(message.contains(&format!("reference '{}'", case.name)), "{t}: {message}");
+        }
+        let r = b.post(
+            &format!("/registry/compatibility/subjects/{cust}/versions/latest"),
+            &body(case.customer, refs(3)),
+        );
+        expect(&r, 422, 42201);
+        assert_eq!(b.get(&format!("/registry/subjects/{cust}/versions")).body, json!([1]), "{t}");
+    }
 }
 
 #[test]
