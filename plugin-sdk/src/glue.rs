@@ -50,9 +50,16 @@ pub fn configure<T: RecordValidator>(config: Vec<(String, String)>) -> Result<()
     Ok(())
 }
 
-pub fn validate<T: RecordValidator>(batch: validator::Batch) -> Vec<validator::Violation> {
+pub fn validate<T: RecordValidator>(
+    info: validator::BatchInfo,
+    data: Vec<u8>,
+    records: Vec<i32>,
+    headers: Vec<i32>,
+    timestamps: Vec<i64>,
+) -> Vec<validator::Violation> {
     let mut out = Vec::new();
-    with_configured(|plugin: &T| plugin.validate(&Batch::new(&batch), &mut out));
+    let batch = Batch::new(&info, &data, &records, &headers, &timestamps);
+    with_configured(|plugin: &T| plugin.validate(&batch, &mut out));
     out.into_iter().map(to_wit).collect()
 }
 

@@ -273,9 +273,13 @@ macro_rules! export_validator {
 
             impl $crate::__private::ValidatorGuest for EsPluginExport {
                 fn validate(
-                    batch: $crate::__private::WitBatch,
+                    batch: $crate::__private::WitBatchInfo,
+                    data: ::std::vec::Vec<u8>,
+                    records: ::std::vec::Vec<i32>,
+                    headers: ::std::vec::Vec<i32>,
+                    timestamps: ::std::vec::Vec<i64>,
                 ) -> ::std::vec::Vec<$crate::__private::WitViolation> {
-                    $crate::__private::validate::<$ty>(batch)
+                    $crate::__private::validate::<$ty>(batch, data, records, headers, timestamps)
                 }
             }
 
@@ -342,7 +346,7 @@ pub mod __private {
     };
     pub use bindings::exports::es::plugin::lifecycle::{Guest as LifecycleGuest, PluginInfo};
     pub use bindings::exports::es::plugin::validator::{
-        Batch as WitBatch, Guest as ValidatorGuest, Violation as WitViolation,
+        BatchInfo as WitBatchInfo, Guest as ValidatorGuest, Violation as WitViolation,
     };
     pub use compat_bindings::exports::es::plugin::compat::{
         Guest as CompatGuest, Incompatibility as WitIncompatibility, Level as WitLevel, Schema as WitSchema,

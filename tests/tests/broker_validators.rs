@@ -427,6 +427,21 @@ async fn binary_produce_runs_the_validators() {
         .unwrap();
     assert_eq!((base, last), (1, 2), "offsets cover the records written");
     assert_eq!(high_watermarks(&b, "dlq"), 1);
+
+    // A gzip batch is checked on its decompressed records.
+    let plain = batch::encode(&[keyed(None, "y"), keyed(Some("d"), "6")], 1_000, ProducerInfo::NONE).unwrap();
+    let gzip = batch::compress(&plain, batch::Compression::Gzip).unwrap();
+    let (base, last, _) = client.produce("bin", 0, bytes::Bytes::from(gzip)).await.unwrap();
+    assert_eq!((base, last), (3, 3));
+    assert_eq!(high_watermarks(&b, "dlq"), 2);
+    // A malformed batch is refused as one, before any plugin sees it, and nothing
+    // is written anywhere.
+    let mut bad = batch::encode(&[keyed(None, "z")], 1_000, ProducerInfo::NONE).unwrap();
+    let last_byte = bad.len() - 1;
+    bad[last_byte] ^= 0xff;
+    let e = client.produce("bin", 0, bytes::Bytes::from(bad)).await.unwrap_err();
+    assert_eq!(e.code(), Some(es_protocol::ErrorCode::InvalidBatch), "{e}");
+    assert_eq!((high_watermarks(&b, "bin"), high_watermarks(&b, "dlq")), (4, 2));
 }
 
 #[test]

@@ -414,6 +414,12 @@ impl<'a> Iterator for RecordIter<'a> {
 }
 
 impl<'a> RecordIter<'a> {
+    /// Where the next record starts in the plain records section (after the last
+    /// one, its end): lets a caller map each record to its bytes.
+    pub fn position(&self) -> usize {
+        self.position
+    }
+
     fn parse_one(&mut self) -> Result<RecordView<'a>, CodecError> {
         let start = self.position;
         let mut cur = Cursor { buf: self.buf, pos: start };

@@ -52,6 +52,10 @@ pub enum PluginError {
     )]
     RecordTooLarge { plugin: String, index: usize, bytes: usize, limit_bytes: usize },
 
+    /// The batch could not be put in a call's shape (see `PackError`).
+    #[error("plugin `{plugin}`: {source}")]
+    Pack { plugin: String, source: crate::pack::PackError },
+
     /// All instance slots of the engine are in use.
     #[error("plugin `{plugin}` could not get an instance: {reason}")]
     Instantiate { plugin: String, reason: String },
@@ -80,6 +84,7 @@ impl PluginError {
             | Self::Memory { plugin, .. }
             | Self::Garbage { plugin, .. }
             | Self::RecordTooLarge { plugin, .. }
+            | Self::Pack { plugin, .. }
             | Self::Instantiate { plugin, .. } => Some(plugin),
             Self::Cache { .. } | Self::Engine(_) => None,
         }

@@ -6,8 +6,10 @@
 //!   epoch interruption with a 1 ms ticker), the linker with the allowed imports,
 //!   and the on-disk cache of precompiled components.
 //! - `Validator` is one loaded record-validator plugin with a warm instance pool;
-//!   `validate` packs records into one buffer and calls the guest under a deadline
-//!   and a memory cap, and every failure comes back as a typed `PluginError`.
+//!   `validate_packed` calls the guest with a `PackedBatch` (flat views over the
+//!   batch's bytes, built once per produce batch, borrowing a binary batch's
+//!   records section) under a deadline and a memory cap; every failure comes back
+//!   as a typed `PluginError`.
 //! - `CompatChecker` is one loaded schema-compat plugin (the schema registry's
 //!   checker for a schema type): `normalize` and `check` under the compatibility
 //!   deadline, with the same pool and typed errors.
@@ -33,7 +35,7 @@ pub use compat::{
 pub use engine::PluginEngine;
 pub use error::PluginError;
 pub use limits::{EngineLimits, PluginLimits};
-pub use pack::BatchTarget;
+pub use pack::{BatchTarget, HEADER_WORDS, PackError, PackedBatch, RECORD_WORDS};
 pub use runtime::{PluginInfo, PluginStats};
 pub use validator::{Action, Validator, ValidatorStats, Violation};
 

@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use es_core::Record;
 
-use crate::bindings::validator::exports::es::plugin::validator::{self as wit, Batch};
+use crate::bindings::validator::exports::es::plugin::validator::{self as wit, BatchInfo};
 use crate::bindings::validator::{RecordValidator, RecordValidatorPre};
 use crate::engine::PluginEngine;
 use crate::error::PluginError;
 use crate::limits::PluginLimits;
-use crate::pack::{self, BatchTarget};
+use crate::pack::{BatchTarget, PackError, PackedBatch};
 use crate::runtime::{self, Plugin, PluginInfo, PluginStats};
 
 /// Counters of one validator (the same counters every plugin has).
@@ -103,31 +103,61 @@ impl Validator {
     }
 
     /// Validates `records` and returns one violation per failing record, with
-    /// indexes into `records`. Batches above the per-call cap are split into
-    /// several calls. Blocks for at most about the deadline per call, so it may be
-    /// called directly from an async task for ordinary batches.
+    /// indexes into `records`: [`Validator::validate_packed`] over records packed
+    /// for this call. A chain of validators packs once and calls that instead.
     pub fn validate(
         &self,
         target: BatchTarget<'_>,
         records: &[Record],
     ) -> Result<Vec<Violation>, PluginError> {
+        let packed = PackedBatch::from_records(records).map_err(|e| self.unpackable(e))?;
+        self.validate_packed(target, &packed)
+    }
+
+    /// Validates a packed batch and returns one violation per failing record, with
+    /// indexes into the batch. Batches above the per-call cap are split into
+    /// several calls. Blocks for at most about the deadline per call, and a guest's
+    /// stderr blocks on the tokio runtime: call it from a blocking thread
+    /// (`spawn_blocking`), never from an async task.
+    pub fn validate_packed(
+        &self,
+        target: BatchTarget<'_>,
+        batch: &PackedBatch<'_>,
+    ) -> Result<Vec<Violation>, PluginError> {
         let batch_bytes_max = self.limits().batch_bytes_max;
-        let ranges =
-            pack::chunks(records, batch_bytes_max).map_err(|(index, bytes)| PluginError::RecordTooLarge {
-                plugin: self.name().to_owned(),
-                index,
-                bytes,
-                limit_bytes: batch_bytes_max,
-            })?;
+        let ranges = batch.chunks(batch_bytes_max).map_err(|(index, bytes)| PluginError::RecordTooLarge {
+            plugin: self.name().to_owned(),
+            index,
+            bytes,
+            limit_bytes: batch_bytes_max,
+        })?;
+        let info = BatchInfo {
+            topic: target.topic.to_owned(),
+            partition: target.partition,
+            schema_id: target.schema_id,
+        };
         let mut out = Vec::new();
         for range in ranges {
-            let batch = pack::pack(target, &records[range.clone()]);
-            let found = self.call(&batch)?;
+            let chunk = batch.chunk(range.clone());
+            let found = self.plugin.call(|b, store| {
+                b.es_plugin_validator().call_validate(
+                    store,
+                    &info,
+                    chunk.data,
+                    &chunk.records,
+                    &chunk.headers,
+                    chunk.timestamps,
+                )
+            })?;
             for v in found {
                 out.push(self.convert(v, range.start, range.len())?);
             }
         }
         Ok(out)
+    }
+
+    fn unpackable(&self, source: PackError) -> PluginError {
+        PluginError::Pack { plugin: self.name().to_owned(), source }
     }
 
     /// `validate` on tokio's blocking pool, for callers that must not block their
@@ -145,10 +175,6 @@ impl Validator {
         })
         .await
         .map_err(|e| PluginError::Trap { plugin: name, reason: format!("host task failed: {e}") })?
-    }
-
-    fn call(&self, batch: &Batch) -> Result<Vec<wit::Violation>, PluginError> {
-        self.plugin.call(|b, store| b.es_plugin_validator().call_validate(store, batch))
     }
 
     /// Checks a guest's violation against the chunk it came from and shifts its

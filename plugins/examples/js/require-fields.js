@@ -55,33 +55,38 @@ export const lifecycle = {
   },
 };
 
-// The `validator` interface: `batch.data` is one Uint8Array holding every key,
-// value and header; each record view points into it (a length of -1 is null).
+// The `validator` interface. `data` is one Uint8Array holding every key, value
+// and header; `records` holds six numbers per record (key offset, key length,
+// value offset, value length, first header, header count; a length of -1 is
+// null), `headers` four per header, `timestamps` one per record.
 export const validator = {
-  validate(batch) {
+  validate(batch, data, records, headers, timestamps) {
     const out = [];
-    batch.records.forEach((record, index) => {
-      const broken = check(batch.data, record);
+    for (let index = 0; index < timestamps.length; index++) {
+      const broken = check(data, records, 6 * index);
       if (broken !== null) {
         out.push({ index, action, code: broken[0], reason: broken[1] });
       }
-    });
+    }
     return out;
   },
 };
 
-// The first rule `record` breaks, as [code, reason], or null.
-function check(data, record) {
-  if (keyRequired && record.keyLen < 0) {
+// The first rule the record whose words start at `w` breaks, as [code, reason],
+// or null.
+function check(data, records, w) {
+  const keyLen = records[w + 1];
+  const valueOffset = records[w + 2];
+  const valueLen = records[w + 3];
+  if (keyRequired && keyLen < 0) {
     return ["key-required", "the record has no key"];
   }
-  if (record.valueLen < 0) {
+  if (valueLen < 0) {
     return null;
   }
   let value;
   try {
-    const bytes = data.subarray(record.valueOffset, record.valueOffset + record.valueLen);
-    value = JSON.parse(utf8.decode(bytes));
+    value = JSON.parse(utf8.decode(data.subarray(valueOffset, valueOffset + valueLen)));
   } catch (e) {
     return ["value-not-json", String(e)];
   }

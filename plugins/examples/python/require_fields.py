@@ -11,7 +11,7 @@ import json
 from componentize_py_types import Err
 from wit_world import exports
 from wit_world.exports.lifecycle import PluginInfo
-from wit_world.exports.validator import Action, Batch, Violation
+from wit_world.exports.validator import Action, BatchInfo, Violation
 from wit_world.imports import host
 
 CONFIG_KEYS = ["fields", "key.required", "action"]
@@ -52,25 +52,28 @@ class Lifecycle(exports.Lifecycle):
 
 
 class Validator(exports.Validator):
-    def validate(self, batch: Batch):
-        data = batch.data
+    def validate(self, batch: BatchInfo, data: bytes, records, headers, timestamps):
+        """`records` holds six numbers per record (key offset, key length, value
+        offset, value length, first header, header count; a length of -1 is null),
+        all offsets into `data`; `headers` four per header; `timestamps` one per
+        record."""
         out = []
-        for index, record in enumerate(batch.records):
-            broken = check(data, record)
+        for index in range(len(timestamps)):
+            broken = check(data, records[6 * index : 6 * index + 6])
             if broken is not None:
                 out.append(Violation(index=index, action=action, code=broken[0], reason=broken[1]))
         return out
 
 
-def check(data, record):
-    """The first rule `record` breaks, as (code, reason), or None."""
-    if key_required and record.key_len < 0:
+def check(data, words):
+    """The first rule the record with these six words breaks, as (code, reason), or None."""
+    _key_offset, key_len, value_offset, value_len, _first_header, _header_count = words
+    if key_required and key_len < 0:
         return ("key-required", "the record has no key")
-    if record.value_len < 0:
+    if value_len < 0:
         return None
-    start = record.value_offset
     try:
-        value = json.loads(data[start : start + record.value_len])
+        value = json.loads(data[value_offset : value_offset + value_len])
     except ValueError as e:
         return ("value-not-json", str(e))
     if not isinstance(value, dict):

@@ -16,8 +16,8 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use super::BinaryState;
 use crate::error::ServerError;
 use crate::limits;
-use crate::plugins::binding::{Checked, Outcome, dead_letter_record};
-use es_core::Record;
+use crate::plugins::binding::{Checked, EncodedCheckError, Outcome, dead_letter_record};
+use es_core::{BatchHeader, Record};
 
 /// The single-node broker writes every batch in term 1.
 const TERM: u64 = 1;
@@ -129,9 +129,20 @@ async fn append(
     if chain.is_empty() {
         return Ok((Some(log.append(batch, TERM).map_err(|e| log_error(&e))?), Vec::new()));
     }
-    let (records, idempotent) = decode_batch(&batch, log.config().batch_bytes_max)?;
-    let records: Arc<[Record]> = records.into();
-    let mut checked = chain.check(Arc::from(topic), p, records.clone(), Arc::from(Vec::new())).await;
+    let batch_bytes_max = log.config().batch_bytes_max;
+    let (mut checked, batch) =
+        chain.check_encoded(Arc::from(topic), p, batch, batch_bytes_max).await.map_err(|e| match e {
+            EncodedCheckError::Invalid(e) => error(ErrorCode::InvalidBatch, e.to_string()),
+            EncodedCheckError::Task(reason) => {
+                let e = ServerError::PluginFailed { topic: topic.to_owned(), plugin: "-".into(), reason };
+                error(ErrorCode::PluginFailed, e.to_string())
+            }
+        })?;
+    let idempotent = BatchHeader::parse(&batch, batch_bytes_max)
+        .map_err(|e| error(ErrorCode::InvalidBatch, e.to_string()))?
+        .producer
+        .producer_id
+        >= 0;
     if let Some((plugin, reason)) = checked.plugin_failure.take() {
         let e = ServerError::PluginFailed { topic: topic.to_owned(), plugin, reason };
         return Err(error(ErrorCode::PluginFailed, e.to_string()));
@@ -144,7 +155,9 @@ async fn append(
         return Ok((Some(log.append(batch, TERM).map_err(|e| log_error(&e))?), Vec::new()));
     }
     // Some records go to dead-letter topics: the rest are written as a new batch,
-    // in their order, and the answer's offsets cover only them.
+    // in their order, and the answer's offsets cover only them. Only this rare
+    // path decodes the records.
+    let records = decode_batch(&batch, batch_bytes_max)?;
     let mut dead_letters = Vec::new();
     for (index, finding) in &dead {
         let dlq_name = finding.dead_letter_topic.as_deref().expect("dead-letter findings name their topic");
@@ -167,14 +180,12 @@ async fn append(
     Ok((pending, dead_letters))
 }
 
-/// The records of a produce batch, and whether an idempotent producer sent it.
-fn decode_batch(batch: &[u8], max: usize) -> Result<(Vec<Record>, bool), Response> {
+/// The records of a produce batch, owned.
+fn decode_batch(batch: &[u8], max: usize) -> Result<Vec<Record>, Response> {
     let invalid = |e: es_core::batch::CodecError| error(ErrorCode::InvalidBatch, e.to_string());
     let view = es_core::batch::BatchView::parse(batch, max).map_err(invalid)?;
     let plain = view.plain_records(es_core::limits::BATCH_BYTES_MAX_HARD).map_err(invalid)?;
-    let records =
-        plain.iter().map(|r| r.map(|r| r.to_record())).collect::<Result<Vec<_>, _>>().map_err(invalid)?;
-    Ok((records, view.header.producer.producer_id >= 0))
+    plain.iter().map(|r| r.map(|r| r.to_record())).collect::<Result<Vec<_>, _>>().map_err(invalid)
 }
 
 fn describe_refusal(topic: &str, checked: &Checked, idempotent: bool) -> String {

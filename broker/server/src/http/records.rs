@@ -9,6 +9,7 @@ use axum::Json;
 use axum::extract::State;
 use es_core::{Header, Record, RecordView};
 use es_log::{LogError, PartitionLog};
+use es_plugin_host::PackedBatch;
 
 use super::{ApiJson, ApiPath, ApiQuery, AppState, blocking};
 use crate::api::{
@@ -115,10 +116,23 @@ async fn validate(
     }
     let mut checked = Checked::default();
     let topic_name: Arc<str> = Arc::from(name);
+    // Every partition's batch is packed here and checked on the blocking pool,
+    // all partitions at once.
+    let mut checks = Vec::with_capacity(groups.len());
     for (partition, group) in &groups {
-        let records: Arc<[Record]> = group.iter().map(|(_, r)| r.clone()).collect();
-        let indexes: Arc<[usize]> = group.iter().map(|(i, _)| *i).collect();
-        checked.merge(chain.clone().check(topic_name.clone(), *partition, records, indexes).await);
+        let packed = PackedBatch::from_records(group.iter().map(|(_, r)| r))
+            .map_err(|e| ServerError::InvalidRequest(e.to_string()))?;
+        let indexes = group.iter().map(|(i, _)| *i).collect();
+        checks.push(tokio::spawn(chain.clone().check(topic_name.clone(), *partition, packed, indexes)));
+    }
+    for check in checks {
+        let reason = |e: tokio::task::JoinError| format!("the validation task failed: {e}");
+        let decided = check.await.map_err(|e| ServerError::PluginFailed {
+            topic: name.to_owned(),
+            plugin: "-".into(),
+            reason: reason(e),
+        })?;
+        checked.merge(decided);
     }
     if let Some((plugin, reason)) = checked.plugin_failure {
         return Err(ServerError::PluginFailed { topic: name.to_owned(), plugin, reason });

@@ -10,8 +10,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use es_core::batch::BatchView;
 use es_core::{Header, Record};
-use es_plugin_host::{Action, BatchTarget, PluginError, Validator};
+use es_plugin_host::{Action, BatchTarget, PackError, PackedBatch, PluginError, Validator};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -91,11 +92,11 @@ impl Link {
     fn run(
         &self,
         target: BatchTarget<'_>,
-        records: &[Record],
+        batch: &PackedBatch<'_>,
     ) -> Result<Vec<es_plugin_host::Violation>, String> {
         let validator = self.validator.as_ref().map_err(Clone::clone)?;
-        match validator.validate(target, records) {
-            Err(PluginError::Deadline { .. }) => validator.validate(target, records),
+        match validator.validate_packed(target, batch) {
+            Err(PluginError::Deadline { .. }) => validator.validate_packed(target, batch),
             other => other,
         }
         .map_err(|e| e.to_string())
@@ -120,37 +121,62 @@ impl Chain {
         self.links.iter().map(|l| l.spec.clone()).collect()
     }
 
-    /// Runs every validator over `records` (one partition's batch) and decides each
-    /// record's fate; `request_indexes[i]` is the index of `records[i]` in the
-    /// produce request, which is what findings name (empty: the same index).
-    ///
-    /// Guest code runs on tokio's blocking pool: a call may block for up to its
-    /// deadline, and WASI's stdio (a guest's panic message) blocks on the runtime,
-    /// which a runtime worker thread may not do.
+    /// Runs every validator over one partition's records, packed once for the
+    /// whole chain (the HTTP path), and decides each record's fate;
+    /// `request_indexes[i]` is the index of record `i` in the produce request,
+    /// which is what findings name.
     pub async fn check(
         self: Arc<Self>,
         topic: Arc<str>,
         partition: u32,
-        records: Arc<[Record]>,
-        request_indexes: Arc<[usize]>,
+        batch: PackedBatch<'static>,
+        request_indexes: Vec<usize>,
     ) -> Checked {
         let index = move |i: usize| request_indexes.get(i).copied().unwrap_or(i);
-        let chain = self.clone();
-        let (t, r) = (topic.clone(), records.clone());
-        match tokio::task::spawn_blocking(move || chain.check_here(&t, partition, &r, &index)).await {
-            Ok(checked) => checked,
-            Err(e) => Checked {
-                findings: Vec::new(),
-                plugin_failure: Some(("-".into(), format!("the validation task failed: {e}"))),
-            },
-        }
+        let run = move |chain: &Chain| chain.check_here(&topic, partition, &batch, &index);
+        self.on_blocking_pool(run).await.unwrap_or_else(Checked::task_failed)
+    }
+
+    /// Runs every validator over an encoded produce batch (the binary path) with
+    /// views straight into its records section, so no record is decoded or copied
+    /// (a compressed batch is decompressed once). Gives the batch back for the
+    /// append; findings name records by their index in the batch.
+    pub async fn check_encoded(
+        self: Arc<Self>,
+        topic: Arc<str>,
+        partition: u32,
+        batch: Vec<u8>,
+        batch_bytes_max: usize,
+    ) -> Result<(Checked, Vec<u8>), EncodedCheckError> {
+        let run = move |chain: &Chain| {
+            let checked = (|| {
+                let view = BatchView::parse(&batch, batch_bytes_max)?;
+                let plain = view.plain_records(es_core::limits::BATCH_BYTES_MAX_HARD)?;
+                let packed = PackedBatch::from_plain(&plain)?;
+                Ok::<_, PackError>(chain.check_here(&topic, partition, &packed, &|i| i))
+            })();
+            checked.map(|c| (c, batch)).map_err(EncodedCheckError::Invalid)
+        };
+        self.on_blocking_pool(run).await.unwrap_or_else(|e| Err(EncodedCheckError::Task(e)))
+    }
+
+    /// Guest code runs on tokio's blocking pool: a call may block for up to its
+    /// deadline, and WASI's stdio (a guest's panic message) blocks on the runtime,
+    /// which a runtime worker thread may not do.
+    async fn on_blocking_pool<R: Send + 'static>(
+        self: Arc<Self>,
+        f: impl FnOnce(&Chain) -> R + Send + 'static,
+    ) -> Result<R, String> {
+        tokio::task::spawn_blocking(move || f(&self))
+            .await
+            .map_err(|e| format!("the validation task failed: {e}"))
     }
 
     fn check_here(
         &self,
         topic: &str,
         partition: u32,
-        records: &[Record],
+        batch: &PackedBatch<'_>,
         request_index: &dyn Fn(usize) -> usize,
     ) -> Checked {
         let mut checked = Checked::default();
@@ -158,7 +184,7 @@ impl Chain {
         for link in &self.links {
             link.counters.batches.fetch_add(1, Ordering::Relaxed);
             let plugin = &link.spec.plugin;
-            match link.run(target, records) {
+            match link.run(target, batch) {
                 Ok(violations) => {
                     for v in violations {
                         // A plugin may soften a refusal to a warning; it cannot
@@ -177,7 +203,7 @@ impl Chain {
                     match link.spec.on_failure {
                         FailurePolicy::Reject => {
                             checked.plugin_failure.get_or_insert_with(|| (plugin.clone(), reason.clone()));
-                            link.counters.rejected.fetch_add(records.len() as u64, Ordering::Relaxed);
+                            link.counters.rejected.fetch_add(batch.len() as u64, Ordering::Relaxed);
                         }
                         policy => {
                             let outcome = if policy == FailurePolicy::Warn {
@@ -185,7 +211,7 @@ impl Chain {
                             } else {
                                 Outcome::DeadLettered
                             };
-                            for i in 0..records.len() {
+                            for i in 0..batch.len() {
                                 let why = format!("the validator failed: {reason}");
                                 checked.add(link, request_index(i), outcome, "plugin-failed".into(), why);
                             }
@@ -200,6 +226,17 @@ impl Chain {
         }
         checked
     }
+}
+
+/// Why an encoded batch could not be checked.
+#[derive(Debug, thiserror::Error)]
+pub enum EncodedCheckError {
+    /// The batch is malformed: the produce fails as an invalid batch.
+    #[error("{0}")]
+    Invalid(PackError),
+    /// The validation task died; the batch is lost with it and the produce fails.
+    #[error("{0}")]
+    Task(String),
 }
 
 /// What was decided for one record.
@@ -236,6 +273,11 @@ pub struct Checked {
 }
 
 impl Checked {
+    /// The decision when the validation task itself failed: the batch is refused.
+    fn task_failed(reason: String) -> Self {
+        Checked { findings: Vec::new(), plugin_failure: Some(("-".into(), reason)) }
+    }
+
     fn add(&mut self, link: &Link, index: usize, outcome: Outcome, code: String, reason: String) {
         let counter = match outcome {
             Outcome::Rejected => &link.counters.rejected,
