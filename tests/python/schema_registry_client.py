@@ -32,9 +32,14 @@ def http(url, method="GET", body=None):
 
 
 def round_trip(broker, topic, serialize, deserialize, records):
-    """Serializes, produces over HTTP, consumes over HTTP, deserializes."""
+    """Serializes, produces over HTTP to a topic that enforces its registered
+    schemas (the built-in schema-registry validator), consumes over HTTP,
+    deserializes."""
     status, body = http(f"{broker}/topics", "POST", {"name": topic, "partitions": 1})
     assert status == 201, (status, body)
+    status, body = http(f"{broker}/topics/{topic}/validators", "PUT",
+                        {"validators": [{"plugin": "schema-registry"}]})
+    assert status == 200, (status, body)
     ctx = SerializationContext(topic, MessageField.VALUE)
     payloads = [serialize(r, ctx) for r in records]
     for p in payloads:
@@ -144,6 +149,13 @@ def protobuf(broker, client):
     assert client.get_schema(schema_id).schema_type == "PROTOBUF"
     assert client.get_latest_version("py-proto-value").schema_id == schema_id
     assert got == records, got
+    # The topic enforces its schema: the header and indexes of a good record
+    # followed by bytes that are not a Reading are refused.
+    bad = base64.b64encode(payloads[0][:6] + b"\x0a\x05t1").decode()
+    status, body = http(f"{broker}/topics/py-proto/records", "POST",
+                        {"encoding": "base64", "records": [{"value": bad}]})
+    assert status == 422, (status, body)
+    assert body["error"]["violations"][0]["code"] == "protobuf-decode", body
     text = "syntax = \"proto3\";\npackage py;\n\nmessage Reading {\n  string sensor = 1;\n  double value = 2;\n  string unit = 3;\n}\n"
     assert client.test_compatibility("py-proto-value", Schema(text, "PROTOBUF")) is True
 

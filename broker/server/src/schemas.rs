@@ -232,11 +232,18 @@ pub const ENFORCE_PLUGIN: &str = "schema-registry";
 pub const ENFORCE_KEYS: &[&str] = &["subject.name.strategy", "key"];
 
 /// The configuration of the `schema-registry` validator for `topic`: the schema
-/// ids values (and, with `key=true`, keys) may carry, and those schemas. With
-/// Confluent's TopicNameStrategy (the default) a value's subject is
-/// `<topic>-value` and a key's `<topic>-key`; with RecordNameStrategy
-/// (`subject.name.strategy=record`) it is the schema's record name, so any
-/// schema registered under its own record name is allowed.
+/// ids values (and, with `key=true`, keys) may carry, and those schemas.
+///
+/// With Confluent's TopicNameStrategy (the default) a value's subject is
+/// `<topic>-value` and a key's `<topic>-key`. With RecordNameStrategy
+/// (`subject.name.strategy=record`) the subject is the record's name, for keys and
+/// values alike: an Avro schema is allowed when registered under its record's
+/// full name and a JSON schema under its `title` (what Confluent's serializers
+/// use as the name); a Protobuf schema names the record's message only through
+/// the record's message indexes, so every Protobuf schema registered under a
+/// subject that is a valid full message name goes to the plugin with those
+/// subjects, and the plugin accepts a record when the message its indexes select
+/// has one of them as its full name.
 pub fn enforcement_config(
     state: &State,
     topic: &str,
@@ -264,26 +271,49 @@ pub fn enforcement_config(
             .unwrap_or_default()
             .into_iter()
             .filter_map(|n| state.version(subject, es_schema_registry::VersionSpec::Number(n), false).ok())
-            .map(|v| SubjectVersionLite { id: v.id, schema_type: v.schema_type, schema: v.schema })
+            .map(|v| SubjectVersionLite {
+                id: v.id,
+                schema_type: v.schema_type,
+                schema: v.schema,
+                subjects: None,
+            })
             .collect()
     };
     let (values, keys) = if record_strategy {
-        let mut own = Vec::new();
+        // By id: one schema may be registered under several record names.
+        let mut own = std::collections::BTreeMap::<i32, SubjectVersionLite>::new();
         for subject in state.subjects(false, false, "") {
-            own.extend(
-                live(&subject).into_iter().filter(|v| record_name(v).as_deref() == Some(subject.as_str())),
-            );
+            for v in live(&subject) {
+                match v.schema_type {
+                    SchemaType::Protobuf if is_full_message_name(&subject) => {
+                        let entry =
+                            own.entry(v.id).or_insert(SubjectVersionLite { subjects: Some(Vec::new()), ..v });
+                        let names = entry.subjects.get_or_insert_with(Vec::new);
+                        if !names.contains(&subject) {
+                            names.push(subject.clone());
+                        }
+                    }
+                    SchemaType::Avro | SchemaType::Json
+                        if record_name(&v).as_deref() == Some(subject.as_str()) =>
+                    {
+                        own.entry(v.id).or_insert(v);
+                    }
+                    _ => {}
+                }
+            }
         }
+        let own: Vec<SubjectVersionLite> = own.into_values().collect();
         (own.clone(), own)
     } else {
         (live(&format!("{topic}-value")), live(&format!("{topic}-key")))
     };
     let mut schemas = serde_json::Map::new();
     for v in values.iter().chain(if key { keys.iter() } else { [].iter() }) {
-        schemas.insert(
-            v.id.to_string(),
-            serde_json::json!({"type": v.schema_type.as_str(), "schema": v.schema}),
-        );
+        let mut entry = serde_json::json!({"type": v.schema_type.as_str(), "schema": v.schema});
+        if let Some(subjects) = &v.subjects {
+            entry["subjects"] = serde_json::json!(subjects);
+        }
+        schemas.insert(v.id.to_string(), entry);
     }
     let ids =
         |list: &[SubjectVersionLite]| list.iter().map(|v| v.id.to_string()).collect::<Vec<_>>().join(",");
@@ -302,10 +332,13 @@ struct SubjectVersionLite {
     id: i32,
     schema_type: SchemaType,
     schema: String,
+    /// Protobuf under RecordNameStrategy: the subjects it is registered under.
+    subjects: Option<Vec<String>>,
 }
 
-/// The record name RecordNameStrategy uses: an Avro record's full name, a JSON
-/// schema's `title`, a Protobuf schema's first message (with its package).
+/// The record name RecordNameStrategy uses for an Avro schema (its record's full
+/// name) or a JSON schema (its `title`). Protobuf has none of its own: the
+/// record's message indexes select it.
 fn record_name(v: &SubjectVersionLite) -> Option<String> {
     match v.schema_type {
         SchemaType::Avro => {
@@ -320,20 +353,105 @@ fn record_name(v: &SubjectVersionLite) -> Option<String> {
             let json: serde_json::Value = serde_json::from_str(&v.schema).ok()?;
             json.get("title")?.as_str().map(str::to_owned)
         }
-        SchemaType::Protobuf => {
-            let mut package = None;
-            for line in v.schema.lines().map(str::trim) {
-                if let Some(p) = line.strip_prefix("package ") {
-                    package = Some(p.trim_end_matches(';').trim().to_owned());
-                } else if let Some(m) = line.strip_prefix("message ") {
-                    let name = m.split(|c: char| c.is_whitespace() || c == '{').next()?;
-                    return Some(match package {
-                        Some(p) => format!("{p}.{name}"),
-                        None => name.to_owned(),
-                    });
-                }
-            }
-            None
+        SchemaType::Protobuf => None,
+    }
+}
+
+/// Whether `subject` can be a Protobuf message's full name: dot-separated
+/// identifiers (letters, digits, `_`; not starting with a digit).
+fn is_full_message_name(subject: &str) -> bool {
+    subject.split('.').all(|part| {
+        part.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use es_schema_registry::record::SchemaValue;
+
+    fn state(versions: &[(&str, i32, SchemaType, &str)]) -> State {
+        let mut state = State::new();
+        let mut next = std::collections::BTreeMap::<&str, i32>::new();
+        for &(subject, id, schema_type, schema) in versions {
+            let version = next.entry(subject).and_modify(|v| *v += 1).or_insert(1);
+            state.apply(Change::Schema {
+                subject: subject.into(),
+                version: *version,
+                value: Some(SchemaValue {
+                    subject: subject.into(),
+                    version: *version,
+                    id,
+                    schema: schema.into(),
+                    schema_type,
+                    references: Vec::new(),
+                    canonical: schema.into(),
+                    deleted: false,
+                }),
+            });
+        }
+        state
+    }
+
+    fn config(state: &State, user: &[(&str, &str)]) -> (serde_json::Value, String, Option<String>) {
+        let user = user.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let c = enforcement_config(state, "t", &user).unwrap();
+        (serde_json::from_str(&c["schemas"]).unwrap(), c["value.ids"].clone(), c.get("key.ids").cloned())
+    }
+
+    const PROTO: &str = "syntax = \"proto3\"; package p; message A {} message B {}";
+
+    #[test]
+    fn topic_strategy_takes_the_topics_subjects() {
+        let s = state(&[
+            ("t-value", 1, SchemaType::Avro, "\"string\""),
+            ("t-value", 2, SchemaType::Protobuf, PROTO),
+            ("t-key", 3, SchemaType::Avro, "\"long\""),
+            ("u-value", 4, SchemaType::Avro, "\"int\""),
+        ]);
+        let (schemas, values, keys) = config(&s, &[]);
+        assert_eq!(values, "1,2");
+        assert_eq!(keys, None);
+        assert_eq!(schemas.as_object().unwrap().keys().collect::<Vec<_>>(), ["1", "2"]);
+        assert_eq!(schemas["2"], serde_json::json!({"type": "PROTOBUF", "schema": PROTO}));
+        let (schemas, _, keys) = config(&s, &[("key", "true")]);
+        assert_eq!(keys.as_deref(), Some("3"));
+        assert!(schemas.get("3").is_some());
+    }
+
+    #[test]
+    fn record_strategy_matches_avro_and_json_names_and_hands_protobuf_subjects_to_the_plugin() {
+        let avro = r#"{"type": "record", "name": "User", "namespace": "n", "fields": []}"#;
+        let json = r#"{"title": "Order", "type": "object"}"#;
+        let s = state(&[
+            ("n.User", 1, SchemaType::Avro, avro),
+            ("User", 1, SchemaType::Avro, avro), // not its full name
+            ("t-value", 2, SchemaType::Avro, avro.replace("User", "Other").leak()),
+            ("Order", 3, SchemaType::Json, json),
+            ("NotTheTitle", 4, SchemaType::Json, r#"{"title": "Else"}"#),
+            ("p.A", 5, SchemaType::Protobuf, PROTO),
+            ("p.B", 5, SchemaType::Protobuf, PROTO),
+            ("t-value", 6, SchemaType::Protobuf, PROTO.replace('A', "C").leak()),
+        ]);
+        let (schemas, values, keys) = config(&s, &[("subject.name.strategy", "record"), ("key", "true")]);
+        assert_eq!(values, "1,3,5");
+        assert_eq!(keys.as_deref(), Some("1,3,5"));
+        assert_eq!(schemas["1"], serde_json::json!({"type": "AVRO", "schema": avro}));
+        assert_eq!(schemas["3"]["type"], "JSON");
+        assert_eq!(
+            schemas["5"],
+            serde_json::json!({"type": "PROTOBUF", "schema": PROTO, "subjects": ["p.A", "p.B"]})
+        );
+    }
+
+    #[test]
+    fn full_message_names() {
+        for ok in ["Order", "com.acme.Order", "com.acme.Order.Line", "_x.y9"] {
+            assert!(is_full_message_name(ok), "{ok}");
+        }
+        for bad in ["", "orders-value", "com..Order", ".com.Order", "com.Order.", "9a", "a b"] {
+            assert!(!is_full_message_name(bad), "{bad}");
         }
     }
 }

@@ -7,14 +7,17 @@
 //! The broker configures it from its schema registry; a user binds it with only
 //! the subject naming strategy. Configuration:
 //! - `schemas`: JSON object, schema id → `{"type": "AVRO" | "JSON" | "PROTOBUF",
-//!   "schema": "..."}`, every schema the allowed ids name;
+//!   "schema": "...", "subjects": [...]}`, every schema the allowed ids name;
+//!   `subjects` (PROTOBUF only, optional) is set under RecordNameStrategy: the
+//!   subjects the schema is registered under, one of which must be the full name
+//!   of the message a record's indexes select;
 //! - `value.ids`: comma-separated ids a value may carry (the subject's versions);
 //! - `key.ids`: the same for keys; keys are not checked when it is absent.
 //!
-//! Avro payloads must decode completely; JSON payloads must be JSON matching the
-//! schema. Protobuf payloads are checked for their framing (the message-index
-//! list) only: decoding them needs the schema's descriptors, which this plugin
-//! does not build yet.
+//! Every schema is parsed (compiled, for Protobuf) once, here. Avro payloads must
+//! decode completely; JSON payloads must be JSON matching the schema; Protobuf
+//! payloads must name a message of the schema with their indexes and decode as
+//! that message, without fields it does not define (`protobuf` module).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -22,6 +25,10 @@ use apache_avro::Schema as AvroSchema;
 use apache_avro::reader::datum::GenericDatumReader;
 use es_plugin_sdk::{Action, Batch, Config, RecordValidator, Violation, export_validator};
 use serde::Deserialize;
+
+mod protobuf;
+
+use protobuf::{Finding, ProtobufSchema};
 
 /// Magic byte plus schema id.
 const HEADER_BYTES: usize = 5;
@@ -31,12 +38,14 @@ struct Registered {
     #[serde(rename = "type")]
     schema_type: String,
     schema: String,
+    #[serde(default)]
+    subjects: Option<Vec<String>>,
 }
 
 enum Decoder {
     Avro { schema: &'static AvroSchema, reader: GenericDatumReader<'static> },
     Json(Box<jsonschema::Validator>),
-    Protobuf,
+    Protobuf(Box<ProtobufSchema>),
 }
 
 struct SchemaRegistry {
@@ -57,7 +66,7 @@ impl RecordValidator for SchemaRegistry {
             .map_err(|e| format!("schemas: expected a JSON object of id -> {{type, schema}}: {e}"))?;
         let mut decoders = BTreeMap::new();
         for (id, registered) in schemas {
-            decoders.insert(id, decoder(&registered).map_err(|e| format!("schema {id}: {e}"))?);
+            decoders.insert(id, decoder(registered).map_err(|e| format!("schema {id}: {e}"))?);
         }
         let ids = |key: &str| -> Result<BTreeSet<u32>, String> {
             let ids = config
@@ -99,7 +108,7 @@ impl RecordValidator for SchemaRegistry {
 }
 
 impl SchemaRegistry {
-    fn check(&self, bytes: &[u8], allowed: &BTreeSet<u32>) -> Result<(), (&'static str, String)> {
+    fn check(&self, bytes: &[u8], allowed: &BTreeSet<u32>) -> Result<(), Finding> {
         let Some((header, payload)) = bytes.split_first_chunk::<HEADER_BYTES>() else {
             return Err((
                 "wire-format",
@@ -148,12 +157,15 @@ impl SchemaRegistry {
                     ("schema-mismatch", format!("at `{}`: {e}", if path.is_empty() { "/" } else { &path }))
                 })
             }
-            Decoder::Protobuf => message_indexes(payload).map(|_| ()),
+            Decoder::Protobuf(schema) => schema.check(id, payload),
         }
     }
 }
 
-fn decoder(registered: &Registered) -> Result<Decoder, String> {
+fn decoder(registered: Registered) -> Result<Decoder, String> {
+    if registered.subjects.is_some() && registered.schema_type != "PROTOBUF" {
+        return Err("`subjects` is for PROTOBUF schemas only".into());
+    }
     match registered.schema_type.as_str() {
         "AVRO" => {
             let schema =
@@ -173,37 +185,11 @@ fn decoder(registered: &Registered) -> Result<Decoder, String> {
                 jsonschema::validator_for(&schema).map_err(|e| format!("invalid JSON schema: {e}"))?;
             Ok(Decoder::Json(Box::new(validator)))
         }
-        "PROTOBUF" => Ok(Decoder::Protobuf),
+        "PROTOBUF" => {
+            Ok(Decoder::Protobuf(Box::new(ProtobufSchema::parse(&registered.schema, registered.subjects)?)))
+        }
         other => Err(format!("unknown schema type {other:?} (AVRO, JSON or PROTOBUF)")),
     }
-}
-
-/// Confluent's Protobuf message indexes: a zigzag varint count, then that many
-/// zigzag varint indexes (a single 0 byte stands for `[0]`). Returns the rest.
-fn message_indexes(mut payload: &[u8]) -> Result<&[u8], (&'static str, String)> {
-    let bad = |why: &str| ("wire-format", format!("Protobuf message indexes: {why}"));
-    let varint = |buf: &mut &[u8]| -> Result<i64, (&'static str, String)> {
-        let mut value: u64 = 0;
-        for shift in (0..64).step_by(7) {
-            let Some((&byte, rest)) = buf.split_first() else { return Err(bad("cut short")) };
-            *buf = rest;
-            value |= u64::from(byte & 0x7f) << shift;
-            if byte & 0x80 == 0 {
-                return Ok((value >> 1) as i64 ^ -((value & 1) as i64));
-            }
-        }
-        Err(bad("a varint longer than 10 bytes"))
-    };
-    let count = varint(&mut payload)?;
-    if !(0..=100).contains(&count) {
-        return Err(bad(&format!("count {count} is out of range")));
-    }
-    for _ in 0..count {
-        if varint(&mut payload)? < 0 {
-            return Err(bad("negative index"));
-        }
-    }
-    Ok(payload)
 }
 
 export_validator!(SchemaRegistry);
