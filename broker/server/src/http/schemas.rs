@@ -52,7 +52,7 @@ pub fn routes() -> Router<AppState> {
 }
 
 /// A registry answer: JSON in Confluent's content type.
-struct Reply(StatusCode, Vec<u8>);
+pub(super) struct Reply(StatusCode, Vec<u8>);
 
 impl IntoResponse for Reply {
     fn into_response(self) -> Response {
@@ -100,7 +100,7 @@ async fn not_found() -> Response {
     error_reply(StatusCode::NOT_FOUND, 404, "HTTP 404 Not Found")
 }
 
-async fn method_not_allowed() -> Response {
+pub(super) async fn method_not_allowed() -> Response {
     error_reply(StatusCode::METHOD_NOT_ALLOWED, 405, "HTTP 405 Method Not Allowed")
 }
 
@@ -161,7 +161,7 @@ fn parse_id(id: &str) -> Result<i32, RegistryError> {
     id.parse::<i32>().map_err(|_| RegistryError::SchemaNotFound(format!("Schema {id} not found")))
 }
 
-async fn root() -> Reply {
+pub(super) async fn root() -> Reply {
     ok(json!({}))
 }
 
