@@ -4,10 +4,12 @@
 
 pub(crate) mod group_sessions;
 mod groups;
+mod groups_api;
 mod openapi;
 mod plugins;
 mod records;
 mod schemas;
+mod schemas_api;
 mod topics;
 
 use std::future::{Future, IntoFuture};
