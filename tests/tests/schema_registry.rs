@@ -115,6 +115,22 @@ fn subjects_versions_ids_and_lookup() {
     expect(&b.get("/registry/subjects/nobody/versions/1"), 404, 40401);
 }
 
+/// The base URL answers `{}` with and without a trailing slash, and a wrong method
+/// on it is Confluent's 405: `/registry/` used to fall through to the broker's own
+/// 404 shape, `{"error": {...}}` (found by schemathesis).
+#[test]
+fn the_base_url_answers_with_and_without_a_slash() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path());
+    for path in ["/registry", "/registry/"] {
+        let r = b.get(path);
+        assert_eq!((r.status, r.body.clone()), (200, json!({})), "{path}");
+        assert_eq!(ureq_content_type(&b.url, path), V1, "{path}");
+        expect(&b.delete(path), 405, 405);
+    }
+    expect(&b.get("/registry/subjects/"), 404, 404);
+}
+
 /// The content type of a GET answer.
 fn ureq_content_type(url: &str, path: &str) -> String {
     let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();

@@ -13,10 +13,13 @@ use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
 use es_groups::{GroupError, TopicPartition};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use utoipa::{IntoParams, ToSchema};
 
+use super::groups_api::{
+    GroupPartition, SessionCommitted, SessionJoined, SessionOffset, SessionPoll, SessionRecord,
+};
 use super::{ApiJson, ApiPath, ApiQuery, AppState, blocking};
-use crate::api::{self, Encoding};
+use crate::api::{self, Encoding, ErrorBody, WireHeader};
 use crate::error::{Result, ServerError};
 use crate::groups::{CommittedOffset, Groups, REBALANCE_TIMEOUT_MS_DEFAULT, SESSION_TIMEOUT_MS_DEFAULT};
 use crate::limits;
@@ -48,24 +51,36 @@ pub fn routes() -> Router<AppState> {
         .route("/groups/{group}/members/{member}/commit", post(commit_now))
 }
 
-#[derive(Debug, Deserialize)]
+/// `POST /groups/{g}/members`.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"topics": ["st"], "client_id": "app"}))]
 pub struct CreateBody {
+    /// The topics to read; every member of a group subscribes to the same ones.
+    #[schema(min_items = 1)]
     pub topics: Vec<String>,
     #[serde(default)]
     pub client_id: String,
+    /// Default 10000; each poll is a heartbeat and waits at most half of it.
     pub session_timeout_ms: Option<u64>,
     /// Commit what the previous poll returned at each poll (default true).
     pub auto_commit: Option<bool>,
     /// Where to start without a committed offset: `earliest` (default) or `latest`.
+    #[schema(pattern = "^(earliest|latest)$")]
     pub reset: Option<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct PollQuery {
+    /// Wait up to this long (ms; at most 60000 and half the session timeout) for data when there is none yet.
+    #[param(minimum = 0, maximum = 60000)]
     pub wait_ms: Option<u64>,
+    /// Most records to return (default 500, at most 10000).
+    #[param(minimum = 1, maximum = 10000)]
     pub max_records: Option<usize>,
+    /// Preferred encoding; records that are not valid UTF-8 come back base64 anyway.
     pub encoding: Option<Encoding>,
 }
 
@@ -81,11 +96,20 @@ fn get_session(g: &Groups, key: &Key) -> Result<Session> {
     })
 }
 
+#[utoipa::path(post, path = "/groups/{group}/members", tag = "groups",
+    params(("group" = String, Path, description = "Group id")),
+    request_body = CreateBody,
+    responses(
+        (status = 201, description = "Joined and synced: a server-side session", body = SessionJoined),
+        (status = 400, description = "bad_json, invalid_request", body = ErrorBody),
+        (status = 404, description = "topic_not_found", body = ErrorBody),
+        (status = 409, description = "inconsistent_subscription, rebalance_in_progress, unknown_member (evicted meanwhile)", body = ErrorBody),
+        (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn create(
     State(state): State<AppState>,
     ApiPath(group): ApiPath<String>,
     ApiJson(b): ApiJson<CreateBody>,
-) -> Result<(StatusCode, Json<Value>)> {
+) -> Result<(StatusCode, Json<SessionJoined>)> {
     let start_latest = match b.reset.as_deref() {
         None | Some("earliest") => false,
         Some("latest") => true,
@@ -117,8 +141,13 @@ pub async fn create(
     let key = (group, joined.member_id.clone());
     sessions(registry.groups()).insert(key.clone(), session);
     let session = follow(registry, &key).await?;
-    let body = json!({"member_id": key.1, "generation": session.generation, "assignment": session.assigned});
+    let body =
+        SessionJoined { member_id: key.1, generation: session.generation, assignment: assignment(&session) };
     Ok((StatusCode::CREATED, Json(body)))
+}
+
+fn assignment(s: &Session) -> Vec<GroupPartition> {
+    s.assigned.iter().cloned().map(GroupPartition::from).collect()
 }
 
 /// Heartbeats, and on a rebalance rejoins, syncs, commits revoked partitions and
@@ -183,11 +212,22 @@ async fn commit_positions(registry: &Registry, key: &Key, s: &mut Session) -> Re
     Ok(())
 }
 
+#[utoipa::path(get, path = "/groups/{group}/members/{member}/records", tag = "groups",
+    params(
+        ("group" = String, Path, description = "Group id"),
+        ("member" = String, Path, description = "The session's member id"),
+        PollQuery),
+    responses(
+        (status = 200, description = "Records across every assigned partition (a heartbeat; follows rebalances)", body = SessionPoll),
+        (status = 400, description = "invalid_request", body = ErrorBody),
+        (status = 404, description = "topic_not_found, partition_not_found (a subscribed topic was deleted)", body = ErrorBody),
+        (status = 409, description = "unknown_member (no such session, or evicted), illegal_generation, rebalance_in_progress", body = ErrorBody),
+        (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn poll(
     State(state): State<AppState>,
     ApiPath(key): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<PollQuery>,
-) -> Result<Json<Value>> {
+) -> Result<Json<SessionPoll>> {
     let registry = state.registry.clone();
     let wait_ms = q.wait_ms.unwrap_or(0).min(limits::WAIT_MS_MAX);
     let max_records =
@@ -205,9 +245,7 @@ pub async fn poll(
         records = read(&registry, &mut s, max_records, q.encoding.unwrap_or_default()).await?;
     }
     sessions(registry.groups()).insert(key.clone(), s.clone());
-    Ok(Json(
-        json!({"member_id": key.1, "generation": s.generation, "assignment": s.assigned, "records": records}),
-    ))
+    Ok(Json(SessionPoll { member_id: key.1, generation: s.generation, assignment: assignment(&s), records }))
 }
 
 /// Positions of newly assigned partitions: the committed offset, else earliest or latest.
@@ -237,7 +275,7 @@ async fn read(
     s: &mut Session,
     max_records: usize,
     encoding: Encoding,
-) -> Result<Vec<Value>> {
+) -> Result<Vec<SessionRecord>> {
     let mut jobs = Vec::new();
     for (tp, offset) in &s.positions {
         let log = registry.topic(&tp.topic)?.partition(u64::from(tp.partition))?.clone();
@@ -280,7 +318,7 @@ async fn read(
     Ok(records)
 }
 
-fn record_json(tp: &TopicPartition, r: &es_core::RecordView<'_>, preferred: Encoding) -> Value {
+fn record_json(tp: &TopicPartition, r: &es_core::RecordView<'_>, preferred: Encoding) -> SessionRecord {
     let mut fields =
         r.key.iter().chain(r.value.iter()).chain(r.headers.iter().filter_map(|(_, v)| v.as_ref()));
     let encoding = if preferred == Encoding::Utf8 && fields.all(|f| std::str::from_utf8(f).is_ok()) {
@@ -288,16 +326,21 @@ fn record_json(tp: &TopicPartition, r: &es_core::RecordView<'_>, preferred: Enco
     } else {
         Encoding::Base64
     };
-    let headers: Vec<Value> = r
+    let headers: Vec<WireHeader> = r
         .headers
         .iter()
-        .map(|(k, v)| json!({"key": k, "value": v.map(|v| api::encode(encoding, v))}))
+        .map(|(k, v)| WireHeader { key: (*k).to_owned(), value: v.map(|v| api::encode(encoding, v)) })
         .collect();
-    json!({
-        "topic": tp.topic, "partition": tp.partition, "offset": r.offset, "timestamp": r.timestamp,
-        "encoding": encoding, "key": r.key.map(|k| api::encode(encoding, k)),
-        "value": r.value.map(|v| api::encode(encoding, v)), "headers": headers,
-    })
+    SessionRecord {
+        topic: tp.topic.clone(),
+        partition: tp.partition,
+        offset: r.offset,
+        timestamp: r.timestamp,
+        encoding,
+        key: r.key.map(|k| api::encode(encoding, k)),
+        value: r.value.map(|v| api::encode(encoding, v)),
+        headers,
+    }
 }
 
 /// Waits until any assigned partition has data past its position, the wait ends, or shutdown.
@@ -335,22 +378,40 @@ async fn wait_any(
     set.abort_all();
 }
 
+#[utoipa::path(post, path = "/groups/{group}/members/{member}/commit", tag = "groups",
+    params(
+        ("group" = String, Path, description = "Group id"),
+        ("member" = String, Path, description = "The session's member id")),
+    responses(
+        (status = 200, description = "What the session returned so far is committed (fsynced)", body = SessionCommitted),
+        (status = 400, description = "invalid_request", body = ErrorBody),
+        (status = 409, description = "unknown_member (no such session, or evicted), illegal_generation, rebalance_in_progress", body = ErrorBody),
+        (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn commit_now(
     State(state): State<AppState>,
     ApiPath(key): ApiPath<(String, String)>,
-) -> Result<Json<Value>> {
+) -> Result<Json<SessionCommitted>> {
     let mut s = follow(&state.registry, &key).await?;
     commit_positions(&state.registry, &key, &mut s).await?;
     sessions(state.registry.groups()).insert(key.clone(), s.clone());
-    let offsets: Vec<Value> = s
+    let offsets = s
         .committed
         .iter()
-        .map(|(tp, o)| json!({"topic": tp.topic, "partition": tp.partition, "offset": o}))
+        .map(|(tp, o)| SessionOffset { topic: tp.topic.clone(), partition: tp.partition, offset: *o })
         .collect();
-    Ok(Json(json!({"status": "ok", "offsets": offsets})))
+    Ok(Json(SessionCommitted { status: "ok".into(), offsets }))
 }
 
 /// Leaves the group, committing first when auto-commit is on.
+#[utoipa::path(delete, path = "/groups/{group}/members/{member}", tag = "groups",
+    params(
+        ("group" = String, Path, description = "Group id"),
+        ("member" = String, Path, description = "The session's member id")),
+    responses(
+        (status = 204, description = "Committed (with auto-commit) and left"),
+        (status = 400, description = "invalid_request", body = ErrorBody),
+        (status = 409, description = "unknown_member (no such session, or evicted), illegal_generation, rebalance_in_progress", body = ErrorBody),
+        (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn remove(
     State(state): State<AppState>,
     ApiPath(key): ApiPath<(String, String)>,

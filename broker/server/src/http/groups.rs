@@ -7,15 +7,14 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use es_groups::{GroupDescription, Joined, SyncResult};
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde::Deserialize;
+use utoipa::ToSchema;
 
+use super::groups_api::{GroupDescribed, GroupList, GroupOffsets, GroupSummary, JoinAnswer, SyncAnswer};
 use super::{ApiJson, ApiPath, AppState};
+use crate::api::{ErrorBody, Status};
 use crate::error::{Result, ServerError};
-use crate::groups::{
-    CommittedOffset, PartitionLag, REBALANCE_TIMEOUT_MS_DEFAULT, ResetTo, SESSION_TIMEOUT_MS_DEFAULT,
-};
+use crate::groups::{CommittedOffset, REBALANCE_TIMEOUT_MS_DEFAULT, ResetTo, SESSION_TIMEOUT_MS_DEFAULT};
 
 /// The group routes, merged into the API router.
 pub fn routes() -> Router<AppState> {
@@ -31,20 +30,27 @@ pub fn routes() -> Router<AppState> {
         .merge(super::group_sessions::routes())
 }
 
-#[derive(Debug, Deserialize)]
+/// `POST /groups/{g}/join`.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"topics": ["st"], "client_id": "app"}))]
 pub struct JoinBody {
     /// Absent (or empty) for a new member; a known member rejoins with its id.
     #[serde(default)]
     pub member_id: Option<String>,
     #[serde(default)]
     pub client_id: String,
+    /// The topics to read; every member of a group subscribes to the same ones.
+    #[schema(min_items = 1)]
     pub topics: Vec<String>,
+    /// Default 10000.
     pub session_timeout_ms: Option<u64>,
+    /// Default 30000.
     pub rebalance_timeout_ms: Option<u64>,
 }
 
-#[derive(Debug, Deserialize)]
+/// `POST /groups/{g}/sync`, `heartbeat` and `leave`.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemberBody {
     pub member_id: String,
@@ -52,8 +58,10 @@ pub struct MemberBody {
     pub generation: i32,
 }
 
-#[derive(Debug, Deserialize)]
+/// `POST /groups/{g}/offsets`.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"offsets": [{"topic": "st", "partition": 0, "offset": 0}]}))]
 pub struct CommitBody {
     /// Empty, with generation -1, for a standalone commit to a group without members.
     #[serde(default)]
@@ -67,30 +75,34 @@ fn minus_one() -> i32 {
     -1
 }
 
-#[derive(Debug, Deserialize)]
+/// `POST /groups/{g}/reset-offsets`.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"topic": "st", "to": "earliest"}))]
 pub struct ResetBody {
     pub topic: String,
     /// Default: every partition of the topic.
     pub partitions: Option<Vec<u32>>,
     /// `earliest`, `latest`, `timestamp` (with `timestamp`) or `offset` (with `offset`).
+    #[schema(pattern = "^(earliest|latest|timestamp|offset)$")]
     pub to: String,
     pub timestamp: Option<i64>,
     pub offset: Option<u64>,
 }
 
-#[derive(Debug, Serialize)]
-pub struct Described {
-    #[serde(flatten)]
-    pub group: GroupDescription,
-    pub partitions: Vec<PartitionLag>,
-}
-
+#[utoipa::path(post, path = "/groups/{group}/join", tag = "groups",
+    params(("group" = String, Path, description = "Group id (1 to 249 characters)")),
+    request_body = JoinBody,
+    responses(
+        (status = 200, description = "Joined (or rejoined) the current generation", body = JoinAnswer),
+        (status = 400, description = "bad_json, invalid_request", body = ErrorBody),
+        (status = 404, description = "topic_not_found", body = ErrorBody),
+        (status = 409, description = "unknown_member, inconsistent_subscription", body = ErrorBody)))]
 pub async fn join(
     State(state): State<AppState>,
     ApiPath(group): ApiPath<String>,
     ApiJson(b): ApiJson<JoinBody>,
-) -> Result<Json<Joined>> {
+) -> Result<Json<JoinAnswer>> {
     let joined = state.registry.groups().join(
         &state.registry,
         &group,
@@ -100,26 +112,47 @@ pub async fn join(
         b.session_timeout_ms.unwrap_or(SESSION_TIMEOUT_MS_DEFAULT),
         b.rebalance_timeout_ms.unwrap_or(REBALANCE_TIMEOUT_MS_DEFAULT),
     )?;
-    Ok(Json(joined))
+    Ok(Json(joined.into()))
 }
 
+#[utoipa::path(post, path = "/groups/{group}/sync", tag = "groups",
+    params(("group" = String, Path, description = "Group id")),
+    request_body = MemberBody,
+    responses(
+        (status = 200, description = "The member's assignment for the generation", body = SyncAnswer),
+        (status = 400, description = "bad_json, invalid_request", body = ErrorBody),
+        (status = 409, description = "unknown_member, illegal_generation, rebalance_in_progress", body = ErrorBody)))]
 pub async fn sync(
     State(state): State<AppState>,
     ApiPath(group): ApiPath<String>,
     ApiJson(b): ApiJson<MemberBody>,
-) -> Result<Json<SyncResult>> {
-    Ok(Json(state.registry.groups().sync(&group, &b.member_id, b.generation)?))
+) -> Result<Json<SyncAnswer>> {
+    Ok(Json(state.registry.groups().sync(&group, &b.member_id, b.generation)?.into()))
 }
 
+#[utoipa::path(post, path = "/groups/{group}/heartbeat", tag = "groups",
+    params(("group" = String, Path, description = "Group id")),
+    request_body = MemberBody,
+    responses(
+        (status = 200, description = "`{\"status\": \"ok\"}`", body = Status),
+        (status = 400, description = "bad_json, invalid_request", body = ErrorBody),
+        (status = 409, description = "unknown_member, illegal_generation, rebalance_in_progress (rejoin and sync)", body = ErrorBody)))]
 pub async fn heartbeat(
     State(state): State<AppState>,
     ApiPath(group): ApiPath<String>,
     ApiJson(b): ApiJson<MemberBody>,
-) -> Result<Json<Value>> {
+) -> Result<Json<Status>> {
     state.registry.groups().heartbeat(&group, &b.member_id, b.generation)?;
-    Ok(Json(json!({"status": "ok"})))
+    Ok(Json(Status { status: "ok".into() }))
 }
 
+#[utoipa::path(post, path = "/groups/{group}/leave", tag = "groups",
+    params(("group" = String, Path, description = "Group id")),
+    request_body = MemberBody,
+    responses(
+        (status = 204, description = "Left; the member's partitions go to the others"),
+        (status = 400, description = "bad_json, invalid_request", body = ErrorBody),
+        (status = 409, description = "unknown_member", body = ErrorBody)))]
 pub async fn leave(
     State(state): State<AppState>,
     ApiPath(group): ApiPath<String>,
@@ -129,39 +162,79 @@ pub async fn leave(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(post, path = "/groups/{group}/offsets", tag = "groups",
+    params(("group" = String, Path, description = "Group id (1 to 249 characters)")),
+    request_body = CommitBody,
+    responses(
+        (status = 200, description = "Committed and fsynced: `{\"status\": \"ok\"}`", body = Status),
+        (status = 400, description = "bad_json, invalid_request", body = ErrorBody),
+        (status = 404, description = "topic_not_found, partition_not_found", body = ErrorBody),
+        (status = 409, description = "unknown_member, illegal_generation, rebalance_in_progress", body = ErrorBody),
+        (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn commit(
     State(state): State<AppState>,
     ApiPath(group): ApiPath<String>,
     ApiJson(b): ApiJson<CommitBody>,
-) -> Result<Json<Value>> {
+) -> Result<Json<Status>> {
     let registry = &state.registry;
     registry.groups().commit(registry, &group, &b.member_id, b.generation, b.offsets).await?;
-    Ok(Json(json!({"status": "ok"})))
+    Ok(Json(Status { status: "ok".into() }))
 }
 
-pub async fn fetch_offsets(State(state): State<AppState>, ApiPath(group): ApiPath<String>) -> Json<Value> {
-    Json(json!({"group": group, "offsets": state.registry.groups().fetch(&group)}))
+#[utoipa::path(get, path = "/groups/{group}/offsets", tag = "groups",
+    params(("group" = String, Path, description = "Group id")),
+    responses(
+        (status = 200, description = "The committed offsets (none for an unknown group)", body = GroupOffsets),
+        (status = 400, description = "invalid_request", body = ErrorBody)))]
+pub async fn fetch_offsets(
+    State(state): State<AppState>,
+    ApiPath(group): ApiPath<String>,
+) -> Json<GroupOffsets> {
+    let offsets = state.registry.groups().fetch(&group);
+    Json(GroupOffsets { group, offsets })
 }
 
-pub async fn list(State(state): State<AppState>) -> Json<Value> {
-    let groups: Vec<Value> =
-        state.registry.groups().list().into_iter().map(|(g, s)| json!({"group": g, "state": s})).collect();
-    Json(json!({"groups": groups}))
+#[utoipa::path(get, path = "/groups", tag = "groups",
+    responses((status = 200, description = "Groups with members or committed offsets", body = GroupList)))]
+pub async fn list(State(state): State<AppState>) -> Json<GroupList> {
+    let groups = state
+        .registry
+        .groups()
+        .list()
+        .into_iter()
+        .map(|(group, state)| GroupSummary { group, state })
+        .collect();
+    Json(GroupList { groups })
 }
 
+#[utoipa::path(get, path = "/groups/{group}", tag = "groups",
+    params(("group" = String, Path, description = "Group id")),
+    responses(
+        (status = 200, body = GroupDescribed),
+        (status = 400, description = "invalid_request", body = ErrorBody),
+        (status = 404, description = "group_not_found", body = ErrorBody)))]
 pub async fn describe(
     State(state): State<AppState>,
     ApiPath(group): ApiPath<String>,
-) -> Result<Json<Described>> {
+) -> Result<Json<GroupDescribed>> {
     let (group, partitions) = state.registry.groups().describe(&state.registry, &group)?;
-    Ok(Json(Described { group, partitions }))
+    Ok(Json(GroupDescribed::new(group, partitions)))
 }
 
+#[utoipa::path(post, path = "/groups/{group}/reset-offsets", tag = "groups",
+    params(("group" = String, Path, description = "Group id (1 to 249 characters)")),
+    request_body = ResetBody,
+    responses(
+        (status = 200, description = "The topic's committed offsets after the reset (fsynced)", body = GroupOffsets),
+        (status = 400, description = "bad_json, invalid_request", body = ErrorBody),
+        (status = 404, description = "topic_not_found, partition_not_found", body = ErrorBody),
+        (status = 409, description = "group_not_empty: the group has members", body = ErrorBody),
+        (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn reset(
     State(state): State<AppState>,
     ApiPath(group): ApiPath<String>,
     ApiJson(b): ApiJson<ResetBody>,
-) -> Result<Json<Value>> {
+) -> Result<Json<GroupOffsets>> {
     let to = match (b.to.as_str(), b.timestamp, b.offset) {
         ("earliest", None, None) => ResetTo::Earliest,
         ("latest", None, None) => ResetTo::Latest,
@@ -175,9 +248,17 @@ pub async fn reset(
     };
     let registry = &state.registry;
     let offsets = registry.groups().reset(registry, &group, &b.topic, b.partitions, to).await?;
-    Ok(Json(json!({"group": group, "offsets": offsets})))
+    Ok(Json(GroupOffsets { group, offsets }))
 }
 
+#[utoipa::path(delete, path = "/groups/{group}", tag = "groups",
+    params(("group" = String, Path, description = "Group id")),
+    responses(
+        (status = 204, description = "Deleted with its committed offsets (tombstones, fsynced)"),
+        (status = 400, description = "invalid_request", body = ErrorBody),
+        (status = 404, description = "group_not_found", body = ErrorBody),
+        (status = 409, description = "group_not_empty: the group has members", body = ErrorBody),
+        (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn delete(State(state): State<AppState>, ApiPath(group): ApiPath<String>) -> Result<StatusCode> {
     state.registry.groups().delete(&group).await?;
     Ok(StatusCode::NO_CONTENT)

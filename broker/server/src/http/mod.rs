@@ -4,10 +4,12 @@
 
 pub(crate) mod group_sessions;
 mod groups;
+mod groups_api;
 mod openapi;
 mod plugins;
 mod records;
 mod schemas;
+mod schemas_api;
 mod topics;
 
 use std::future::{Future, IntoFuture};
@@ -77,6 +79,9 @@ fn api_routes(state: AppState) -> Router<AppState> {
         )
         .route("/topics/{topic}/validators", get(plugins::get_validators).put(plugins::set_validators))
         .nest("/registry", schemas::routes())
+        // The base URL with a slash, as clients given `.../registry/` ask for it; the
+        // nested router serves `/registry` itself and everything below it.
+        .route("/registry/", get(schemas::root).fallback(schemas::method_not_allowed))
         .route_layer(middleware::from_fn_with_state(state, limit_in_flight))
 }
 

@@ -4,6 +4,14 @@
 use axum::Json;
 use utoipa::OpenApi;
 
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::{Content, Ref, RefOr, Response};
+
+use super::groups_api as gr;
+use super::schemas::{
+    CONTENT_TYPE as REGISTRY_CONTENT_TYPE, REQUEST_CONTENT_TYPES as REGISTRY_REQUEST_TYPES,
+};
+use super::schemas_api as sr;
 use crate::api;
 use crate::config::TopicConfig;
 
@@ -11,7 +19,9 @@ use crate::config::TopicConfig;
 #[openapi(
     info(
         title = "es broker HTTP API",
-        description = "Topics, produce and consume over HTTP/JSON. Errors are {\"error\": {\"code\", \"message\"}}."
+        description = "Topics, produce and consume, consumer groups and plugins over HTTP/JSON; errors are \
+            {\"error\": {\"code\", \"message\"}}. The schema registry under /registry speaks Confluent \
+            Schema Registry's REST API; its errors are {\"error_code\", \"message\"}."
     ),
     paths(
         super::topics::healthz,
@@ -32,6 +42,50 @@ use crate::config::TopicConfig;
         super::plugins::remove,
         super::plugins::get_validators,
         super::plugins::set_validators,
+        super::groups::list,
+        super::groups::describe,
+        super::groups::delete,
+        super::groups::join,
+        super::groups::sync,
+        super::groups::heartbeat,
+        super::groups::leave,
+        super::groups::fetch_offsets,
+        super::groups::commit,
+        super::groups::reset,
+        super::group_sessions::create,
+        super::group_sessions::poll,
+        super::group_sessions::commit_now,
+        super::group_sessions::remove,
+        super::schemas::root,
+        super::schemas::contexts,
+        super::schemas::list_subjects,
+        super::schemas::lookup,
+        super::schemas::delete_subject,
+        super::schemas::list_versions,
+        super::schemas::register,
+        super::schemas::get_version,
+        super::schemas::delete_version,
+        super::schemas::get_version_schema,
+        super::schemas::referenced_by,
+        super::schemas::schema_types,
+        super::schemas::schema_by_id,
+        super::schemas::schema_text_by_id,
+        super::schemas::id_versions,
+        super::schemas::id_subjects,
+        super::schemas::compatibility_all,
+        super::schemas::compatibility_version,
+        super::schemas::get_global_config,
+        super::schemas::put_global_config,
+        super::schemas::delete_global_config,
+        super::schemas::get_config,
+        super::schemas::put_config,
+        super::schemas::delete_config,
+        super::schemas::get_global_mode,
+        super::schemas::put_global_mode,
+        super::schemas::delete_global_mode,
+        super::schemas::get_mode,
+        super::schemas::put_mode,
+        super::schemas::delete_mode,
         openapi_json,
     ),
     components(schemas(
@@ -69,9 +123,90 @@ use crate::config::TopicConfig;
         crate::plugins::binding::FailurePolicy,
         crate::plugins::binding::Finding,
         crate::plugins::binding::Outcome,
-    ))
+        super::groups::JoinBody,
+        super::groups::MemberBody,
+        super::groups::CommitBody,
+        super::groups::ResetBody,
+        super::group_sessions::CreateBody,
+        crate::groups::CommittedOffset,
+        crate::groups::PartitionLag,
+        gr::GroupPartition,
+        gr::JoinAnswer,
+        gr::SyncAnswer,
+        gr::GroupStateName,
+        gr::GroupMember,
+        gr::GroupDescribed,
+        gr::GroupSummary,
+        gr::GroupList,
+        gr::GroupOffsets,
+        gr::SessionJoined,
+        gr::SessionRecord,
+        gr::SessionPoll,
+        gr::SessionOffset,
+        gr::SessionCommitted,
+        sr::RegistryErrorBody,
+        sr::VersionParam,
+        sr::SchemaTypeName,
+        sr::SchemaReference,
+        sr::SchemaRequest,
+        sr::SchemaVersion,
+        sr::SchemaText,
+        sr::SubjectVersionPair,
+        sr::CompatibilityAnswer,
+        sr::CompatibilityLevel,
+        sr::RegistryConfig,
+        sr::RegistryConfigSet,
+        sr::ConfigUpdate,
+        sr::ModeName,
+        sr::RegistryMode,
+        sr::ModeUpdate,
+    )),
+    modifiers(&RegistryMediaTypes),
 )]
 pub struct ApiDoc;
+
+/// The schema registry's media types: bodies in any of the three JSON types
+/// Confluent's clients send, answers in `application/vnd.schemaregistry.v1+json`;
+/// and the broker-wide refusals that come before a registry handler runs.
+struct RegistryMediaTypes;
+
+impl utoipa::Modify for RegistryMediaTypes {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        for (path, item) in doc.paths.paths.iter_mut() {
+            if !path.starts_with("/registry/") {
+                continue;
+            }
+            let operations =
+                [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch];
+            for op in operations.into_iter().flatten() {
+                registry_media_types(op);
+            }
+        }
+    }
+}
+
+fn registry_media_types(op: &mut Operation) {
+    if let Some(body) = op.request_body.as_mut()
+        && let Some(content) = body.content.remove("application/json")
+    {
+        for media in REGISTRY_REQUEST_TYPES {
+            body.content.insert(media.to_owned(), content.clone());
+        }
+    }
+    for response in op.responses.responses.values_mut() {
+        if let RefOr::T(response) = response
+            && let Some(content) = response.content.shift_remove("application/json")
+        {
+            response.content.insert(REGISTRY_CONTENT_TYPE.to_owned(), content);
+        }
+    }
+    // Served by the broker before the registry sees the request, in the broker's shape.
+    let overloaded = Response::builder()
+        .description("overloaded: the broker already serves --max-in-flight-requests requests")
+        .content("application/json", Content::new(Some(Ref::from_schema_name("ErrorBody"))))
+        .build();
+    op.responses.responses.insert("503".to_owned(), RefOr::T(overloaded));
+}
 
 #[utoipa::path(get, path = "/openapi.json", tag = "meta",
     responses((status = 200, description = "This document")))]
@@ -104,5 +239,73 @@ mod tests {
         assert_eq!(max("wait_ms"), limits::WAIT_MS_MAX);
         let create = &doc["components"]["schemas"]["CreateTopicRequest"]["properties"];
         assert_eq!(create["partitions"]["maximum"].as_u64(), Some(u64::from(limits::PARTITIONS_MAX)));
+    }
+
+    /// Every registry and group route is documented, with the registry's media types.
+    #[test]
+    fn registry_and_group_routes_are_documented() {
+        let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
+        let paths = doc["paths"].as_object().unwrap();
+        let expected: &[(&str, &[&str])] = &[
+            ("/registry/", &["get"]),
+            ("/registry/contexts", &["get"]),
+            ("/registry/subjects", &["get"]),
+            ("/registry/subjects/{subject}", &["post", "delete"]),
+            ("/registry/subjects/{subject}/versions", &["get", "post"]),
+            ("/registry/subjects/{subject}/versions/{version}", &["get", "delete"]),
+            ("/registry/subjects/{subject}/versions/{version}/schema", &["get"]),
+            ("/registry/subjects/{subject}/versions/{version}/referencedby", &["get"]),
+            ("/registry/schemas/types", &["get"]),
+            ("/registry/schemas/ids/{id}", &["get"]),
+            ("/registry/schemas/ids/{id}/schema", &["get"]),
+            ("/registry/schemas/ids/{id}/versions", &["get"]),
+            ("/registry/schemas/ids/{id}/subjects", &["get"]),
+            ("/registry/compatibility/subjects/{subject}/versions", &["post"]),
+            ("/registry/compatibility/subjects/{subject}/versions/{version}", &["post"]),
+            ("/registry/config", &["get", "put", "delete"]),
+            ("/registry/config/{subject}", &["get", "put", "delete"]),
+            ("/registry/mode", &["get", "put", "delete"]),
+            ("/registry/mode/{subject}", &["get", "put", "delete"]),
+            ("/groups", &["get"]),
+            ("/groups/{group}", &["get", "delete"]),
+            ("/groups/{group}/join", &["post"]),
+            ("/groups/{group}/sync", &["post"]),
+            ("/groups/{group}/heartbeat", &["post"]),
+            ("/groups/{group}/leave", &["post"]),
+            ("/groups/{group}/offsets", &["get", "post"]),
+            ("/groups/{group}/reset-offsets", &["post"]),
+            ("/groups/{group}/members", &["post"]),
+            ("/groups/{group}/members/{member}", &["delete"]),
+            ("/groups/{group}/members/{member}/records", &["get"]),
+            ("/groups/{group}/members/{member}/commit", &["post"]),
+        ];
+        for (path, methods) in expected {
+            let item = paths.get(*path).unwrap_or_else(|| panic!("{path} is not documented"));
+            for method in *methods {
+                assert!(item.get(*method).is_some(), "{method} {path} is not documented");
+            }
+        }
+        let registry_ops = paths
+            .iter()
+            .filter(|(p, _)| p.starts_with("/registry/"))
+            .flat_map(|(p, item)| item.as_object().unwrap().iter().map(move |(m, op)| (p, m, op)));
+        for (path, method, op) in registry_ops {
+            if let Some(body) = op.get("requestBody") {
+                let types: Vec<&String> = body["content"].as_object().unwrap().keys().collect();
+                assert_eq!(types.len(), REGISTRY_REQUEST_TYPES.len(), "{method} {path}: {types:?}");
+            }
+            for (status, response) in op["responses"].as_object().unwrap() {
+                let Some(content) = response.get("content") else { continue };
+                let types: Vec<&String> = content.as_object().unwrap().keys().collect();
+                let want = if status == "503" { "application/json" } else { REGISTRY_CONTENT_TYPE };
+                assert_eq!(types, [want], "{method} {path} {status}");
+                if status != "200" && status != "503" {
+                    assert_eq!(
+                        content[want]["schema"]["$ref"], "#/components/schemas/RegistryErrorBody",
+                        "{method} {path} {status}"
+                    );
+                }
+            }
+        }
     }
 }
