@@ -98,6 +98,14 @@ pub struct ValidatorRow {
     pub verdict: Option<&'static str>,
     /// What the broker counted for the topic's validators (`GET .../validators`).
     pub broker_counters: serde_json::Value,
+    pub cpu_by_round: Vec<CpuPerRecord>,
+    /// Medians over the rounds, nanoseconds of CPU per record written.
+    pub broker_cpu_ns_per_record: Option<f64>,
+    pub clients_cpu_ns_per_record: Option<f64>,
+    /// The broker's CPU per record over the baseline row's: what validating costs.
+    pub broker_cpu_over_none: Option<f64>,
+    /// The baseline row's CPU per record, broker and clients together.
+    pub baseline_cpu_ns_per_record: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -142,7 +150,7 @@ pub fn run(args: &ValidatorsArgs) -> Result<()> {
     let rt = suite::runtime()?;
     let result = (|| {
         let setup = Setup::prepare(&rt, args, &broker.binary_addr, &url, run_id, &w)?;
-        let rows = measure(args, &setup)?;
+        let rows = measure(args, &setup, broker.pid())?;
         Ok::<_, anyhow::Error>((rows, setup.uploads))
     })();
     rt.shutdown_timeout(Duration::from_secs(5));
@@ -175,7 +183,9 @@ pub fn run(args: &ValidatorsArgs) -> Result<()> {
 }
 
 /// Warm-up, then the rounds: forward order in odd rounds, backward in even ones.
-fn measure(args: &ValidatorsArgs, setup: &Setup<'_>) -> Result<Vec<ValidatorRow>> {
+/// Each row's CPU time (the broker's, and this process's: the clients) is read
+/// from /proc around it.
+fn measure(args: &ValidatorsArgs, setup: &Setup<'_>, broker_pid: Option<u32>) -> Result<Vec<ValidatorRow>> {
     let cases = &setup.cases;
     if args.warmup_seconds > 0.0 {
         let d = Duration::from_secs_f64(args.warmup_seconds);
@@ -185,32 +195,80 @@ fn measure(args: &ValidatorsArgs, setup: &Setup<'_>) -> Result<Vec<ValidatorRow>
     }
     let d = Duration::from_secs_f64(args.seconds);
     let mut by_case: Vec<Vec<SuiteRow>> = cases.iter().map(|_| Vec::new()).collect();
+    let mut cpu_by_case: Vec<Vec<CpuPerRecord>> = cases.iter().map(|_| Vec::new()).collect();
+    let broker_proc = broker_pid.map(|p| p.to_string());
     for round in 0..args.rounds {
         let order: Vec<usize> =
             if round % 2 == 0 { (0..cases.len()).collect() } else { (0..cases.len()).rev().collect() };
         for i in order {
             let case = &cases[i];
             let load = Load::now().describe();
+            let before = (broker_proc.as_deref().and_then(cpu_ns), cpu_ns("self"));
             let mut row =
                 setup.run_case(case, &format!("{}/{} {}", round + 1, args.rounds, case.label), d)?;
+            let after = (broker_proc.as_deref().and_then(cpu_ns), cpu_ns("self"));
+            let per_record = |b: Option<u64>, a: Option<u64>| {
+                Some(a?.saturating_sub(b?) as f64 / (row.records.max(1) as f64))
+            };
+            cpu_by_case[i].push(CpuPerRecord {
+                broker_ns: per_record(before.0, after.0),
+                clients_ns: per_record(before.1, after.1),
+            });
             row.load_before = load;
             by_case[i].push(row);
         }
     }
     cases
         .iter()
-        .zip(&by_case)
-        .map(|(case, rounds)| summarize(case, rounds, case.baseline.map(|b| &by_case[b][..]), setup))
+        .enumerate()
+        .map(|(i, case)| {
+            let baseline = case.baseline.map(|b| (&by_case[b][..], &cpu_by_case[b][..]));
+            summarize(case, (&by_case[i], &cpu_by_case[i]), baseline, setup)
+        })
         .collect()
+}
+
+/// CPU time per record written in one round of a row, nanoseconds.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct CpuPerRecord {
+    /// The broker process (user + system).
+    pub broker_ns: Option<f64>,
+    /// This process: the load's clients.
+    pub clients_ns: Option<f64>,
+}
+
+/// User + system CPU time of process `pid` ("self" for this one) so far, from
+/// /proc/PID/stat (fields 14 and 15, in USER_HZ = 100 ticks a second on Linux);
+/// none where /proc is missing.
+fn cpu_ns(pid: &str) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces; the fields after it are plain.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) * 10_000_000)
 }
 
 /// One row's medians, its ratio to its baseline round by round, and its verdict.
 fn summarize(
     case: &Case,
-    rounds: &[SuiteRow],
-    baseline: Option<&[SuiteRow]>,
+    (rounds, cpu): (&[SuiteRow], &[CpuPerRecord]),
+    baseline: Option<(&[SuiteRow], &[CpuPerRecord])>,
     setup: &Setup<'_>,
 ) -> Result<ValidatorRow> {
+    let median_of = |cpu: &[CpuPerRecord], f: fn(&CpuPerRecord) -> Option<f64>| {
+        let v: Vec<f64> = cpu.iter().filter_map(f).collect();
+        (!v.is_empty()).then(|| median(v.into_iter()))
+    };
+    let broker_cpu_ns_per_record = median_of(cpu, |c| c.broker_ns);
+    let clients_cpu_ns_per_record = median_of(cpu, |c| c.clients_ns);
+    let broker_cpu_over_none = baseline
+        .and_then(|(_, b)| Some(broker_cpu_ns_per_record? - median_of(b, |c| c.broker_ns)?));
+    let baseline_cpu_ns_per_record = baseline.and_then(|(_, b)| {
+        Some(median_of(b, |c| c.broker_ns)? + median_of(b, |c| c.clients_ns)?)
+    });
+    let baseline = baseline.map(|(b, _)| b);
     let first = rounds.first().context("a row without rounds")?;
     let mut m = first.clone();
     m.label = case.label.clone();
@@ -252,6 +310,11 @@ fn summarize(
         max_cost: case.max_cost,
         verdict,
         broker_counters: setup.counters(case)?,
+        cpu_by_round: cpu.to_vec(),
+        broker_cpu_ns_per_record,
+        clients_cpu_ns_per_record,
+        broker_cpu_over_none,
+        baseline_cpu_ns_per_record,
     })
 }
 
@@ -266,8 +329,17 @@ fn median(values: impl Iterator<Item = f64>) -> f64 {
     if v.len() % 2 == 1 { v[mid] } else { (v[mid - 1] + v[mid]) / 2.0 }
 }
 
-const HEADINGS: [&str; 7] =
-    ["row", "records/s", "vs none", "p50 us", "p99 us", "records/s by round", "target"];
+const HEADINGS: [&str; 9] = [
+    "row",
+    "records/s",
+    "vs none",
+    "p50 us",
+    "p99 us",
+    "broker CPU ns/rec",
+    "clients CPU ns/rec",
+    "records/s by round",
+    "target",
+];
 
 fn render(rows: &[ValidatorRow]) -> String {
     let mut lines: Vec<Vec<String>> = vec![HEADINGS.iter().map(|h| (*h).to_owned()).collect()];
@@ -284,11 +356,22 @@ fn render(rows: &[ValidatorRow]) -> String {
             r.vs_none.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}")),
             m.latency.p50_us.to_string(),
             m.latency.p99_us.to_string(),
+            cpu_cell(r.broker_cpu_ns_per_record, r.broker_cpu_over_none),
+            cpu_cell(r.clients_cpu_ns_per_record, None),
             by_round.join(" "),
             target,
         ]);
     }
     table::align(&lines)
+}
+
+/// "812" or, with a baseline, "973 (+161)"; "-" when /proc was not readable.
+fn cpu_cell(ns: Option<f64>, over: Option<f64>) -> String {
+    match (ns, over) {
+        (Some(ns), Some(over)) => format!("{ns:.0} ({over:+.0})"),
+        (Some(ns), None) => format!("{ns:.0}"),
+        _ => "-".to_owned(),
+    }
 }
 
 fn print_verdicts(rows: &[ValidatorRow], machine: &Machine) {
@@ -305,6 +388,13 @@ fn print_verdicts(rows: &[ValidatorRow], machine: &Machine) {
             rounds.join(", "),
             cost * 100.0
         );
+        if let (Some(over), Some(base)) = (r.broker_cpu_over_none, r.baseline_cpu_ns_per_record) {
+            println!(
+                "      validating costs the broker {over:+.0} ns of CPU per record; the baseline spends {base:.0} ns per \
+                 record (broker and clients): where the CPUs are the bottleneck that predicts a cost of about {:.0}%",
+                100.0 * over.max(0.0) / (base + over.max(0.0))
+            );
+        }
     }
     for r in rows {
         for n in &r.median.notes {
