@@ -263,11 +263,10 @@ fn summarize(
     };
     let broker_cpu_ns_per_record = median_of(cpu, |c| c.broker_ns);
     let clients_cpu_ns_per_record = median_of(cpu, |c| c.clients_ns);
-    let broker_cpu_over_none = baseline
-        .and_then(|(_, b)| Some(broker_cpu_ns_per_record? - median_of(b, |c| c.broker_ns)?));
-    let baseline_cpu_ns_per_record = baseline.and_then(|(_, b)| {
-        Some(median_of(b, |c| c.broker_ns)? + median_of(b, |c| c.clients_ns)?)
-    });
+    let broker_cpu_over_none =
+        baseline.and_then(|(_, b)| Some(broker_cpu_ns_per_record? - median_of(b, |c| c.broker_ns)?));
+    let baseline_cpu_ns_per_record =
+        baseline.and_then(|(_, b)| Some(median_of(b, |c| c.broker_ns)? + median_of(b, |c| c.clients_ns)?));
     let baseline = baseline.map(|(b, _)| b);
     let first = rounds.first().context("a row without rounds")?;
     let mut m = first.clone();
