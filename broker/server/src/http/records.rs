@@ -33,9 +33,10 @@ const TERM: u64 = 1;
         (status = 200, description = "Every record is on disk", body = ProduceResponse),
         (status = 400, description = "bad_json, bad_encoding, invalid_request", body = ErrorBody),
         (status = 404, description = "topic_not_found, partition_not_found", body = ErrorBody),
+        (status = 409, description = "out_of_order_sequence, producer_fenced: an idempotent producer's batch is out of sequence or its epoch is stale", body = ErrorBody),
         (status = 413, description = "batch_too_large, record_too_large, request_too_large", body = ErrorBody),
         (status = 422, description = "validation_failed: the topic's validators refused records; nothing was written", body = ErrorBody),
-        (status = 503, description = "shutting_down, plugin_failed", body = ErrorBody)))]
+        (status = 503, description = "shutting_down, overloaded, plugin_failed", body = ErrorBody)))]
 pub async fn produce(
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,
