@@ -5,6 +5,11 @@
 //! are accepted; a payload that does not decode, a message index outside the
 //! schema, an id not registered for the topic or a message not registered under
 //! its own name (RecordNameStrategy) is refused with 422 and the finding.
+//!
+//! Then schemas with references, one of each type: the referenced schema is
+//! registered under its own subject, the referencing one under `{topic}-value`,
+//! and records that use the referenced definitions are accepted or refused by
+//! what those definitions say.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -84,12 +89,22 @@ fn framed(id: u64, indexes: &[u8], message: &[u8]) -> String {
 }
 
 fn register(b: &Broker, subject: &str, schema: &str) -> u64 {
+    register_with(b, subject, "PROTOBUF", schema, json!([]))
+}
+
+/// Registers a schema of `schema_type` with `references` (`[{name, subject, version}]`).
+fn register_with(b: &Broker, subject: &str, schema_type: &str, schema: &str, references: Value) -> u64 {
     let r = b.post(
         &format!("/registry/subjects/{subject}/versions"),
-        &json!({"schemaType": "PROTOBUF", "schema": schema}),
+        &json!({"schemaType": schema_type, "schema": schema, "references": references}),
     );
     assert_eq!(r.status, 200, "registering under {subject}: {:?}", r.body);
     r.body["id"].as_u64().unwrap()
+}
+
+/// Confluent's framing without message indexes (Avro, JSON), base64.
+fn framed_plain(id: u64, payload: &[u8]) -> String {
+    framed(id, &[], payload)
 }
 
 fn bind(b: &Broker, topic: &str, config: Value) {
@@ -249,4 +264,134 @@ fn record_name_strategy_takes_the_subject_from_the_selected_message() {
     let r = send(&b, "events", &[framed(id, &[0], &[0xff])]);
     assert_eq!(refused(&r)[0].1, "protobuf-decode", "{:?}", r.body);
     assert_eq!(high_watermark(&b, "events"), 4);
+}
+
+#[test]
+fn avro_records_may_use_named_types_from_referenced_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path());
+    b.create_topic("payments", 1);
+    let currency = r#"{"type": "enum", "name": "Currency", "namespace": "m", "symbols": ["EUR", "USD"]}"#;
+    let money = r#"{"type": "record", "name": "Money", "namespace": "m",
+        "fields": [{"name": "cents", "type": "long"}, {"name": "currency", "type": "m.Currency"}]}"#;
+    let payment = r#"{"type": "record", "name": "Payment", "namespace": "p",
+        "fields": [{"name": "id", "type": "string"}, {"name": "amount", "type": "m.Money"}]}"#;
+    register_with(&b, "currency", "AVRO", currency, json!([]));
+    register_with(
+        &b,
+        "money",
+        "AVRO",
+        money,
+        json!([{"name": "m.Currency", "subject": "currency", "version": 1}]),
+    );
+    let id = register_with(
+        &b,
+        "payments-value",
+        "AVRO",
+        payment,
+        json!([{"name": "m.Money", "subject": "money", "version": 1}]),
+    );
+    bind(&b, "payments", json!({}));
+
+    // id "p1" (zigzag length 4), cents 21 (zigzag 42), currency USD (index 1, zigzag 2).
+    let good = framed_plain(id, &[4, b'p', b'1', 42, 2]);
+    let r = send(&b, "payments", std::slice::from_ref(&good));
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let r = send(
+        &b,
+        "payments",
+        &[
+            good,
+            framed_plain(id, &[4, b'p', b'2', 42, 8]), // 1: currency index 4: the enum has 2 symbols
+            framed_plain(id, &[4, b'p', b'3', 42]),    // 2: cut short inside Money
+        ],
+    );
+    let found = refused(&r);
+    let codes: Vec<(u64, &str)> = found.iter().map(|(i, c, _)| (*i, c.as_str())).collect();
+    assert_eq!(codes, [(1, "avro-decode"), (2, "avro-decode")], "{:?}", r.body);
+    assert!(found.iter().all(|(_, _, reason)| reason.starts_with("value: ")), "{found:?}");
+    assert_eq!(high_watermark(&b, "payments"), 1);
+}
+
+#[test]
+fn json_refs_may_name_referenced_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path());
+    b.create_topic("customers", 1);
+    let address = r#"{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+        "definitions": {"Zip": {"type": "string", "pattern": "^[0-9]{5}$"}}}"#;
+    let customer = r#"{"type": "object", "properties": {
+        "address": {"$ref": "address.json"},
+        "zip": {"$ref": "address.json#/definitions/Zip"}}}"#;
+    register_with(&b, "address", "JSON", address, json!([]));
+    let id = register_with(
+        &b,
+        "customers-value",
+        "JSON",
+        customer,
+        json!([{"name": "address.json", "subject": "address", "version": 1}]),
+    );
+    bind(&b, "customers", json!({}));
+
+    let good = framed_plain(id, br#"{"address": {"city": "Oslo"}, "zip": "01234"}"#);
+    let r = send(&b, "customers", std::slice::from_ref(&good));
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let r = send(
+        &b,
+        "customers",
+        &[
+            good,
+            framed_plain(id, br#"{"address": {"city": 5}}"#), // 1: city is not a string
+            framed_plain(id, br#"{"zip": "12"}"#),            // 2: not a Zip
+        ],
+    );
+    let found = refused(&r);
+    let codes: Vec<(u64, &str)> = found.iter().map(|(i, c, _)| (*i, c.as_str())).collect();
+    assert_eq!(codes, [(1, "schema-mismatch"), (2, "schema-mismatch")], "{:?}", r.body);
+    assert!(found[0].2.starts_with("value: at `/address/city`: "), "{}", found[0].2);
+    assert!(found[1].2.starts_with("value: at `/zip`: "), "{}", found[1].2);
+    assert_eq!(high_watermark(&b, "customers"), 1);
+}
+
+#[test]
+fn protobuf_imports_may_name_referenced_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path());
+    b.create_topic("invoices", 1);
+    let money = "syntax = \"proto3\";\npackage m;\n\nmessage Money {\n  int64 cents = 1;\n}\n";
+    let invoice = "syntax = \"proto3\";\npackage b;\n\nimport \"m/money.proto\";\n\n\
+                   message Invoice {\n  string id = 1;\n  m.Money total = 2;\n}\n";
+    register(&b, "money", money);
+    let id = register_with(
+        &b,
+        "invoices-value",
+        "PROTOBUF",
+        invoice,
+        json!([{"name": "m/money.proto", "subject": "money", "version": 1}]),
+    );
+    bind(&b, "invoices", json!({}));
+
+    let invoice = |total: &[u8]| [len_field(1, b"i-1"), len_field(2, total)].concat();
+    let good = framed(id, &[0], &invoice(&varint_field(1, 5)));
+    let r = send(&b, "invoices", std::slice::from_ref(&good));
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let r = send(
+        &b,
+        "invoices",
+        &[
+            good,
+            framed(id, &[0], &invoice(&varint_field(7, 1))), // 1: field 7 is not in Money
+            framed(id, &[0], &invoice(&len_field(1, b"x"))), // 2: cents with the wrong wire type
+        ],
+    );
+    let found = refused(&r);
+    let codes: Vec<(u64, &str)> = found.iter().map(|(i, c, _)| (*i, c.as_str())).collect();
+    assert_eq!(codes, [(1, "protobuf-decode"), (2, "protobuf-decode")], "{:?}", r.body);
+    assert!(found[0].2.contains("field number 7 is not a field of m.Money"), "{}", found[0].2);
+    assert!(
+        found[1].2.starts_with("value: protobuf payload does not decode as message b.Invoice: "),
+        "{}",
+        found[1].2
+    );
+    assert_eq!(high_watermark(&b, "invoices"), 1);
 }

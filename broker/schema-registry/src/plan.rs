@@ -86,8 +86,10 @@ impl State {
     /// checkers get them. A name met twice keeps its first place and the text
     /// of the reference resolved last (a schema's own reference is resolved after
     /// those of the schemas it references). A version that is gone, a cycle or
-    /// nesting deeper than `REFERENCE_DEPTH_MAX` is 42201.
-    pub(crate) fn referenced_schemas(&self, references: &[Reference]) -> Result<Vec<ResolvedReference>> {
+    /// nesting deeper than `REFERENCE_DEPTH_MAX` is 42201. Public for whoever else
+    /// needs a stored schema as the checkers see it (the broker's enforcement
+    /// validator gets the same references).
+    pub fn referenced_schemas(&self, references: &[Reference]) -> Result<Vec<ResolvedReference>> {
         let mut out = Vec::new();
         let mut done = std::collections::HashSet::new();
         let mut path = Vec::new();

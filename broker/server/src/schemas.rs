@@ -232,7 +232,10 @@ pub const ENFORCE_PLUGIN: &str = "schema-registry";
 pub const ENFORCE_KEYS: &[&str] = &["subject.name.strategy", "key"];
 
 /// The configuration of the `schema-registry` validator for `topic`: the schema
-/// ids values (and, with `key=true`, keys) may carry, and those schemas.
+/// ids values (and, with `key=true`, keys) may carry, and those schemas, each
+/// with the schemas it references resolved as the compatibility checkers get them
+/// (`State::referenced_schemas`: transitively, dependencies first), under
+/// `references` as `[{"name", "schema"}]` (left out when there are none).
 ///
 /// With Confluent's TopicNameStrategy (the default) a value's subject is
 /// `<topic>-value` and a key's `<topic>-key`. With RecordNameStrategy
@@ -275,6 +278,7 @@ pub fn enforcement_config(
                 id: v.id,
                 schema_type: v.schema_type,
                 schema: v.schema,
+                references: v.references,
                 subjects: None,
             })
             .collect()
@@ -309,9 +313,22 @@ pub fn enforcement_config(
     };
     let mut schemas = serde_json::Map::new();
     for v in values.iter().chain(if key { keys.iter() } else { [].iter() }) {
+        if schemas.contains_key(&v.id.to_string()) {
+            continue; // one schema under both the key's and the value's subject
+        }
         let mut entry = serde_json::json!({"type": v.schema_type.as_str(), "schema": v.schema});
         if let Some(subjects) = &v.subjects {
             entry["subjects"] = serde_json::json!(subjects);
+        }
+        // Stored references point at versions that exist: the registry refuses to
+        // delete a referenced version. Should one not resolve, the binding fails
+        // with the registry's reason rather than the plugin with a missing name.
+        let references = state
+            .referenced_schemas(&v.references)
+            .map_err(|e| format!("schema {}: its references do not resolve: {e}", v.id))?;
+        if !references.is_empty() {
+            entry["references"] =
+                references.iter().map(|r| serde_json::json!({"name": r.name, "schema": r.text})).collect();
         }
         schemas.insert(v.id.to_string(), entry);
     }
@@ -332,6 +349,8 @@ struct SubjectVersionLite {
     id: i32,
     schema_type: SchemaType,
     schema: String,
+    /// Its references, resolved to version numbers, as stored.
+    references: Vec<es_schema_registry::Reference>,
     /// Protobuf under RecordNameStrategy: the subjects it is registered under.
     subjects: Option<Vec<String>>,
 }
@@ -372,10 +391,26 @@ mod tests {
     use es_schema_registry::record::SchemaValue;
 
     fn state(versions: &[(&str, i32, SchemaType, &str)]) -> State {
+        let with_references: Vec<_> =
+            versions.iter().map(|&(s, id, t, text)| (s, id, t, text, &[][..])).collect();
+        state_with_references(&with_references)
+    }
+
+    /// Versions whose references are `(name, subject, version)`.
+    #[allow(clippy::type_complexity)]
+    fn state_with_references(versions: &[(&str, i32, SchemaType, &str, &[(&str, &str, i32)])]) -> State {
         let mut state = State::new();
         let mut next = std::collections::BTreeMap::<&str, i32>::new();
-        for &(subject, id, schema_type, schema) in versions {
+        for &(subject, id, schema_type, schema, references) in versions {
             let version = next.entry(subject).and_modify(|v| *v += 1).or_insert(1);
+            let references = references
+                .iter()
+                .map(|&(name, subject, version)| es_schema_registry::Reference {
+                    name: name.into(),
+                    subject: subject.into(),
+                    version,
+                })
+                .collect();
             state.apply(Change::Schema {
                 subject: subject.into(),
                 version: *version,
@@ -385,7 +420,7 @@ mod tests {
                     id,
                     schema: schema.into(),
                     schema_type,
-                    references: Vec::new(),
+                    references,
                     canonical: schema.into(),
                     deleted: false,
                 }),
@@ -443,6 +478,31 @@ mod tests {
             schemas["5"],
             serde_json::json!({"type": "PROTOBUF", "schema": PROTO, "subjects": ["p.A", "p.B"]})
         );
+    }
+
+    #[test]
+    fn each_schema_carries_its_references_resolved_dependencies_first() {
+        let money = "syntax = \"proto3\"; package m; message Money { int64 cents = 1; }";
+        let price =
+            "syntax = \"proto3\"; package m; import \"m/money.proto\"; message Price { m.Money amount = 1; }";
+        let order = "syntax = \"proto3\"; import \"m/price.proto\"; message Order { m.Price price = 1; }";
+        let s = state_with_references(&[
+            ("money", 1, SchemaType::Protobuf, money, &[]),
+            ("price", 2, SchemaType::Protobuf, price, &[("m/money.proto", "money", 1)]),
+            ("t-value", 3, SchemaType::Protobuf, order, &[("m/price.proto", "price", 1)]),
+            ("t-key", 4, SchemaType::Avro, "\"string\"", &[]),
+        ]);
+        let (schemas, values, keys) = config(&s, &[("key", "true")]);
+        assert_eq!((values.as_str(), keys.as_deref()), ("3", Some("4")));
+        assert_eq!(
+            schemas["3"]["references"],
+            serde_json::json!([
+                {"name": "m/money.proto", "schema": money},
+                {"name": "m/price.proto", "schema": price},
+            ])
+        );
+        // None: no `references` at all.
+        assert_eq!(schemas["4"], serde_json::json!({"type": "AVRO", "schema": "\"string\""}));
     }
 
     #[test]

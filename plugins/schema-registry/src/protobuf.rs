@@ -7,8 +7,9 @@
 //!
 //! A schema is compiled once, in `configure`: `.proto` text or base64 of a
 //! `FileDescriptorProto`, as the registry stores what was registered (the same
-//! reading as the `protobuf-compat` checker's), with the well-known types
-//! (`google/protobuf/*.proto`) available as imports. The message tree is kept as
+//! reading as the `protobuf-compat` checker's), with its references (the
+//! registry's, each in either form) importable by their names and the
+//! well-known types (`google/protobuf/*.proto`) by theirs. The message tree is kept as
 //! a table, so selecting a message per record walks slices and allocates nothing.
 
 use base64::Engine;
@@ -16,6 +17,8 @@ use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use prost::Message;
 use prost_reflect::{DynamicMessage, MessageDescriptor, ReflectMessage, Value};
 use prost_types::FileDescriptorProto;
+use std::collections::HashMap;
+
 use protox::Compiler;
 use protox::file::{File, FileResolver, GoogleFileResolver};
 
@@ -55,17 +58,41 @@ impl MessageNode {
 }
 
 impl ProtobufSchema {
-    /// Compiles `.proto` text or base64 of a `FileDescriptorProto`.
-    pub fn parse(input: &str, subjects: Option<Vec<String>>) -> Result<Self, String> {
+    /// Compiles `.proto` text or base64 of a `FileDescriptorProto` whose imports
+    /// may name the `references` (import path, schema in either form).
+    pub fn parse(
+        input: &str,
+        references: &[(&str, &str)],
+        subjects: Option<Vec<String>>,
+    ) -> Result<Self, String> {
         let file = if looks_like_base64(input) {
-            File::from_file_descriptor_proto(decode_descriptor(input)?)
+            File::from_file_descriptor_proto(decode_descriptor(input, TEXT_FILE_NAME)?)
         } else {
             File::from_source(TEXT_FILE_NAME, input).map_err(|e| format!("invalid .proto schema: {e}"))?
         };
+        let mut imports = HashMap::with_capacity(references.len());
+        for &(name, text) in references {
+            let in_reference = |e: String| format!("the referenced schema `{name}`: {e}");
+            let file = if looks_like_base64(text) {
+                let mut descriptor = decode_descriptor(text, name).map_err(in_reference)?;
+                // The import names it by the reference's name, whatever it called itself.
+                descriptor.name = Some(name.to_owned());
+                File::from_file_descriptor_proto(descriptor)
+            } else {
+                File::from_source(name, text)
+                    .map_err(|e| in_reference(format!("invalid .proto schema: {e}")))?
+            };
+            imports.insert(name.to_owned(), file);
+        }
         let name = file.name().to_owned();
-        let mut compiler = Compiler::with_file_resolver(Resolver { name: name.clone(), file });
+        let mut compiler = Compiler::with_file_resolver(Resolver { name: name.clone(), file, imports });
         compiler.include_imports(true);
-        compiler.open_file(&name).map_err(|e| format!("invalid Protobuf schema: {e}"))?;
+        compiler.open_file(&name).map_err(|e| match e.file() {
+            Some(file) if file != name && references.iter().any(|(n, _)| *n == file) => {
+                format!("the referenced schema `{file}`: invalid Protobuf schema: {e}")
+            }
+            _ => format!("invalid Protobuf schema: {e}"),
+        })?;
         let file = compiler
             .descriptor_pool()
             .get_file_by_name(&name)
@@ -199,17 +226,21 @@ fn unknown_in(value: &Value) -> Option<(u32, MessageDescriptor)> {
     }
 }
 
-/// Serves the schema under its own name and the well-known types under theirs.
-/// Nothing else can be imported: the registry's references are not passed here.
+/// Serves the schema under its own name, its references under theirs and the
+/// well-known types under theirs. Nothing else can be imported.
 struct Resolver {
     name: String,
     file: File,
+    imports: HashMap<String, File>,
 }
 
 impl FileResolver for Resolver {
     fn open_file(&self, name: &str) -> Result<File, protox::Error> {
         if name == self.name {
             return Ok(self.file.clone());
+        }
+        if let Some(file) = self.imports.get(name) {
+            return Ok(file.clone());
         }
         GoogleFileResolver::new().open_file(name)
     }
@@ -225,7 +256,8 @@ fn looks_like_base64(input: &str) -> bool {
         })
 }
 
-fn decode_descriptor(input: &str) -> Result<FileDescriptorProto, String> {
+/// A base64 `FileDescriptorProto`; one without a name gets `default_name`.
+fn decode_descriptor(input: &str, default_name: &str) -> Result<FileDescriptorProto, String> {
     let compact: String = input.chars().filter(|c| !c.is_ascii_whitespace()).collect();
     let config = GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent);
     let standard = GeneralPurpose::new(&base64::alphabet::STANDARD, config);
@@ -240,7 +272,7 @@ fn decode_descriptor(input: &str) -> Result<FileDescriptorProto, String> {
     let mut descriptor = FileDescriptorProto::decode(bytes.as_slice())
         .map_err(|e| not_a_descriptor(format!("protobuf decoding: {e}")))?;
     if descriptor.name().is_empty() {
-        descriptor.name = Some(TEXT_FILE_NAME.to_owned());
+        descriptor.name = Some(default_name.to_owned());
     }
     Ok(descriptor)
 }
@@ -264,7 +296,7 @@ mod tests {
     "#;
 
     fn shop() -> ProtobufSchema {
-        ProtobufSchema::parse(SHOP, None).unwrap()
+        ProtobufSchema::parse(SHOP, &[], None).unwrap()
     }
 
     /// A field's key: its number and wire type.
@@ -375,12 +407,12 @@ mod tests {
 
     #[test]
     fn record_name_strategy_checks_the_selected_message() {
-        let s = ProtobufSchema::parse(SHOP, Some(vec!["com.acme.Customer".into()])).unwrap();
+        let s = ProtobufSchema::parse(SHOP, &[], Some(vec!["com.acme.Customer".into()])).unwrap();
         s.check(1, &framed(&[2, 2], &string_field(1, "ada"))).unwrap();
         let err = s.check(1, &framed(&[0], &[])).unwrap_err();
         assert_eq!(err.0, "schema-not-allowed");
         assert!(err.1.starts_with("the message indexes select com.acme.Order, but schema 1"), "{}", err.1);
-        let nested = ProtobufSchema::parse(SHOP, Some(vec!["com.acme.Order.Line".into()])).unwrap();
+        let nested = ProtobufSchema::parse(SHOP, &[], Some(vec!["com.acme.Order.Line".into()])).unwrap();
         nested.check(1, &framed(&[4, 0, 0], &[])).unwrap();
     }
 
@@ -404,16 +436,50 @@ mod tests {
             ..Default::default()
         };
         let text = base64::engine::general_purpose::STANDARD.encode(descriptor.encode_to_vec());
-        let s = ProtobufSchema::parse(&text, None).unwrap();
+        let s = ProtobufSchema::parse(&text, &[], None).unwrap();
         assert_eq!(s.message_names(), ["py.Reading"]);
         s.check(1, &framed(&[0], &string_field(1, "t1"))).unwrap();
     }
 
     #[test]
+    fn references_are_imports_by_name_in_either_form() {
+        let money = "syntax = \"proto3\";\npackage m;\nmessage Money { int64 cents = 1; }\n";
+        let order = "syntax = \"proto3\";\nimport \"m/money.proto\";\nmessage Order { m.Money total = 1; }\n";
+        let total = [tag(1, 0), 5];
+        let good = framed(&[0], &[vec![tag(1, 2), total.len() as u8], total.to_vec()].concat());
+        let s = ProtobufSchema::parse(order, &[("m/money.proto", money)], None).unwrap();
+        assert_eq!(s.message_names(), ["Order"]);
+        s.check(1, &good).unwrap();
+        // A field Money does not define, inside the referenced message.
+        let err = s.check(1, &framed(&[0], &[tag(1, 2), 2, tag(7, 0), 1])).unwrap_err();
+        assert!(err.1.contains("field number 7 is not a field of m.Money"), "{}", err.1);
+
+        // The referenced file as a base64 descriptor under another name of its own.
+        let pool = {
+            let mut compiler = Compiler::with_file_resolver(Resolver {
+                name: "own.proto".into(),
+                file: File::from_source("own.proto", money).unwrap(),
+                imports: HashMap::new(),
+            });
+            compiler.open_file("own.proto").unwrap();
+            compiler.file_descriptor_set()
+        };
+        let descriptor = base64::engine::general_purpose::STANDARD.encode(pool.file[0].encode_to_vec());
+        let s = ProtobufSchema::parse(order, &[("m/money.proto", &descriptor)], None).unwrap();
+        s.check(1, &good).unwrap();
+
+        // An error in a reference says which.
+        let err = ProtobufSchema::parse(order, &[("m/money.proto", "syntax = \"proto3\";\nmessage {")], None)
+            .err()
+            .unwrap();
+        assert!(err.starts_with("the referenced schema `m/money.proto`: "), "{err}");
+    }
+
+    #[test]
     fn schemas_without_messages_or_with_unknown_imports_are_refused() {
-        assert!(ProtobufSchema::parse("syntax = \"proto3\";\nenum E { A = 0; }\n", None).is_err());
+        assert!(ProtobufSchema::parse("syntax = \"proto3\";\nenum E { A = 0; }\n", &[], None).is_err());
         let err =
-            ProtobufSchema::parse("syntax = \"proto3\";\nimport \"other.proto\";\nmessage M {}\n", None)
+            ProtobufSchema::parse("syntax = \"proto3\";\nimport \"other.proto\";\nmessage M {}\n", &[], None)
                 .err()
                 .unwrap();
         assert!(err.contains("other.proto"), "{err}");
