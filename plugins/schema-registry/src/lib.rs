@@ -209,7 +209,13 @@ fn decoder(registered: Registered) -> Result<Decoder, String> {
                     Err(e) => Err(format!("the referenced JSON schema `{}` is not JSON: {e}", r.name)),
                 })
                 .collect::<Result<Vec<_>, String>>()?;
-            let validator = jsonschema::options()
+            // A schema without `$schema` is draft 7, Confluent's default, as the
+            // registry's jsonschema-compat checker reads it.
+            let options = match schema.get("$schema") {
+                Some(_) => jsonschema::options(),
+                None => jsonschema::options().with_draft(jsonschema::Draft::Draft7),
+            };
+            let validator = options
                 .with_retriever(JsonReferences(documents))
                 .build(&schema)
                 .map_err(|e| format!("invalid JSON schema: {e}"))?;
@@ -366,5 +372,16 @@ mod tests {
         assert!(err.starts_with("invalid JSON schema: "), "{err}");
         let err = decoder(registered("JSON", customer, &[("address.json", "{")])).err().unwrap();
         assert!(err.starts_with("the referenced JSON schema `address.json` is not JSON: "), "{err}");
+    }
+
+    #[test]
+    fn json_schemas_without_a_draft_are_draft_7() {
+        // Draft 7's tuple form of `items`: the first item must be an integer. A
+        // 2020-12 reading would ignore the array form's meaning.
+        let tuple = r#"{"type": "array", "items": [{"type": "integer"}]}"#;
+        let r = registry(5, decoder(registered("JSON", tuple, &[])).unwrap());
+        let allowed = BTreeSet::from([5]);
+        r.check(&framed(5, b"[1, \"x\"]"), &allowed).unwrap();
+        assert_eq!(r.check(&framed(5, b"[\"x\"]"), &allowed).unwrap_err().0, "schema-mismatch");
     }
 }
