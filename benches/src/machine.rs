@@ -75,6 +75,29 @@ impl Filesystem {
     }
 }
 
+/// Bytes an unprivileged writer may still write to the filesystem holding `dir`.
+pub fn free_bytes(dir: &Path) -> Option<u64> {
+    let s = rustix::fs::statvfs(dir).ok()?;
+    Some(s.f_bavail.saturating_mul(s.f_frsize))
+}
+
+/// Refuses to go on when the filesystem holding `dir` has less than `min_bytes`
+/// free: a benchmark that fills the disk measures the broker's `StorageError`s,
+/// and starves everything else on the machine.
+pub fn ensure_free_space(dir: &Path, min_bytes: u64, what: &str) -> anyhow::Result<()> {
+    let Some(free) = free_bytes(dir) else { return Ok(()) };
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    anyhow::ensure!(
+        free >= min_bytes,
+        "only {:.1} GiB free under {}, and {what} needs about {:.1} GiB: free some space or pass --dir on a \
+         filesystem with more room",
+        gib(free),
+        dir.display(),
+        gib(min_bytes)
+    );
+    Ok(())
+}
+
 impl Machine {
     /// Reads everything but `load_end`.
     pub fn probe(dir: &Path) -> Machine {
@@ -139,4 +162,18 @@ fn parse_mountinfo(line: &str) -> Option<(String, String, String)> {
 /// Undoes mountinfo's octal escapes (`\040` for a space).
 fn unescape(s: &str) -> String {
     s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+}
+
+#[cfg(test)]
+mod free_space_tests {
+    use super::*;
+
+    #[test]
+    fn a_run_that_would_fill_the_disk_is_refused_with_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(free_bytes(dir.path()).is_some_and(|b| b > 0));
+        ensure_free_space(dir.path(), 0, "nothing").unwrap();
+        let e = ensure_free_space(dir.path(), u64::MAX, "a huge row").unwrap_err().to_string();
+        assert!(e.contains("a huge row needs about") && e.contains("pass --dir"), "{e}");
+    }
 }

@@ -266,6 +266,9 @@ struct Plan<'a> {
 
 impl Plan<'_> {
     fn run_rows(&self) -> Result<Vec<SuiteRow>> {
+        // Every row writes at most a row's bound; the data of a row is kept until the end.
+        let bound = crate::validators::row_bytes_bound(self.args.seconds) * 2;
+        crate::machine::ensure_free_space(self.root, bound, "the suite")?;
         let a = self.args;
         let d = Duration::from_secs_f64(a.seconds);
         let rt = runtime()?;

@@ -150,7 +150,7 @@ pub fn run(args: &ValidatorsArgs) -> Result<()> {
     let rt = suite::runtime()?;
     let result = (|| {
         let setup = Setup::prepare(&rt, args, &broker.binary_addr, &url, run_id, &w)?;
-        let rows = measure(args, &setup, broker.pid())?;
+        let rows = measure(args, &setup, broker.pid(), &root)?;
         Ok::<_, anyhow::Error>((rows, setup.uploads))
     })();
     rt.shutdown_timeout(Duration::from_secs(5));
@@ -185,7 +185,12 @@ pub fn run(args: &ValidatorsArgs) -> Result<()> {
 /// Warm-up, then the rounds: forward order in odd rounds, backward in even ones.
 /// Each row's CPU time (the broker's, and this process's: the clients) is read
 /// from /proc around it.
-fn measure(args: &ValidatorsArgs, setup: &Setup<'_>, broker_pid: Option<u32>) -> Result<Vec<ValidatorRow>> {
+fn measure(
+    args: &ValidatorsArgs,
+    setup: &Setup<'_>,
+    broker_pid: Option<u32>,
+    root: &std::path::Path,
+) -> Result<Vec<ValidatorRow>> {
     let cases = &setup.cases;
     if args.warmup_seconds > 0.0 {
         let d = Duration::from_secs_f64(args.warmup_seconds);
@@ -202,6 +207,11 @@ fn measure(args: &ValidatorsArgs, setup: &Setup<'_>, broker_pid: Option<u32>) ->
             if round % 2 == 0 { (0..cases.len()).collect() } else { (0..cases.len()).rev().collect() };
         for i in order {
             let case = &cases[i];
+            crate::machine::ensure_free_space(
+                root,
+                row_bytes_bound(args.seconds),
+                &format!("row {}", case.label),
+            )?;
             let load = Load::now().describe();
             let before = (broker_proc.as_deref().and_then(cpu_ns), cpu_ns("self"));
             let mut row =
@@ -226,6 +236,12 @@ fn measure(args: &ValidatorsArgs, setup: &Setup<'_>, broker_pid: Option<u32>) ->
             summarize(case, (&by_case[i], &cpu_by_case[i]), baseline, setup)
         })
         .collect()
+}
+
+/// What one row of `seconds` may write at most: this machine's disk takes well
+/// under 1 GiB/s, so that bound leaves room.
+pub fn row_bytes_bound(seconds: f64) -> u64 {
+    (seconds.max(1.0) * (1u64 << 30) as f64) as u64
 }
 
 /// CPU time per record written in one round of a row, nanoseconds.
