@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use es_core::Record;
-use es_log::PartitionLog;
+use es_log::{PartitionLog, ReplayError};
 use serde::{Deserialize, Serialize};
 
 use crate::TopicPartition;
@@ -15,8 +15,6 @@ use crate::error::{GroupError, Result};
 
 /// Leader term of the single-node broker.
 const TERM: u64 = 1;
-/// Bytes read per step while rebuilding.
-const REBUILD_READ_BYTES: usize = 1 << 20;
 
 /// One committed position: the next offset to read, plus the client's metadata.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,28 +69,16 @@ impl OffsetStore {
     /// Opens the store over `log` and rebuilds the table from it.
     pub fn open(log: Arc<PartitionLog>) -> Result<OffsetStore> {
         let mut table = Table::default();
-        let mut offset = log.info().log_start_offset;
-        while offset < log.high_watermark() {
-            let read = log.read(offset, REBUILD_READ_BYTES)?;
-            let mut next = offset;
-            for batch in read.batches() {
-                let plain = batch
-                    .plain_records(es_core::limits::BATCH_BYTES_MAX_HARD)
-                    .map_err(|e| GroupError::Corrupt { offset: next, reason: e.to_string() })?;
-                for r in plain.iter() {
-                    let r = r.map_err(|e| GroupError::Corrupt { offset: next, reason: e.to_string() })?;
-                    if r.offset >= offset {
-                        let (key, value) = decode(r.key, r.value, r.offset)?;
-                        table.apply(key, value, r.offset);
-                    }
-                }
-                next = next.max(batch.header.next_offset());
-            }
-            if next == offset {
-                break;
-            }
-            offset = next;
-        }
+        log.replay(|r| {
+            let (key, value) = decode(r.key, r.value, r.offset)?;
+            table.apply(key, value, r.offset);
+            Ok(())
+        })
+        .map_err(|e| match e {
+            ReplayError::Log(e) => e.into(),
+            ReplayError::Corrupt { offset, reason } => GroupError::Corrupt { offset, reason },
+            ReplayError::Apply(e) => e,
+        })?;
         Ok(OffsetStore { log, table: Mutex::new(table), append_lock: Mutex::new(()) })
     }
 

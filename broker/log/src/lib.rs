@@ -18,6 +18,7 @@ mod manager;
 mod open_files;
 mod partition;
 mod producers;
+mod replay;
 mod retention;
 mod segment;
 
@@ -27,5 +28,6 @@ pub use flusher::FlushStats;
 pub use manager::{LogManager, ManagerOptions};
 pub use partition::{Appended, PartitionInfo, PartitionLog, PendingAppend, ReadResult, RecoveryReport};
 pub use producers::{BATCHES_KEPT, ProducerBatch};
+pub use replay::ReplayError;
 pub use retention::HousekeepingReport;
 pub use segment::Trimmed;

@@ -10,7 +10,7 @@
 use std::sync::{Arc, RwLock};
 
 use es_core::Record;
-use es_log::PartitionLog;
+use es_log::{PartitionLog, ReplayError};
 use es_plugin_host::{CompatChecker, PluginEngine, PluginError, PluginLimits, builtin};
 use es_schema_registry::{
     Change, CheckerError, CompatLevel, Incompatibility, Plan, RegistryError, ResolvedSchema, SchemaChecker,
@@ -21,8 +21,6 @@ use es_schema_registry::{
 pub const SCHEMAS_TOPIC: &str = "__es_schemas";
 /// Leader term of the single-node broker.
 const TERM: u64 = 1;
-/// Bytes read per step while rebuilding.
-const REBUILD_READ_BYTES: usize = 1 << 20;
 
 type Result<T, E = RegistryError> = std::result::Result<T, E>;
 
@@ -48,36 +46,22 @@ impl Schemas {
     /// Opens the registry over its log and rebuilds the state from it.
     pub fn open(log: Arc<PartitionLog>, checkers: Arc<SchemaCheckers>) -> crate::Result<Schemas> {
         let mut state = State::new();
-        let corrupt = |offset: u64, reason: String| {
+        log.replay(|r| {
+            let key = r.key.ok_or_else(|| (r.offset, "a record without a key".to_owned()))?;
+            state.apply(Change::decode(key, r.value).map_err(|e| (r.offset, e.to_string()))?);
+            Ok(())
+        })
+        .map_err(|e| {
+            let (offset, reason) = match e {
+                ReplayError::Log(e) => return e.into(),
+                ReplayError::Corrupt { offset, reason } | ReplayError::Apply((offset, reason)) => {
+                    (offset, reason)
+                }
+            };
             crate::ServerError::Internal(format!(
                 "{SCHEMAS_TOPIC}: unreadable record at offset {offset}: {reason}"
             ))
-        };
-        let mut offset = log.info().log_start_offset;
-        while offset < log.high_watermark() {
-            let read = log.read(offset, REBUILD_READ_BYTES)?;
-            let mut next = offset;
-            for batch in read.batches() {
-                let plain = batch
-                    .plain_records(es_core::limits::BATCH_BYTES_MAX_HARD)
-                    .map_err(|e| corrupt(next, e.to_string()))?;
-                for r in plain.iter() {
-                    let r = r.map_err(|e| corrupt(next, e.to_string()))?;
-                    if r.offset < offset {
-                        continue;
-                    }
-                    let key = r.key.ok_or_else(|| corrupt(r.offset, "a record without a key".into()))?;
-                    let change =
-                        Change::decode(key, r.value).map_err(|e| corrupt(r.offset, e.to_string()))?;
-                    state.apply(change);
-                }
-                next = next.max(batch.header.next_offset());
-            }
-            if next == offset {
-                break;
-            }
-            offset = next;
-        }
+        })?;
         Ok(Schemas {
             log,
             state: RwLock::new(state),
