@@ -44,6 +44,12 @@ pub fn builtin(name: &str) -> Option<&'static [u8]> {
 /// Names of the built-in schema-compat checkers, as `compat` accepts them.
 pub const COMPAT_NAMES: &[&str] = &["avro-compat", "jsonschema-compat", "protobuf-compat"];
 
+/// The schema types each built-in checker supports (what its `supports()`
+/// answers; a test holds the two together), so the broker can install a built-in
+/// for its types without compiling it first.
+pub const COMPAT_TYPES: &[(&str, &[&str])] =
+    &[("avro-compat", &["AVRO"]), ("jsonschema-compat", &["JSON"]), ("protobuf-compat", &["PROTOBUF"])];
+
 /// The component bytes of the built-in schema-compat checker `name`.
 pub fn compat(name: &str) -> Option<&'static [u8]> {
     match name {

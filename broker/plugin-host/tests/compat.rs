@@ -241,3 +241,14 @@ fn protobuf_imports_are_references() {
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].starts_with("#/Customer/1 FIELD_NAMED_TYPE_CHANGED"), "{found:?}");
 }
+
+/// The broker installs the built-ins for `COMPAT_TYPES` before compiling them:
+/// the table must say what each one answers to `supports()`.
+#[test]
+fn the_built_in_checkers_support_the_types_the_broker_installs_them_for() {
+    let names: Vec<&str> = es_plugin_host::builtin::COMPAT_TYPES.iter().map(|(name, _)| *name).collect();
+    assert_eq!(names, es_plugin_host::builtin::COMPAT_NAMES);
+    for (name, types) in es_plugin_host::builtin::COMPAT_TYPES {
+        assert_eq!(builtin_checker(name).supports(), *types, "{name}");
+    }
+}

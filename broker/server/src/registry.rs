@@ -239,7 +239,7 @@ impl Registry {
     fn open_schemas(&self) -> Result<()> {
         use crate::schemas::{SCHEMAS_TOPIC, Schemas};
         let topic = self.internal_compacted(SCHEMAS_TOPIC)?;
-        let checkers = Arc::new(crate::schemas::builtin_checkers(self.plugins.engine())?);
+        let checkers = Arc::new(crate::schemas::builtin_checkers(self.plugins.engine()));
         let schemas = Schemas::open(topic.partitions[0].clone(), checkers)?;
         let _ = self.schemas.set(Arc::new(schemas));
         Ok(())
@@ -660,7 +660,7 @@ impl Registry {
         self.plugins.remove(name)?;
         if manifest.world == crate::plugins::COMPAT_WORLD {
             // Its schema types go back to the built-in checkers.
-            let builtin = crate::schemas::builtin_checkers(self.plugins.engine())?;
+            let builtin = crate::schemas::builtin_checkers(self.plugins.engine());
             self.schemas().checkers().restore(&builtin, &manifest.supports);
         }
         tracing::info!(plugin = name, "removed plugin");

@@ -7,7 +7,7 @@
 //! that is not on disk, two registrations never get one id, and the state is always
 //! what the log says (it is rebuilt from the log on start).
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use es_core::Record;
 use es_log::{PartitionLog, ReplayError};
@@ -147,18 +147,19 @@ async fn run_blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 
 }
 
 /// The checkers the broker starts with: every built-in schema-compat plugin
-/// (`es_plugin_host::builtin::COMPAT_NAMES`), each for the types it supports. A
-/// type without one is refused at registration (42201) rather than accepted
-/// unchecked; `SchemaCheckers::set` replaces a type's checker at run time.
-pub fn builtin_checkers(engine: &PluginEngine) -> crate::Result<SchemaCheckers> {
+/// (`es_plugin_host::builtin::COMPAT_TYPES`), each for the types it supports,
+/// compiled on first use. A type without one is refused at registration (42201)
+/// rather than accepted unchecked; `SchemaCheckers::set` replaces a type's
+/// checker at run time.
+pub fn builtin_checkers(engine: &PluginEngine) -> SchemaCheckers {
     let checkers = SchemaCheckers::new();
-    for name in builtin::COMPAT_NAMES {
-        let wasm = builtin::compat(name).expect("listed in COMPAT_NAMES");
-        let checker = CompatChecker::load(engine, name, wasm, Vec::new(), PluginLimits::compat())
-            .map_err(|e| crate::ServerError::Internal(format!("loading the built-in checker {name}: {e}")))?;
-        install(&checkers, Arc::new(checker));
+    for (name, types) in builtin::COMPAT_TYPES {
+        let checker: Arc<PluginChecker> = Arc::new(PluginChecker::builtin(name, engine.clone()));
+        for t in types.iter().filter_map(|t| SchemaType::parse(Some(t)).ok()) {
+            checkers.set(t, checker.clone());
+        }
     }
-    Ok(checkers)
+    checkers
 }
 
 /// Makes `checker` the checker of every schema type it supports that the registry
@@ -166,18 +167,47 @@ pub fn builtin_checkers(engine: &PluginEngine) -> crate::Result<SchemaCheckers> 
 pub fn install(checkers: &SchemaCheckers, checker: Arc<CompatChecker>) -> Vec<SchemaType> {
     let types: Vec<SchemaType> =
         checker.supports().iter().filter_map(|t| SchemaType::parse(Some(t)).ok()).collect();
+    let checker = Arc::new(PluginChecker::loaded(checker));
     for t in &types {
-        checkers.set(*t, Arc::new(PluginChecker(checker.clone())));
+        checkers.set(*t, checker.clone());
     }
     types
 }
 
-/// A schema-compat Wasm plugin as the registry's checker.
-struct PluginChecker(Arc<CompatChecker>);
+/// A schema-compat Wasm plugin as the registry's checker. A built-in one is
+/// compiled on first use (2-4 s, then cached in the data directory), so a broker
+/// whose registry is never used never pays for it.
+struct PluginChecker {
+    loaded: OnceLock<Result<Arc<CompatChecker>, String>>,
+    /// The built-in to load on first use, when not loaded already.
+    builtin: Option<(&'static str, PluginEngine)>,
+}
+
+impl PluginChecker {
+    fn loaded(checker: Arc<CompatChecker>) -> Self {
+        Self { loaded: OnceLock::from(Ok(checker)), builtin: None }
+    }
+
+    fn builtin(name: &'static str, engine: PluginEngine) -> Self {
+        Self { loaded: OnceLock::new(), builtin: Some((name, engine)) }
+    }
+
+    /// The checker, loading a built-in the first time; concurrent first calls
+    /// wait for the one load. A built-in that cannot load fails every call.
+    fn get(&self) -> Result<&CompatChecker, CheckerError> {
+        let loaded = self.loaded.get_or_init(|| {
+            let (name, engine) = self.builtin.as_ref().expect("a checker is either loaded or built in");
+            let wasm = builtin::compat(name).expect("listed in COMPAT_TYPES");
+            let loaded = CompatChecker::load(engine, name, wasm, Vec::new(), PluginLimits::compat());
+            loaded.map(Arc::new).map_err(|e| format!("loading the built-in checker {name}: {e}"))
+        });
+        loaded.as_deref().map_err(|e| CheckerError::Failed(e.clone()))
+    }
+}
 
 impl SchemaChecker for PluginChecker {
     fn normalize(&self, schema: &ResolvedSchema) -> Result<Result<String, String>, CheckerError> {
-        self.0.normalize(&plugin_schema(schema)).map_err(checker_error)
+        self.get()?.normalize(&plugin_schema(schema)).map_err(checker_error)
     }
 
     fn check(
@@ -188,7 +218,7 @@ impl SchemaChecker for PluginChecker {
     ) -> Result<Vec<Incompatibility>, CheckerError> {
         let level: es_plugin_host::CompatLevel = level.as_str().parse().expect("the same seven levels");
         let existing: Vec<es_plugin_host::Schema> = existing.iter().map(plugin_schema).collect();
-        let found = self.0.check(level, &plugin_schema(proposed), &existing).map_err(checker_error)?;
+        let found = self.get()?.check(level, &plugin_schema(proposed), &existing).map_err(checker_error)?;
         Ok(found.into_iter().map(|i| Incompatibility { path: i.path, message: i.message }).collect())
     }
 }
