@@ -5,17 +5,14 @@
 //! (Confluent's schema `references`, each under its name, the path an `import`
 //! names) available as imports.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 
-use base64::Engine;
-use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use es_protobuf_files::{Resolver, looks_like_base64};
 use miette::Diagnostic;
-use prost::Message;
 use prost_reflect::{FileDescriptor, Syntax};
 use prost_types::FileDescriptorProto;
 use protox::Compiler;
-use protox::file::{File, FileResolver, GoogleFileResolver};
+use protox::file::File;
 
 /// The file name a schema given as `.proto` text is compiled under.
 const TEXT_FILE_NAME: &str = "schema.proto";
@@ -109,67 +106,9 @@ fn in_reference(name: &str, error: SchemaError) -> SchemaError {
     SchemaError::Invalid(format!("the referenced schema `{name}`: {error}"))
 }
 
-/// Serves the schema under its own name, its references under theirs and the
-/// well-known types under theirs. Nothing else can be imported.
-struct Resolver {
-    name: String,
-    file: File,
-    imports: HashMap<String, File>,
-}
-
-impl FileResolver for Resolver {
-    fn open_file(&self, name: &str) -> Result<File, protox::Error> {
-        if name == self.name {
-            return Ok(self.file.clone());
-        }
-        if let Some(file) = self.imports.get(name) {
-            return Ok(file.clone());
-        }
-        // A warm instance checks many schemas: parse each well-known file once.
-        WELL_KNOWN.with(|cache| {
-            if let Some(file) = cache.borrow().get(name) {
-                return Ok(file.clone());
-            }
-            let file = GoogleFileResolver::new().open_file(name)?;
-            cache.borrow_mut().insert(name.to_owned(), file.clone());
-            Ok(file)
-        })
-    }
-}
-
-thread_local! {
-    // Wasm guests are single-threaded; one cache per instance.
-    static WELL_KNOWN: RefCell<HashMap<String, File>> = RefCell::new(HashMap::new());
-}
-
-/// `.proto` text always holds a character outside the base64 alphabet (a space,
-/// `;`, `{` or `"`), so a schema made of base64 characters only is a descriptor.
-fn looks_like_base64(input: &str) -> bool {
-    let trimmed = input.trim();
-    !trimmed.is_empty()
-        && trimmed.bytes().all(|b| {
-            b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'-' | b'_' | b'\n' | b'\r')
-        })
-}
-
 /// Decodes a base64 `FileDescriptorProto`, named `default_name` when it has no name.
 fn decode_descriptor(input: &str, default_name: &str) -> Result<FileDescriptorProto, SchemaError> {
-    let compact: String = input.chars().filter(|c| !c.is_ascii_whitespace()).collect();
-    let config = GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent);
-    let standard = GeneralPurpose::new(&base64::alphabet::STANDARD, config);
-    let url_safe = GeneralPurpose::new(&base64::alphabet::URL_SAFE, config);
-    let bytes = standard
-        .decode(&compact)
-        .or_else(|_| url_safe.decode(&compact))
-        .map_err(|e| SchemaError::NotADescriptor(format!("base64: {e}")))?;
-    let mut descriptor = FileDescriptorProto::decode(bytes.as_slice())
-        .map_err(|e| SchemaError::NotADescriptor(format!("protobuf decoding: {e}")))?;
-    if descriptor.name().is_empty() {
-        descriptor.name = Some(default_name.to_owned());
-    }
-    // Source positions refer to a text the registry never saw.
-    descriptor.source_code_info = None;
-    Ok(descriptor)
+    es_protobuf_files::decode_descriptor(input, default_name).map_err(SchemaError::NotADescriptor)
 }
 
 /// Turns a protox error into one naming the line and column of its first label.
@@ -215,6 +154,9 @@ fn line_column(source: &str, offset: usize) -> (usize, usize) {
 
 #[cfg(test)]
 mod tests {
+    use base64::Engine;
+    use prost::Message;
+
     use super::*;
 
     #[test]

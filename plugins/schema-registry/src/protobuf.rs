@@ -12,15 +12,13 @@
 //! well-known types (`google/protobuf/*.proto`) by theirs. The message tree is kept as
 //! a table, so selecting a message per record walks slices and allocates nothing.
 
-use base64::Engine;
-use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
-use prost::Message;
 use prost_reflect::{DynamicMessage, MessageDescriptor, ReflectMessage, Value};
 use prost_types::FileDescriptorProto;
 use std::collections::HashMap;
 
+use es_protobuf_files::{Resolver, looks_like_base64};
 use protox::Compiler;
-use protox::file::{File, FileResolver, GoogleFileResolver};
+use protox::file::File;
 
 /// The file name a schema given as `.proto` text is compiled under.
 const TEXT_FILE_NAME: &str = "schema.proto";
@@ -226,59 +224,18 @@ fn unknown_in(value: &Value) -> Option<(u32, MessageDescriptor)> {
     }
 }
 
-/// Serves the schema under its own name, its references under theirs and the
-/// well-known types under theirs. Nothing else can be imported.
-struct Resolver {
-    name: String,
-    file: File,
-    imports: HashMap<String, File>,
-}
-
-impl FileResolver for Resolver {
-    fn open_file(&self, name: &str) -> Result<File, protox::Error> {
-        if name == self.name {
-            return Ok(self.file.clone());
-        }
-        if let Some(file) = self.imports.get(name) {
-            return Ok(file.clone());
-        }
-        GoogleFileResolver::new().open_file(name)
-    }
-}
-
-/// `.proto` text always holds a character outside the base64 alphabet (a space,
-/// `;`, `{` or `"`), so a schema made of base64 characters only is a descriptor.
-fn looks_like_base64(input: &str) -> bool {
-    let trimmed = input.trim();
-    !trimmed.is_empty()
-        && trimmed.bytes().all(|b| {
-            b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'-' | b'_' | b'\n' | b'\r')
-        })
-}
-
 /// A base64 `FileDescriptorProto`; one without a name gets `default_name`.
 fn decode_descriptor(input: &str, default_name: &str) -> Result<FileDescriptorProto, String> {
-    let compact: String = input.chars().filter(|c| !c.is_ascii_whitespace()).collect();
-    let config = GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent);
-    let standard = GeneralPurpose::new(&base64::alphabet::STANDARD, config);
-    let url_safe = GeneralPurpose::new(&base64::alphabet::URL_SAFE, config);
-    let not_a_descriptor = |why: String| {
+    es_protobuf_files::decode_descriptor(input, default_name).map_err(|why| {
         format!("invalid Protobuf schema: neither .proto text nor base64 of a FileDescriptorProto ({why})")
-    };
-    let bytes = standard
-        .decode(&compact)
-        .or_else(|_| url_safe.decode(&compact))
-        .map_err(|e| not_a_descriptor(format!("base64: {e}")))?;
-    let mut descriptor = FileDescriptorProto::decode(bytes.as_slice())
-        .map_err(|e| not_a_descriptor(format!("protobuf decoding: {e}")))?;
-    if descriptor.name().is_empty() {
-        descriptor.name = Some(default_name.to_owned());
-    }
-    Ok(descriptor)
+    })
 }
 
 #[cfg(test)]
 mod tests {
+    use base64::Engine;
+    use prost::Message;
+
     use super::*;
 
     const SHOP: &str = r#"
