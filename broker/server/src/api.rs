@@ -202,7 +202,7 @@ pub struct ConsumeQuery {
     pub encoding: Option<Encoding>,
 }
 
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ConsumedRecord {
     pub offset: u64,
     pub timestamp: i64,

@@ -19,7 +19,7 @@ use super::groups_api::{
     GroupPartition, SessionCommitted, SessionJoined, SessionOffset, SessionPoll, SessionRecord,
 };
 use super::{ApiJson, ApiPath, ApiQuery, AppState, blocking};
-use crate::api::{self, Encoding, ErrorBody, WireHeader};
+use crate::api::{Encoding, ErrorBody};
 use crate::error::{Result, ServerError};
 use crate::groups::{CommittedOffset, Groups, REBALANCE_TIMEOUT_MS_DEFAULT, SESSION_TIMEOUT_MS_DEFAULT};
 use crate::limits;
@@ -319,27 +319,10 @@ async fn read(
 }
 
 fn record_json(tp: &TopicPartition, r: &es_core::RecordView<'_>, preferred: Encoding) -> SessionRecord {
-    let mut fields =
-        r.key.iter().chain(r.value.iter()).chain(r.headers.iter().filter_map(|(_, v)| v.as_ref()));
-    let encoding = if preferred == Encoding::Utf8 && fields.all(|f| std::str::from_utf8(f).is_ok()) {
-        Encoding::Utf8
-    } else {
-        Encoding::Base64
-    };
-    let headers: Vec<WireHeader> = r
-        .headers
-        .iter()
-        .map(|(k, v)| WireHeader { key: (*k).to_owned(), value: v.map(|v| api::encode(encoding, v)) })
-        .collect();
     SessionRecord {
         topic: tp.topic.clone(),
         partition: tp.partition,
-        offset: r.offset,
-        timestamp: r.timestamp,
-        encoding,
-        key: r.key.map(|k| api::encode(encoding, k)),
-        value: r.value.map(|v| api::encode(encoding, v)),
-        headers,
+        record: super::records::to_wire(r, preferred),
     }
 }
 

@@ -7,7 +7,6 @@ use es_groups::{GroupDescription, GroupState, Joined, MemberDescription, SyncRes
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::api::{Encoding, WireHeader};
 use crate::groups::{CommittedOffset, PartitionLag};
 
 /// One partition of one topic.
@@ -163,18 +162,14 @@ pub struct SessionJoined {
     pub assignment: Vec<GroupPartition>,
 }
 
-/// One record of a session poll.
+/// One record of a session poll: where it comes from, and the record as a
+/// partition consume returns it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct SessionRecord {
     pub topic: String,
     pub partition: u32,
-    pub offset: u64,
-    pub timestamp: i64,
-    /// The encoding of this record's key, value and header values.
-    pub encoding: Encoding,
-    pub key: Option<String>,
-    pub value: Option<String>,
-    pub headers: Vec<WireHeader>,
+    #[serde(flatten)]
+    pub record: crate::api::ConsumedRecord,
 }
 
 /// `GET /groups/{g}/members/{m}/records`.

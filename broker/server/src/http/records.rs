@@ -411,7 +411,9 @@ fn out_of_range(e: LogError, partition: u32) -> ServerError {
 
 /// A record as JSON; falls back to base64 when any field is not valid UTF-8, so
 /// bytes are never mangled.
-fn to_wire(r: &RecordView<'_>, preferred: Encoding) -> ConsumedRecord {
+/// A record as the HTTP API returns it: UTF-8 when every field is and the
+/// client prefers it, base64 otherwise.
+pub(super) fn to_wire(r: &RecordView<'_>, preferred: Encoding) -> ConsumedRecord {
     let mut fields =
         r.key.iter().chain(r.value.iter()).chain(r.headers.iter().filter_map(|(_, v)| v.as_ref()));
     let encoding = if preferred == Encoding::Utf8 && fields.all(|f| std::str::from_utf8(f).is_ok()) {
