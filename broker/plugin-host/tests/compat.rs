@@ -170,12 +170,6 @@ fn references_reach_the_guest_in_order_with_each_schema() {
     assert_eq!(got, ["Backward v3 [a=A, b=B] vs v1 [a=A0]", "Backward v3 [a=A, b=B] vs v2"]);
 }
 
-/// A built-in checker, loaded once per test.
-fn builtin_checker(name: &str) -> CompatChecker {
-    let wasm = es_plugin_host::builtin::compat(name).expect("a built-in checker");
-    CompatChecker::load(engine(), name, wasm, Vec::new(), PluginLimits::compat()).expect("load")
-}
-
 /// Messages of `check`, for assertions.
 fn messages(c: &CompatChecker, level: CompatLevel, proposed: &Schema, existing: &[Schema]) -> Vec<String> {
     let found = c.check(level, proposed, existing).unwrap_or_else(|e| panic!("check: {e}"));

@@ -14,10 +14,7 @@ use es_plugin_host::{CompatChecker, CompatLevel, Incompatibility, PluginLimits, 
 
 fn avro() -> &'static CompatChecker {
     static CHECKER: OnceLock<CompatChecker> = OnceLock::new();
-    CHECKER.get_or_init(|| {
-        CompatChecker::load(engine(), "avro-compat", AVRO_COMPAT, vec![], PluginLimits::compat())
-            .unwrap_or_else(|e| panic!("load avro-compat: {e}"))
-    })
+    CHECKER.get_or_init(|| builtin_checker("avro-compat"))
 }
 
 fn check(level: CompatLevel, proposed: &str, existing: &[&str]) -> Vec<Incompatibility> {

@@ -19,10 +19,7 @@ const APICURIO_AGREE_MIN: usize = 144;
 
 fn json() -> &'static CompatChecker {
     static CHECKER: OnceLock<CompatChecker> = OnceLock::new();
-    CHECKER.get_or_init(|| {
-        CompatChecker::load(engine(), "jsonschema-compat", JSONSCHEMA_COMPAT, vec![], PluginLimits::compat())
-            .unwrap_or_else(|e| panic!("load jsonschema-compat: {e}"))
-    })
+    CHECKER.get_or_init(|| builtin_checker("jsonschema-compat"))
 }
 
 fn check(level: CompatLevel, proposed: &str, existing: &[&str]) -> Vec<Incompatibility> {

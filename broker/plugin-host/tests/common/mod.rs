@@ -71,6 +71,20 @@ pub fn conformance(file: &str) -> serde_json::Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
 }
 
+/// A built-in schema-compat checker (`builtin::COMPAT_NAMES`), loaded on the
+/// shared engine.
+pub fn builtin_checker(name: &str) -> es_plugin_host::CompatChecker {
+    let wasm = es_plugin_host::builtin::compat(name).unwrap_or_else(|| panic!("no built-in checker {name}"));
+    es_plugin_host::CompatChecker::load(
+        engine(),
+        name,
+        wasm,
+        Vec::new(),
+        es_plugin_host::PluginLimits::compat(),
+    )
+    .unwrap_or_else(|e| panic!("load {name}: {e}"))
+}
+
 /// `checker.check` on string slices, panicking with the error.
 pub fn compat_check(
     checker: &es_plugin_host::CompatChecker,
