@@ -78,7 +78,9 @@ pub struct UploadQuery {
 }
 
 #[utoipa::path(post, path = "/plugins/{name}", tag = "plugins",
-    params(("name" = String, Path, description = "Plugin name"), UploadQuery),
+    params(("name" = String, Path, description = "Plugin name"), UploadQuery,
+        ("config.KEY" = Option<String>, Query,
+         description = "A default configuration value for key KEY (repeat with other keys), e.g. `config.key.required=true`")),
     request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "The component (.wasm)"),
     responses(
         (status = 201, description = "Stored (component and manifest on disk)", body = PluginDescription),

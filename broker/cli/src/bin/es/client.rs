@@ -6,7 +6,8 @@ use std::time::Duration;
 use anyhow::{Context, anyhow};
 use serde_json::Value;
 
-/// Talks to one broker.
+/// Talks to one broker; clones share the connection pool.
+#[derive(Clone)]
 pub struct Client {
     base: String,
     agent: ureq::Agent,
@@ -19,7 +20,7 @@ impl Client {
             .timeout_global(Some(Duration::from_secs(90)))
             .build()
             .into();
-        Self { base: base.trim_end_matches('/').to_owned(), agent }
+        Self { base: base_url(base), agent }
     }
 
     pub fn get(&self, path: &str) -> anyhow::Result<Value> {
@@ -76,16 +77,70 @@ impl Client {
             .limit(256 * 1024 * 1024)
             .read_to_string()
             .with_context(|| format!("reading the broker's reply to {method} {path}"))?;
-        let value: Value = if text.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_str(&text)
-                .with_context(|| format!("the broker's reply to {method} {path} is not JSON"))?
+        let value: Value = match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(_) if text.is_empty() && status.is_success() => Value::Null,
+            Err(_) => return Err(not_es(&self.base, method, path, status.as_u16()).into()),
         };
         if status.is_success() {
             return Ok(value);
         }
-        Err(api_error(status.as_u16(), &value))
+        if value["error"]["code"].is_null() && value["error_code"].is_null() {
+            return Err(not_es(&self.base, method, path, status.as_u16()).into());
+        }
+        Err(api_error(status.as_u16(), value).into())
+    }
+}
+
+/// `--broker` as a base URL: `host:port` gets `http://`, a trailing `/` goes.
+pub fn base_url(given: &str) -> String {
+    let trimmed = given.trim().trim_end_matches('/');
+    if trimmed.contains("://") { trimmed.to_owned() } else { format!("http://{trimmed}") }
+}
+
+/// A reply that is not an es broker's (no JSON, or JSON without an error code).
+fn not_es(base: &str, method: &str, path: &str, status: u16) -> ApiError {
+    let text = format!(
+        "the server at {base} answered {method} {path} with HTTP {status} and no es error, so it is \
+         probably not an es broker.\nPoint --broker (or ES_BROKER) at es-broker's HTTP address \
+         (es-broker prints it in its `listening on` line)."
+    );
+    ApiError { status, body: Value::Null, text }
+}
+
+/// A refusal from the broker: its status, its JSON body (printed as is under
+/// `--json`) and a sentence with what to do next.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: u16,
+    pub body: Value,
+    text: String,
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+impl ApiError {
+    /// The broker's error code (`topic_not_found`, ...), or "" for none.
+    pub fn code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or("")
+    }
+
+    /// The same refusal with its violations' record numbers moved up by `first`
+    /// (a batch's record 0 is the input's record `first`).
+    pub fn renumbered(mut self, first: usize) -> ApiError {
+        if let Some(all) = self.body["error"]["violations"].as_array_mut() {
+            for v in all {
+                let index = v["index"].as_u64().unwrap_or(0) + first as u64;
+                v["index"] = Value::from(index);
+            }
+        }
+        api_error(self.status, self.body)
     }
 }
 
@@ -97,7 +152,12 @@ fn unreachable_broker(base: &str, e: &ureq::Error) -> anyhow::Error {
 }
 
 /// The broker's typed error as a sentence with a hint.
-fn api_error(status: u16, body: &Value) -> anyhow::Error {
+fn api_error(status: u16, body: Value) -> ApiError {
+    let text = api_text(status, &body);
+    ApiError { status, body, text }
+}
+
+fn api_text(status: u16, body: &Value) -> String {
     // The schema registry answers in Confluent's shape: {"error_code": N, "message": "..."}.
     if let Some(code) = body["error_code"].as_u64() {
         let message = body["message"].as_str().unwrap_or("");
@@ -107,22 +167,30 @@ fn api_error(status: u16, body: &Value) -> anyhow::Error {
             409 => "\nSee every incompatibility with `es schema check SUBJECT FILE`.",
             _ => "",
         };
-        return anyhow!("{message} (error_code {code}, HTTP {status}){hint}");
+        return format!("{message} (error_code {code}, HTTP {status}){hint}");
     }
     let code = body["error"]["code"].as_str().unwrap_or("unknown_error");
     let message = body["error"]["message"].as_str().map_or_else(|| body.to_string(), str::to_owned);
     let hint = match code {
         "topic_not_found" => {
-            "List the topics with `es topic list`, or create it with `es topic create --name ...`."
+            "List the topics with `es topic list`, or create it with `es topic create TOPIC`."
         }
-        "partition_not_found" => "See the topic's partitions with `es topic describe --name ...`.",
+        "partition_not_found" => "See the topic's partitions with `es topic describe TOPIC`.",
         "topic_already_exists" => "Pick another name, or delete the old topic first.",
-        "offset_out_of_range" => "See valid offsets with `es offsets --topic ...`, or use --from-beginning.",
+        "offset_out_of_range" => "See valid offsets with `es offsets TOPIC`, or use --from-beginning.",
         "invalid_config" => {
             "Settings are Kafka-style names: retention.ms, retention.bytes, segment.bytes, segment.ms, cleanup.policy, delete.retention.ms, max.message.bytes, cold.tier.enable."
         }
-        "batch_too_large" | "record_too_large" | "request_too_large" => {
-            "Send smaller batches (--batch-size) or raise the topic's max.message.bytes."
+        "record_too_large" => {
+            "One record is over the limit: make it smaller, or raise the topic's limit with \
+             `es topic alter TOPIC --config max.message.bytes=N`."
+        }
+        "batch_too_large" | "request_too_large" => {
+            "Send smaller batches (--batch-size N) or raise the topic's max.message.bytes."
+        }
+        "topic_in_use" => "Another topic uses it (e.g. as its dead-letter topic); change that topic first.",
+        "plugin_failed" => {
+            "The validator failed (trap, deadline or memory); see `es topic validators TOPIC`."
         }
         "shutting_down" => "The broker is stopping; try again once it is back.",
         "plugin_not_found" => {
@@ -135,9 +203,26 @@ fn api_error(status: u16, body: &Value) -> anyhow::Error {
         "invalid_plugin" => {
             "Build a component of the es:plugin record-validator world (see docs/plugins.md)."
         }
-        "validation_failed" => "The topic's validators refused the records; see each reason above.",
+        "validation_failed" => "The topic's validators refused the records; nothing was written.",
         _ => "",
     };
+    let violations: String = body["error"]["violations"]
+        .as_array()
+        .map(|all| all.iter().map(|v| format!("\n  {}", violation(v))).collect())
+        .unwrap_or_default();
     let hint = if hint.is_empty() { String::new() } else { format!("\n{hint}") };
-    anyhow!("{message} ({code}, HTTP {status}){hint}")
+    format!("{message} ({code}, HTTP {status}){violations}{hint}")
+}
+
+/// One validator finding as a line: record, plugin, code, reason, outcome.
+pub fn violation(v: &Value) -> String {
+    let text = |k: &str| v[k].as_str().unwrap_or("-").to_owned();
+    format!(
+        "record {}: {} by {} ({}: {})",
+        v["index"],
+        text("outcome"),
+        text("plugin"),
+        text("code"),
+        text("reason")
+    )
 }

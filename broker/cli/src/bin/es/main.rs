@@ -10,6 +10,7 @@ mod output;
 mod plugin;
 mod produce;
 mod schema;
+mod target;
 mod topic;
 
 use std::process::ExitCode;
@@ -21,8 +22,14 @@ use client::Client;
 #[derive(Debug, Parser)]
 #[command(name = "es", version, about = "Command-line client for the es broker")]
 struct Cli {
-    /// The broker's HTTP address.
-    #[arg(long, global = true, env = "ES_BROKER", default_value = "http://127.0.0.1:9000")]
+    /// The broker's HTTP address (`http://` may be left out).
+    #[arg(
+        long,
+        global = true,
+        env = "ES_BROKER",
+        value_name = "URL",
+        default_value = "http://127.0.0.1:9000"
+    )]
     broker: String,
     /// Print the broker's JSON instead of tables.
     #[arg(long, global = true)]
@@ -72,10 +79,31 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            // Under --json a broker refusal is also printed as the broker's JSON, for scripts.
+            if let Some(api) = e.downcast_ref::<client::ApiError>()
+                && cli.json
+                && !api.body.is_null()
+            {
+                println!("{}", api.body);
+            }
+            if let Some(signal) = e.downcast_ref::<group::Interrupted>() {
+                return ExitCode::from(signal.exit_code());
+            }
             eprintln!("es: error: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// "1 record", "2 records".
+pub fn plural(n: impl Into<u64>, word: &str) -> String {
+    let n = n.into();
+    if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") }
+}
+
+/// Whether progress and "nothing found" notes go to stderr (people, not pipes).
+pub fn stderr_is_tty() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stderr())
 }
 
 /// Percent-encodes a path segment (topic names are plain ASCII, but a user may

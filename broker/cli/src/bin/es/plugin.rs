@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 use crate::client::Client;
 use crate::output::table;
 use crate::segment;
+use crate::target::PluginArg;
 use crate::topic::{array, print_or, text};
 
 #[derive(Debug, Subcommand)]
@@ -38,9 +39,15 @@ pub enum PluginCommand {
     /// List plugins (built-in and uploaded) and the topics bound to each.
     List,
     /// Show one plugin's manifest.
-    Describe { name: String },
+    Describe {
+        #[command(flatten)]
+        plugin: PluginArg,
+    },
     /// Remove an uploaded plugin (refused while a topic is bound to it).
-    Remove { name: String },
+    Remove {
+        #[command(flatten)]
+        plugin: PluginArg,
+    },
 }
 
 pub fn run(client: &Client, cmd: PluginCommand, json: bool) -> anyhow::Result<()> {
@@ -57,11 +64,19 @@ pub fn run(client: &Client, cmd: PluginCommand, json: bool) -> anyhow::Result<()
             if let Some(mib) = memory_mib {
                 query.push(format!("memory_bytes_max={}", mib * 1024 * 1024));
             }
+            // The sha256 stored before, to tell "unchanged" from "stored" or "replaced".
+            let before =
+                client.get(&format!("/plugins/{}", segment(&name))).ok().map(|p| p["sha256"].clone());
             let path = format!("/plugins/{}?{}", segment(&name), query.join("&"));
             let v = client.post_bytes(&path, &wasm, "application/wasm")?;
+            let verb = match &before {
+                None => "stored",
+                Some(sha) if *sha == v["sha256"] => "unchanged:",
+                Some(_) => "replaced",
+            };
             print_or(json, &v, || {
                 println!(
-                    "stored plugin {} {} ({}, sha256 {})",
+                    "{verb} plugin {} {} ({}, sha256 {})",
                     text(&v["name"]),
                     text(&v["version"]),
                     text(&v["world"]),
@@ -93,8 +108,8 @@ pub fn run(client: &Client, cmd: PluginCommand, json: bool) -> anyhow::Result<()
                 table(&["PLUGIN", "VERSION", "WORLD", "SOURCE", "BOUND TO"], &rows);
             });
         }
-        PluginCommand::Describe { name } => {
-            let v = client.get(&format!("/plugins/{}", segment(&name)))?;
+        PluginCommand::Describe { plugin } => {
+            let v = client.get(&format!("/plugins/{}", segment(plugin.name())))?;
             print_or(json, &v, || {
                 for key in ["name", "version", "world", "description", "sha256", "size_bytes", "builtin"] {
                     println!("{key:<12} {}", text(&v[key]));
@@ -110,8 +125,9 @@ pub fn run(client: &Client, cmd: PluginCommand, json: bool) -> anyhow::Result<()
                 );
             });
         }
-        PluginCommand::Remove { name } => {
-            client.delete(&format!("/plugins/{}", segment(&name)))?;
+        PluginCommand::Remove { plugin } => {
+            let name = plugin.name();
+            client.delete(&format!("/plugins/{}", segment(name)))?;
             print_or(json, &json!({"removed": name}), || println!("removed plugin {name}"));
         }
     }
@@ -145,18 +161,22 @@ impl ValidatorArgs {
     pub fn is_set(&self) -> bool {
         self.no_validators || !self.validators.is_empty()
     }
+
+    /// Refuses per-validator flags given without any `--validator`.
+    pub fn check_alone(&self) -> anyhow::Result<()> {
+        let extras = !(self.validator_config.is_empty()
+            && self.on_failure.is_empty()
+            && self.dead_letter_topic.is_empty());
+        if self.validators.is_empty() && !self.no_validators && extras {
+            bail!("--validator-config, --on-failure and --dead-letter-topic need --validator PLUGIN");
+        }
+        Ok(())
+    }
 }
 
 /// Binds (or clears) the topic's validators as the flags say and prints the result.
 pub fn bind(client: &Client, topic: &str, args: &ValidatorArgs, json: bool) -> anyhow::Result<()> {
-    if args.validators.is_empty()
-        && !args.no_validators
-        && !(args.validator_config.is_empty()
-            && args.on_failure.is_empty()
-            && args.dead_letter_topic.is_empty())
-    {
-        bail!("--validator-config, --on-failure and --dead-letter-topic need --validator PLUGIN");
-    }
+    args.check_alone()?;
     let mut bindings = Vec::new();
     for plugin in &args.validators {
         let mut config = Map::new();
@@ -193,6 +213,11 @@ pub fn validators_table(v: &Value) {
                 text(&b["dead_letter_topic"]),
                 b["config"].as_object().map_or(0, Map::len).to_string(),
                 text(&b["sha256"]).chars().take(12).collect(),
+                text(&b["batches"]),
+                text(&b["rejected"]),
+                text(&b["dead_lettered"]),
+                text(&b["warned"]),
+                text(&b["plugin_failures"]),
             ]
         })
         .collect();
@@ -200,18 +225,41 @@ pub fn validators_table(v: &Value) {
         println!("topic {} has no validators", text(&v["topic"]));
         return;
     }
-    table(&["VALIDATOR", "ON FAILURE", "DEAD LETTER TOPIC", "CONFIG KEYS", "VERSION"], &rows);
+    table(
+        &[
+            "VALIDATOR",
+            "ON FAILURE",
+            "DEAD LETTER TOPIC",
+            "CONFIG KEYS",
+            "VERSION",
+            "BATCHES",
+            "REJECTED",
+            "DEAD-LETTERED",
+            "WARNED",
+            "FAILURES",
+        ],
+        &rows,
+    );
+    for b in array(&v["validators"]) {
+        if let Some(e) = b["load_error"].as_str() {
+            println!("{}: cannot be loaded: {e}", text(&b["plugin"]));
+        }
+    }
 }
 
 /// The values of a per-validator flag that belong to `plugin`: unprefixed values
-/// when there is one validator, `plugin:`-prefixed ones otherwise.
+/// when there is one validator, `plugin:`-prefixed ones otherwise. A prefix that
+/// names no bound validator is refused rather than passed on as part of the value.
 fn owned_by(plugin: &str, all: &[String], values: &[String], flag: &str) -> anyhow::Result<Vec<String>> {
     let mut out = Vec::new();
     for value in values {
-        let prefixed = value.split_once(':').filter(|(p, _)| all.iter().any(|a| a == p));
-        match prefixed {
+        match plugin_prefix(value) {
             Some((p, rest)) if p == plugin => out.push(rest.to_owned()),
-            Some(_) => {}
+            Some((p, _)) if all.iter().any(|a| a == p) => {}
+            Some((p, _)) => bail!(
+                "{flag} {value:?} names plugin {p:?}, which is not one of the --validator plugins ({})",
+                all.join(", ")
+            ),
             None if all.len() == 1 => out.push(value.clone()),
             None => {
                 bail!("with several validators, prefix {flag} with the plugin name: {flag} PLUGIN:{value}")
@@ -219,6 +267,12 @@ fn owned_by(plugin: &str, all: &[String], values: &[String], flag: &str) -> anyh
         }
     }
     Ok(out)
+}
+
+/// `PLUGIN:rest` when the text before the first `:` is a plugin name (no `=`, so
+/// `key=a:b` is a plain value).
+fn plugin_prefix(value: &str) -> Option<(&str, &str)> {
+    value.split_once(':').filter(|(p, _)| !p.is_empty() && !p.contains('='))
 }
 
 /// `KEY=VALUE` pairs; a value `@FILE` is read from the file.

@@ -1,101 +1,250 @@
-//! `es produce`: one record from flags, or one record per stdin line (optionally
-//! split into key and value), sent in batches.
+//! `es produce`: one record from flags or files, or one record per stdin line
+//! (optionally split into key and value, optionally base64, or split at another
+//! delimiter), sent in batches. Says where every record went: its partition and
+//! offset, or the dead-letter topic a validator sent it to, and prints warnings.
 
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
+use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
 
-use crate::client::Client;
-use crate::segment;
+use crate::client::{ApiError, Client};
+use crate::target::TopicArg;
+use crate::topic::{array, text};
+use crate::{plural, segment};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Encoding {
+    /// Bytes as given.
+    Text,
+    /// --key, --value and each stdin record's key and value are base64, decoded
+    /// before sending (so any bytes fit on one line).
+    Base64,
+}
 
 #[derive(Debug, Args)]
 pub struct ProduceArgs {
-    #[arg(long)]
-    topic: String,
-    /// The record key (for stdin input: the key of every line without --key-separator).
-    #[arg(long)]
+    #[command(flatten)]
+    topic: TopicArg,
+    /// The record key (for stdin input: the key of every record without --key-separator).
+    #[arg(long, conflicts_with = "key_file")]
     key: Option<String>,
-    /// The record value; without it, each stdin line is a record.
-    #[arg(long)]
+    /// The record key is this file's bytes.
+    #[arg(long, value_name = "FILE")]
+    key_file: Option<PathBuf>,
+    /// The record value; without it (or --value-file), each stdin line is a record.
+    #[arg(long, conflicts_with = "value_file")]
     value: Option<String>,
+    /// The record value is this file's bytes, unchanged (`-`: all of stdin as one record).
+    #[arg(long, value_name = "FILE")]
+    value_file: Option<PathBuf>,
+    /// How --key, --value and stdin records are encoded.
+    #[arg(long, value_enum, default_value = "text")]
+    encoding: Encoding,
+    /// What ends a stdin record: a newline by default; escapes \n, \t, \0 are understood
+    /// (e.g. --delimiter '\0' for NUL-separated input).
+    #[arg(long, value_name = "SEP", default_value = "\\n")]
+    delimiter: String,
     /// Write to this partition instead of choosing by key.
     #[arg(long)]
     partition: Option<u32>,
     /// A header as key=value; repeatable.
     #[arg(long = "header", value_name = "KEY=VALUE")]
     headers: Vec<String>,
-    /// Split each stdin line at the first SEP into key and value.
+    /// Split each stdin record at the first SEP into key and value.
     #[arg(long, value_name = "SEP")]
     key_separator: Option<String>,
     /// Stdin records per request.
-    #[arg(long, default_value_t = 500)]
+    #[arg(long, default_value_t = 500, value_name = "N")]
     batch_size: usize,
     /// How long a partly filled stdin batch waits for more lines before it is sent.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_name = "MS")]
     linger_ms: u64,
     #[command(flatten)]
     transport: crate::binary::Transport,
 }
 
+/// A record read from the input: key and value bytes.
+type Input = (Option<Vec<u8>>, Vec<u8>);
+
 pub fn run(client: &Client, args: &ProduceArgs, json_out: bool) -> anyhow::Result<()> {
     if args.batch_size == 0 {
         bail!("--batch-size must be at least 1");
     }
+    let parser = Parser::new(args)?;
+    let single = single(args, &parser)?;
     if args.transport.is_binary() {
-        return produce_binary(args, json_out);
+        return produce_binary(args, single, parser, json_out);
     }
     let headers = headers(&args.headers)?;
-    let path = format!("/topics/{}/records", segment(&args.topic));
-    if let Some(value) = &args.value {
-        let record = record(args.key.as_deref().map(str::as_bytes), value.as_bytes(), args, &headers);
+    let topic = args.topic.name();
+    let path = format!("/topics/{}/records", segment(topic));
+    if let Some((key, value)) = single {
+        let record = record(key.as_deref(), &value, args, &headers);
         let v = client.post(&path, &json!({"encoding": "base64", "records": [record]}))?;
+        let mut report = Report::default();
+        report.add(topic, &v, 0);
         if json_out {
             println!("{v}");
         } else {
-            let o = &v["offsets"][0];
-            println!("wrote to {} partition {} at offset {}", args.topic, o["partition"], o["offset"]);
+            report.print_single();
         }
         return Ok(());
     }
-    produce_stdin(client, &path, args, &headers, json_out)
+    produce_stdin(client, &path, args, parser, &headers, json_out)
 }
 
-/// `--protocol binary`: the flag's record, or one record per stdin line, through
+/// The one record of `--value`/`--value-file`, or `None` for stdin records.
+fn single(args: &ProduceArgs, parser: &Parser) -> anyhow::Result<Option<Input>> {
+    let key = match (&args.key, &args.key_file) {
+        (Some(k), _) => Some(parser.decode(k.as_bytes(), "--key")?),
+        (None, Some(f)) => Some(read_file(f)?),
+        (None, None) => None,
+    };
+    let value = match (&args.value, &args.value_file) {
+        (Some(v), _) => parser.decode(v.as_bytes(), "--value")?,
+        (None, Some(f)) => read_file(f)?,
+        (None, None) => return Ok(None),
+    };
+    Ok(Some((key, value)))
+}
+
+fn read_file(path: &PathBuf) -> anyhow::Result<Vec<u8>> {
+    if path.as_os_str() == "-" {
+        let mut all = Vec::new();
+        std::io::stdin().lock().read_to_end(&mut all).context("reading stdin")?;
+        return Ok(all);
+    }
+    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// Turns stdin bytes into records: the delimiter, the key separator, the encoding.
+#[derive(Debug, Clone)]
+struct Parser {
+    delimiter: Vec<u8>,
+    key_separator: Option<Vec<u8>>,
+    key: Option<Vec<u8>>,
+    base64: bool,
+}
+
+impl Parser {
+    fn new(args: &ProduceArgs) -> anyhow::Result<Self> {
+        let delimiter = unescape(&args.delimiter);
+        if delimiter.is_empty() {
+            bail!("--delimiter must not be empty");
+        }
+        let mut p = Parser {
+            delimiter,
+            key_separator: args.key_separator.as_deref().filter(|s| !s.is_empty()).map(unescape),
+            key: None,
+            base64: args.encoding == Encoding::Base64,
+        };
+        p.key = match (&args.key, &args.key_file) {
+            (Some(k), _) => Some(p.decode(k.as_bytes(), "--key")?),
+            (None, Some(f)) if args.value.is_none() && args.value_file.is_none() => Some(read_file(f)?),
+            _ => None,
+        };
+        Ok(p)
+    }
+
+    fn decode(&self, text: &[u8], what: &str) -> anyhow::Result<Vec<u8>> {
+        if !self.base64 {
+            return Ok(text.to_vec());
+        }
+        B64.decode(text).with_context(|| {
+            format!("{what} is not valid base64 (--encoding base64): {:?}", String::from_utf8_lossy(text))
+        })
+    }
+
+    /// One stdin record (its delimiter already removed) as key and value.
+    fn parse(&self, number: usize, raw: &[u8]) -> anyhow::Result<Input> {
+        let raw = if self.delimiter == b"\n" { raw.strip_suffix(b"\r").unwrap_or(raw) } else { raw };
+        let what = |part: &str| format!("the {part} of stdin record {number}");
+        let Some(sep) = &self.key_separator else {
+            return Ok((self.key.clone(), self.decode(raw, &what("value"))?));
+        };
+        match raw.windows(sep.len()).position(|w| w == sep.as_slice()) {
+            Some(i) => Ok((
+                Some(self.decode(&raw[..i], &what("key"))?),
+                self.decode(&raw[i + sep.len()..], &what("value"))?,
+            )),
+            None => bail!(
+                "stdin record {number} has no key separator {:?}: {:?}",
+                String::from_utf8_lossy(sep),
+                String::from_utf8_lossy(raw)
+            ),
+        }
+    }
+}
+
+/// `\n`, `\t`, `\r`, `\0` and `\\` in a flag value as bytes.
+fn unescape(s: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            let mut buf = [0u8; 4];
+            out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push(b'\n'),
+            Some('t') => out.push(b'\t'),
+            Some('r') => out.push(b'\r'),
+            Some('0') => out.push(0),
+            Some('\\') => out.push(b'\\'),
+            Some(other) => {
+                out.push(b'\\');
+                let mut buf = [0u8; 4];
+                out.extend_from_slice(other.encode_utf8(&mut buf).as_bytes());
+            }
+            None => out.push(b'\\'),
+        }
+    }
+    out
+}
+
+/// `--protocol binary`: the flag's record, or the stdin records, through
 /// es-client's batching, idempotent producer.
-fn produce_binary(args: &ProduceArgs, json_out: bool) -> anyhow::Result<()> {
+fn produce_binary(
+    args: &ProduceArgs,
+    single: Option<Input>,
+    parser: Parser,
+    json_out: bool,
+) -> anyhow::Result<()> {
     let mut hdrs = Vec::new();
     for pair in &args.headers {
         let Some((k, v)) = pair.split_once('=') else { bail!("--header takes KEY=VALUE; got {pair:?}") };
         hdrs.push(es_core::Header { key: k.to_owned(), value: Some(v.as_bytes().to_vec().into()) });
     }
-    let make = |key: Option<&[u8]>, value: &[u8]| es_core::Record {
-        key: key.map(|k| k.to_vec().into()),
-        value: Some(value.to_vec().into()),
+    let make = |(key, value): Input| es_core::Record {
+        key: key.map(Into::into),
+        value: Some(value.into()),
         headers: hdrs.clone(),
         timestamp: None,
     };
-    let written = match &args.value {
-        Some(value) => {
-            let one = std::iter::once(Ok(make(args.key.as_deref().map(str::as_bytes), value.as_bytes())));
-            crate::binary::produce(&args.transport, &args.topic, args.partition, one, json_out)?
-        }
+    let topic = args.topic.name();
+    let written = match single {
+        Some(one) => crate::binary::produce(
+            &args.transport,
+            topic,
+            args.partition,
+            std::iter::once(Ok(make(one))),
+            json_out,
+        )?,
         None => {
-            let lines = std::io::stdin().lock().split(b'\n').map(|line| {
-                let line = line.context("reading stdin")?;
-                let (key, value) = split(trim_newline(&line), args)?;
-                Ok(make(key, value))
-            });
-            crate::binary::produce(&args.transport, &args.topic, args.partition, lines, json_out)?
+            let records = read_records_in_background(parser).into_iter().map(|r| r.map(make));
+            crate::binary::produce(&args.transport, topic, args.partition, records, json_out)?
         }
     };
     if !json_out {
-        println!("wrote {written} records to {} over the binary protocol", args.topic);
+        println!("wrote {} to {topic} over the binary protocol", plural(written as u64, "record"));
     }
     Ok(())
 }
@@ -104,27 +253,29 @@ fn produce_stdin(
     client: &Client,
     path: &str,
     args: &ProduceArgs,
+    parser: Parser,
     headers: &[Value],
     json_out: bool,
 ) -> anyhow::Result<()> {
-    let lines = read_lines_in_background();
+    let records = read_records_in_background(parser);
     let linger = Duration::from_millis(args.linger_ms);
     let mut batch = Vec::new();
     let mut sent = 0usize;
+    let mut report = Report::default();
+    let topic = args.topic.name();
     loop {
-        // Wait for more lines only while a batch is open and younger than the linger,
+        // Wait for more records only while a batch is open and younger than the linger,
         // so piped input goes in full batches and typed lines go out promptly.
         let next = if batch.is_empty() {
-            lines.recv().map_err(|_| RecvTimeoutError::Disconnected)
+            records.recv().map_err(|_| RecvTimeoutError::Disconnected)
         } else {
-            lines.recv_timeout(linger)
+            records.recv_timeout(linger)
         };
         let idle = next.is_err();
         let done = match next {
-            Ok(line) => {
-                let line = line.context("reading stdin")?;
-                let (key, value) = split(trim_newline(&line), args)?;
-                batch.push(record(key, value, args, headers));
+            Ok(input) => {
+                let (key, value) = input?;
+                batch.push(record(key.as_deref(), &value, args, headers));
                 false
             }
             Err(RecvTimeoutError::Timeout) => false,
@@ -134,9 +285,14 @@ fn produce_stdin(
         if !batch.is_empty() && (full || idle) {
             let count = batch.len();
             let body = json!({"encoding": "base64", "records": std::mem::take(&mut batch)});
-            let v = client
-                .post(path, &body)
-                .with_context(|| format!("sending records {}..{} from stdin", sent, sent + count))?;
+            let v = client.post(path, &body).map_err(|e| numbered_from(e, sent)).with_context(|| {
+                format!(
+                    "sending stdin records {}..{} (nothing of this batch was written)",
+                    sent,
+                    sent + count - 1
+                )
+            })?;
+            report.add(topic, &v, sent);
             sent += count;
             if json_out {
                 println!("{v}");
@@ -147,55 +303,134 @@ fn produce_stdin(
         }
     }
     if !json_out {
-        println!("wrote {sent} records to {}", args.topic);
+        report.print_summary(topic);
     }
     Ok(())
 }
 
-/// Reads stdin line by line (as bytes, so any encoding passes) on a thread; the
+/// A refusal's record numbers count from the batch; make them count from the input.
+fn numbered_from(e: anyhow::Error, first: usize) -> anyhow::Error {
+    match e.downcast::<ApiError>() {
+        Ok(api) if first > 0 => api.renumbered(first).into(),
+        Ok(api) => api.into(),
+        Err(other) => other,
+    }
+}
+
+/// Where the records went, from the broker's produce answers.
+#[derive(Debug, Default)]
+struct Report {
+    /// (destination topic, partition, offset) per record, in input order.
+    placed: Vec<(String, Value, Value)>,
+    /// Dead-lettered records: (input number, finding).
+    dead: Vec<(usize, Value)>,
+    warnings: Vec<(usize, Value)>,
+}
+
+impl Report {
+    /// Adds one answer whose records are input numbers `first..`.
+    fn add(&mut self, topic: &str, v: &Value, first: usize) {
+        for o in array(&v["offsets"]) {
+            let to = o["topic"].as_str().unwrap_or(topic).to_owned();
+            self.placed.push((to, o["partition"].clone(), o["offset"].clone()));
+        }
+        for f in array(&v["violations"]) {
+            let number = f["index"].as_u64().unwrap_or(0) as usize + first;
+            match f["outcome"].as_str().unwrap_or("") {
+                "dead-lettered" | "dead_letter" | "dead-letter" | "dead_lettered" => {
+                    self.dead.push((number, f))
+                }
+                _ => self.warnings.push((number, f)),
+            }
+        }
+        self.dead.sort_by_key(|(n, _)| *n);
+        self.warnings.sort_by_key(|(n, _)| *n);
+    }
+
+    fn print_warnings(&self) {
+        for (n, f) in &self.warnings {
+            eprintln!("warning: record {n}: {}", finding(f));
+        }
+    }
+
+    /// `--value`: the record's place, or its dead-letter topic and why.
+    fn print_single(&self) {
+        self.print_warnings();
+        let Some((to, partition, offset)) = self.placed.first() else { return };
+        match self.dead.first() {
+            Some((_, f)) => {
+                println!("dead-lettered to {to} partition {partition} at offset {offset}: {}", finding(f))
+            }
+            None => println!("wrote to {to} partition {partition} at offset {offset}"),
+        }
+    }
+
+    /// stdin: counts per destination topic, then each dead-lettered record.
+    fn print_summary(&self, topic: &str) {
+        self.print_warnings();
+        for (n, f) in &self.dead {
+            let (to, partition, offset) = &self.placed[*n];
+            eprintln!(
+                "record {n} dead-lettered to {to} partition {partition} at offset {offset}: {}",
+                finding(f)
+            );
+        }
+        let kept = self.placed.iter().filter(|(to, ..)| to == topic).count();
+        let mut line = format!("wrote {} to {topic}", plural(kept as u64, "record"));
+        let mut dlqs: Vec<&str> =
+            self.placed.iter().map(|(to, ..)| to.as_str()).filter(|to| *to != topic).collect();
+        dlqs.sort_unstable();
+        dlqs.dedup();
+        for dlq in dlqs {
+            let n = self.placed.iter().filter(|(to, ..)| to == dlq).count();
+            line.push_str(&format!("; dead-lettered {} to {dlq}", plural(n as u64, "record")));
+        }
+        println!("{line}");
+    }
+}
+
+/// A validator finding as "plugin (code): reason".
+fn finding(f: &Value) -> String {
+    format!("{} ({}): {}", text(&f["plugin"]), text(&f["code"]), text(&f["reason"]))
+}
+
+/// Reads stdin record by record (as bytes, so any encoding passes) on a thread; the
 /// channel closes at end of input.
-fn read_lines_in_background() -> Receiver<std::io::Result<Vec<u8>>> {
+fn read_records_in_background(parser: Parser) -> Receiver<anyhow::Result<Input>> {
     let (tx, rx) = mpsc::sync_channel(10_000);
     std::thread::spawn(move || {
         let mut input = std::io::stdin().lock();
+        let last = *parser.delimiter.last().expect("the delimiter is not empty");
+        let mut number = 0usize;
+        let mut pending = Vec::new();
         loop {
-            let mut line = Vec::new();
-            match input.read_until(b'\n', &mut line) {
-                Ok(0) => break,
-                Ok(_) => {
-                    if tx.send(Ok(line)).is_err() {
-                        break;
-                    }
-                }
+            let mut chunk = Vec::new();
+            let n = match input.read_until(last, &mut chunk) {
+                Ok(n) => n,
                 Err(e) => {
-                    let _ = tx.send(Err(e));
+                    let _ = tx.send(Err(anyhow::Error::new(e).context("reading stdin")));
                     break;
                 }
+            };
+            pending.extend_from_slice(&chunk);
+            let ended = n == 0;
+            let complete = pending.ends_with(&parser.delimiter);
+            if !complete && !ended {
+                continue;
+            }
+            if complete {
+                pending.truncate(pending.len() - parser.delimiter.len());
+            } else if pending.is_empty() {
+                break;
+            }
+            let record = parser.parse(number, &std::mem::take(&mut pending));
+            number += 1;
+            if tx.send(record).is_err() || ended {
+                break;
             }
         }
     });
     rx
-}
-
-fn trim_newline(line: &[u8]) -> &[u8] {
-    let line = line.strip_suffix(b"\n").unwrap_or(line);
-    line.strip_suffix(b"\r").unwrap_or(line)
-}
-
-/// Splits a stdin line into key and value at the first separator, if one is set.
-fn split<'a>(line: &'a [u8], args: &'a ProduceArgs) -> anyhow::Result<(Option<&'a [u8]>, &'a [u8])> {
-    let Some(sep) = args.key_separator.as_deref().filter(|s| !s.is_empty()) else {
-        return Ok((args.key.as_deref().map(str::as_bytes), line));
-    };
-    let sep = sep.as_bytes();
-    match line.windows(sep.len()).position(|w| w == sep) {
-        Some(i) => Ok((Some(&line[..i]), &line[i + sep.len()..])),
-        None => bail!(
-            "a stdin line has no key separator {:?}: {:?}",
-            args.key_separator.as_deref().unwrap_or_default(),
-            String::from_utf8_lossy(line)
-        ),
-    }
 }
 
 /// One record in the request's base64 encoding, so any bytes pass unchanged.
@@ -227,5 +462,37 @@ pub fn write_out(out: &mut impl Write, bytes: &[u8]) -> anyhow::Result<bool> {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
         Err(e) => Err(e).context("writing to stdout"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parser(sep: Option<&str>, base64: bool) -> Parser {
+        Parser { delimiter: b"\n".to_vec(), key_separator: sep.map(unescape), key: None, base64 }
+    }
+
+    #[test]
+    fn escapes_become_bytes() {
+        assert_eq!(unescape("\\0"), vec![0]);
+        assert_eq!(unescape("a\\tb\\n"), b"a\tb\n".to_vec());
+        assert_eq!(unescape("\\x"), b"\\x".to_vec());
+    }
+
+    #[test]
+    fn base64_records_carry_any_bytes() {
+        let p = parser(Some(":"), true);
+        let (key, value) = p.parse(0, b"AAo=:CgAK").unwrap();
+        assert_eq!(key.unwrap(), vec![0, 10]);
+        assert_eq!(value, vec![10, 0, 10]);
+        let err = p.parse(3, b"a:!!").unwrap_err().to_string();
+        assert!(err.contains("stdin record 3") && err.contains("base64"), "{err}");
+    }
+
+    #[test]
+    fn a_line_without_separator_is_refused_with_its_number() {
+        let err = parser(Some(":"), false).parse(7, b"novalue").unwrap_err().to_string();
+        assert!(err.contains("record 7") && err.contains("novalue"), "{err}");
     }
 }

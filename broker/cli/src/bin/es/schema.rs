@@ -32,8 +32,10 @@ pub enum SchemaCommand {
     Register {
         subject: String,
         file: std::path::PathBuf,
-        #[arg(long = "type", value_enum, default_value = "avro")]
-        kind: SchemaKind,
+        /// The schema's type (default: the subject's latest type, else from the file's
+        /// extension: .avsc avro, .json json, .proto protobuf; else avro).
+        #[arg(long = "type", value_enum)]
+        kind: Option<SchemaKind>,
         /// A reference to another subject's version: name=subject:version (repeatable).
         #[arg(long = "reference")]
         references: Vec<String>,
@@ -61,8 +63,9 @@ pub enum SchemaCommand {
         /// Check against this version only (default: the versions the level selects).
         #[arg(long)]
         version: Option<String>,
-        #[arg(long = "type", value_enum, default_value = "avro")]
-        kind: SchemaKind,
+        /// The schema's type (default: as for `es schema register`).
+        #[arg(long = "type", value_enum)]
+        kind: Option<SchemaKind>,
     },
     /// Show or set the compatibility level (global, or of SUBJECT).
     Config {
@@ -86,6 +89,7 @@ pub fn run(client: &Client, cmd: SchemaCommand, json_out: bool) -> anyhow::Resul
     let print = |v: &Value, plain: &dyn Fn(&Value)| if json_out { println!("{v}") } else { plain(v) };
     match cmd {
         SchemaCommand::Register { subject, file, kind, references } => {
+            let kind = infer_kind(client, &subject, &file, kind)?;
             let body = schema_body(&file, kind, &references)?;
             let v = client.post(&format!("/registry/subjects/{}/versions", segment(&subject)), &body)?;
             print(&v, &|v| {
@@ -169,9 +173,10 @@ fn check(
     subject: &str,
     file: &std::path::Path,
     version: Option<String>,
-    kind: SchemaKind,
+    kind: Option<SchemaKind>,
     json_out: bool,
 ) -> anyhow::Result<bool> {
+    let kind = infer_kind(client, subject, file, kind)?;
     let body = schema_body(file, kind, &[])?;
     let mut path = format!("/registry/compatibility/subjects/{}/versions", segment(subject));
     if let Some(v) = version {
@@ -190,6 +195,40 @@ fn check(
         }
     }
     Ok(compatible)
+}
+
+/// The schema type: `--type`, else the subject's latest version's type (a subject
+/// keeps one type), else the file's extension, else AVRO (Confluent's default).
+fn infer_kind(
+    client: &Client,
+    subject: &str,
+    file: &std::path::Path,
+    given: Option<SchemaKind>,
+) -> anyhow::Result<SchemaKind> {
+    if let Some(kind) = given {
+        return Ok(kind);
+    }
+    let latest = client.get(&format!("/registry/subjects/{}/versions/latest", segment(subject)));
+    match latest {
+        Ok(v) => return Ok(kind_named(v["schemaType"].as_str().unwrap_or("AVRO"))),
+        // A subject (or version) that does not exist yet: fall back to the file.
+        Err(e) if e.downcast_ref::<crate::client::ApiError>().is_some_and(|a| a.status == 404) => {}
+        Err(e) => return Err(e),
+    }
+    let ext = file.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    Ok(match ext.as_str() {
+        "json" => SchemaKind::Json,
+        "proto" => SchemaKind::Protobuf,
+        _ => SchemaKind::Avro,
+    })
+}
+
+fn kind_named(name: &str) -> SchemaKind {
+    match name {
+        "JSON" => SchemaKind::Json,
+        "PROTOBUF" => SchemaKind::Protobuf,
+        _ => SchemaKind::Avro,
+    }
 }
 
 /// `{"schema", "schemaType", "references"}` from a file and `name=subject:version` references.

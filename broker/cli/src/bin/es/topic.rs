@@ -6,14 +6,16 @@ use serde_json::{Map, Value, json};
 
 use crate::client::Client;
 use crate::output::table;
-use crate::segment;
+use crate::target::TopicArg;
+use crate::{plural, segment};
 
 #[derive(Debug, Subcommand)]
 pub enum TopicCommand {
     /// Create a topic.
     Create {
-        #[arg(long)]
-        name: String,
+        #[command(flatten)]
+        topic: TopicArg,
+        /// How many partitions (more can be added later with `es topic alter --partitions`).
         #[arg(long, default_value_t = 1)]
         partitions: u32,
         /// A setting as key=value, e.g. retention.ms=86400000; repeatable.
@@ -22,80 +24,142 @@ pub enum TopicCommand {
     },
     /// List topics.
     List,
-    /// Show a topic's partitions and config.
+    /// Show a topic's partitions, config and validators.
     Describe {
-        #[arg(long)]
-        name: String,
+        #[command(flatten)]
+        topic: TopicArg,
     },
     /// Delete a topic and all its records.
     Delete {
-        #[arg(long)]
-        name: String,
+        #[command(flatten)]
+        topic: TopicArg,
     },
-    /// Change a topic's settings and its validators.
+    /// Change a topic's settings, its partition count or its validators.
     Alter {
-        /// The topic (or --name).
-        #[arg(value_name = "TOPIC", required_unless_present = "name")]
-        topic: Option<String>,
-        #[arg(long, conflicts_with = "topic")]
-        name: Option<String>,
+        #[command(flatten)]
+        topic: TopicArg,
         /// A setting as key=value; repeatable.
-        #[arg(long = "config", value_name = "KEY=VALUE", required_unless_present_any = ["validators", "no_validators"])]
+        #[arg(long = "config", value_name = "KEY=VALUE")]
         config: Vec<String>,
+        /// Grow the topic to N partitions (partitions never shrink; keys then map over
+        /// the new count).
+        #[arg(long, value_name = "N")]
+        partitions: Option<u32>,
         #[command(flatten)]
         validators: crate::plugin::ValidatorArgs,
     },
     /// Show the validators bound to a topic and what they have done.
     Validators {
-        /// The topic.
-        topic: String,
+        #[command(flatten)]
+        topic: TopicArg,
     },
 }
 
 #[derive(Debug, Args)]
 pub struct OffsetsArgs {
-    #[arg(long)]
-    topic: String,
+    #[command(flatten)]
+    topic: TopicArg,
     /// Also find the first offset at or after this time (ms since the epoch).
-    #[arg(long)]
+    #[arg(long, value_name = "MS")]
     timestamp: Option<i64>,
 }
 
 pub fn run(client: &Client, cmd: TopicCommand, json: bool) -> anyhow::Result<()> {
     match cmd {
-        TopicCommand::Create { name, partitions, config } => {
+        TopicCommand::Create { topic, partitions, config } => {
+            let name = topic.name();
             let body = json!({"name": name, "partitions": partitions, "config": settings(&config)?});
             let v = client.post("/topics", &body)?;
-            print_or(json, &v, || println!("created topic {name} with {partitions} partitions"));
+            print_or(json, &v, || println!("created topic {name} with {}", plural(partitions, "partition")));
         }
         TopicCommand::List => {
             let v = client.get("/topics")?;
             print_or(json, &v, || list_table(&v));
         }
-        TopicCommand::Describe { name } => {
-            let v = client.get(&format!("/topics/{}", segment(&name)))?;
-            print_or(json, &v, || describe_table(&v));
-        }
-        TopicCommand::Delete { name } => {
-            client.delete(&format!("/topics/{}", segment(&name)))?;
+        TopicCommand::Describe { topic } => describe(client, topic.name(), json)?,
+        TopicCommand::Delete { topic } => {
+            let name = topic.name();
+            client.delete(&format!("/topics/{}", segment(name)))?;
             print_or(json, &json!({"deleted": name}), || println!("deleted topic {name}"));
         }
-        TopicCommand::Alter { topic, name, config, validators } => {
-            let name = topic.or(name).expect("clap requires TOPIC or --name");
-            if !config.is_empty() {
-                let path = format!("/topics/{}/config", segment(&name));
-                let v = client.patch(&path, &json!({"config": settings(&config)?}))?;
-                print_or(json, &v, || config_table(&v["config"]));
-            }
-            if validators.is_set() {
-                crate::plugin::bind(client, &name, &validators, json)?;
-            }
+        TopicCommand::Alter { topic, config, partitions, validators } => {
+            alter(client, topic.name(), &config, partitions, &validators, json)?;
         }
         TopicCommand::Validators { topic } => {
-            let v = client.get(&format!("/topics/{}/validators", segment(&topic)))?;
+            let v = client.get(&format!("/topics/{}/validators", segment(topic.name())))?;
             print_or(json, &v, || crate::plugin::validators_table(&v));
         }
     }
+    Ok(())
+}
+
+fn describe(client: &Client, name: &str, json: bool) -> anyhow::Result<()> {
+    let mut v = client.get(&format!("/topics/{}", segment(name)))?;
+    let validators = client.get(&format!("/topics/{}/validators", segment(name)))?;
+    if json {
+        v["validators"] = validators["validators"].clone();
+        println!("{v}");
+        return Ok(());
+    }
+    describe_table(&v);
+    println!();
+    crate::plugin::validators_table(&validators);
+    Ok(())
+}
+
+fn alter(
+    client: &Client,
+    name: &str,
+    config: &[String],
+    partitions: Option<u32>,
+    validators: &crate::plugin::ValidatorArgs,
+    json: bool,
+) -> anyhow::Result<()> {
+    if config.is_empty() && partitions.is_none() && !validators.is_set() {
+        validators.check_alone()?;
+        bail!(
+            "say what to change: --config KEY=VALUE, --partitions N, --validator PLUGIN or --no-validators \
+             (see `es topic alter --help`)"
+        );
+    }
+    if !config.is_empty() {
+        let path = format!("/topics/{}/config", segment(name));
+        let v = client.patch(&path, &json!({"config": settings(config)?}))?;
+        print_or(json, &v, || config_table(&v["config"]));
+    }
+    if let Some(count) = partitions {
+        add_partitions(client, name, count, json)?;
+    }
+    if validators.is_set() {
+        crate::plugin::bind(client, name, validators, json)?;
+    }
+    Ok(())
+}
+
+/// `--partitions N`: grows the topic through `POST /topics/{topic}/partitions`.
+fn add_partitions(client: &Client, name: &str, count: u32, json: bool) -> anyhow::Result<()> {
+    let path = format!("/topics/{}/partitions", segment(name));
+    let v = match client.post(&path, &json!({"count": count})) {
+        Ok(v) => v,
+        Err(e) => {
+            let route_missing = e
+                .downcast_ref::<crate::client::ApiError>()
+                .is_some_and(|a| matches!(a.code(), "not_found" | "method_not_allowed"));
+            if route_missing {
+                bail!(
+                    "this broker cannot add partitions (it has no POST /topics/{{topic}}/partitions); upgrade es-broker"
+                );
+            }
+            return Err(e);
+        }
+    };
+    print_or(json, &v, || {
+        let now = v["partition_count"].as_u64().unwrap_or(u64::from(count));
+        println!(
+            "topic {name} now has {}; keys map over the new count from now on",
+            plural(now, "partition")
+        );
+    });
     Ok(())
 }
 
@@ -123,14 +187,15 @@ fn list_table(v: &Value) {
     let rows: Vec<Vec<String>> =
         array(&v["topics"]).iter().map(|t| vec![text(&t["name"]), text(&t["partition_count"])]).collect();
     if rows.is_empty() {
-        println!("no topics yet; create one with `es topic create --name NAME`");
+        println!("no topics yet; create one with `es topic create NAME`");
         return;
     }
     table(&["TOPIC", "PARTITIONS"], &rows);
 }
 
 fn describe_table(v: &Value) {
-    println!("topic {} ({} partitions)", text(&v["name"]), text(&v["partition_count"]));
+    let count = v["partition_count"].as_u64().unwrap_or(0);
+    println!("topic {} ({})", text(&v["name"]), plural(count, "partition"));
     let rows: Vec<Vec<String>> = array(&v["partitions"])
         .iter()
         .map(|p| {
@@ -154,7 +219,7 @@ fn config_table(config: &Value) {
 }
 
 pub fn offsets(client: &Client, args: &OffsetsArgs, json: bool) -> anyhow::Result<()> {
-    let mut path = format!("/topics/{}/offsets", segment(&args.topic));
+    let mut path = format!("/topics/{}/offsets", segment(args.topic.name()));
     if let Some(ts) = args.timestamp {
         path.push_str(&format!("?timestamp={ts}"));
     }
