@@ -22,15 +22,11 @@ use client::Client;
 #[derive(Debug, Parser)]
 #[command(name = "es", version, about = "Command-line client for the es broker")]
 struct Cli {
-    /// The broker's HTTP address (`http://` may be left out).
-    #[arg(
-        long,
-        global = true,
-        env = "ES_BROKER",
-        value_name = "URL",
-        default_value = "http://127.0.0.1:9000"
-    )]
-    broker: String,
+    /// The broker's HTTP address (`http://` may be left out) [default: http://127.0.0.1:9000].
+    // No clap default: clap would list a defaulted global flag in every usage line
+    // as if it were required.
+    #[arg(long, global = true, env = "ES_BROKER", value_name = "URL")]
+    broker: Option<String>,
     /// Print the broker's JSON instead of tables.
     #[arg(long, global = true)]
     json: bool,
@@ -62,7 +58,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let client = Client::new(&cli.broker);
+    let client = Client::new(cli.broker.as_deref().unwrap_or("http://127.0.0.1:9000"));
     let result = match cli.command {
         Command::Topic(cmd) => topic::run(&client, cmd, cli.json),
         Command::Produce(args) => produce::run(&client, &args, cli.json),
