@@ -226,3 +226,28 @@ pub fn violation(v: &Value) -> String {
         text("reason")
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_address_gets_a_scheme() {
+        assert_eq!(base_url("127.0.0.1:9300"), "http://127.0.0.1:9300");
+        assert_eq!(base_url("http://h:1/"), "http://h:1");
+        assert_eq!(base_url("https://h"), "https://h");
+    }
+
+    #[test]
+    fn every_violation_is_listed_and_renumbered() {
+        let v = |i: u64| serde_json::json!({"index": i, "plugin": "rules", "code": "c", "reason": "r", "outcome": "rejected"});
+        let body = serde_json::json!({"error": {"code": "validation_failed", "message": "m", "violations": [v(0), v(2)]}});
+        let e = api_error(422, body);
+        assert!(
+            e.to_string().contains("record 0: rejected by rules (c: r)")
+                && e.to_string().contains("record 2:")
+        );
+        let moved = e.renumbered(10).to_string();
+        assert!(moved.contains("record 10:") && moved.contains("record 12:"), "{moved}");
+    }
+}

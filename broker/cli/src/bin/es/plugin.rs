@@ -307,3 +307,27 @@ fn encode(s: &str) -> String {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(names: &[&str]) -> Vec<String> {
+        names.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_prefix_names_a_bound_plugin_or_is_refused() {
+        let one = all(&["rules"]);
+        let got =
+            owned_by("rules", &one, &all(&["rules:key.required=true", "value.max.bytes=5"]), "--x").unwrap();
+        assert_eq!(got, all(&["key.required=true", "value.max.bytes=5"]));
+        let err = owned_by("rules", &one, &all(&["other:k=v"]), "--x").unwrap_err().to_string();
+        assert!(err.contains("\"other\"") && err.contains("rules"), "{err}");
+        // A colon after the `=` is part of the value, not a prefix.
+        assert_eq!(owned_by("rules", &one, &all(&["schema=@a:b"]), "--x").unwrap(), all(&["schema=@a:b"]));
+        let two = all(&["rules", "mine"]);
+        assert!(owned_by("rules", &two, &all(&["k=v"]), "--x").is_err());
+        assert!(owned_by("rules", &two, &all(&["mine:k=v"]), "--x").unwrap().is_empty());
+    }
+}
