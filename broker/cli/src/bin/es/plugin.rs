@@ -136,6 +136,11 @@ pub struct ValidatorArgs {
     /// Topic for dead-lettered records; with several validators, prefix PLUGIN:.
     #[arg(long = "dead-letter-topic", value_name = "[PLUGIN:]TOPIC")]
     pub dead_letter_topic: Vec<String>,
+    /// `enforce` (default) or `shadow`: a shadow validator runs on every batch
+    /// and counts what it would have done, but never refuses or moves a record;
+    /// with several validators, prefix PLUGIN:.
+    #[arg(long = "mode", value_name = "[PLUGIN:]MODE")]
+    pub mode: Vec<String>,
     /// Remove every validator from the topic.
     #[arg(long, conflicts_with = "validators")]
     pub no_validators: bool,
@@ -153,9 +158,10 @@ pub fn bind(client: &Client, topic: &str, args: &ValidatorArgs, json: bool) -> a
         && !args.no_validators
         && !(args.validator_config.is_empty()
             && args.on_failure.is_empty()
-            && args.dead_letter_topic.is_empty())
+            && args.dead_letter_topic.is_empty()
+            && args.mode.is_empty())
     {
-        bail!("--validator-config, --on-failure and --dead-letter-topic need --validator PLUGIN");
+        bail!("--validator-config, --on-failure, --dead-letter-topic and --mode need --validator PLUGIN");
     }
     let mut bindings = Vec::new();
     for plugin in &args.validators {
@@ -175,6 +181,9 @@ pub fn bind(client: &Client, topic: &str, args: &ValidatorArgs, json: bool) -> a
         {
             binding["dead_letter_topic"] = json!(dlq);
         }
+        if let Some(mode) = owned_by(plugin, &args.validators, &args.mode, "--mode")?.last() {
+            binding["mode"] = json!(mode);
+        }
         bindings.push(binding);
     }
     let path = format!("/topics/{}/validators", segment(topic));
@@ -189,6 +198,7 @@ pub fn validators_table(v: &Value) {
         .map(|b| {
             vec![
                 text(&b["plugin"]),
+                b["mode"].as_str().unwrap_or("enforce").to_owned(),
                 text(&b["on_failure"]),
                 text(&b["dead_letter_topic"]),
                 b["config"].as_object().map_or(0, Map::len).to_string(),
@@ -200,7 +210,7 @@ pub fn validators_table(v: &Value) {
         println!("topic {} has no validators", text(&v["topic"]));
         return;
     }
-    table(&["VALIDATOR", "ON FAILURE", "DEAD LETTER TOPIC", "CONFIG KEYS", "VERSION"], &rows);
+    table(&["VALIDATOR", "MODE", "ON FAILURE", "DEAD LETTER TOPIC", "CONFIG KEYS", "VERSION"], &rows);
 }
 
 /// The values of a per-validator flag that belong to `plugin`: unprefixed values
