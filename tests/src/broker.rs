@@ -35,6 +35,14 @@ pub fn es_bin() -> PathBuf {
     binary("es", "ES_BIN")
 }
 
+/// One compiled-plugin cache for every broker the tests start, beside the broker
+/// binary (so inside this build's target directory): each guest is compiled
+/// once per build instead of once per test. A test that needs a cold cache
+/// passes its own `--plugin-cache-dir`, which wins over the variable.
+pub fn shared_plugin_cache() -> PathBuf {
+    broker_bin().with_file_name("es-test-plugin-cache")
+}
+
 /// Finds a workspace binary: the override variable, else the release directory
 /// this test runs from (`<target>/release/deps/<test>` sits below it, wherever
 /// `CARGO_TARGET_DIR` points), else `<workspace>/target/release`.
@@ -122,6 +130,7 @@ impl Broker {
         let mut child = Command::new(broker_bin())
             .arg("--data-dir")
             .arg(data_dir)
+            .env("ES_PLUGIN_CACHE_DIR", shared_plugin_cache())
             .args(["--bind", "127.0.0.1:0", "--bind-binary", "127.0.0.1:0"])
             .args(extra)
             .stdin(Stdio::null())

@@ -554,3 +554,55 @@ fn schema_compat_checkers_can_be_uploaded_and_removed() {
     let fine = schema(json!([{"name": "a", "type": "int"}, {"name": "b", "type": "int", "default": 1}]));
     assert_eq!(register(&fine).status, 200);
 }
+
+#[test]
+fn shadow_validators_run_and_count_but_never_enforce() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path());
+    b.create_topic("trial", 1);
+    let r = b.post_bytes("/plugins/hostile", &guest("es_fixture_hostile"));
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    // An enforcing validator next to a shadow one: only the first decides.
+    bind_ok(
+        &b,
+        "trial",
+        json!([
+            {"plugin": "rules", "config": {"value.max.bytes": "10"}},
+            {"plugin": "rules", "config": {"key.required": "true"}, "mode": "shadow"},
+            {"plugin": "hostile", "config": {"mode": "trap"}, "mode": "shadow"},
+        ]),
+    );
+    let described = b.get("/topics/trial/validators").body;
+    let modes: Vec<Value> =
+        described["validators"].as_array().unwrap().iter().map(|v| v["mode"].clone()).collect();
+    assert_eq!(modes, vec![Value::Null, json!("shadow"), json!("shadow")], "{described}");
+
+    // Unkeyed records would be refused by the shadow binding, and the trapping
+    // shadow plugin fails every batch: both are only counted.
+    let r = produce(&b, "trial", json!([{"value": "a"}, {"value": "b"}, {"key": "k", "value": "c"}]));
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert!(violations(&r).is_empty(), "shadow verdicts are not reported as findings: {:?}", r.body);
+    assert_eq!(high_watermarks(&b, "trial"), 3);
+    // The enforcing binding still refuses.
+    assert_error(
+        &produce(&b, "trial", json!([{"key": "k", "value": "far too long a value"}])),
+        422,
+        "validation_failed",
+    );
+
+    let described = b.get("/topics/trial/validators").body;
+    let v = &described["validators"];
+    assert_eq!((v[1]["batches"].as_u64(), v[1]["rejected"].as_u64()), (Some(2), Some(2)), "{described}");
+    assert_eq!(v[2]["plugin_failures"], 2, "{described}");
+    assert_eq!(v[0]["rejected"], 1, "{described}");
+
+    // The mode survives a restart, and the CLI shows it.
+    drop(b);
+    let b = Broker::start(dir.path());
+    let out =
+        Command::new(es_bin()).args(["--broker", &b.url, "topic", "validators", "trial"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("MODE") && text.matches("shadow").count() == 2, "{text}");
+    let r = produce(&b, "trial", json!([{"value": "d"}]));
+    assert_eq!(r.status, 200, "{:?}", r.body);
+}

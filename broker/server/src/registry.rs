@@ -30,6 +30,12 @@ pub struct BrokerOptions {
     pub in_flight_requests_max: usize,
     /// How often retention, tiering and compaction run.
     pub housekeeping_interval: std::time::Duration,
+    /// Where compiled plugins are cached [default: `<data>/plugins/cache`]. Entries
+    /// are named by the component's sha256 and the engine's compatibility hash
+    /// and written atomically, so brokers of one build may share a directory;
+    /// it must be writable only by whoever runs the brokers, since a cached
+    /// artifact is loaded as native code.
+    pub plugin_cache_dir: Option<PathBuf>,
 }
 
 impl BrokerOptions {
@@ -40,6 +46,7 @@ impl BrokerOptions {
             request_bytes_max: limits::REQUEST_BYTES_MAX_DEFAULT,
             in_flight_requests_max: limits::IN_FLIGHT_REQUESTS_MAX_DEFAULT,
             housekeeping_interval: std::time::Duration::from_millis(limits::HOUSEKEEPING_INTERVAL_MS_DEFAULT),
+            plugin_cache_dir: None,
         }
     }
 }
@@ -131,7 +138,11 @@ impl Registry {
         let store = MetaStore::open(options.data_dir.join("topics"))?;
         let producer_ids = crate::producer_ids::ProducerIds::open(&options.data_dir)?;
         let mut report = StartupReport::default();
-        let plugins = Plugins::open(&options.data_dir.join("plugins"), &mut report.repairs)?;
+        let plugins = Plugins::open(
+            &options.data_dir.join("plugins"),
+            options.plugin_cache_dir.as_deref(),
+            &mut report.repairs,
+        )?;
         let manager = LogManager::new(
             options.data_dir.join("partitions"),
             ManagerOptions {

@@ -34,6 +34,11 @@ struct Args {
     #[arg(long, default_value_t = es_server::limits::HOUSEKEEPING_INTERVAL_MS_DEFAULT,
           value_parser = clap::value_parser!(u64).range(1..))]
     housekeeping_interval_ms: u64,
+    /// Where compiled plugins are cached [default: DATA_DIR/plugins/cache]. Brokers
+    /// of one build may share it (entries are content-addressed and written
+    /// atomically); keep it writable only by the user running the brokers.
+    #[arg(long, env = "ES_PLUGIN_CACHE_DIR")]
+    plugin_cache_dir: Option<PathBuf>,
     /// Requests served at once (long polls included); more get 503 overloaded.
     #[arg(long, default_value_t = es_server::limits::IN_FLIGHT_REQUESTS_MAX_DEFAULT)]
     max_in_flight_requests: usize,
@@ -69,6 +74,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         request_bytes_max: args.max_request_bytes,
         in_flight_requests_max: args.max_in_flight_requests,
         housekeeping_interval: std::time::Duration::from_millis(args.housekeeping_interval_ms),
+        plugin_cache_dir: args.plugin_cache_dir.clone(),
     };
     let (registry, report) = Registry::open(options)
         .with_context(|| format!("opening the data directory {}", args.data_dir.display()))?;

@@ -120,6 +120,7 @@ use crate::config::TopicConfig;
         crate::plugins::Manifest,
         crate::plugins::LimitsSpec,
         crate::plugins::binding::ValidatorBinding,
+        crate::plugins::binding::BindingMode,
         crate::plugins::binding::FailurePolicy,
         crate::plugins::binding::Finding,
         crate::plugins::binding::Outcome,

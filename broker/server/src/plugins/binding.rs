@@ -30,6 +30,25 @@ pub enum FailurePolicy {
     Warn,
 }
 
+/// Whether a binding's verdicts count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum BindingMode {
+    /// The binding's policy applies to what it refuses.
+    #[default]
+    Enforce,
+    /// The validator runs on every batch and its counters say what it would have
+    /// done, but nothing is refused, dead-lettered or warned about: a way to trial
+    /// a new plugin (or a new version of one) on live traffic.
+    Shadow,
+}
+
+impl BindingMode {
+    fn is_enforce(&self) -> bool {
+        *self == BindingMode::Enforce
+    }
+}
+
 /// One validator bound to a topic, as stored in the topic's metadata.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -44,6 +63,9 @@ pub struct ValidatorBinding {
     /// Where `dead-letter` sends refused records; required with that policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dead_letter_topic: Option<String>,
+    /// `shadow` runs the validator without enforcing it; absent means `enforce`.
+    #[serde(default, skip_serializing_if = "BindingMode::is_enforce")]
+    pub mode: BindingMode,
 }
 
 /// Headers a dead-lettered record carries besides its own.
@@ -64,7 +86,8 @@ pub struct Link {
     pub counters: LinkCounters,
 }
 
-/// Per-binding counters, for describe and metrics.
+/// Per-binding counters, for describe and metrics. For a shadow binding,
+/// `rejected`, `dead_lettered` and `warned` count what it would have done.
 #[derive(Debug, Default)]
 pub struct LinkCounters {
     pub batches: AtomicU64,
@@ -100,6 +123,29 @@ impl Link {
             other => other,
         }
         .map_err(|e| e.to_string())
+    }
+
+    /// Runs a shadow binding: its verdicts only move its counters (what its
+    /// policy would have done to each record), and its failures never refuse.
+    fn shadow(&self, target: BatchTarget<'_>, batch: &PackedBatch<'_>) {
+        let counters = &self.counters;
+        match self.run(target, batch) {
+            Ok(violations) => {
+                for v in violations {
+                    let counter = match (v.action, self.spec.on_failure) {
+                        (Action::Warn, _) | (_, FailurePolicy::Warn) => &counters.warned,
+                        (_, FailurePolicy::Reject) => &counters.rejected,
+                        (_, FailurePolicy::DeadLetter) => &counters.dead_lettered,
+                    };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Err(reason) => {
+                counters.plugin_failures.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(topic = target.topic, plugin = %self.spec.plugin, %reason,
+                    "shadow validator failed on a batch (not enforced)");
+            }
+        }
     }
 }
 
@@ -183,6 +229,10 @@ impl Chain {
         let target = BatchTarget { topic, partition, schema_id: None };
         for link in &self.links {
             link.counters.batches.fetch_add(1, Ordering::Relaxed);
+            if link.spec.mode == BindingMode::Shadow {
+                link.shadow(target, batch);
+                continue;
+            }
             let plugin = &link.spec.plugin;
             match link.run(target, batch) {
                 Ok(violations) => {

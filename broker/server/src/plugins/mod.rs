@@ -138,12 +138,13 @@ fn io(context: String, e: std::io::Error) -> ServerError {
 }
 
 impl Plugins {
-    /// Opens `<data>/plugins`: the engine (its compile cache in `cache/`), the
-    /// built-in plugins, and every stored manifest whose blob is intact. Damage is
+    /// Opens `<data>/plugins`: the engine (its compile cache in `cache_dir`, by
+    /// default `cache/` inside it), the built-in plugins, and every stored manifest whose blob is intact. Damage is
     /// reported in `repairs`, never fatal: a binding to a missing plugin fails
     /// closed when it is used.
-    pub fn open(dir: &Path, repairs: &mut Vec<String>) -> Result<Self> {
-        let engine = PluginEngine::new(dir.join("cache"), EngineLimits::default())
+    pub fn open(dir: &Path, cache_dir: Option<&Path>, repairs: &mut Vec<String>) -> Result<Self> {
+        let cache_dir = cache_dir.map_or_else(|| dir.join("cache"), Path::to_path_buf);
+        let engine = PluginEngine::new(cache_dir, EngineLimits::default())
             .map_err(|e| ServerError::Internal(format!("starting the plugin engine: {e}")))?;
         let blobs = dir.join("blobs");
         fs::create_dir_all(&blobs).map_err(|e| io(format!("creating {}", blobs.display()), e))?;
@@ -436,7 +437,7 @@ mod tests {
     fn builtins_are_listed_and_uploads_survive_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let mut repairs = Vec::new();
-        let plugins = Plugins::open(dir.path(), &mut repairs).unwrap();
+        let plugins = Plugins::open(dir.path(), None, &mut repairs).unwrap();
         let names: Vec<String> = plugins.list().unwrap().into_iter().map(|m| m.name).collect();
         assert_eq!(names, vec!["avro", "json-schema", "rules", "schema-registry"]);
         assert!(!plugins.get("rules").unwrap().version.is_empty(), "a built-in describes itself");
@@ -449,7 +450,7 @@ mod tests {
         // A stray blob (e.g. from a crash before its manifest was written) is removed.
         fs::write(dir.path().join("blobs/0000.wasm"), b"junk").unwrap();
         drop(plugins);
-        let plugins = Plugins::open(dir.path(), &mut repairs).unwrap();
+        let plugins = Plugins::open(dir.path(), None, &mut repairs).unwrap();
         assert_eq!(plugins.get("my-rules").unwrap(), manifest);
         assert!(!dir.path().join("blobs/0000.wasm").exists());
         assert!(repairs.iter().any(|r| r.contains("0000.wasm")), "{repairs:?}");
@@ -461,7 +462,7 @@ mod tests {
     #[test]
     fn bad_uploads_are_refused_with_the_reason() {
         let dir = tempfile::tempdir().unwrap();
-        let plugins = Plugins::open(dir.path(), &mut Vec::new()).unwrap();
+        let plugins = Plugins::open(dir.path(), None, &mut Vec::new()).unwrap();
         let upload =
             |name: &str, wasm: &[u8]| Upload { name: name.into(), wasm: wasm.to_vec(), ..Upload::default() };
         let err = plugins.inspect(&upload("x", b"not wasm")).unwrap_err().to_string();

@@ -152,6 +152,11 @@ pub struct ValidatorArgs {
     /// Topic for dead-lettered records; with several validators, prefix PLUGIN:.
     #[arg(long = "dead-letter-topic", value_name = "[PLUGIN:]TOPIC")]
     pub dead_letter_topic: Vec<String>,
+    /// `enforce` (default) or `shadow`: a shadow validator runs on every batch
+    /// and counts what it would have done, but never refuses or moves a record;
+    /// with several validators, prefix PLUGIN:.
+    #[arg(long = "mode", value_name = "[PLUGIN:]MODE")]
+    pub mode: Vec<String>,
     /// Remove every validator from the topic.
     #[arg(long, conflicts_with = "validators")]
     pub no_validators: bool,
@@ -166,9 +171,10 @@ impl ValidatorArgs {
     pub fn check_alone(&self) -> anyhow::Result<()> {
         let extras = !(self.validator_config.is_empty()
             && self.on_failure.is_empty()
-            && self.dead_letter_topic.is_empty());
+            && self.dead_letter_topic.is_empty()
+            && self.mode.is_empty());
         if self.validators.is_empty() && !self.no_validators && extras {
-            bail!("--validator-config, --on-failure and --dead-letter-topic need --validator PLUGIN");
+            bail!("--validator-config, --on-failure, --dead-letter-topic and --mode need --validator PLUGIN");
         }
         Ok(())
     }
@@ -195,6 +201,9 @@ pub fn bind(client: &Client, topic: &str, args: &ValidatorArgs, json: bool) -> a
         {
             binding["dead_letter_topic"] = json!(dlq);
         }
+        if let Some(mode) = owned_by(plugin, &args.validators, &args.mode, "--mode")?.last() {
+            binding["mode"] = json!(mode);
+        }
         bindings.push(binding);
     }
     let path = format!("/topics/{}/validators", segment(topic));
@@ -209,6 +218,7 @@ pub fn validators_table(v: &Value) {
         .map(|b| {
             vec![
                 text(&b["plugin"]),
+                b["mode"].as_str().unwrap_or("enforce").to_owned(),
                 text(&b["on_failure"]),
                 text(&b["dead_letter_topic"]),
                 b["config"].as_object().map_or(0, Map::len).to_string(),
@@ -228,6 +238,7 @@ pub fn validators_table(v: &Value) {
     table(
         &[
             "VALIDATOR",
+            "MODE",
             "ON FAILURE",
             "DEAD LETTER TOPIC",
             "CONFIG KEYS",
