@@ -73,3 +73,61 @@ impl MechanismSession for PlainSession {
         self.guard.finish(step)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sasl::testing::{pepper, state_with_keys};
+    use crate::state::AuthState;
+
+    fn session(state: &AuthState) -> PlainSession {
+        PlainSession::new(Arc::new(state.clone()), pepper())
+    }
+
+    fn step(state: &AuthState, message: &str) -> Step {
+        session(state).step(message.as_bytes())
+    }
+
+    #[test]
+    fn the_secret_or_the_whole_key_authenticates() {
+        let (state, keys) = state_with_keys(&["a", "b"]);
+        let (id, secret) = (keys[0].id.as_str(), keys[0].secret.encode());
+        let done = Step::Done { principal: Principal::Key(keys[0].id.clone()), final_bytes: Vec::new() };
+        assert_eq!(step(&state, &format!("\0{id}\0{secret}")), done);
+        assert_eq!(step(&state, &format!("{id}\0{id}\0{secret}")), done);
+        assert_eq!(step(&state, &format!("\0{id}\0{}", keys[0].reveal())), done);
+        // Another key's whole text, even a valid one, is not this key's password.
+        let other = keys[1].reveal();
+        assert_eq!(step(&state, &format!("\0{id}\0{other}")), Step::Failed(FailReason::InvalidCredentials));
+    }
+
+    #[test]
+    fn every_credential_failure_has_one_reason() {
+        let (mut state, keys) = state_with_keys(&["a", "b"]);
+        state.apply(state.plan_revoke_key(&keys[1].id, 9).unwrap()).unwrap();
+        let (id, secret) = (keys[0].id.as_str(), keys[0].secret.encode());
+        let revoked = format!("\0{}\0{}", keys[1].id, keys[1].secret.encode());
+        let wrong = format!("\0{id}\0{}", keys[1].secret.encode());
+        let unknown = format!("\0ffffffffffffffff\0{secret}");
+        let not_an_id = format!("\0{}\0{secret}", id.to_uppercase());
+        let not_a_secret = format!("\0{id}\0pencil");
+        for message in [revoked, wrong, unknown, not_an_id, not_a_secret, format!("\0{id}\0")] {
+            assert_eq!(step(&state, &message), Step::Failed(FailReason::InvalidCredentials), "{message:?}");
+        }
+    }
+
+    #[test]
+    fn malformed_oversized_and_repeated_messages_fail() {
+        let (state, keys) = state_with_keys(&["a"]);
+        let (id, secret) = (keys[0].id.as_str(), keys[0].secret.encode());
+        let malformed = |m: &str| matches!(step(&state, m), Step::Failed(FailReason::Malformed(_)));
+        assert!(malformed(&format!("{id}\0{secret}")));
+        assert!(malformed(&format!("\0{id}\0{secret}\0")));
+        assert!(malformed(&format!("other\0{id}\0{secret}")));
+        let mut s = session(&state);
+        assert!(matches!(s.step(&[0xff, 0, 0]), Step::Failed(FailReason::Malformed(_))));
+        assert_eq!(s.step(format!("\0{id}\0{secret}").as_bytes()), Step::Failed(FailReason::TooManySteps));
+        let huge = format!("\0{id}\0{}", "a".repeat(crate::limits::SASL_MESSAGE_BYTES_MAX));
+        assert_eq!(step(&state, &huge), Step::Failed(FailReason::TooLarge));
+    }
+}
