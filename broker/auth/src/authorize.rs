@@ -16,7 +16,13 @@ use crate::state::{AuthState, Command};
 impl AuthState {
     /// May `principal` do `op` on `resource` `name`? Grants only; groups and producer
     /// ids also need [`AuthState::authorize_group`] / [`AuthState::authorize_producer_id`].
-    pub fn authorize(&self, principal: &Principal, resource: ResourceType, name: &str, op: Operation) -> Decision {
+    pub fn authorize(
+        &self,
+        principal: &Principal,
+        resource: ResourceType,
+        name: &str,
+        op: Operation,
+    ) -> Decision {
         let id = match self.active_principal(principal) {
             Ok(id) => id,
             Err(reason) => return Decision::Denied(reason),
@@ -35,7 +41,10 @@ impl AuthState {
         let decision = self.authorize(principal, ResourceType::Group, group, op);
         let (Decision::Allowed, Some(id)) = (decision, principal.key()) else { return decision };
         match self.group_owner(group) {
-            Some(owner) if owner != id => self.authorize(principal, ResourceType::Group, group, Operation::Admin),
+            Some(owner) if owner != id => {
+                let admin = self.authorize(principal, ResourceType::Group, group, Operation::Admin);
+                if admin.is_allowed() { admin } else { Decision::Denied(DenyReason::NotOwner) }
+            }
             Some(_) | None => Decision::Allowed,
         }
     }
@@ -48,7 +57,11 @@ impl AuthState {
         };
         // An unowned id was never issued to anyone while auth was on.
         let owned = self.producer_id_owner(producer_id) == Some(id);
-        if owned || self.is_superuser(id) { Decision::Allowed } else { Decision::Denied(DenyReason::NotOwner) }
+        if owned || self.is_superuser(id) {
+            Decision::Allowed
+        } else {
+            Decision::Denied(DenyReason::NotOwner)
+        }
     }
 
     /// The claim to store when `principal` first uses `group`; `None` if it owns it.

@@ -195,7 +195,8 @@ mod tests {
     fn a_literal_grant_covers_its_name_byte_for_byte() {
         let g = grant(PatternType::Literal, "billing", Operation::Read);
         assert!(g.covers(ResourceType::Topic, "billing", Operation::Read));
-        for other in ["Billing", "billing ", "billing.x", "bill", "bіlling", "billing\u{200b}", "./billing"] {
+        for other in ["Billing", "billing ", "billing.x", "bill", "bіlling", "billing\u{200b}", "./billing"]
+        {
             assert!(!g.covers(ResourceType::Topic, other, Operation::Read), "{other:?}");
         }
         assert!(!g.covers(ResourceType::Group, "billing", Operation::Read));
@@ -208,7 +209,9 @@ mod tests {
         assert!(g.covers(ResourceType::Topic, "billing.invoices", Operation::Write));
         // `..` has no meaning: a name under the prefix stays under it, one outside stays out.
         assert!(g.covers(ResourceType::Topic, "billing...", Operation::Write));
-        for other in ["billing", "billingx", "Billing.x", "BILLING.x", "bіlling.x", "xbilling.x", "../billing.x"] {
+        for other in
+            ["billing", "billingx", "Billing.x", "BILLING.x", "bіlling.x", "xbilling.x", "../billing.x"]
+        {
             assert!(!g.covers(ResourceType::Topic, other, Operation::Write), "{other:?}");
         }
         // A decomposed é is not the precomposed one: no normalisation.

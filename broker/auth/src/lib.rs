@@ -27,8 +27,8 @@ pub use grant::{CLUSTER_NAME, Decision, DenyReason, Grant, Operation, PatternTyp
 pub use key::{ApiKey, KeyId, KeyParseError, Pepper, Secret, SecretHash};
 pub use quota::{AuthFailureLimits, ByteQuotas, Direction, KeyQuota, QuotaConfig, RateLimiter, TokenBucket};
 pub use sasl::{
-    CredentialSource, FailReason, MechanismSession, PlainSession, ScramCredential, ScramMechanism, ScramSession,
-    Step,
+    CredentialSource, FailReason, MechanismSession, PlainSession, ScramCredential, ScramMechanism,
+    ScramSession, Step,
 };
 pub use state::{AuthState, Command, Issued, Issuer, KeyRecord, SecretForms};
 

@@ -18,8 +18,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::key::KeyId;
 use crate::limits::{
-    AUTH_FAILURES_BURST_DEFAULT, AUTH_FAILURES_PER_S_PER_ADDRESS_DEFAULT, AUTH_FAILURES_PER_S_PER_KEY_DEFAULT,
-    QUOTA_BURST_SECONDS_DEFAULT, RATE_LIMITER_ENTRIES_MAX, THROTTLE_MS_MAX,
+    AUTH_FAILURES_BURST_DEFAULT, AUTH_FAILURES_PER_S_PER_ADDRESS_DEFAULT,
+    AUTH_FAILURES_PER_S_PER_KEY_DEFAULT, QUOTA_BURST_SECONDS_DEFAULT, RATE_LIMITER_ENTRIES_MAX,
+    THROTTLE_MS_MAX,
 };
 
 /// A token bucket that refills at `rate_per_s` up to `burst` and may go into debt.
@@ -35,7 +36,12 @@ pub struct TokenBucket {
 impl TokenBucket {
     /// A full bucket. A rate of 0 is taken as 1 (no quota is "unlimited", not 0).
     pub fn new(rate_per_s: u64, burst: u64, now_ms: i64) -> TokenBucket {
-        TokenBucket { rate_per_s: rate_per_s.max(1), burst, tokens_milli: i128::from(burst) * 1000, last_ms: now_ms }
+        TokenBucket {
+            rate_per_s: rate_per_s.max(1),
+            burst,
+            tokens_milli: i128::from(burst) * 1000,
+            last_ms: now_ms,
+        }
     }
 
     fn refill(&mut self, now_ms: i64) {
@@ -189,8 +195,10 @@ impl ByteQuotas {
         let Some(rate) = quota.rate(direction) else { return 0 };
         let now_ms = self.clock.now_ms();
         let burst = rate.saturating_mul(QUOTA_BURST_SECONDS_DEFAULT);
-        let bucket =
-            self.buckets.entry((key.clone(), direction)).or_insert_with(|| TokenBucket::new(rate, burst, now_ms));
+        let bucket = self
+            .buckets
+            .entry((key.clone(), direction))
+            .or_insert_with(|| TokenBucket::new(rate, burst, now_ms));
         bucket.charge(now_ms, bytes)
     }
 

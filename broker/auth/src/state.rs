@@ -81,7 +81,8 @@ impl Issuer<'_> {
     /// The stored forms of a key's secret (two PBKDF2 runs: the slow part of creation).
     pub fn forms(&mut self, key: &ApiKey) -> SecretForms {
         let password = key.secret.encode();
-        let mut scram = |m| ScramCredential::generate(m, password.as_bytes(), self.rng, self.scram_iterations);
+        let mut scram =
+            |m| ScramCredential::generate(m, password.as_bytes(), self.rng, self.scram_iterations);
         let scram_sha256 = scram(ScramMechanism::Sha256);
         let scram_sha512 = scram(ScramMechanism::Sha512);
         SecretForms { secret_hash: self.pepper.hash_secret(&key.secret), scram_sha256, scram_sha512 }

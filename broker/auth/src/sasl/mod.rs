@@ -74,7 +74,8 @@ pub trait MechanismSession: Send {
 pub trait CredentialSource: Send + Sync {
     fn secret_hash(&self, id: &KeyId) -> Option<SecretHash>;
     /// The key a SCRAM user name names and its credential for `mechanism`.
-    fn scram_credential(&self, username: &str, mechanism: ScramMechanism) -> Option<(KeyId, ScramCredential)>;
+    fn scram_credential(&self, username: &str, mechanism: ScramMechanism)
+    -> Option<(KeyId, ScramCredential)>;
 }
 
 impl CredentialSource for AuthState {
@@ -82,7 +83,11 @@ impl CredentialSource for AuthState {
         self.active_key(id).map(|k| k.secret_hash.clone())
     }
 
-    fn scram_credential(&self, username: &str, mechanism: ScramMechanism) -> Option<(KeyId, ScramCredential)> {
+    fn scram_credential(
+        &self,
+        username: &str,
+        mechanism: ScramMechanism,
+    ) -> Option<(KeyId, ScramCredential)> {
         let id = KeyId::parse(username).ok()?;
         self.active_key(&id).map(|k| (id, k.scram(mechanism).clone()))
     }

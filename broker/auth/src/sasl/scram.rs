@@ -128,7 +128,8 @@ impl ScramSession {
     fn last(&self, pending: &Pending, message: &str) -> Result<Step, FailReason> {
         let (without_proof, proof) = message.rsplit_once(",p=").ok_or(FailReason::Malformed("no proof"))?;
         let mut attrs = without_proof.split(',');
-        let binding = attrs.next().and_then(|a| a.strip_prefix("c=")).ok_or(FailReason::Malformed("no c="))?;
+        let binding =
+            attrs.next().and_then(|a| a.strip_prefix("c=")).ok_or(FailReason::Malformed("no c="))?;
         let nonce = attrs.next().and_then(|a| a.strip_prefix("r=")).ok_or(FailReason::Malformed("no r="))?;
         if STANDARD.decode(binding).ok().as_deref() != Some(pending.gs2_header.as_bytes()) {
             return Err(FailReason::Malformed("c= is not the gs2 header of client-first"));
@@ -152,7 +153,8 @@ impl ScramSession {
     }
 
     fn advance(&mut self, client_bytes: &[u8]) -> Result<Step, FailReason> {
-        let message = std::str::from_utf8(client_bytes).map_err(|_| FailReason::Malformed("SCRAM is UTF-8"))?;
+        let message =
+            std::str::from_utf8(client_bytes).map_err(|_| FailReason::Malformed("SCRAM is UTF-8"))?;
         match std::mem::replace(&mut self.state, State::Ended) {
             State::Initial => self.first(message),
             State::SentFirst(pending) => self.last(&pending, message),

@@ -37,7 +37,13 @@ pub(crate) fn state_with_keys(names: &[&str]) -> (AuthState, Vec<ApiKey>) {
 
 pub(crate) fn scram_session(state: &AuthState, mechanism: ScramMechanism, seed: u64) -> ScramSession {
     let source = Arc::new(state.clone());
-    ScramSession::new(mechanism, source, pepper(), Box::new(StdRng::seed_from_u64(seed)), SCRAM_ITERATIONS_DEFAULT)
+    ScramSession::new(
+        mechanism,
+        source,
+        pepper(),
+        Box::new(StdRng::seed_from_u64(seed)),
+        SCRAM_ITERATIONS_DEFAULT,
+    )
 }
 
 /// The client side of one SCRAM exchange.

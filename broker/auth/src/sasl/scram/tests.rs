@@ -56,9 +56,11 @@ fn both_mechanisms_round_trip_with_a_real_key() {
     let (state, keys) = state_with_keys(&["billing"]);
     let key = &keys[0];
     for mechanism in ScramMechanism::ALL {
-        let mut client = ScramClient::new(mechanism, key.id.as_str(), &key.secret.encode(), "fyko+d2lbbFgONRv9qkxdawL");
+        let mut client =
+            ScramClient::new(mechanism, key.id.as_str(), &key.secret.encode(), "fyko+d2lbbFgONRv9qkxdawL");
         let step = exchange(&state, mechanism, &mut client);
-        let expected = Step::Done { principal: Principal::Key(key.id.clone()), final_bytes: client.expected_final() };
+        let expected =
+            Step::Done { principal: Principal::Key(key.id.clone()), final_bytes: client.expected_final() };
         assert_eq!(step, expected, "{}", mechanism.name());
     }
 }
@@ -68,7 +70,10 @@ fn a_wrong_password_fails_at_the_proof() {
     let (state, keys) = state_with_keys(&["billing"]);
     let wrong = crate::key::Secret::random(&mut StdRng::seed_from_u64(3)).encode();
     let mut client = ScramClient::new(ScramMechanism::Sha512, keys[0].id.as_str(), &wrong, "abc");
-    assert_eq!(exchange(&state, ScramMechanism::Sha512, &mut client), Step::Failed(FailReason::InvalidCredentials));
+    assert_eq!(
+        exchange(&state, ScramMechanism::Sha512, &mut client),
+        Step::Failed(FailReason::InvalidCredentials)
+    );
 }
 
 /// server-first, with the random server nonce cut out.
@@ -130,7 +135,8 @@ fn channel_binding_is_refused_but_y_and_n_are_accepted() {
     let plus = format!("p=tls-server-end-point,,n={id},r=abc");
     assert_eq!(session.step(plus.as_bytes()), Step::Failed(FailReason::ChannelBindingUnsupported));
     for header in ["y,,", "n,,", &format!("n,a={id},")] {
-        let mut client = ScramClient::new(ScramMechanism::Sha256, id, &password, "abc").with_gs2_header(header);
+        let mut client =
+            ScramClient::new(ScramMechanism::Sha256, id, &password, "abc").with_gs2_header(header);
         let step = exchange(&state, ScramMechanism::Sha256, &mut client);
         assert!(matches!(step, Step::Done { .. }), "{header}: {step:?}");
     }
