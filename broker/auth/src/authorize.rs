@@ -87,6 +87,14 @@ impl AuthState {
         }
     }
 
+    /// The principal a mechanism outside this crate (an authenticator plugin) named,
+    /// accepted only when it is an active key: a plugin can prove who a client is,
+    /// never make up a principal (and so never mint an admin).
+    pub fn accept_principal(&self, name: &str) -> Option<Principal> {
+        let id = KeyId::parse(name).ok()?;
+        self.active_key(&id).map(|_| Principal::Key(id))
+    }
+
     fn active_principal<'p>(&self, principal: &'p Principal) -> Result<&'p KeyId, DenyReason> {
         let id = principal.key().ok_or(DenyReason::Anonymous)?;
         self.active_key(id).map(|_| id).ok_or(DenyReason::KeyInactive)

@@ -25,7 +25,10 @@ mod state;
 pub use error::{AuthError, Result};
 pub use grant::{CLUSTER_NAME, Decision, DenyReason, Grant, Operation, PatternType, Principal, ResourceType};
 pub use key::{ApiKey, KeyId, KeyParseError, Pepper, Secret, SecretHash};
-pub use quota::{AuthFailureLimits, ByteQuotas, Direction, KeyQuota, QuotaConfig, RateLimiter, TokenBucket};
+pub use quota::{
+    AuthFailureLimits, ByteQuotas, Direction, KeyQuota, QuotaConfig, RateLimiter, RequestRateLimits,
+    TokenBucket,
+};
 pub use sasl::{
     CredentialSource, FailReason, MechanismSession, PlainSession, ScramCredential, ScramMechanism,
     ScramSession, Step,

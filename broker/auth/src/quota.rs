@@ -240,5 +240,33 @@ impl AuthFailureLimits {
     }
 }
 
+/// Requests per second, limited per client address and per key, charged one per
+/// request after it is served (like the byte quotas, so a burst is answered at once).
+#[derive(Debug)]
+pub struct RequestRateLimits {
+    by_address: RateLimiter<IpAddr>,
+    by_key: RateLimiter<KeyId>,
+}
+
+impl RequestRateLimits {
+    /// `burst_s` seconds of each rate may be used at once.
+    pub fn new(per_address_per_s: u64, per_key_per_s: u64, burst_s: u64, clock: Arc<dyn Clock>) -> Self {
+        RequestRateLimits {
+            by_address: RateLimiter::new(
+                per_address_per_s,
+                per_address_per_s.saturating_mul(burst_s),
+                clock.clone(),
+            ),
+            by_key: RateLimiter::new(per_key_per_s, per_key_per_s.saturating_mul(burst_s), clock),
+        }
+    }
+
+    /// Charges one served request; returns the throttle (the larger of the two).
+    pub fn charge(&mut self, address: IpAddr, key: Option<&KeyId>) -> u64 {
+        let by_key = key.map_or(0, |k| self.by_key.charge(k, 1));
+        self.by_address.charge(&address, 1).max(by_key)
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -222,6 +222,16 @@ fn a_producer_id_belongs_to_the_key_it_was_issued_to() {
     assert!(!state.authorize_producer_id(&principal(&keys[0]), 1000).is_allowed());
 }
 
+#[test]
+fn a_plugin_can_only_name_an_existing_active_key() {
+    let (mut state, keys) = state_with_keys(&["app", "gone"]);
+    assert_eq!(state.accept_principal(keys[0].id.as_str()), Some(principal(&keys[0])));
+    state.apply(state.plan_revoke_key(&keys[1].id, 3).unwrap()).unwrap();
+    for name in [keys[1].id.as_str(), "ffffffffffffffff", "admin", "", &keys[0].id.as_str().to_uppercase()] {
+        assert_eq!(state.accept_principal(name), None, "{name:?}");
+    }
+}
+
 /// Ways to bend a name: each yields a different byte string (or the same one).
 fn bend(name: &str, how: u8) -> String {
     match how % 7 {

@@ -119,3 +119,21 @@ fn a_full_limiter_forgets_the_least_indebted_first() {
     }
     assert!(limiter.len() <= RATE_LIMITER_ENTRIES_MAX && !limiter.is_empty());
 }
+
+#[test]
+fn request_rates_are_limited_per_address_and_per_key() {
+    let clock = clock();
+    let mut limits = RequestRateLimits::new(100, 10, 1, clock.clone());
+    let (a, b) = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)));
+    for _ in 0..10 {
+        assert_eq!(limits.charge(a, Some(&id(1))), 0);
+    }
+    assert_eq!(limits.charge(b, Some(&id(1))), 100, "the key's limit follows it to another address");
+    assert_eq!(limits.charge(b, Some(&id(2))), 0);
+    for _ in 0..90 {
+        limits.charge(a, None);
+    }
+    assert_eq!(limits.charge(a, None), 10, "one request of debt at 100/s");
+    clock.advance_ms(100);
+    assert_eq!(limits.charge(b, Some(&id(1))), 100);
+}
