@@ -25,6 +25,7 @@ pub const CLUSTER_NAME: &str = "cluster";
 
 /// Who is asking.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Principal {
     /// Not authenticated (auth off, or before SASL completes). Holds no grants.
     Anonymous,
@@ -42,6 +43,7 @@ impl Principal {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ResourceType {
     Topic,
     Group,
@@ -59,12 +61,14 @@ impl ResourceType {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum PatternType {
     Literal,
     Prefixed,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Operation {
     /// See that a resource exists, its config, its offsets (Metadata, ListGroups).
     Describe,

@@ -142,6 +142,7 @@ impl<K: Hash + Eq + Clone> RateLimiter<K> {
 
 /// Which way bytes flow, each with its own quota.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Direction {
     Produce,
     Fetch,

@@ -15,7 +15,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::{AuthError, Result};
 use crate::grant::{Grant, ResourceType};
 use crate::key::{ApiKey, KeyId, Pepper, SecretHash};
-use crate::limits::{GRANTS_PER_KEY_MAX, KEY_NAME_BYTES_MAX, KEYS_MAX};
+use crate::limits::{
+    GRANTS_PER_KEY_MAX, KEY_NAME_BYTES_MAX, KEYS_MAX, SCRAM_ITERATIONS_MAX, SCRAM_ITERATIONS_MIN,
+};
 use crate::sasl::{ScramCredential, ScramMechanism};
 
 /// What the broker stores for one key. The secret itself is never stored.
@@ -79,13 +81,18 @@ pub struct Issuer<'a> {
 
 impl Issuer<'_> {
     /// The stored forms of a key's secret (two PBKDF2 runs: the slow part of creation).
-    pub fn forms(&mut self, key: &ApiKey) -> SecretForms {
+    pub fn forms(&mut self, key: &ApiKey) -> Result<SecretForms> {
+        let range = SCRAM_ITERATIONS_MIN..=SCRAM_ITERATIONS_MAX;
+        if !range.contains(&self.scram_iterations) {
+            let n = self.scram_iterations;
+            return Err(AuthError::InvalidCredential(format!("{n} SCRAM iterations is outside {range:?}")));
+        }
         let password = key.secret.encode();
         let mut scram =
             |m| ScramCredential::generate(m, password.as_bytes(), self.rng, self.scram_iterations);
         let scram_sha256 = scram(ScramMechanism::Sha256);
         let scram_sha512 = scram(ScramMechanism::Sha512);
-        SecretForms { secret_hash: self.pepper.hash_secret(&key.secret), scram_sha256, scram_sha512 }
+        Ok(SecretForms { secret_hash: self.pepper.hash_secret(&key.secret), scram_sha256, scram_sha512 })
     }
 }
 
@@ -153,7 +160,7 @@ impl AuthState {
         if self.keys.len() >= KEYS_MAX {
             return Err(AuthError::TooManyKeys { max: KEYS_MAX });
         }
-        let forms = issuer.forms(&key);
+        let forms = issuer.forms(&key)?;
         let record = KeyRecord {
             id: key.id.clone(),
             name: name.to_owned(),
@@ -171,7 +178,7 @@ impl AuthState {
     pub fn plan_rotate_key(&self, id: &KeyId, issuer: &mut Issuer<'_>) -> Result<Issued> {
         self.require_active(id)?;
         let key = ApiKey { id: id.clone(), secret: crate::key::Secret::random(issuer.rng) };
-        let forms = issuer.forms(&key);
+        let forms = issuer.forms(&key)?;
         Ok(Issued { command: Command::RotateKey { id: id.clone(), at_ms: issuer.now_ms, forms }, key })
     }
 
@@ -214,6 +221,8 @@ impl AuthState {
         match command {
             Command::CreateKey(record) => self.apply_create(record),
             Command::RotateKey { id, at_ms, forms } => {
+                forms.scram_sha256.validate(ScramMechanism::Sha256)?;
+                forms.scram_sha512.validate(ScramMechanism::Sha512)?;
                 let record = self.active_mut(&id)?;
                 record.rotated_ms = Some(at_ms);
                 record.secret_hash = forms.secret_hash;

@@ -88,6 +88,23 @@ fn a_revoked_key_is_dead_for_good() {
 }
 
 #[test]
+fn weak_scram_credentials_are_refused_when_planned_and_when_replayed() {
+    let pepper = pepper();
+    let mut rng = StdRng::seed_from_u64(4);
+    let state = AuthState::default();
+    let mut weak = issuer(&pepper, &mut rng, 1);
+    weak.scram_iterations = 1000;
+    assert!(matches!(state.plan_create_key("k", &mut weak), Err(AuthError::InvalidCredential(_))));
+    let issued = state.plan_create_key("k", &mut issuer(&pepper, &mut rng, 1)).unwrap();
+    let Command::CreateKey(mut record) = issued.command else { panic!("not a create") };
+    record.scram_sha512 = ScramCredential::derive(ScramMechanism::Sha512, b"pw", b"salt", 1000);
+    let forged = Command::CreateKey(record.clone());
+    assert!(matches!(state.clone().apply(forged), Err(AuthError::InvalidCredential(_))));
+    record.scram_sha256.stored_key.pop();
+    assert!(matches!(state.clone().apply(Command::CreateKey(record)), Err(AuthError::InvalidCredential(_))));
+}
+
+#[test]
 fn the_bootstrap_key_is_imported_as_given() {
     let pepper = pepper();
     let mut rng = StdRng::seed_from_u64(8);
@@ -265,4 +282,58 @@ proptest! {
         };
         prop_assert_eq!(allowed, bytes_match, "{:?} -> {:?}", name, bent);
     }
+}
+
+/// The stored forms are a contract with every data directory: they never change.
+#[test]
+fn stored_commands_keep_their_json_form() {
+    let (state, keys) = state_with_keys(&["billing"]);
+    let id = keys[0].id.as_str();
+    let g = grant(&keys[0], ResourceType::Topic, PatternType::Prefixed, "billing.", Operation::Write);
+    let cases = [
+        (
+            Command::AddGrant(g),
+            format!(
+                r#"{{"type":"add_grant","key":"{id}","resource":"topic","pattern":"prefixed","name":"billing.","operation":"write"}}"#
+            ),
+        ),
+        (
+            state.plan_revoke_key(&keys[0].id, 17).unwrap(),
+            format!(r#"{{"type":"revoke_key","id":"{id}","at_ms":17}}"#),
+        ),
+        (
+            Command::ClaimGroup { group: "g".into(), owner: keys[0].id.clone() },
+            format!(r#"{{"type":"claim_group","group":"g","owner":"{id}"}}"#),
+        ),
+        (
+            Command::ClaimProducerId { producer_id: 4000, owner: keys[0].id.clone() },
+            format!(r#"{{"type":"claim_producer_id","producer_id":4000,"owner":"{id}"}}"#),
+        ),
+    ];
+    for (command, json) in cases {
+        assert_eq!(serde_json::to_string(&command).unwrap(), json);
+        assert_eq!(serde_json::from_str::<Command>(&json).unwrap(), command);
+    }
+    let record = serde_json::to_value(state.key(&keys[0].id).unwrap()).unwrap();
+    // Sorted: serde_json keeps insertion order when another crate enables `preserve_order`.
+    let names = |value: &serde_json::Value| {
+        let mut names: Vec<String> = value.as_object().unwrap().keys().cloned().collect();
+        names.sort();
+        names
+    };
+    let fields = names(&record);
+    let expected = [
+        "created_ms",
+        "id",
+        "name",
+        "revoked_ms",
+        "rotated_ms",
+        "scram_sha256",
+        "scram_sha512",
+        "secret_hash",
+    ];
+    assert_eq!(fields, expected);
+    let scram = names(&record["scram_sha256"]);
+    assert_eq!(scram, ["iterations", "salt", "server_key", "stored_key"]);
+    assert!(serde_json::from_str::<Command>(r#"{"type":"revoke_key","id":"ABC","at_ms":1}"#).is_err());
 }

@@ -13,6 +13,7 @@ use crate::limits::{SCRAM_ITERATIONS_MAX, SCRAM_ITERATIONS_MIN, SCRAM_SALT_BYTES
 
 /// The SCRAM mechanisms es serves (no `-PLUS`: channel binding is not offered).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ScramMechanism {
     Sha256,
     Sha512,
