@@ -137,3 +137,39 @@ fn request_rates_are_limited_per_address_and_per_key() {
     clock.advance_ms(100);
     assert_eq!(limits.charge(b, Some(&id(1))), 100);
 }
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+        /// A client that honours every throttle never moves more than the burst plus
+        /// the rate over the time it ran, plus its last request (charged after the
+        /// fact). It holds for requests up to the cap's worth of rate; a bigger one is
+        /// throttled by the cap only, as in Kafka, and pays the rest of its debt later.
+        #[test]
+        fn an_obedient_client_stays_within_burst_plus_rate(
+            rate in 1u64..100_000,
+            raw_sizes in proptest::collection::vec(any::<u64>(), 1..200),
+            pauses in proptest::collection::vec(0i64..2_000, 1..200),
+        ) {
+            let mut bucket = TokenBucket::new(rate, rate, 0);
+            let (mut now, mut sent) = (0i64, 0u64);
+            let size_max = rate * THROTTLE_MS_MAX / 1_000;
+            for (i, raw) in raw_sizes.iter().enumerate() {
+                let size = 1 + raw % size_max;
+                let throttle = bucket.charge(now, size);
+                sent += size;
+                prop_assert!(throttle <= THROTTLE_MS_MAX);
+                let allowed = rate + rate * now as u64 / 1_000 + size;
+                prop_assert!(sent <= allowed, "{} > {}", sent, allowed);
+                now += throttle as i64 + pauses[i % pauses.len()];
+            }
+            // Once the debt is paid, the client is not throttled at all.
+            let paid = now + (sent as i64 * 1_000 / rate as i64) + 1;
+            prop_assert_eq!(bucket.throttle_ms(paid), 0);
+        }
+    }
+}
