@@ -236,8 +236,12 @@ fn parse_client_first(message: &str) -> Result<ClientFirst<'_>, FailReason> {
     };
     let nonce = attrs.next().and_then(|a| a.strip_prefix("r=")).ok_or(FailReason::Malformed("no r="))?;
     check_nonce(nonce)?;
-    if !authzid.is_empty() && decode_saslname(authzid.strip_prefix("a=").unwrap_or("\0"))? != username {
-        return Err(FailReason::Malformed("authzid differs from the user name"));
+    // An authzid may only repeat the user name: a key never acts as another.
+    if !authzid.is_empty() {
+        let named = authzid.strip_prefix("a=").ok_or(FailReason::Malformed("the authzid is a=<name>"))?;
+        if decode_saslname(named)? != username {
+            return Err(FailReason::Malformed("authzid differs from the user name"));
+        }
     }
     // Extensions after the nonce are optional by definition; none is understood.
     Ok(ClientFirst { gs2_header, bare, username, nonce })
