@@ -208,3 +208,29 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn sessions_are_chosen_by_mechanism_name_behind_one_trait() {
+    let (state, keys) = state_with_keys(&["billing"]);
+    let source: Arc<dyn CredentialSource> = Arc::new(state.clone());
+    let make = |name: &str| -> Option<Box<dyn MechanismSession>> {
+        if name == "PLAIN" {
+            return Some(Box::new(crate::sasl::PlainSession::new(source.clone(), pepper())));
+        }
+        let mechanism = ScramMechanism::from_name(name)?;
+        Some(Box::new(ScramSession::new(
+            mechanism,
+            source.clone(),
+            pepper(),
+            Box::new(StdRng::seed_from_u64(1)),
+            4096,
+        )))
+    };
+    for name in ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] {
+        assert_eq!(make(name).unwrap().mechanism(), name);
+    }
+    assert!(make("SCRAM-SHA-256-PLUS").is_none() && make("scram-sha-256").is_none());
+    let mut plain = make("PLAIN").unwrap();
+    let step = plain.step(format!("\0{}\0{}", keys[0].id, keys[0].secret.encode()).as_bytes());
+    assert!(matches!(step, Step::Done { .. }));
+}
