@@ -11,6 +11,8 @@ mod apis;
 mod authz;
 mod error;
 mod frame;
+#[cfg(test)]
+mod layout_tests;
 pub mod limits;
 mod prescan;
 mod request;

@@ -66,6 +66,18 @@ macro_rules! requests {
             }
         }
 
+        #[cfg(test)]
+        impl KafkaRequest {
+            /// Encodes the body with the crate's (client-side) encoder, for tests.
+            pub(crate) fn encode_body(&self, buf: &mut bytes::BytesMut, version: i16)
+                -> Result<(), String> {
+                use kafka_protocol::protocol::Encodable;
+                match self {
+                    $(KafkaRequest::$key(m) => m.encode(buf, version).map_err(|e| e.to_string()),)*
+                }
+            }
+        }
+
         /// kafka-protocol reports failures as `anyhow::Error`; turning them into a
         /// message at once keeps that type out of this crate's API.
         fn decode_body(key: ApiKey, body: &mut Bytes, version: i16)
@@ -104,6 +116,16 @@ requests! {
     DescribeConfigs => DescribeConfigsRequest, s::DESCRIBE_CONFIGS__DESCRIBE_CONFIGS_REQUEST;
     SaslAuthenticate => SaslAuthenticateRequest, s::SASL_AUTHENTICATE__SASL_AUTHENTICATE_REQUEST;
     CreatePartitions => CreatePartitionsRequest, s::CREATE_PARTITIONS__CREATE_PARTITIONS_REQUEST;
+}
+
+/// The crate's decoder alone, without the pre-scan: for the layout tests.
+#[cfg(test)]
+pub(crate) fn decode_body_for_tests(
+    key: ApiKey,
+    body: &mut Bytes,
+    version: i16,
+) -> Result<KafkaRequest, String> {
+    decode_body(key, body, version).unwrap_or_else(|| Err(format!("{key:?} has no decoder")))
 }
 
 /// The request header's layout (versions 1 and 2; 2 adds a tagged-field section).
