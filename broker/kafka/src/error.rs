@@ -45,6 +45,9 @@ pub enum KafkaWireError {
     /// A known tagged field sent at a version that does not have it.
     #[error("tag {tag} at byte {position} is not valid at this version")]
     BadTag { position: usize, tag: u32 },
+    /// More unknown tagged fields than `limits::UNKNOWN_TAGGED_FIELDS_MAX`.
+    #[error("too many unknown tagged fields (at byte {position})")]
+    TooManyTaggedFields { position: usize },
     /// kafka-protocol refused a body the pre-scan let through (bad UTF-8, a null where
     /// none is allowed, ...).
     #[error("{api_key:?} v{version} body does not decode: {reason}")]

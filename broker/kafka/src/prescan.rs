@@ -14,6 +14,7 @@
 //! looser: a body it refuses is one es would not serve anyway.
 
 use crate::error::KafkaWireError;
+use crate::limits::UNKNOWN_TAGGED_FIELDS_MAX;
 
 /// A field's wire type, as kafka-protocol's `types::*` encoders name them.
 #[derive(Debug)]
@@ -73,6 +74,7 @@ fn within(v: i16, (lo, hi): (i16, i16)) -> bool {
 struct Cursor<'a> {
     bytes: &'a [u8],
     position: usize,
+    unknown_tags: usize,
 }
 
 impl Cursor<'_> {
@@ -126,7 +128,7 @@ impl Cursor<'_> {
 
 /// Checks `body` against `schema` at `version`: every length and count fits.
 pub(crate) fn check(schema: &Struct, version: i16, body: &[u8]) -> Result<usize, KafkaWireError> {
-    let mut cursor = Cursor { bytes: body, position: 0 };
+    let mut cursor = Cursor { bytes: body, position: 0, unknown_tags: 0 };
     walk_struct(schema, version, &mut cursor)?;
     Ok(cursor.position)
 }
@@ -152,7 +154,13 @@ fn walk_tags(s: &Struct, version: i16, c: &mut Cursor<'_>) -> Result<(), KafkaWi
             Some(known) if within(version, known.versions) => walk(&known.ty, version, c)?,
             // The decoder refuses a known tag outside its versions; so does the walk.
             Some(_) => return Err(KafkaWireError::BadTag { position, tag }),
-            None => c.skip(size as usize)?,
+            None => {
+                c.unknown_tags += 1;
+                if c.unknown_tags > UNKNOWN_TAGGED_FIELDS_MAX {
+                    return Err(KafkaWireError::TooManyTaggedFields { position });
+                }
+                c.skip(size as usize)?
+            }
         }
     }
     Ok(())
