@@ -67,6 +67,14 @@ pub static API_TABLE: &[ApiRow] = &[
     row(ApiKey::DescribeConfigs, 1, 4, ""),
     row(ApiKey::SaslAuthenticate, 0, 2, "with the security work"),
     row(ApiKey::CreatePartitions, 0, 3, ""),
+    row(ApiKey::DeleteGroups, 0, 2, ""),
+    row(ApiKey::DeleteRecords, 0, 2, ""),
+    row(ApiKey::AlterConfigs, 0, 2, "Kafka's CLI tools use IncrementalAlterConfigs"),
+    row(ApiKey::DescribeLogDirs, 1, 4, ""),
+    row(ApiKey::IncrementalAlterConfigs, 0, 1, ""),
+    row(ApiKey::OffsetDelete, 0, 0, ""),
+    row(ApiKey::DescribeCluster, 0, 2, ""),
+    row(ApiKey::DescribeProducers, 0, 0, ""),
 ];
 
 /// The row for `key`, if es has one.

@@ -64,6 +64,15 @@ pub static ACCESS_TABLE: &[(ApiKey, Access)] = &[
     (ApiKey::DescribeConfigs, Access::Needs(&[(Topic, Describe), (Cluster, Describe)])),
     (ApiKey::SaslAuthenticate, Access::PreAuth),
     (ApiKey::CreatePartitions, Access::Needs(&[(Topic, Admin)])),
+    (ApiKey::DeleteGroups, Access::Needs(&[(Group, Admin)])),
+    (ApiKey::DeleteRecords, Access::Needs(&[(Topic, Admin)])),
+    // Topic configs need Admin on the topic, broker configs on the cluster.
+    (ApiKey::AlterConfigs, Access::Needs(&[(Topic, Admin), (Cluster, Admin)])),
+    (ApiKey::DescribeLogDirs, Access::Needs(&[(Cluster, Describe)])),
+    (ApiKey::IncrementalAlterConfigs, Access::Needs(&[(Topic, Admin), (Cluster, Admin)])),
+    (ApiKey::OffsetDelete, Access::Needs(&[(Group, Admin), (Topic, Read)])),
+    (ApiKey::DescribeCluster, Access::Needs(&[(Cluster, Describe)])),
+    (ApiKey::DescribeProducers, Access::Needs(&[(Topic, Read)])),
 ];
 
 /// The access row for `key`, if es has one.

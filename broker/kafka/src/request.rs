@@ -3,11 +3,14 @@
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
-    DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+    DescribeConfigsRequest, DescribeGroupsRequest, DescribeLogDirsRequest, DescribeProducersRequest,
+    FetchRequest, FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
     InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
-    MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
-    RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
+    MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
+    OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, SaslAuthenticateRequest,
+    SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Message, StrBytes, VersionRange};
 
@@ -116,6 +119,14 @@ requests! {
     DescribeConfigs => DescribeConfigsRequest, s::DESCRIBE_CONFIGS__DESCRIBE_CONFIGS_REQUEST;
     SaslAuthenticate => SaslAuthenticateRequest, s::SASL_AUTHENTICATE__SASL_AUTHENTICATE_REQUEST;
     CreatePartitions => CreatePartitionsRequest, s::CREATE_PARTITIONS__CREATE_PARTITIONS_REQUEST;
+    OffsetDelete => OffsetDeleteRequest, s::OFFSET_DELETE__OFFSET_DELETE_REQUEST;
+    DeleteGroups => DeleteGroupsRequest, s::DELETE_GROUPS__DELETE_GROUPS_REQUEST;
+    DeleteRecords => DeleteRecordsRequest, s::DELETE_RECORDS__DELETE_RECORDS_REQUEST;
+    AlterConfigs => AlterConfigsRequest, s::ALTER_CONFIGS__ALTER_CONFIGS_REQUEST;
+    IncrementalAlterConfigs => IncrementalAlterConfigsRequest, s::INCREMENTAL_ALTER_CONFIGS__INCREMENTAL_ALTER_CONFIGS_REQUEST;
+    DescribeCluster => DescribeClusterRequest, s::DESCRIBE_CLUSTER__DESCRIBE_CLUSTER_REQUEST;
+    DescribeLogDirs => DescribeLogDirsRequest, s::DESCRIBE_LOG_DIRS__DESCRIBE_LOG_DIRS_REQUEST;
+    DescribeProducers => DescribeProducersRequest, s::DESCRIBE_PRODUCERS__DESCRIBE_PRODUCERS_REQUEST;
 }
 
 /// The crate's decoder alone, without the pre-scan: for the layout tests.

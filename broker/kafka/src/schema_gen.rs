@@ -709,3 +709,236 @@ pub(crate) static OFFSET_FOR_LEADER_EPOCH__OFFSET_FOR_LEADER_TOPIC: Struct = Str
     tags: &[
     ],
 };
+
+pub(crate) static OFFSET_DELETE__OFFSET_DELETE_REQUEST: Struct = Struct {
+    name: "OffsetDeleteRequest",
+    versions: (0, 0),
+    flexible_from: 32767,
+    fields: &[
+        Field { name: "group_id", versions: (0, 32767), ty: Ty::String },
+        Field { name: "topics", versions: (0, 32767), ty: Ty::Array(&Ty::Struct(&OFFSET_DELETE__OFFSET_DELETE_REQUEST_TOPIC)) },
+    ],
+    tags: &[
+    ],
+};
+
+pub(crate) static OFFSET_DELETE__OFFSET_DELETE_REQUEST_PARTITION: Struct = Struct {
+    name: "OffsetDeleteRequestPartition",
+    versions: (0, 0),
+    flexible_from: 32767,
+    fields: &[
+        Field { name: "partition_index", versions: (0, 32767), ty: Ty::Int32 },
+    ],
+    tags: &[
+    ],
+};
+
+pub(crate) static OFFSET_DELETE__OFFSET_DELETE_REQUEST_TOPIC: Struct = Struct {
+    name: "OffsetDeleteRequestTopic",
+    versions: (0, 0),
+    flexible_from: 32767,
+    fields: &[
+        Field { name: "name", versions: (0, 32767), ty: Ty::String },
+        Field { name: "partitions", versions: (0, 32767), ty: Ty::Array(&Ty::Struct(&OFFSET_DELETE__OFFSET_DELETE_REQUEST_PARTITION)) },
+    ],
+    tags: &[
+    ],
+};
+
+pub(crate) static DELETE_GROUPS__DELETE_GROUPS_REQUEST: Struct = Struct {
+    name: "DeleteGroupsRequest",
+    versions: (0, 2),
+    flexible_from: 2,
+    fields: &[
+        Field { name: "groups_names", versions: (2, 32767), ty: Ty::CompactArray(&Ty::CompactString) },
+        Field { name: "groups_names", versions: (0, 1), ty: Ty::Array(&Ty::String) },
+    ],
+    tags: &[
+    ],
+};
+
+pub(crate) static DELETE_RECORDS__DELETE_RECORDS_PARTITION: Struct = Struct {
+    name: "DeleteRecordsPartition",
+    versions: (0, 2),
+    flexible_from: 2,
+    fields: &[
+        Field { name: "partition_index", versions: (0, 32767), ty: Ty::Int32 },
+        Field { name: "offset", versions: (0, 32767), ty: Ty::Int64 },
+    ],
+    tags: &[
+    ],
+};
+
+pub(crate) static DELETE_RECORDS__DELETE_RECORDS_REQUEST: Struct = Struct {
+    name: "DeleteRecordsRequest",
+    versions: (0, 2),
+    flexible_from: 2,
+    fields: &[
+        Field { name: "topics", versions: (2, 32767), ty: Ty::CompactArray(&Ty::Struct(&DELETE_RECORDS__DELETE_RECORDS_TOPIC)) },
+        Field { name: "topics", versions: (0, 1), ty: Ty::Array(&Ty::Struct(&DELETE_RECORDS__DELETE_RECORDS_TOPIC)) },
+        Field { name: "timeout_ms", versions: (0, 32767), ty: Ty::Int32 },
+    ],
+    tags: &[
+    ],
+};
+
+pub(crate) static DELETE_RECORDS__DELETE_RECORDS_TOPIC: Struct = Struct {
+    name: "DeleteRecordsTopic",
+    versions: (0, 2),
+    flexible_from: 2,
+    fields: &[
+        Field { name: "name", versions: (2, 32767), ty: Ty::CompactString },
+        Field { name: "name", versions: (0, 1), ty: Ty::String },
+        Field { name: "partitions", versions: (2, 32767), ty: Ty::CompactArray(&Ty::Struct(&DELETE_RECORDS__DELETE_RECORDS_PARTITION)) },
+        Field { name: "partitions", versions: (0, 1), ty: Ty::Array(&Ty::Struct(&DELETE_RECORDS__DELETE_RECORDS_PARTITION)) },
+    ],
+    tags: &[
+    ],
+};
+
+pub(crate) static ALTER_CONFIGS__ALTER_CONFIGS_REQUEST: Struct = Struct {
+    name: "AlterConfigsRequest",
+    versions: (0, 2),
+    flexible_from: 2,
+    fields: &[
+        Field { name: "resources", versions: (2, 32767), ty: Ty::CompactArray(&Ty::Struct(&ALTER_CONFIGS__ALTER_CONFIGS_RESOURCE)) },
+        Field { name: "resources", versions: (0, 1), ty: Ty::Array(&Ty::Struct(&ALTER_CONFIGS__ALTER_CONFIGS_RESOURCE)) },
+        Field { name: "validate_only", versions: (0, 32767), ty: Ty::Boolean },
+    ],
+    tags: &[
+    ],
+};
+
+pub(crate) static ALTER_CONFIGS__ALTER_CONFIGS_RESOURCE: Struct = Struct {
+    name: "AlterConfigsResource",
+    versions: (0, 2),
+    flexible_from: 2,
+    fields: &[
+        Field { name: "resource_type", versions: (0, 32767), ty: Ty::Int8 },
+        Field { name: "resource_name", versions: (2, 32767), ty: Ty::CompactString },
+        Field { name: "resource_name", versions: (0, 1), ty: Ty::String },
+        Field { name: "configs", versions: (2, 32767), ty: Ty::CompactArray(&Ty::Struct(&ALTER_CONFIGS__ALTERABLE_CONFIG)) },
+        Field { name: "configs", versions: (0, 1), ty: Ty::Array(&Ty::Struct(&ALTER_CONFIGS__ALTERABLE_CONFIG)) },
+    ],
+    tags: &[
+    ],
+};
+
+pub(crate) static ALTER_CONFIGS__ALTERABLE_CONFIG: Struct = Struct {
+    name: "AlterableConfig",
+    versions: (0, 2),
+    flexible_from: 2,
+    fields: &[
+        Field { name: "name", versions: (2, 32767), ty: Ty::CompactString },
+        Field { name: "name", versions: (0, 1), ty: Ty::String },
+        Field { name: "value", versions: (2, 32767), ty: Ty::CompactString },
+        Field { name: "value", versions: (0, 1), ty: Ty::String },
+    ],
+    tags: &[
+    ],
+};
+
+pub(crate) static INCREMENTAL_ALTER_CONFIGS__ALTER_CONFIGS_RESOURCE: Struct = Struct {
+    name: "AlterConfigsResource",
+    versions: (0, 1),
+    flexible_from: 1,
+    fields: &[
+        Field { name: "resource_type", versions: (0, 32767), ty: Ty::Int8 },
+        Field { name: "resource_name", versions: (1, 32767), ty: Ty::CompactString },
+        Field { name: "resource_name", versions: (0, 0), ty: Ty::String },
+        Field { name: "configs", versions: (1, 32767), ty: Ty::CompactArray(&Ty::Struct(&INCREMENTAL_ALTER_CONFIGS__ALTERABLE_CONFIG)) },
+        Field { name: "configs", versions: (0, 0), ty: Ty::Array(&Ty::Struct(&INCREMENTAL_ALTER_CONFIGS__ALTERABLE_CONFIG)) },
+    ],
+    tags: &[
+    ],
+};
+
+pub(crate) static INCREMENTAL_ALTER_CONFIGS__ALTERABLE_CONFIG: Struct = Struct {
+    name: "AlterableConfig",
+    versions: (0, 1),
+    flexible_from: 1,
+    fields: &[
+        Field { name: "name", versions: (1, 32767), ty: Ty::CompactString },
+        Field { name: "name", versions: (0, 0), ty: Ty::String },
+        Field { name: "config_operation", versions: (0, 32767), ty: Ty::Int8 },
+        Field { name: "value", versions: (1, 32767), ty: Ty::CompactString },
+        Field { name: "value", versions: (0, 0), ty: Ty::String },
+    ],
+    tags: &[
+    ],
+};
+
+pub(crate) static INCREMENTAL_ALTER_CONFIGS__INCREMENTAL_ALTER_CONFIGS_REQUEST: Struct = Struct {
+    name: "IncrementalAlterConfigsRequest",
+    versions: (0, 1),
+    flexible_from: 1,
+    fields: &[
+        Field { name: "resources", versions: (1, 32767), ty: Ty::CompactArray(&Ty::Struct(&INCREMENTAL_ALTER_CONFIGS__ALTER_CONFIGS_RESOURCE)) },
+        Field { name: "resources", versions: (0, 0), ty: Ty::Array(&Ty::Struct(&INCREMENTAL_ALTER_CONFIGS__ALTER_CONFIGS_RESOURCE)) },
+        Field { name: "validate_only", versions: (0, 32767), ty: Ty::Boolean },
+    ],
+    tags: &[
+    ],
+};
+
+pub(crate) static DESCRIBE_CLUSTER__DESCRIBE_CLUSTER_REQUEST: Struct = Struct {
+    name: "DescribeClusterRequest",
+    versions: (0, 2),
+    flexible_from: 0,
+    fields: &[
+        Field { name: "include_cluster_authorized_operations", versions: (0, 32767), ty: Ty::Boolean },
+        Field { name: "endpoint_type", versions: (1, 32767), ty: Ty::Int8 },
+        Field { name: "include_fenced_brokers", versions: (2, 32767), ty: Ty::Boolean },
+    ],
+    tags: &[
+    ],
+};
+
+pub(crate) static DESCRIBE_LOG_DIRS__DESCRIBABLE_LOG_DIR_TOPIC: Struct = Struct {
+    name: "DescribableLogDirTopic",
+    versions: (1, 4),
+    flexible_from: 2,
+    fields: &[
+        Field { name: "topic", versions: (2, 32767), ty: Ty::CompactString },
+        Field { name: "topic", versions: (0, 1), ty: Ty::String },
+        Field { name: "partitions", versions: (2, 32767), ty: Ty::CompactArray(&Ty::Int32) },
+        Field { name: "partitions", versions: (0, 1), ty: Ty::Array(&Ty::Int32) },
+    ],
+    tags: &[
+    ],
+};
+
+pub(crate) static DESCRIBE_LOG_DIRS__DESCRIBE_LOG_DIRS_REQUEST: Struct = Struct {
+    name: "DescribeLogDirsRequest",
+    versions: (1, 4),
+    flexible_from: 2,
+    fields: &[
+        Field { name: "topics", versions: (2, 32767), ty: Ty::CompactArray(&Ty::Struct(&DESCRIBE_LOG_DIRS__DESCRIBABLE_LOG_DIR_TOPIC)) },
+        Field { name: "topics", versions: (0, 1), ty: Ty::Array(&Ty::Struct(&DESCRIBE_LOG_DIRS__DESCRIBABLE_LOG_DIR_TOPIC)) },
+    ],
+    tags: &[
+    ],
+};
+
+pub(crate) static DESCRIBE_PRODUCERS__DESCRIBE_PRODUCERS_REQUEST: Struct = Struct {
+    name: "DescribeProducersRequest",
+    versions: (0, 0),
+    flexible_from: 0,
+    fields: &[
+        Field { name: "topics", versions: (0, 32767), ty: Ty::CompactArray(&Ty::Struct(&DESCRIBE_PRODUCERS__TOPIC_REQUEST)) },
+    ],
+    tags: &[
+    ],
+};
+
+pub(crate) static DESCRIBE_PRODUCERS__TOPIC_REQUEST: Struct = Struct {
+    name: "TopicRequest",
+    versions: (0, 0),
+    flexible_from: 0,
+    fields: &[
+        Field { name: "name", versions: (0, 32767), ty: Ty::CompactString },
+        Field { name: "partition_indexes", versions: (0, 32767), ty: Ty::CompactArray(&Ty::Int32) },
+    ],
+    tags: &[
+    ],
+};

@@ -5,11 +5,13 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use es_kafka::kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use es_kafka::kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreatePartitionsRequest, CreateTopicsRequest,
-    DeleteTopicsRequest, DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest,
-    HeartbeatRequest, HeartbeatResponse, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
-    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest,
-    OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, SaslAuthenticateRequest,
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreatePartitionsRequest,
+    CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, DescribeLogDirsRequest,
+    DescribeProducersRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest, HeartbeatResponse,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
+    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, SaslAuthenticateRequest,
     SaslHandshakeRequest, SyncGroupRequest, TopicName,
 };
 use es_kafka::kafka_protocol::protocol::{Encodable, StrBytes};
@@ -127,6 +129,14 @@ round_trip_all! {
     InitProducerId => InitProducerIdRequest, OffsetForLeaderEpoch => OffsetForLeaderEpochRequest,
     DescribeConfigs => DescribeConfigsRequest, SaslAuthenticate => SaslAuthenticateRequest,
     CreatePartitions => CreatePartitionsRequest,
+    OffsetDelete => OffsetDeleteRequest,
+    DeleteGroups => DeleteGroupsRequest,
+    DeleteRecords => DeleteRecordsRequest,
+    AlterConfigs => AlterConfigsRequest,
+    IncrementalAlterConfigs => IncrementalAlterConfigsRequest,
+    DescribeCluster => DescribeClusterRequest,
+    DescribeLogDirs => DescribeLogDirsRequest,
+    DescribeProducers => DescribeProducersRequest,
 }
 
 fn produce_with(records: &[u8]) -> ProduceRequest {

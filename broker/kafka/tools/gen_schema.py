@@ -18,7 +18,9 @@ REQUESTS = [
     "join_group", "sync_group", "heartbeat", "leave_group", "offset_commit", "offset_fetch",
     "init_producer_id", "create_topics", "delete_topics", "describe_configs",
     "create_partitions", "list_groups", "describe_groups", "sasl_handshake",
-    "sasl_authenticate", "offset_for_leader_epoch",
+    "sasl_authenticate", "offset_for_leader_epoch", "offset_delete", "delete_groups",
+    "delete_records", "alter_configs", "incremental_alter_configs", "describe_cluster",
+    "describe_log_dirs", "describe_producers",
 ]
 MAX = 32767
 PRIM = {"Int8", "Int16", "Int32", "Int64", "UInt16", "UInt32", "Float64", "Boolean", "Uuid",
