@@ -24,13 +24,15 @@ pub struct ApiRow {
     pub max: i16,
     /// Versions in `min..decodable_from` are advertised but refused with a clear error.
     pub decodable_from: i16,
+    /// What that error says.
+    pub refused_reason: &'static str,
     pub status: Status,
     /// Why the range is what it is (shown in docs/kafka.md).
     pub note: &'static str,
 }
 
 const fn row(key: ApiKey, min: i16, max: i16, note: &'static str) -> ApiRow {
-    ApiRow { key, min, max, decodable_from: min, status: Status::Planned, note }
+    ApiRow { key, min, max, decodable_from: min, refused_reason: "", status: Status::Planned, note }
 }
 
 /// The table, in API-key order. Floors and ceilings come from DESIGN §5: the versions
@@ -38,6 +40,7 @@ const fn row(key: ApiKey, min: i16, max: i16, note: &'static str) -> ApiRow {
 pub static API_TABLE: &[ApiRow] = &[
     ApiRow {
         decodable_from: 3,
+        refused_reason: "Produce v0-2 (message formats v0/v1) is not supported; use v3 or newer",
         ..row(
             ApiKey::Produce,
             0,

@@ -176,7 +176,7 @@ fn check_fixed_header(frame: &[u8]) -> Result<(&'static ApiRow, i16, i32), Kafka
             api_key: key,
             version,
             correlation_id,
-            reason: "Produce v0-2 (message formats v0/v1) is not supported; use v3 or newer",
+            reason: row.refused_reason,
         });
     }
     Ok((row, version, correlation_id))
@@ -187,10 +187,12 @@ pub fn decode_header(frame: &Bytes) -> Result<(Header, usize), KafkaWireError> {
     let (row, version, correlation_id) = check_fixed_header(frame)?;
     let header_version = row.key.request_header_version(version);
     let header_bytes = prescan::check(&HEADER, header_version, frame).map_err(|e| {
-        // Keep the position but say it is in the header.
-        match e {
-            KafkaWireError::Truncated { position, .. } => KafkaWireError::HeaderTruncated { position },
-            other => other,
+        // A header cut short keeps its position but says it is the header; every other
+        // fault passes through unchanged.
+        if let KafkaWireError::Truncated { position, .. } = e {
+            KafkaWireError::HeaderTruncated { position }
+        } else {
+            e
         }
     })?;
     let mut raw = frame.slice(..header_bytes);
