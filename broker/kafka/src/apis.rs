@@ -65,15 +65,15 @@ pub static API_TABLE: &[ApiRow] = &[
     row(ApiKey::ApiVersions, 0, 4, "KIP-511 fallback: newer requests get a v0 body, error 35"),
     row(ApiKey::CreateTopics, 2, 7, "Java floor 2"),
     row(ApiKey::DeleteTopics, 1, 6, "topic ids from 6"),
+    row(ApiKey::DeleteRecords, 0, 2, ""),
     row(ApiKey::InitProducerId, 0, 5, "idempotent producers only, no transactional id"),
     row(ApiKey::OffsetForLeaderEpoch, 2, 4, "Java floor 2"),
     row(ApiKey::DescribeConfigs, 1, 4, ""),
+    row(ApiKey::AlterConfigs, 0, 2, "Kafka's CLI tools use IncrementalAlterConfigs"),
+    row(ApiKey::DescribeLogDirs, 1, 4, ""),
     row(ApiKey::SaslAuthenticate, 0, 2, "with the security work"),
     row(ApiKey::CreatePartitions, 0, 3, ""),
     row(ApiKey::DeleteGroups, 0, 2, ""),
-    row(ApiKey::DeleteRecords, 0, 2, ""),
-    row(ApiKey::AlterConfigs, 0, 2, "Kafka's CLI tools use IncrementalAlterConfigs"),
-    row(ApiKey::DescribeLogDirs, 1, 4, ""),
     row(ApiKey::IncrementalAlterConfigs, 0, 1, ""),
     row(ApiKey::OffsetDelete, 0, 0, ""),
     row(ApiKey::DescribeCluster, 0, 2, ""),
@@ -120,4 +120,22 @@ pub fn markdown_table() -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_is_in_key_order_without_duplicates() {
+        for pair in API_TABLE.windows(2) {
+            assert!((pair[0].key as i16) < (pair[1].key as i16), "{:?} then {:?}", pair[0].key, pair[1].key);
+        }
+    }
+
+    #[test]
+    fn end_txn_5_and_later_is_never_advertised() {
+        // EndTxn v5 is KIP-890's transactions v2, which es does not implement.
+        assert!(api_row(ApiKey::EndTxn).is_none_or(|r| r.max < 5));
+    }
 }
