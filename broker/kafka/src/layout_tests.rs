@@ -92,13 +92,21 @@ fn write_struct(s: &Struct, version: i16, rng: &mut Rng, buf: &mut BytesMut) {
         .filter(|t| t.versions.0 <= version && version <= t.versions.1 && rng.below(2) == 1)
         .collect();
     tags.sort_by_key(|t| t.tag);
-    put_uvarint(buf, tags.len() as u32);
+    // Sometimes one unknown tag after the known ones (tags go in ascending order).
+    let unknown = rng.below(4) == 0;
+    put_uvarint(buf, tags.len() as u32 + u32::from(unknown));
     for t in tags {
         let mut inner = BytesMut::new();
         write(&t.ty, version, rng, &mut inner);
         put_uvarint(buf, t.tag);
         put_uvarint(buf, inner.len() as u32);
         buf.put_slice(&inner);
+    }
+    if unknown {
+        let junk = text(rng);
+        put_uvarint(buf, 1000 + rng.below(100) as u32);
+        put_uvarint(buf, junk.len() as u32);
+        buf.put_slice(&junk);
     }
 }
 
