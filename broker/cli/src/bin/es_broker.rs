@@ -85,7 +85,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let state = es_server::BinaryState { registry: registry.clone() };
+    let state = es_server::BinaryState::new(registry.clone());
     runtime.block_on(serve(addr, binary_addr, state))?;
     // Every acknowledged record is already durable; this closes segments cleanly
     // so the next start has nothing to recover.
@@ -102,7 +102,7 @@ async fn serve(
     binary_addr: SocketAddr,
     state: es_server::BinaryState,
 ) -> anyhow::Result<()> {
-    let registry = state.registry.clone();
+    let registry = state.service.registry().clone();
     let binary = tokio::net::TcpListener::bind(binary_addr)
         .await
         .with_context(|| format!("binding {binary_addr} for the binary protocol (--bind-binary)"))?;

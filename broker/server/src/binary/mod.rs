@@ -10,6 +10,7 @@
 
 mod command;
 mod connection;
+mod error;
 mod groups;
 
 use std::sync::Arc;
@@ -18,11 +19,18 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
 use crate::registry::Registry;
+use crate::service::Service;
 
 /// Shared state of the binary listener.
 #[derive(Clone)]
 pub struct BinaryState {
-    pub registry: Arc<Registry>,
+    pub service: Service,
+}
+
+impl BinaryState {
+    pub fn new(registry: Arc<Registry>) -> BinaryState {
+        BinaryState { service: Service::new(registry) }
+    }
 }
 
 /// Accepts connections until `shutdown` turns true, then lets open connections

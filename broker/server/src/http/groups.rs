@@ -13,8 +13,8 @@ use utoipa::ToSchema;
 use super::groups_api::{GroupDescribed, GroupList, GroupOffsets, GroupSummary, JoinAnswer, SyncAnswer};
 use super::{ApiJson, ApiPath, AppState};
 use crate::api::{ErrorBody, Status};
-use crate::error::{Result, ServerError};
 use crate::groups::{CommittedOffset, REBALANCE_TIMEOUT_MS_DEFAULT, ResetTo, SESSION_TIMEOUT_MS_DEFAULT};
+use crate::service::error::{BrokerError, Result};
 
 /// The group routes, merged into the API router.
 pub fn routes() -> Router<AppState> {
@@ -241,7 +241,7 @@ pub async fn reset(
         ("timestamp", Some(ts), None) if ts >= 0 => ResetTo::Timestamp(ts),
         ("offset", None, Some(o)) => ResetTo::Offset(o),
         _ => {
-            return Err(ServerError::InvalidRequest(
+            return Err(BrokerError::InvalidRequest(
                 "to is earliest, latest, timestamp (with a timestamp >= 0) or offset (with an offset)".into(),
             ));
         }
