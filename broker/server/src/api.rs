@@ -261,6 +261,9 @@ pub struct OffsetsResponse {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Status {
     pub status: String,
+    /// `/readyz` only: long polls (consume, fetch, session polls) parked right now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub long_polls: Option<usize>,
 }
 
 /// The topic settings a request may carry, with their types and bounds, so the

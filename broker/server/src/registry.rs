@@ -911,6 +911,43 @@ mod tests {
         }
     }
 
+    /// A produce refreshing its schema-enforcing chain never waits for the admin
+    /// lock, which create and delete hold across fsyncs.
+    #[test]
+    fn refreshing_a_chain_does_not_take_the_admin_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = open(dir.path());
+        let topic = r.create("t", 1, &BTreeMap::new()).unwrap();
+        let _admin = r.admin.lock().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (r2, t2) = (r.clone(), topic.clone());
+        std::thread::spawn(move || {
+            let _ = tx.send(r2.refresh_chain(&t2).links.len());
+        });
+        let refreshed = rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(refreshed, Ok(0), "refresh_chain waited for the admin lock");
+    }
+
+    #[test]
+    fn partitions_only_grow_and_internal_topics_are_a_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = open(dir.path());
+        r.create("g", 2, &BTreeMap::new()).unwrap();
+        assert_eq!(r.add_partitions("g", 2).err().unwrap().code(), "invalid_request");
+        assert_eq!(r.add_partitions("g", 1).err().unwrap().code(), "invalid_request");
+        assert_eq!(r.add_partitions("g", 5).unwrap().partition_count(), 5);
+        assert_eq!(r.topic("g").unwrap().kind, TopicKind::Data);
+        assert_eq!(r.topic("__es_offsets").unwrap().kind, TopicKind::Internal);
+        assert_eq!(
+            r.topic("__es_offsets").unwrap().check_client_write().err().unwrap().code(),
+            "internal_topic"
+        );
+        r.shutdown().unwrap();
+        drop(r);
+        let r = open(dir.path());
+        assert_eq!(r.topic("g").unwrap().partition_count(), 5);
+    }
+
     #[test]
     fn a_second_registry_on_one_directory_is_refused() {
         let dir = tempfile::tempdir().unwrap();

@@ -119,11 +119,14 @@ async fn serve(
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let binary = tokio::spawn(es_server::serve_binary(binary, state, stop_rx));
+    let draining = registry.clone();
     let shutdown = async move {
         tokio::select! {
             _ = sigint.recv() => {}
             _ = sigterm.recv() => {}
         }
+        // Every listener refuses produces from here on, before anyone is told.
+        draining.begin_shutdown();
         let _ = stop_tx.send(true);
         eprintln!("es-broker: shutting down (send the signal again to exit at once)");
         tokio::spawn(async move {

@@ -143,7 +143,7 @@ pub async fn heartbeat(
     ApiJson(b): ApiJson<MemberBody>,
 ) -> Result<Json<Status>> {
     state.registry.groups().heartbeat(&group, &b.member_id, b.generation)?;
-    Ok(Json(Status { status: "ok".into() }))
+    Ok(Json(Status { status: "ok".into(), long_polls: None }))
 }
 
 #[utoipa::path(post, path = "/groups/{group}/leave", tag = "groups",
@@ -178,7 +178,7 @@ pub async fn commit(
 ) -> Result<Json<Status>> {
     let registry = &state.registry;
     registry.groups().commit(registry, &group, &b.member_id, b.generation, b.offsets).await?;
-    Ok(Json(Status { status: "ok".into() }))
+    Ok(Json(Status { status: "ok".into(), long_polls: None }))
 }
 
 #[utoipa::path(get, path = "/groups/{group}/offsets", tag = "groups",

@@ -9,6 +9,7 @@ mod groups_api;
 mod openapi;
 mod plugins;
 mod records;
+pub(crate) mod routes;
 mod schemas;
 mod schemas_api;
 mod topics;

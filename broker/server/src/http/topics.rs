@@ -17,7 +17,7 @@ use crate::service::error::{BrokerError, Result};
 #[utoipa::path(get, path = "/healthz", tag = "health",
     responses((status = 200, description = "The process is alive", body = Status)))]
 pub async fn healthz() -> Json<Status> {
-    Json(Status { status: "ok".into() })
+    Json(Status { status: "ok".into(), long_polls: None })
 }
 
 #[utoipa::path(get, path = "/readyz", tag = "health",
@@ -29,7 +29,7 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Status>> {
     if state.registry.is_shutting_down() {
         return Err(BrokerError::ShuttingDown);
     }
-    Ok(Json(Status { status: "ready".into() }))
+    Ok(Json(Status { status: "ready".into(), long_polls: Some(state.service.parked_polls()) }))
 }
 
 #[utoipa::path(get, path = "/topics", tag = "topics",

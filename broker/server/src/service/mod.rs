@@ -69,3 +69,82 @@ impl Service {
         PartitionHandle::local(topic, partition)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::{Duration, Instant};
+
+    use es_core::{ProducerInfo, Record};
+
+    use super::*;
+    use crate::registry::BrokerOptions;
+    use crate::service::fetch::{FetchPartition, FetchRequest};
+    use crate::service::produce::PartitionBatch;
+
+    fn service(dir: &std::path::Path) -> Service {
+        Service::new(Registry::open(BrokerOptions::new(dir)).unwrap().0)
+    }
+
+    fn batch(values: &[&str]) -> Vec<u8> {
+        let records: Vec<Record> = values.iter().map(|v| Record::from_value(v.to_string())).collect();
+        es_core::batch::encode(&records, 1_000, ProducerInfo::NONE).unwrap()
+    }
+
+    fn one(partition: u32, values: &[&str]) -> Vec<PartitionBatch> {
+        vec![PartitionBatch { partition, batch: batch(values), ids: None }]
+    }
+
+    fn fetch_req(topic: &str, wait_ms: u64) -> FetchRequest {
+        let p = FetchPartition { topic: topic.into(), partition: 0, offset: 0, max_bytes: 1 << 20 };
+        FetchRequest { partitions: vec![p], max_wait_ms: wait_ms, min_bytes: 1, max_bytes: 1 << 20 }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_parked_long_poll_wakes_on_the_append() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = service(dir.path());
+        let who = &Principal::ANONYMOUS;
+        s.create_topic(who, "t".into(), 1, BTreeMap::new()).await.unwrap();
+        let poller = {
+            let s = s.clone();
+            tokio::spawn(async move { s.fetch(&Principal::ANONYMOUS, fetch_req("t", 30_000)).await })
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while s.parked_polls() == 0 {
+            assert!(Instant::now() < deadline, "the poll never parked");
+            tokio::task::yield_now().await;
+        }
+        let started = Instant::now();
+        let ack = s.produce(who, "t", one(0, &["a", "b"])).await.unwrap().durable().await.unwrap();
+        assert_eq!(ack.partitions[0].written.map(|a| (a.base_offset, a.last_offset)), Some((0, 1)));
+        let read = poller.await.unwrap().unwrap().pop().unwrap().unwrap();
+        assert!(!read.data.is_empty());
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!(s.parked_polls(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shared_limits_and_refusals() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = service(dir.path());
+        let who = &Principal::ANONYMOUS;
+        s.create_topic(who, "t".into(), 1, BTreeMap::new()).await.unwrap();
+        let over = s.fetch(who, fetch_req("t", crate::limits::WAIT_MS_MAX + 1)).await.err().unwrap();
+        assert_eq!(over.code(), "invalid_request");
+        for internal in ["__es_offsets", "__es_schemas"] {
+            let e = s.produce(who, internal, one(0, &["x"])).await.err().unwrap();
+            assert_eq!(e.code(), "internal_topic", "{internal}");
+        }
+        let big = "x".repeat(es_core::limits::RECORD_BYTES_MAX_DEFAULT + 1);
+        let e = s.produce(who, "t", one(0, &["ok", &big])).await.err().unwrap();
+        assert!(matches!(e, BrokerError::RecordTooLarge { index: 1, .. }), "{e:?}");
+        let e = s.produce(who, "t", vec![]).await.err().unwrap();
+        assert_eq!(e.code(), "invalid_request");
+        s.registry().begin_shutdown();
+        let e = s.produce(who, "t", one(0, &["late"])).await.err().unwrap();
+        assert_eq!(e.code(), "shutting_down");
+        let offsets = s.topic_offsets(who, "t", Some(0)).await.unwrap();
+        assert_eq!((offsets[0].latest, offsets[0].at_timestamp), (0, Some(None)));
+    }
+}

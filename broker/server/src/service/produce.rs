@@ -354,19 +354,22 @@ fn refusal(topic: &str, checked: Option<&Checked>, idempotent: bool) -> Result<B
 /// decodes, and every record's size (key + value + headers), naming the record.
 fn inspect(handle: PartitionHandle, batch: Vec<u8>, ids: Option<Vec<usize>>) -> Result<Planned> {
     let config = handle.config();
-    if batch.len() > config.batch_bytes_max {
-        return Err(BrokerError::BatchTooLarge {
-            partition: handle.partition,
-            size: batch.len(),
-            max: config.batch_bytes_max,
-        });
+    let too_large = |size: usize| BrokerError::BatchTooLarge {
+        partition: handle.partition,
+        size,
+        max: config.batch_bytes_max,
+    };
+    let hard = es_core::limits::BATCH_BYTES_MAX_HARD;
+    if batch.len() > hard {
+        return Err(too_large(batch.len()));
     }
     let invalid = |e: es_core::CodecError| BrokerError::InvalidBatch(e.to_string());
-    let view = BatchView::parse(&batch, config.batch_bytes_max).map_err(invalid)?;
+    let view = BatchView::parse(&batch, hard).map_err(invalid)?;
     if view.header.total_len() != batch.len() {
         return Err(BrokerError::InvalidBatch("bytes after the batch".into()));
     }
-    let plain = view.plain_records(es_core::limits::BATCH_BYTES_MAX_HARD).map_err(invalid)?;
+    // Records first: one oversized record is named, whatever the batch's size.
+    let plain = view.plain_records(hard).map_err(invalid)?;
     let mut count = 0;
     for (i, record) in plain.iter().enumerate() {
         let size = record.map_err(invalid)?.payload_len();
@@ -375,6 +378,9 @@ fn inspect(handle: PartitionHandle, batch: Vec<u8>, ids: Option<Vec<usize>>) -> 
             return Err(BrokerError::RecordTooLarge { index, size, max: config.record_bytes_max });
         }
         count += 1;
+    }
+    if batch.len() > config.batch_bytes_max {
+        return Err(too_large(batch.len()));
     }
     let idempotent = view.header.producer.producer_id >= 0;
     let ids = ids.unwrap_or_else(|| (0..count).collect());
