@@ -230,7 +230,9 @@ async fn offsets(b: &Broker, f: &impl FrontEnd) {
 
 async fn errors(b: &Broker, f: &impl FrontEnd) {
     let t = topic(b, f, "errors", 1);
-    let refused = |code: &str| Err(Refused(code.to_owned()));
+    fn refused<T>(code: &str) -> Result<T, Refused> {
+        Err(Refused(code.to_owned()))
+    }
     assert_eq!(f.produce("nope", 0, &values(1, "x")).await, refused("topic_not_found"), "{}", f.name());
     assert_eq!(f.produce(&t, 7, &values(1, "x")).await, refused("partition_not_found"), "{}", f.name());
     // Over the record limit (1 MiB default) but inside the request limit: typed on both.

@@ -126,6 +126,8 @@ pub struct Registry {
     /// Serialises create, delete and alter. Their disk work happens under this lock
     /// only, so lookups by produce and consume never wait for an fsync.
     admin: Mutex<()>,
+    /// Long polls parked now, over every listener's service.
+    polls: Arc<crate::service::fetch::PollGauge>,
     /// True once shutdown begins; long polls watch it to return at once.
     shutting_down: tokio::sync::watch::Sender<bool>,
     /// Durable producer ids for idempotent producers (HTTP and binary).
@@ -171,6 +173,7 @@ impl Registry {
             store,
             topics: RwLock::new(BTreeMap::new()),
             admin: Mutex::new(()),
+            polls: Arc::default(),
             shutting_down: tokio::sync::watch::Sender::new(false),
             producer_ids,
             plugins,
@@ -762,6 +765,11 @@ impl Registry {
 
     pub fn is_shutting_down(&self) -> bool {
         *self.shutting_down.borrow()
+    }
+
+    /// The gauge of parked long polls every listener's service shares.
+    pub fn poll_gauge(&self) -> Arc<crate::service::fetch::PollGauge> {
+        self.polls.clone()
     }
 
     /// Turns true when shutdown begins.

@@ -90,6 +90,7 @@ fn api_routes(state: AppState) -> Router<AppState> {
         // nested router serves `/registry` itself and everything below it.
         .route("/registry/", get(schemas::root).fallback(schemas::method_not_allowed))
         .route_layer(middleware::from_fn_with_state(state, limit_in_flight))
+        .route_layer(middleware::from_fn(authorize_route))
 }
 
 /// A boolean query parameter, in any case (`true`, `True`, `FALSE`).
@@ -99,6 +100,25 @@ pub fn parse_bool(name: &str, text: &str) -> Result<bool> {
         "false" => Ok(false),
         _ => Err(BrokerError::InvalidRequest(format!("{name} must be true or false; got {text:?}"))),
     }
+}
+
+/// Authorizes every route at the edge with its row in `routes::ROUTES`, before
+/// the handler looks anything up; the service authorizes its own calls again, so
+/// routes that do not go through it (plugins, the schema registry) are covered too.
+async fn authorize_route(req: Request, next: Next) -> Response {
+    let method = req.method().as_str().to_ascii_lowercase();
+    if let Some((call, params)) = routes::call_for(&method, req.uri().path()) {
+        let resource = match (params.get("topic"), params.get("group")) {
+            (Some(topic), _) => crate::service::Resource::Topic(topic.clone()),
+            (None, Some(group)) => crate::service::Resource::Group(group.clone()),
+            (None, None) => crate::service::Resource::Cluster,
+        };
+        let op = crate::service::authz::Operation { call, resource };
+        if let Err(e) = crate::service::authz::authorize(&crate::service::Principal::ANONYMOUS, &op) {
+            return e.into_response();
+        }
+    }
+    next.run(req).await
 }
 
 /// Refuses a request at once (503 `overloaded`) when the broker already serves

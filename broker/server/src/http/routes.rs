@@ -2,6 +2,8 @@
 //! authorization table (`service::authz::Call::access`). A test checks that every
 //! route the OpenAPI document describes has a row here, and every row a route.
 
+use std::collections::BTreeMap;
+
 use crate::service::Call;
 
 /// (method, path template, call).
@@ -72,6 +74,32 @@ pub const ROUTES: &[(&str, &str, Call)] = &[
     ("delete", "/registry/mode/{subject}", Call::SchemaWrite),
 ];
 
+/// The call of a request, with the path's parameters (`{topic}`, `{group}`, ...).
+pub fn call_for(method: &str, path: &str) -> Option<(Call, BTreeMap<String, String>)> {
+    ROUTES.iter().filter(|(m, _, _)| *m == method).find_map(|(_, template, call)| {
+        let params = match_template(template, path)?;
+        Some((*call, params))
+    })
+}
+
+fn match_template(template: &str, path: &str) -> Option<BTreeMap<String, String>> {
+    let (t, p): (Vec<&str>, Vec<&str>) = (template.split('/').collect(), path.split('/').collect());
+    if t.len() != p.len() {
+        return None;
+    }
+    let mut params = BTreeMap::new();
+    for (t, p) in t.iter().zip(&p) {
+        match t.strip_prefix('{').and_then(|t| t.strip_suffix('}')) {
+            Some(name) => {
+                params.insert(name.to_owned(), (*p).to_owned());
+            }
+            None if t == p => {}
+            None => return None,
+        }
+    }
+    Some(params)
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
@@ -100,5 +128,14 @@ mod tests {
         let stale: Vec<_> = rows.difference(&documented).collect();
         assert!(missing.is_empty(), "routes without an authorization row: {missing:?}");
         assert!(stale.is_empty(), "rows for routes that do not exist: {stale:?}");
+    }
+
+    #[test]
+    fn requests_find_their_row_and_resource() {
+        let (call, params) = super::call_for("post", "/topics/orders/records").unwrap();
+        assert_eq!(call, crate::service::Call::Produce);
+        assert_eq!(params["topic"], "orders");
+        assert_eq!(super::call_for("get", "/groups/g/offsets").unwrap().1["group"], "g");
+        assert!(super::call_for("get", "/nope").is_none());
     }
 }

@@ -35,11 +35,8 @@ pub struct Service {
 
 impl Service {
     pub fn new(registry: Arc<Registry>) -> Service {
-        Service {
-            registry,
-            quotas: Arc::new(quota::Quotas::default()),
-            polls: Arc::new(fetch::PollGauge::default()),
-        }
+        let polls = registry.poll_gauge();
+        Service { registry, quotas: Arc::new(quota::Quotas::default()), polls }
     }
 
     pub fn registry(&self) -> &Arc<Registry> {
