@@ -352,20 +352,7 @@ impl Registry {
         if self.topic(name).is_ok() {
             return Err(BrokerError::TopicExists(name.to_owned()));
         }
-        let mut logs = Vec::new();
-        for p in 0..partitions {
-            let dir_name = partition_dir_name(name, p);
-            let opened = self
-                .remove_partition_dir(&dir_name)
-                .and_then(|()| Ok(self.manager.open_partition(&dir_name, log_config.clone())?));
-            match opened {
-                Ok((log, _)) => logs.push(log),
-                Err(e) => {
-                    self.discard(&logs);
-                    return Err(e);
-                }
-            }
-        }
+        let logs = self.open_new_partitions(name, 0..partitions, &log_config)?;
         let meta = TopicMeta {
             name: name.to_owned(),
             partitions,
@@ -379,6 +366,31 @@ impl Registry {
         }
         tracing::info!(topic = name, partitions, "created topic");
         Ok(self.insert(meta, logs, Chain::default()))
+    }
+
+    /// Opens fresh, empty partitions `range` of `name` (a leftover directory is
+    /// removed first); on any failure the ones opened are discarded.
+    fn open_new_partitions(
+        &self,
+        name: &str,
+        range: std::ops::Range<u32>,
+        log_config: &es_log::LogConfig,
+    ) -> Result<Vec<Arc<PartitionLog>>> {
+        let mut logs = Vec::new();
+        for p in range {
+            let dir_name = partition_dir_name(name, p);
+            let opened = self
+                .remove_partition_dir(&dir_name)
+                .and_then(|()| Ok(self.manager.open_partition(&dir_name, log_config.clone())?));
+            match opened {
+                Ok((log, _)) => logs.push(log),
+                Err(e) => {
+                    self.discard(&logs);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(logs)
     }
 
     /// Removes a topic: metadata first (durably), then its partitions' data.
@@ -449,20 +461,7 @@ impl Registry {
         }
         let mut next = topic.meta.lock().expect("meta lock").clone();
         let log_config = self.log_config(&next.config)?;
-        let mut added = Vec::new();
-        for p in current..count {
-            let dir_name = partition_dir_name(name, p);
-            let opened = self
-                .remove_partition_dir(&dir_name)
-                .and_then(|()| Ok(self.manager.open_partition(&dir_name, log_config.clone())?));
-            match opened {
-                Ok((log, _)) => added.push(log),
-                Err(e) => {
-                    self.discard(&added);
-                    return Err(e);
-                }
-            }
-        }
+        let added = self.open_new_partitions(name, current..count, &log_config)?;
         next.partitions = count;
         if let Err(e) = self.store.save(&next) {
             self.discard(&added);

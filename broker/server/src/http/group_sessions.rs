@@ -311,24 +311,9 @@ async fn read(
         }
         let read = read?;
         let tp = TopicPartition { topic: p.topic, partition: p.partition };
-        let mut position = p.offset;
-        'batches: for batch in read.batches() {
-            let plain = batch
-                .plain_records(es_core::limits::BATCH_BYTES_MAX_HARD)
-                .map_err(|e| BrokerError::Internal(format!("unreadable batch: {e}")))?;
-            for r in plain.iter() {
-                let r = r.map_err(|e| BrokerError::Internal(format!("unreadable record: {e}")))?;
-                if r.offset < p.offset {
-                    continue;
-                }
-                if out.len() >= max_records {
-                    break 'batches;
-                }
-                position = r.offset + 1;
-                out.push(record_json(&tp, &r, encoding));
-            }
-            position = position.max(batch.header.next_offset());
-        }
+        let room = max_records - out.len();
+        let position =
+            super::records::decode_read(&read, p.offset, room, |r| out.push(record_json(&tp, r, encoding)))?;
         s.positions.insert(tp, position);
     }
     Ok(out)

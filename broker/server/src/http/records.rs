@@ -155,26 +155,7 @@ pub async fn consume(
         state.service.fetch(&principal, req).await?.pop().expect("one partition asked, one answered")?;
     let encoding = q.encoding.unwrap_or_default();
     let mut records = Vec::new();
-    let mut next_offset = offset;
-    'batches: for batch in read.batches() {
-        // Batches may be stored gzip-compressed (binary protocol); decode them here.
-        let plain = batch
-            .plain_records(es_core::limits::BATCH_BYTES_MAX_HARD)
-            .map_err(|e| BrokerError::Internal(format!("unreadable batch: {e}")))?;
-        for r in plain.iter() {
-            let r = r.map_err(|e| BrokerError::Internal(format!("unreadable record: {e}")))?;
-            if r.offset < offset {
-                continue;
-            }
-            if records.len() == max_records {
-                break 'batches;
-            }
-            next_offset = r.offset + 1;
-            records.push(to_wire(&r, encoding));
-        }
-        // Compaction can leave offset gaps at a batch's end; skip past them.
-        next_offset = next_offset.max(batch.header.next_offset());
-    }
+    let next_offset = decode_read(&read, offset, max_records, |r| records.push(to_wire(r, encoding)))?;
     Ok(Json(ConsumeResponse {
         topic: name,
         partition,
@@ -183,6 +164,38 @@ pub async fn consume(
         high_watermark: read.high_watermark,
         log_start_offset: read.log_start_offset,
     }))
+}
+
+/// Hands the records of `read` from `offset` on to `each`, at most `max_records`
+/// (0: none), and returns the offset to read next. Batches may be stored
+/// compressed (binary protocol); they are decoded here.
+pub(super) fn decode_read(
+    read: &es_log::ReadResult,
+    offset: u64,
+    max_records: usize,
+    mut each: impl FnMut(&RecordView<'_>),
+) -> Result<u64> {
+    let (mut next_offset, mut taken) = (offset, 0);
+    'batches: for batch in read.batches() {
+        let plain = batch
+            .plain_records(es_core::limits::BATCH_BYTES_MAX_HARD)
+            .map_err(|e| BrokerError::Internal(format!("unreadable batch: {e}")))?;
+        for r in plain.iter() {
+            let r = r.map_err(|e| BrokerError::Internal(format!("unreadable record: {e}")))?;
+            if r.offset < offset {
+                continue;
+            }
+            if taken == max_records {
+                break 'batches;
+            }
+            next_offset = r.offset + 1;
+            taken += 1;
+            each(&r);
+        }
+        // Compaction can leave offset gaps at a batch's end; skip past them.
+        next_offset = next_offset.max(batch.header.next_offset());
+    }
+    Ok(next_offset)
 }
 
 fn parse_partition(text: &str) -> Result<u32> {
