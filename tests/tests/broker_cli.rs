@@ -554,7 +554,6 @@ fn cli_re_uploading_the_same_plugin_says_unchanged() {
 }
 
 #[test]
-#[ignore = "needs the add-partitions route from branch service"]
 fn cli_topic_alter_partitions_grows_the_topic() {
     let dir = tempfile::tempdir().unwrap();
     let b = Broker::start(dir.path());

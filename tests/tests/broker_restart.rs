@@ -191,7 +191,7 @@ fn shutdown_wakes_long_polls_and_exits_promptly() {
     b.create_topic("lp", 1);
     let client = Client::new(&b.url);
     let poller = std::thread::spawn(move || client.get("/topics/lp/partitions/0/records?wait_ms=30000"));
-    std::thread::sleep(Duration::from_millis(300));
+    wait_until_parked(&b);
     let t = Instant::now();
     b.signal("INT");
     let status = b.wait_exit(EXIT_TIMEOUT);
@@ -200,6 +200,49 @@ fn shutdown_wakes_long_polls_and_exits_promptly() {
     let r = poller.join().unwrap();
     assert_eq!(r.status, 200);
     assert_eq!(r.body["records"], json!([]));
+}
+
+/// Waits (bounded) until the broker reports a parked long poll.
+fn wait_until_parked(b: &Broker) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.get("/readyz").body["long_polls"].as_u64().unwrap_or(0) == 0 {
+        assert!(Instant::now() < deadline, "the long poll never parked");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// A produce that reaches the broker while shutdown drains is refused, as over
+/// the binary protocol, instead of being written after the drain began.
+#[test]
+fn a_produce_arriving_while_shutdown_drains_is_refused() {
+    use std::io::{Read as _, Write as _};
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = Broker::start(dir.path());
+    b.create_topic("late", 1);
+    let body = r#"{"records": [{"value": "after the signal"}]}"#;
+    let addr = b.url.trim_start_matches("http://").to_owned();
+    let mut slow = std::net::TcpStream::connect(&addr).unwrap();
+    let (head, tail) = body.split_at(10);
+    write!(
+        slow,
+        "POST /topics/late/records HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{head}",
+        body.len()
+    )
+    .unwrap();
+    slow.flush().unwrap();
+    // A full round trip on another connection: the slow request's headers are in.
+    assert_eq!(b.get("/readyz").status, 200);
+    b.signal("TERM");
+    b.wait_for_stderr("shutting down");
+    slow.write_all(tail.as_bytes()).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut answer = String::new();
+    let _ = slow.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("shutting_down"), "{answer}");
+    assert!(b.wait_exit(EXIT_TIMEOUT).success());
+    let b = Broker::start(dir.path());
+    assert_eq!(b.get("/topics/late").body["partitions"][0]["high_watermark"], 0);
 }
 
 #[test]
@@ -275,7 +318,8 @@ fn a_second_signal_exits_at_once_while_a_request_is_in_flight() {
     slow.flush().unwrap();
     std::thread::sleep(Duration::from_millis(200));
     b.signal("TERM");
-    std::thread::sleep(Duration::from_millis(300));
+    // The second signal goes only once the first was taken, so the two never merge.
+    b.wait_for_stderr("send the signal again");
     let t = Instant::now();
     b.signal("TERM");
     let status = b.wait_exit(EXIT_TIMEOUT);

@@ -38,12 +38,18 @@ pub enum ErrorCode {
     ValidationFailed = 23,
     /// A validator failed (trap, deadline, memory) under a reject policy.
     PluginFailed = 24,
+    /// This broker does not lead the partition; the message names the leader when known.
+    NotLeader = 25,
+    /// Over the caller's quota; the message says how long to wait.
+    Throttled = 26,
+    /// A client write to one of the broker's internal topics (`__es_*`).
+    InternalTopic = 27,
 }
 
 impl ErrorCode {
     pub fn from_u16(code: u16) -> Option<ErrorCode> {
         use ErrorCode::*;
-        const ALL: [ErrorCode; 25] = [
+        const ALL: [ErrorCode; 28] = [
             None,
             Malformed,
             UnsupportedVersion,
@@ -69,13 +75,23 @@ impl ErrorCode {
             Unauthorized,
             ValidationFailed,
             PluginFailed,
+            NotLeader,
+            Throttled,
+            InternalTopic,
         ];
         ALL.get(usize::from(code)).copied()
     }
 
     /// True for errors a client may retry as they are (after backoff).
     pub fn is_retriable(self) -> bool {
-        matches!(self, ErrorCode::StorageError | ErrorCode::TooManyInFlight | ErrorCode::RebalanceInProgress)
+        matches!(
+            self,
+            ErrorCode::StorageError
+                | ErrorCode::TooManyInFlight
+                | ErrorCode::RebalanceInProgress
+                | ErrorCode::NotLeader
+                | ErrorCode::Throttled
+        )
     }
 }
 
@@ -85,10 +101,10 @@ mod tests {
 
     #[test]
     fn codes_round_trip_and_never_move() {
-        for code in 0..=22u16 {
+        for code in 0..=27u16 {
             assert_eq!(ErrorCode::from_u16(code).unwrap() as u16, code);
         }
-        assert_eq!(ErrorCode::from_u16(25), None);
+        assert_eq!(ErrorCode::from_u16(28), None);
         assert_eq!(ErrorCode::OffsetOutOfRange as u16, 6);
         assert_eq!(ErrorCode::ProducerFenced as u16, 13);
     }

@@ -11,7 +11,7 @@ use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::config::TopicConfig;
-use crate::error::{Result, ServerError};
+use crate::service::error::{BrokerError, Result};
 
 /// Every error response: `{"error": {"code": "...", "message": "..."}}`.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -65,6 +65,15 @@ pub struct AlterConfigRequest {
     /// Settings to change, by Kafka name; others keep their value.
     #[schema(schema_with = config_changes_schema)]
     pub config: BTreeMap<String, Value>,
+}
+
+/// Grows a topic; partitions never shrink (keyed records would move).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddPartitionsRequest {
+    /// The new partition count, above the current one.
+    #[schema(minimum = 2, maximum = 1024)]
+    pub count: u32,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -252,6 +261,9 @@ pub struct OffsetsResponse {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Status {
     pub status: String,
+    /// `/readyz` only: long polls (consume, fetch, session polls) parked right now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub long_polls: Option<usize>,
 }
 
 /// The topic settings a request may carry, with their types and bounds, so the
@@ -301,7 +313,7 @@ pub fn decode(encoding: Encoding, text: &str, what: impl FnOnce() -> String) -> 
         Encoding::Base64 => BASE64
             .decode(text)
             .map(Bytes::from)
-            .map_err(|e| ServerError::BadEncoding(format!("{} is not valid base64: {e}", what()))),
+            .map_err(|e| BrokerError::BadEncoding(format!("{} is not valid base64: {e}", what()))),
     }
 }
 

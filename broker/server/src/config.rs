@@ -8,7 +8,7 @@ use es_log::{CleanupPolicy, LogConfig};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::{Result, ServerError};
+use crate::service::error::{BrokerError, Result};
 
 /// The settings a topic carries; stored in the topic's metadata file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -78,7 +78,7 @@ impl TopicConfig {
                 "cleanup.policy" => c.cleanup_policy = string(key, value)?,
                 "cold.tier.enable" => c.cold_tier = boolean(key, value)?,
                 other => {
-                    return Err(ServerError::InvalidConfig(format!(
+                    return Err(BrokerError::InvalidConfig(format!(
                         "unknown setting {other:?}; known settings: {}",
                         KEYS.join(", ")
                     )));
@@ -93,7 +93,7 @@ impl TopicConfig {
     pub fn to_log_config(&self) -> Result<LogConfig> {
         let cleanup_policy: CleanupPolicy = self.cleanup_policy.parse()?;
         let batch_bytes_max = usize::try_from(self.max_message_bytes)
-            .map_err(|_| ServerError::InvalidConfig("max.message.bytes is out of range".into()))?;
+            .map_err(|_| BrokerError::InvalidConfig("max.message.bytes is out of range".into()))?;
         let defaults = LogConfig::default();
         let log = LogConfig {
             segment_bytes: self.segment_bytes,
@@ -113,8 +113,8 @@ impl TopicConfig {
     }
 }
 
-fn bad(key: &str, what: &str, value: &Value) -> ServerError {
-    ServerError::InvalidConfig(format!("{key} takes {what}; got {value}"))
+fn bad(key: &str, what: &str, value: &Value) -> BrokerError {
+    BrokerError::InvalidConfig(format!("{key} takes {what}; got {value}"))
 }
 
 fn int(key: &str, value: &Value) -> Result<i64> {

@@ -6,15 +6,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use es_core::SystemClock;
+use es_core::{Clock, SystemClock};
 use es_groups::{
     Committed, Coordinator, GroupDescription, GroupError, JoinRequest, Joined, OffsetStore, SyncResult,
     TopicPartition,
 };
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Result, ServerError};
 use crate::registry::Registry;
+use crate::service::error::{BrokerError, Result};
 
 /// The internal compacted topic that holds committed offsets.
 pub const OFFSETS_TOPIC: &str = "__es_offsets";
@@ -70,9 +70,15 @@ pub struct CommittedOffset {
 impl Groups {
     /// Opens the group service over the internal offsets partition.
     pub fn open(offsets_log: Arc<es_log::PartitionLog>) -> Result<Groups> {
+        Self::open_with_clock(offsets_log, Arc::new(SystemClock))
+    }
+
+    /// Like [`Groups::open`] with the clock session timeouts and rebalance delays
+    /// are measured on (tests drive a manual clock).
+    pub fn open_with_clock(offsets_log: Arc<es_log::PartitionLog>, clock: Arc<dyn Clock>) -> Result<Groups> {
         let offsets = OffsetStore::open(offsets_log)?;
         Ok(Groups {
-            coordinator: Mutex::new(Coordinator::new(Arc::new(SystemClock))),
+            coordinator: Mutex::new(Coordinator::new(clock)),
             offsets,
             sessions: Mutex::new(BTreeMap::new()),
         })
@@ -183,7 +189,7 @@ impl Groups {
         let description = match description {
             Some(d) => d,
             None if !committed.is_empty() => empty_description(group, &committed),
-            None => return Err(ServerError::Group(GroupError::GroupNotFound(group.to_owned()))),
+            None => return Err(BrokerError::Group(GroupError::GroupNotFound(group.to_owned()))),
         };
         let owners: BTreeMap<&TopicPartition, &str> = description
             .members
@@ -227,7 +233,7 @@ impl Groups {
         check_group_id(group)?;
         let t = registry.topic(topic)?;
         if self.coordinator().is_active(group) {
-            return Err(ServerError::Group(GroupError::GroupNotEmpty(group.to_owned())));
+            return Err(BrokerError::Group(GroupError::GroupNotEmpty(group.to_owned())));
         }
         let partitions = partitions.unwrap_or_else(|| (0..t.partition_count()).collect());
         let mut entries = Vec::new();
@@ -253,7 +259,7 @@ impl Groups {
         {
             let mut coordinator = self.coordinator();
             if committed.is_empty() && coordinator.describe(group).is_none() {
-                return Err(ServerError::Group(GroupError::GroupNotFound(group.to_owned())));
+                return Err(BrokerError::Group(GroupError::GroupNotFound(group.to_owned())));
             }
             coordinator.delete(group)?;
         }
@@ -264,7 +270,7 @@ impl Groups {
 
 fn check_group_id(group: &str) -> Result<()> {
     if group.is_empty() || group.len() > 249 {
-        return Err(ServerError::InvalidRequest("a group id has 1 to 249 characters".into()));
+        return Err(BrokerError::InvalidRequest("a group id has 1 to 249 characters".into()));
     }
     Ok(())
 }
@@ -280,12 +286,12 @@ fn empty_description(group: &str, committed: &BTreeMap<TopicPartition, Committed
     }
 }
 
-impl From<GroupError> for ServerError {
+impl From<GroupError> for BrokerError {
     fn from(e: GroupError) -> Self {
         match e {
             GroupError::Storage(l) => l.into(),
-            GroupError::InvalidRequest(m) => ServerError::InvalidRequest(m),
-            other => ServerError::Group(other),
+            GroupError::InvalidRequest(m) => BrokerError::InvalidRequest(m),
+            other => BrokerError::Group(other),
         }
     }
 }
@@ -311,6 +317,10 @@ pub fn error_status(e: &GroupError) -> axum::http::StatusCode {
         GroupError::GroupNotFound(_) => StatusCode::NOT_FOUND,
         GroupError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
         GroupError::Storage(_) | GroupError::Corrupt { .. } => StatusCode::INTERNAL_SERVER_ERROR,
-        _ => StatusCode::CONFLICT,
+        GroupError::UnknownMember { .. }
+        | GroupError::IllegalGeneration { .. }
+        | GroupError::RebalanceInProgress(_)
+        | GroupError::InconsistentSubscription { .. }
+        | GroupError::GroupNotEmpty(_) => StatusCode::CONFLICT,
     }
 }

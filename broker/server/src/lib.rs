@@ -7,7 +7,6 @@
 pub mod api;
 mod binary;
 mod config;
-mod error;
 pub mod groups;
 mod http;
 pub mod limits;
@@ -16,11 +15,12 @@ pub mod plugins;
 pub mod producer_ids;
 mod registry;
 pub mod schemas;
+pub mod service;
 mod store;
 
 pub use binary::{BinaryState, serve_binary};
 pub use config::TopicConfig;
-pub use error::{Result, ServerError};
 pub use http::{router, serve};
 pub use producer_ids::ProducerIds;
 pub use registry::{BrokerOptions, Registry, StartupReport};
+pub use service::{BrokerError, Result, Service};

@@ -28,8 +28,8 @@ pub const HOUSEKEEPING_INTERVAL_MS_DEFAULT: u64 = 30_000;
 pub const BINARY_IN_FLIGHT_MAX: usize = 256;
 /// Binary protocol: connections served at once; more are refused at accept.
 pub const BINARY_CONNECTIONS_MAX: usize = 1024;
-/// Binary protocol: partitions one fetch may name.
-pub const BINARY_FETCH_PARTITIONS_MAX: usize = 1024;
+/// Partitions one fetch may name (every protocol).
+pub const FETCH_PARTITIONS_MAX: usize = 1024;
 /// Largest plugin component accepted by an upload (a Python guest carries its
 /// interpreter: tens of MiB).
 pub const PLUGIN_BYTES_MAX: usize = 128 * 1024 * 1024;

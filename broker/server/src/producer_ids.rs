@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::error::{Result, ServerError};
+use crate::service::error::{BrokerError, Result};
 
 const FILE: &str = "producer-ids";
 const BLOCK: i64 = 1000;
@@ -24,10 +24,10 @@ impl ProducerIds {
         let path = data_dir.join(FILE);
         let reserved = match std::fs::read_to_string(&path) {
             Ok(text) => text.trim().parse::<i64>().map_err(|_| {
-                ServerError::Internal(format!("{} is corrupt: expected one number", path.display()))
+                BrokerError::Internal(format!("{} is corrupt: expected one number", path.display()))
             })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-            Err(e) => return Err(ServerError::Internal(format!("reading {}: {e}", path.display()))),
+            Err(e) => return Err(BrokerError::Internal(format!("reading {}: {e}", path.display()))),
         };
         Ok(ProducerIds { path, state: Mutex::new((reserved, reserved)) })
     }
@@ -49,7 +49,7 @@ impl ProducerIds {
 fn persist(path: &Path, reserved: i64) -> Result<()> {
     let tmp = path.with_extension("tmp");
     let io = |e: std::io::Error| {
-        ServerError::Internal(format!("reserving producer ids in {}: {e}", path.display()))
+        BrokerError::Internal(format!("reserving producer ids in {}: {e}", path.display()))
     };
     let mut f = std::fs::File::create(&tmp).map_err(io)?;
     writeln!(f, "{reserved}").map_err(io)?;

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use es_core::{Clock, SystemClock};
@@ -13,10 +13,10 @@ use es_log::{LogManager, ManagerOptions, PartitionLog, RecoveryReport};
 use serde_json::Value;
 
 use crate::config::TopicConfig;
-use crate::error::{Result, ServerError};
 use crate::limits;
 use crate::plugins::binding::{Chain, FailurePolicy, Link, ValidatorBinding};
 use crate::plugins::{Manifest, Plugins, Upload};
+use crate::service::error::{BrokerError, Result};
 use crate::store::{self, MetaStore, TopicMeta};
 
 /// How the broker was started.
@@ -59,8 +59,24 @@ pub struct StartupReport {
     pub repairs: Vec<String>,
 }
 
+/// Whose records a topic holds. An internal topic (`__es_*`) is written by the
+/// broker alone (the group service, the schema registry): every client write is
+/// refused, whatever the protocol, because this is a property of the topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopicKind {
+    Data,
+    Internal,
+}
+
+impl TopicKind {
+    pub fn of(name: &str) -> TopicKind {
+        if is_internal(name) { TopicKind::Internal } else { TopicKind::Data }
+    }
+}
+
 /// One topic: its metadata and one log per partition.
 pub struct Topic {
+    pub kind: TopicKind,
     pub meta: Mutex<TopicMeta>,
     pub partitions: Vec<Arc<PartitionLog>>,
     /// Round-robin start for unkeyed batches (sticky per batch).
@@ -85,7 +101,7 @@ impl Topic {
     /// The partition log, or a typed error naming the topic's partition count.
     pub fn partition(&self, partition: u64) -> Result<&Arc<PartitionLog>> {
         usize::try_from(partition).ok().and_then(|p| self.partitions.get(p)).ok_or_else(|| {
-            ServerError::PartitionNotFound { topic: self.name(), partition, count: self.partition_count() }
+            BrokerError::PartitionNotFound { topic: self.name(), partition, count: self.partition_count() }
         })
     }
 
@@ -93,6 +109,14 @@ impl Topic {
     /// started with while a rebinding swaps in a new one.
     pub fn validators(&self) -> Arc<Chain> {
         self.validators.read().expect("validators lock").clone()
+    }
+
+    /// Refuses a client write to an internal topic.
+    pub fn check_client_write(&self) -> Result<()> {
+        match self.kind {
+            TopicKind::Data => Ok(()),
+            TopicKind::Internal => Err(BrokerError::InternalTopic(self.name())),
+        }
     }
 
     /// The partition all unkeyed records of one batch go to.
@@ -109,7 +133,10 @@ pub struct Registry {
     /// Serialises create, delete and alter. Their disk work happens under this lock
     /// only, so lookups by produce and consume never wait for an fsync.
     admin: Mutex<()>,
-    shutting_down: AtomicBool,
+    /// Long polls parked now, over every listener's service.
+    polls: Arc<crate::service::fetch::PollGauge>,
+    /// True once shutdown begins; long polls watch it to return at once.
+    shutting_down: tokio::sync::watch::Sender<bool>,
     /// Durable producer ids for idempotent producers (HTTP and binary).
     producer_ids: crate::producer_ids::ProducerIds,
     /// Uploaded and built-in plugins, and the engine that runs them.
@@ -126,8 +153,8 @@ fn partition_dir_name(topic: &str, partition: u32) -> String {
     format!("{topic}-{partition}")
 }
 
-fn io(context: String, e: std::io::Error) -> ServerError {
-    ServerError::Internal(format!("{context}: {e}"))
+fn io(context: String, e: std::io::Error) -> BrokerError {
+    BrokerError::Internal(format!("{context}: {e}"))
 }
 
 impl Registry {
@@ -157,7 +184,8 @@ impl Registry {
             store,
             topics: RwLock::new(BTreeMap::new()),
             admin: Mutex::new(()),
-            shutting_down: AtomicBool::new(false),
+            polls: Arc::default(),
+            shutting_down: tokio::sync::watch::Sender::new(false),
             producer_ids,
             plugins,
             groups: std::sync::OnceLock::new(),
@@ -186,11 +214,21 @@ impl Registry {
     }
 
     fn insert(&self, meta: TopicMeta, partitions: Vec<Arc<PartitionLog>>, chain: Chain) -> Arc<Topic> {
+        self.insert_topic(meta, partitions, Arc::new(chain))
+    }
+
+    fn insert_topic(
+        &self,
+        meta: TopicMeta,
+        partitions: Vec<Arc<PartitionLog>>,
+        chain: Arc<Chain>,
+    ) -> Arc<Topic> {
         let topic = Arc::new(Topic {
+            kind: TopicKind::of(&meta.name),
             meta: Mutex::new(meta.clone()),
             partitions,
             sticky: AtomicU32::new(0),
-            validators: RwLock::new(Arc::new(chain)),
+            validators: RwLock::new(chain),
         });
         self.topics.write().expect("topics lock").insert(meta.name, topic.clone());
         topic
@@ -276,7 +314,7 @@ impl Registry {
             .expect("topics lock")
             .get(name)
             .cloned()
-            .ok_or_else(|| ServerError::TopicNotFound(name.to_owned()))
+            .ok_or_else(|| BrokerError::TopicNotFound(name.to_owned()))
     }
 
     /// A new producer id (epoch 0) for an idempotent producer; durable before it returns.
@@ -314,7 +352,7 @@ impl Registry {
         self.check_running()?;
         validate_topic_name(name)?;
         if !(1..=limits::PARTITIONS_MAX).contains(&partitions) {
-            return Err(ServerError::InvalidRequest(format!(
+            return Err(BrokerError::InvalidRequest(format!(
                 "partitions must be between 1 and {}; got {partitions}",
                 limits::PARTITIONS_MAX
             )));
@@ -323,22 +361,9 @@ impl Registry {
         let log_config = self.log_config(&config)?;
         let _admin = self.admin.lock().expect("admin lock");
         if self.topic(name).is_ok() {
-            return Err(ServerError::TopicExists(name.to_owned()));
+            return Err(BrokerError::TopicExists(name.to_owned()));
         }
-        let mut logs = Vec::new();
-        for p in 0..partitions {
-            let dir_name = partition_dir_name(name, p);
-            let opened = self
-                .remove_partition_dir(&dir_name)
-                .and_then(|()| Ok(self.manager.open_partition(&dir_name, log_config.clone())?));
-            match opened {
-                Ok((log, _)) => logs.push(log),
-                Err(e) => {
-                    self.discard(&logs);
-                    return Err(e);
-                }
-            }
-        }
+        let logs = self.open_new_partitions(name, 0..partitions, &log_config)?;
         let meta = TopicMeta {
             name: name.to_owned(),
             partitions,
@@ -352,6 +377,31 @@ impl Registry {
         }
         tracing::info!(topic = name, partitions, "created topic");
         Ok(self.insert(meta, logs, Chain::default()))
+    }
+
+    /// Opens fresh, empty partitions `range` of `name` (a leftover directory is
+    /// removed first); on any failure the ones opened are discarded.
+    fn open_new_partitions(
+        &self,
+        name: &str,
+        range: std::ops::Range<u32>,
+        log_config: &es_log::LogConfig,
+    ) -> Result<Vec<Arc<PartitionLog>>> {
+        let mut logs = Vec::new();
+        for p in range {
+            let dir_name = partition_dir_name(name, p);
+            let opened = self
+                .remove_partition_dir(&dir_name)
+                .and_then(|()| Ok(self.manager.open_partition(&dir_name, log_config.clone())?));
+            match opened {
+                Ok((log, _)) => logs.push(log),
+                Err(e) => {
+                    self.discard(&logs);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(logs)
     }
 
     /// Removes a topic: metadata first (durably), then its partitions' data.
@@ -369,7 +419,7 @@ impl Registry {
             .map(|t| t.name())
             .collect();
         if !users.is_empty() {
-            return Err(ServerError::TopicInUse { topic: name.to_owned(), users });
+            return Err(BrokerError::TopicInUse { topic: name.to_owned(), users });
         }
         self.store.remove(name)?;
         let topic = self
@@ -403,6 +453,35 @@ impl Registry {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(io(format!("removing {}", dir.display()), e)),
         }
+    }
+
+    /// Grows a topic to `count` partitions (partitions never shrink: keyed records
+    /// would move). New partition directories first, then the metadata; the topic
+    /// is swapped whole, so a produce in flight finishes on the partitions it saw.
+    pub fn add_partitions(&self, name: &str, count: u32) -> Result<Arc<Topic>> {
+        self.check_running()?;
+        refuse_internal(name)?;
+        let _admin = self.admin.lock().expect("admin lock");
+        let topic = self.topic(name)?;
+        let current = topic.partition_count();
+        if count <= current || count > limits::PARTITIONS_MAX {
+            return Err(BrokerError::InvalidRequest(format!(
+                "topic {name:?} has {current} partitions; the new count must be above that and at most {}; got {count}",
+                limits::PARTITIONS_MAX
+            )));
+        }
+        let mut next = topic.meta.lock().expect("meta lock").clone();
+        let log_config = self.log_config(&next.config)?;
+        let added = self.open_new_partitions(name, current..count, &log_config)?;
+        next.partitions = count;
+        if let Err(e) = self.store.save(&next) {
+            self.discard(&added);
+            return Err(e);
+        }
+        let mut logs = topic.partitions.clone();
+        logs.extend(added);
+        tracing::info!(topic = name, from = current, to = count, "added partitions");
+        Ok(self.insert_topic(next, logs, topic.validators()))
     }
 
     /// Changes a topic's config: validated, persisted, then applied to every partition.
@@ -491,12 +570,12 @@ impl Registry {
             return Ok(spec.config.clone());
         }
         let Some(schemas) = self.schemas.get() else {
-            return Err(ServerError::Internal("the schema registry is not open yet".into()));
+            return Err(BrokerError::Internal("the schema registry is not open yet".into()));
         };
         schemas
             .read(|state| Ok(crate::schemas::enforcement_config(state, topic, &spec.config)))
-            .map_err(|e| ServerError::Internal(e.to_string()))?
-            .map_err(|e| ServerError::InvalidConfig(format!("validator {:?}: {e}", spec.plugin)))
+            .map_err(|e| BrokerError::Internal(e.to_string()))?
+            .map_err(|e| BrokerError::InvalidConfig(format!("validator {:?}: {e}", spec.plugin)))
     }
 
     /// The validator chain a produce to `topic` runs. A chain that enforces
@@ -512,21 +591,26 @@ impl Registry {
         tokio::task::spawn_blocking(move || this.refresh_chain(&t)).await.unwrap_or(chain)
     }
 
+    /// Rebuilds a schema-enforcing chain. It never takes the admin lock (a produce
+    /// must not wait behind a create's fsyncs): the new chain is installed only if
+    /// the topic's bindings are still the ones it was built from, checked under the
+    /// chain's own lock, so a concurrent rebinding always wins.
     fn refresh_chain(&self, topic: &Topic) -> Arc<Chain> {
-        let _admin = self.admin.lock().expect("admin lock");
         let current = topic.validators();
-        if current.schema_generation
-            == self.schema_generation(&topic.meta.lock().expect("meta lock").validators)
-        {
+        let specs = topic.meta.lock().expect("meta lock").validators.clone();
+        if current.schema_generation == self.schema_generation(&specs) {
             return current; // another produce refreshed it meanwhile
         }
-        let specs = topic.meta.lock().expect("meta lock").validators.clone();
         let mut problems = Vec::new();
         let chain = Arc::new(self.load_chain(&topic.name(), &specs, &mut problems));
         for problem in problems {
             tracing::warn!("{problem}");
         }
-        *topic.validators.write().expect("validators lock") = chain.clone();
+        let mut slot = topic.validators.write().expect("validators lock");
+        if topic.meta.lock().expect("meta lock").validators != specs {
+            return slot.clone(); // rebound meanwhile: the rebinding's chain stands
+        }
+        *slot = chain.clone();
         chain
     }
 
@@ -538,7 +622,7 @@ impl Registry {
         replacing: Option<(&Manifest, &[u8])>,
     ) -> Result<Chain> {
         if specs.len() > limits::VALIDATORS_PER_TOPIC_MAX {
-            return Err(ServerError::InvalidRequest(format!(
+            return Err(BrokerError::InvalidRequest(format!(
                 "a topic has at most {} validators",
                 limits::VALIDATORS_PER_TOPIC_MAX
             )));
@@ -547,14 +631,14 @@ impl Registry {
         for spec in specs {
             match (spec.on_failure, spec.dead_letter_topic.as_deref()) {
                 (FailurePolicy::DeadLetter, None) => {
-                    return Err(ServerError::InvalidRequest(format!(
+                    return Err(BrokerError::InvalidRequest(format!(
                         "validator {:?}: on_failure dead-letter needs a dead_letter_topic",
                         spec.plugin
                     )));
                 }
                 (FailurePolicy::DeadLetter, Some(dlq)) => {
                     if dlq == topic || is_internal(dlq) {
-                        return Err(ServerError::InvalidRequest(format!(
+                        return Err(BrokerError::InvalidRequest(format!(
                             "validator {:?}: the dead-letter topic must be another, non-internal topic",
                             spec.plugin
                         )));
@@ -562,7 +646,7 @@ impl Registry {
                     self.topic(dlq)?;
                 }
                 (_, Some(_)) => {
-                    return Err(ServerError::InvalidRequest(format!(
+                    return Err(BrokerError::InvalidRequest(format!(
                         "validator {:?}: dead_letter_topic is only used with on_failure dead-letter",
                         spec.plugin
                     )));
@@ -622,7 +706,7 @@ impl Registry {
                 return Ok((old.clone(), false));
             }
             if !upload.replace {
-                return Err(ServerError::PluginExists(upload.name));
+                return Err(BrokerError::PluginExists(upload.name));
             }
         }
         let mut swaps = Vec::new();
@@ -660,13 +744,13 @@ impl Registry {
         let _admin = self.admin.lock().expect("admin lock");
         let manifest = self.plugins.get(name)?;
         if manifest.builtin {
-            return Err(ServerError::InvalidRequest(format!(
+            return Err(BrokerError::InvalidRequest(format!(
                 "{name:?} is a built-in plugin and cannot be removed"
             )));
         }
         let topics = self.plugin_users(name);
         if !topics.is_empty() {
-            return Err(ServerError::PluginInUse { name: name.to_owned(), topics });
+            return Err(BrokerError::PluginInUse { name: name.to_owned(), topics });
         }
         self.plugins.remove(name)?;
         if manifest.world == crate::plugins::COMPAT_WORLD {
@@ -682,7 +766,7 @@ impl Registry {
     fn log_config(&self, config: &TopicConfig) -> Result<es_log::LogConfig> {
         let log_config = config.to_log_config()?;
         if log_config.cold_tier && self.options.cold_dir.is_none() {
-            return Err(ServerError::InvalidConfig(
+            return Err(BrokerError::InvalidConfig(
                 "cold.tier.enable needs a cold tier: start the broker with --cold-dir".into(),
             ));
         }
@@ -690,19 +774,29 @@ impl Registry {
     }
 
     pub fn is_shutting_down(&self) -> bool {
-        self.shutting_down.load(Ordering::Acquire)
+        *self.shutting_down.borrow()
+    }
+
+    /// The gauge of parked long polls every listener's service shares.
+    pub fn poll_gauge(&self) -> Arc<crate::service::fetch::PollGauge> {
+        self.polls.clone()
+    }
+
+    /// Turns true when shutdown begins.
+    pub fn shutdown_signal(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.shutting_down.subscribe()
     }
 
     fn check_running(&self) -> Result<()> {
         if self.is_shutting_down() {
-            return Err(ServerError::ShuttingDown);
+            return Err(BrokerError::ShuttingDown);
         }
         Ok(())
     }
 
     /// Marks the broker as stopping (readiness turns false, admin changes refused).
     pub fn begin_shutdown(&self) {
-        self.shutting_down.store(true, Ordering::Release);
+        self.shutting_down.send_replace(true);
     }
 
     /// Flushes and closes every partition.
@@ -725,7 +819,7 @@ fn lock_data_dir(dir: &std::path::Path) -> Result<std::fs::File> {
         .map_err(|e| io(format!("opening {}", path.display()), e))?;
     match file.try_lock() {
         Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(ServerError::DataDirInUse(dir.to_owned())),
+        Err(std::fs::TryLockError::WouldBlock) => Err(BrokerError::DataDirInUse(dir.to_owned())),
         Err(std::fs::TryLockError::Error(e)) => Err(io(format!("locking {}", path.display()), e)),
     }
 }
@@ -755,7 +849,7 @@ fn is_internal(name: &str) -> bool {
 /// Internal topics (the committed offsets) are the broker's own: no create, alter or delete.
 fn refuse_internal(name: &str) -> Result<()> {
     if is_internal(name) {
-        return Err(ServerError::InvalidTopicName {
+        return Err(BrokerError::InvalidTopicName {
             name: name.to_owned(),
             reason: "names starting with \"__es_\" are reserved for the broker's internal topics",
         });
@@ -765,7 +859,7 @@ fn refuse_internal(name: &str) -> Result<()> {
 
 /// Kafka's topic name rule: 1 to 249 of `[A-Za-z0-9._-]`, and not `.` or `..`.
 fn validate_topic_name(name: &str) -> Result<()> {
-    let bad = |reason| Err(ServerError::InvalidTopicName { name: name.to_owned(), reason });
+    let bad = |reason| Err(BrokerError::InvalidTopicName { name: name.to_owned(), reason });
     if name.is_empty() || name.len() > limits::TOPIC_NAME_CHARS_MAX {
         return bad("a topic name has 1 to 249 characters");
     }
@@ -833,6 +927,43 @@ mod tests {
         for bad in ["", ".", "..", "a/b", "a b", "é", &"x".repeat(250)] {
             assert!(validate_topic_name(bad).is_err(), "{bad:?}");
         }
+    }
+
+    /// A produce refreshing its schema-enforcing chain never waits for the admin
+    /// lock, which create and delete hold across fsyncs.
+    #[test]
+    fn refreshing_a_chain_does_not_take_the_admin_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = open(dir.path());
+        let topic = r.create("t", 1, &BTreeMap::new()).unwrap();
+        let _admin = r.admin.lock().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (r2, t2) = (r.clone(), topic.clone());
+        std::thread::spawn(move || {
+            let _ = tx.send(r2.refresh_chain(&t2).links.len());
+        });
+        let refreshed = rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(refreshed, Ok(0), "refresh_chain waited for the admin lock");
+    }
+
+    #[test]
+    fn partitions_only_grow_and_internal_topics_are_a_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = open(dir.path());
+        r.create("g", 2, &BTreeMap::new()).unwrap();
+        assert_eq!(r.add_partitions("g", 2).err().unwrap().code(), "invalid_request");
+        assert_eq!(r.add_partitions("g", 1).err().unwrap().code(), "invalid_request");
+        assert_eq!(r.add_partitions("g", 5).unwrap().partition_count(), 5);
+        assert_eq!(r.topic("g").unwrap().kind, TopicKind::Data);
+        assert_eq!(r.topic("__es_offsets").unwrap().kind, TopicKind::Internal);
+        assert_eq!(
+            r.topic("__es_offsets").unwrap().check_client_write().err().unwrap().code(),
+            "internal_topic"
+        );
+        r.shutdown().unwrap();
+        drop(r);
+        let r = open(dir.path());
+        assert_eq!(r.topic("g").unwrap().partition_count(), 5);
     }
 
     #[test]

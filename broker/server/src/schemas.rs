@@ -58,7 +58,7 @@ impl Schemas {
                     (offset, reason)
                 }
             };
-            crate::ServerError::Internal(format!(
+            crate::BrokerError::Internal(format!(
                 "{SCHEMAS_TOPIC}: unreadable record at offset {offset}: {reason}"
             ))
         })?;

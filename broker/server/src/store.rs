@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::config::TopicConfig;
-use crate::error::{Result, ServerError};
+use crate::service::error::{BrokerError, Result};
 
 const META_EXT: &str = "json";
 const TMP_SUFFIX: &str = ".tmp";
@@ -51,8 +51,8 @@ pub struct MetaStore<T = TopicMeta> {
     _items: std::marker::PhantomData<fn() -> T>,
 }
 
-fn io(context: String, e: std::io::Error) -> ServerError {
-    ServerError::Internal(format!("{context}: {e}"))
+fn io(context: String, e: std::io::Error) -> BrokerError {
+    BrokerError::Internal(format!("{context}: {e}"))
 }
 
 impl<T: Stored> MetaStore<T> {
@@ -90,7 +90,7 @@ impl<T: Stored> MetaStore<T> {
             }
             let text = fs::read(&path).map_err(|e| io(format!("reading {}", path.display()), e))?;
             let item: T = serde_json::from_slice(&text).map_err(|e| {
-                ServerError::Internal(format!("{} {} is corrupt: {e}", T::WHAT, path.display()))
+                BrokerError::Internal(format!("{} {} is corrupt: {e}", T::WHAT, path.display()))
             })?;
             items.push(item);
         }
@@ -107,7 +107,7 @@ impl<T: Stored> MetaStore<T> {
         let seq = SEQ.fetch_add(1, Ordering::Relaxed);
         let tmp = self.dir.join(format!("save-{}-{seq}{TMP_SUFFIX}", std::process::id()));
         let bytes = serde_json::to_vec_pretty(meta)
-            .map_err(|e| ServerError::Internal(format!("encoding {}: {e}", T::WHAT)))?;
+            .map_err(|e| BrokerError::Internal(format!("encoding {}: {e}", T::WHAT)))?;
         let write = || -> std::io::Result<()> {
             let mut f = File::create(&tmp)?;
             f.write_all(&bytes)?;

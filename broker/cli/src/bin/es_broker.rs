@@ -91,7 +91,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let state = es_server::BinaryState { registry: registry.clone() };
+    let state = es_server::BinaryState::new(registry.clone());
     runtime.block_on(serve(addr, binary_addr, state))?;
     // Every acknowledged record is already durable; this closes segments cleanly
     // so the next start has nothing to recover.
@@ -108,7 +108,7 @@ async fn serve(
     binary_addr: SocketAddr,
     state: es_server::BinaryState,
 ) -> anyhow::Result<()> {
-    let registry = state.registry.clone();
+    let registry = state.service.registry().clone();
     let binary = tokio::net::TcpListener::bind(binary_addr)
         .await
         .with_context(|| format!("binding {binary_addr} for the binary protocol (--bind-binary)"))?;
@@ -125,11 +125,14 @@ async fn serve(
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let binary = tokio::spawn(es_server::serve_binary(binary, state, stop_rx));
+    let draining = registry.clone();
     let shutdown = async move {
         tokio::select! {
             _ = sigint.recv() => {}
             _ = sigterm.recv() => {}
         }
+        // Every listener refuses produces from here on, before anyone is told.
+        draining.begin_shutdown();
         let _ = stop_tx.send(true);
         eprintln!("es-broker: shutting down (send the signal again to exit at once)");
         tokio::spawn(async move {

@@ -54,7 +54,9 @@ pub async fn run(stream: TcpStream, state: BinaryState, mut shutdown: watch::Rec
                 break;
             }
         };
-        if !greeted && !matches!(req, Request::Hello { .. }) {
+        // Before the handshake only public calls are served (Hello; later SASL).
+        let public = super::call_of(op) == crate::service::Call::Health;
+        if !greeted && !public {
             reply_error(&tx, id, op, ErrorCode::UnsupportedVersion, "send Hello first".into()).await;
             break;
         }

@@ -1,22 +1,15 @@
-//! Binary-protocol consumer-group ops: decoded requests in, the shared group
-//! service applied, typed responses out (refusals carry the reserved group codes).
+//! Binary-protocol consumer-group ops: decoded requests in, the service's group
+//! calls applied, typed responses out (refusals map in `error.rs`).
 
-use es_groups::GroupError;
-use es_protocol::{ErrorCode, GroupOffset, GroupRequest, GroupResponse, Response};
+use es_protocol::{GroupOffset, GroupRequest, GroupResponse};
 
-use crate::error::ServerError;
 use crate::groups::CommittedOffset;
-use crate::registry::Registry;
+use crate::service::admin::JoinGroup;
+use crate::service::error::Result;
+use crate::service::{Principal, Service};
 
-pub async fn handle(registry: &Registry, req: GroupRequest) -> Response {
-    match apply(registry, req).await {
-        Ok(r) => Response::Group(r),
-        Err(e) => Response::Error { code: code(&e), message: e.to_string() },
-    }
-}
-
-async fn apply(registry: &Registry, req: GroupRequest) -> Result<GroupResponse, ServerError> {
-    let groups = registry.groups();
+pub async fn apply(service: &Service, req: GroupRequest) -> Result<GroupResponse> {
+    let who = &Principal::ANONYMOUS;
     Ok(match req {
         GroupRequest::Join {
             group,
@@ -26,16 +19,15 @@ async fn apply(registry: &Registry, req: GroupRequest) -> Result<GroupResponse, 
             session_timeout_ms,
             rebalance_timeout_ms,
         } => {
-            let member = (!member_id.is_empty()).then_some(member_id);
-            let j = groups.join(
-                registry,
-                &group,
-                member,
-                &client_id,
-                &topics,
-                u64::from(session_timeout_ms),
-                u64::from(rebalance_timeout_ms),
-            )?;
+            let join = JoinGroup {
+                group,
+                member_id: (!member_id.is_empty()).then_some(member_id),
+                client_id,
+                topics,
+                session_timeout_ms: u64::from(session_timeout_ms),
+                rebalance_timeout_ms: u64::from(rebalance_timeout_ms),
+            };
+            let j = service.join_group(who, join)?;
             GroupResponse::Join {
                 member_id: j.member_id,
                 generation: j.generation,
@@ -44,7 +36,7 @@ async fn apply(registry: &Registry, req: GroupRequest) -> Result<GroupResponse, 
             }
         }
         GroupRequest::Sync { group, member_id, generation } => {
-            let s = groups.sync(&group, &member_id, generation)?;
+            let s = service.sync_group(who, &group, &member_id, generation)?;
             let pairs = |v: Vec<es_groups::TopicPartition>| {
                 v.into_iter().map(|tp| (tp.topic, tp.partition)).collect()
             };
@@ -55,11 +47,11 @@ async fn apply(registry: &Registry, req: GroupRequest) -> Result<GroupResponse, 
             }
         }
         GroupRequest::Heartbeat { group, member_id, generation } => {
-            groups.heartbeat(&group, &member_id, generation)?;
+            service.heartbeat(who, &group, &member_id, generation)?;
             GroupResponse::Heartbeat
         }
         GroupRequest::Leave { group, member_id } => {
-            groups.leave(&group, &member_id)?;
+            service.leave_group(who, &group, &member_id)?;
             GroupResponse::Leave
         }
         GroupRequest::OffsetCommit { group, member_id, generation, offsets } => {
@@ -72,12 +64,12 @@ async fn apply(registry: &Registry, req: GroupRequest) -> Result<GroupResponse, 
                     metadata: o.metadata,
                 })
                 .collect();
-            groups.commit(registry, &group, &member_id, generation, offsets).await?;
+            service.commit_offsets(who, &group, &member_id, generation, offsets).await?;
             GroupResponse::OffsetCommit
         }
         GroupRequest::OffsetFetch { group } => {
-            let offsets = groups
-                .fetch(&group)
+            let offsets = service
+                .fetch_offsets(who, &group)?
                 .into_iter()
                 .map(|c| GroupOffset {
                     topic: c.topic,
@@ -89,18 +81,4 @@ async fn apply(registry: &Registry, req: GroupRequest) -> Result<GroupResponse, 
             GroupResponse::OffsetFetch { offsets }
         }
     })
-}
-
-fn code(e: &ServerError) -> ErrorCode {
-    match e {
-        ServerError::Group(GroupError::UnknownMember { .. }) => ErrorCode::UnknownMember,
-        ServerError::Group(GroupError::IllegalGeneration { .. }) => ErrorCode::IllegalGeneration,
-        ServerError::Group(GroupError::RebalanceInProgress(_)) => ErrorCode::RebalanceInProgress,
-        ServerError::Group(_) | ServerError::InvalidRequest(_) => ErrorCode::InvalidRequest,
-        ServerError::TopicNotFound(_) => ErrorCode::UnknownTopic,
-        ServerError::PartitionNotFound { .. } => ErrorCode::UnknownPartition,
-        ServerError::ShuttingDown => ErrorCode::ShuttingDown,
-        ServerError::Storage(_) => ErrorCode::StorageError,
-        _ => ErrorCode::Internal,
-    }
 }

@@ -10,6 +10,7 @@
 
 mod command;
 mod connection;
+mod error;
 mod groups;
 
 use std::sync::Arc;
@@ -18,11 +19,18 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
 use crate::registry::Registry;
+use crate::service::Service;
 
 /// Shared state of the binary listener.
 #[derive(Clone)]
 pub struct BinaryState {
-    pub registry: Arc<Registry>,
+    pub service: Service,
+}
+
+impl BinaryState {
+    pub fn new(registry: Arc<Registry>) -> BinaryState {
+        BinaryState { service: Service::new(registry) }
+    }
 }
 
 /// Accepts connections until `shutdown` turns true, then lets open connections
@@ -51,4 +59,48 @@ pub async fn serve_binary(listener: TcpListener, state: BinaryState, shutdown: w
     }
     let drain = std::time::Duration::from_millis(crate::limits::SHUTDOWN_DRAIN_MS);
     let _ = tokio::time::timeout(drain, async { while tasks.join_next().await.is_some() {} }).await;
+}
+
+/// Which service call every binary op is: the binary side of the one
+/// authorization table (`service::authz::Call::access`). Exhaustive, so a new op
+/// does not compile without its row.
+pub fn call_of(op: es_protocol::Op) -> crate::service::Call {
+    use crate::service::Call;
+    use es_protocol::Op;
+    match op {
+        Op::Hello => Call::Health,
+        Op::Produce => Call::Produce,
+        Op::Fetch => Call::Fetch,
+        Op::ListOffsets => Call::ListOffsets,
+        Op::CreateTopic => Call::CreateTopic,
+        Op::ListTopics => Call::ListTopics,
+        Op::DescribeTopic => Call::DescribeTopic,
+        Op::DeleteTopic => Call::DeleteTopic,
+        Op::InitProducerId => Call::InitProducerId,
+        Op::JoinGroup => Call::GroupJoin,
+        Op::SyncGroup => Call::GroupSync,
+        Op::Heartbeat => Call::GroupHeartbeat,
+        Op::LeaveGroup => Call::GroupLeave,
+        Op::OffsetCommit => Call::GroupCommit,
+        Op::OffsetFetch => Call::GroupFetchOffsets,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::call_of;
+    use crate::service::Access;
+
+    /// Every op the protocol knows has a row, and only the handshake is public.
+    #[test]
+    fn every_op_has_an_authorization_row() {
+        let mut ops = 0;
+        for code in 0..=u8::MAX {
+            let Ok(op) = es_protocol::Op::from_u8(code) else { continue };
+            ops += 1;
+            let public = call_of(op).access() == Access::Public;
+            assert_eq!(public, op == es_protocol::Op::Hello, "{op:?}");
+        }
+        assert_eq!(ops, 15);
+    }
 }

@@ -18,12 +18,14 @@ use utoipa::{IntoParams, ToSchema};
 use super::groups_api::{
     GroupPartition, SessionCommitted, SessionJoined, SessionOffset, SessionPoll, SessionRecord,
 };
-use super::{ApiJson, ApiPath, ApiQuery, AppState, blocking};
+use super::{ApiJson, ApiPath, ApiQuery, AppState};
 use crate::api::{Encoding, ErrorBody};
-use crate::error::{Result, ServerError};
 use crate::groups::{CommittedOffset, Groups, REBALANCE_TIMEOUT_MS_DEFAULT, SESSION_TIMEOUT_MS_DEFAULT};
 use crate::limits;
 use crate::registry::Registry;
+use crate::service::Principal;
+use crate::service::error::{BrokerError, Result};
+use crate::service::fetch::{FetchPartition, FetchRequest};
 
 /// Rounds of rejoin/sync one poll may go through before answering.
 const REBALANCE_ROUNDS_MAX: usize = 8;
@@ -92,7 +94,7 @@ fn sessions(g: &Groups) -> std::sync::MutexGuard<'_, BTreeMap<Key, Session>> {
 
 fn get_session(g: &Groups, key: &Key) -> Result<Session> {
     sessions(g).get(key).cloned().ok_or_else(|| {
-        ServerError::Group(GroupError::UnknownMember { group: key.0.clone(), member: key.1.clone() })
+        BrokerError::Group(GroupError::UnknownMember { group: key.0.clone(), member: key.1.clone() })
     })
 }
 
@@ -114,7 +116,7 @@ pub async fn create(
         None | Some("earliest") => false,
         Some("latest") => true,
         Some(other) => {
-            return Err(ServerError::InvalidRequest(format!("reset is earliest or latest; got {other:?}")));
+            return Err(BrokerError::InvalidRequest(format!("reset is earliest or latest; got {other:?}")));
         }
     };
     let registry = &state.registry;
@@ -159,7 +161,7 @@ async fn follow(registry: &Registry, key: &Key) -> Result<Session> {
     for _ in 0..REBALANCE_ROUNDS_MAX {
         match groups.heartbeat(group, member, s.generation) {
             Ok(()) => break,
-            Err(ServerError::Group(GroupError::RebalanceInProgress(_))) => {}
+            Err(BrokerError::Group(GroupError::RebalanceInProgress(_))) => {}
             Err(e) => {
                 sessions(groups).remove(key);
                 return Err(e);
@@ -229,7 +231,8 @@ pub async fn poll(
     ApiQuery(q): ApiQuery<PollQuery>,
 ) -> Result<Json<SessionPoll>> {
     let registry = state.registry.clone();
-    let wait_ms = q.wait_ms.unwrap_or(0).min(limits::WAIT_MS_MAX);
+    let wait_ms = q.wait_ms.unwrap_or(0);
+    crate::service::fetch::check_wait(wait_ms)?;
     let max_records =
         q.max_records.unwrap_or(limits::CONSUME_RECORDS_DEFAULT).clamp(1, limits::CONSUME_RECORDS_MAX);
     let mut s = follow(&registry, &key).await?;
@@ -239,11 +242,7 @@ pub async fn poll(
         commit_positions(&registry, &key, &mut s).await?;
     }
     start_positions(&registry, &key.0, &mut s)?;
-    let mut records = read(&registry, &mut s, max_records, q.encoding.unwrap_or_default()).await?;
-    if records.is_empty() && wait_ms > 0 {
-        wait_any(&registry, &s, wait_ms, state.shutdown.clone()).await;
-        records = read(&registry, &mut s, max_records, q.encoding.unwrap_or_default()).await?;
-    }
+    let records = read(&state, &mut s, max_records, q.encoding.unwrap_or_default(), wait_ms).await?;
     sessions(registry.groups()).insert(key.clone(), s.clone());
     Ok(Json(SessionPoll { member_id: key.1, generation: s.generation, assignment: assignment(&s), records }))
 }
@@ -270,52 +269,54 @@ fn start_positions(registry: &Registry, group: &str, s: &mut Session) -> Result<
     Ok(())
 }
 
+/// Reads every assigned partition from its position through the service's one
+/// fetch (and its long poll: it waits up to `wait_ms` when nothing is there yet).
 async fn read(
-    registry: &Registry,
+    state: &AppState,
     s: &mut Session,
     max_records: usize,
     encoding: Encoding,
+    wait_ms: u64,
 ) -> Result<Vec<SessionRecord>> {
-    let mut jobs = Vec::new();
+    let mut partitions = Vec::new();
     for (tp, offset) in &s.positions {
-        let log = registry.topic(&tp.topic)?.partition(u64::from(tp.partition))?.clone();
+        let info = state.registry.topic(&tp.topic)?.partition(u64::from(tp.partition))?.info();
         // Retention may have removed records below the position: skip to the log start.
-        let from = (*offset).max(log.info().log_start_offset);
-        jobs.push((tp.clone(), from, log));
+        let offset = (*offset).max(info.log_start_offset);
+        let max_bytes = limits::CONSUME_BYTES_DEFAULT;
+        partitions.push(FetchPartition {
+            topic: tp.topic.clone(),
+            partition: tp.partition,
+            offset,
+            max_bytes,
+        });
     }
-    let (records, next) = blocking(move || {
-        let mut out = Vec::new();
-        let mut next = Vec::new();
-        for (tp, offset, log) in jobs {
-            if out.len() >= max_records {
-                break;
-            }
-            let read = log.read(offset, limits::CONSUME_BYTES_DEFAULT)?;
-            let mut position = offset;
-            'batches: for batch in read.batches() {
-                let plain = batch
-                    .plain_records(es_core::limits::BATCH_BYTES_MAX_HARD)
-                    .map_err(|e| ServerError::Internal(format!("unreadable batch: {e}")))?;
-                for r in plain.iter() {
-                    let r = r.map_err(|e| ServerError::Internal(format!("unreadable record: {e}")))?;
-                    if r.offset < offset {
-                        continue;
-                    }
-                    if out.len() >= max_records {
-                        break 'batches;
-                    }
-                    position = r.offset + 1;
-                    out.push(record_json(&tp, &r, encoding));
-                }
-                position = position.max(batch.header.next_offset());
-            }
-            next.push((tp, position));
+    if partitions.is_empty() {
+        // Nothing assigned yet: the poll still waits, so a client does not spin.
+        let mut shutdown = state.shutdown.clone();
+        let _ = tokio::time::timeout(Duration::from_millis(wait_ms), shutdown.wait_for(|s| *s)).await;
+        return Ok(Vec::new());
+    }
+    let req = FetchRequest {
+        partitions: partitions.clone(),
+        max_wait_ms: wait_ms,
+        min_bytes: 1,
+        max_bytes: limits::CONSUME_BYTES_MAX,
+    };
+    let reads = state.service.fetch(&Principal::ANONYMOUS, req).await?;
+    let mut out = Vec::new();
+    for (p, read) in partitions.into_iter().zip(reads) {
+        if out.len() >= max_records {
+            break;
         }
-        Ok((out, next))
-    })
-    .await?;
-    s.positions.extend(next);
-    Ok(records)
+        let read = read?;
+        let tp = TopicPartition { topic: p.topic, partition: p.partition };
+        let room = max_records - out.len();
+        let position =
+            super::records::decode_read(&read, p.offset, room, |r| out.push(record_json(&tp, r, encoding)))?;
+        s.positions.insert(tp, position);
+    }
+    Ok(out)
 }
 
 fn record_json(tp: &TopicPartition, r: &es_core::RecordView<'_>, preferred: Encoding) -> SessionRecord {
@@ -324,41 +325,6 @@ fn record_json(tp: &TopicPartition, r: &es_core::RecordView<'_>, preferred: Enco
         partition: tp.partition,
         record: super::records::to_wire(r, preferred),
     }
-}
-
-/// Waits until any assigned partition has data past its position, the wait ends, or shutdown.
-async fn wait_any(
-    registry: &Registry,
-    s: &Session,
-    wait_ms: u64,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-) {
-    let mut set = tokio::task::JoinSet::new();
-    for (tp, offset) in &s.positions {
-        let Ok(topic) = registry.topic(&tp.topic) else { continue };
-        let Ok(log) = topic.partition(u64::from(tp.partition)) else { continue };
-        let mut hw = log.subscribe();
-        let offset = *offset;
-        set.spawn(async move {
-            let _ = hw.wait_for(|h| *h > offset).await;
-        });
-    }
-    let stopping = async move {
-        let _ = shutdown.wait_for(|s| *s).await;
-    };
-    let arrived = async {
-        if set.join_next().await.is_none() {
-            std::future::pending::<()>().await;
-        }
-    };
-    let _ = tokio::time::timeout(Duration::from_millis(wait_ms), async {
-        tokio::select! {
-            () = arrived => {}
-            () = stopping => {}
-        }
-    })
-    .await;
-    set.abort_all();
 }
 
 #[utoipa::path(post, path = "/groups/{group}/members/{member}/commit", tag = "groups",

@@ -13,8 +13,8 @@ use utoipa::ToSchema;
 use super::groups_api::{GroupDescribed, GroupList, GroupOffsets, GroupSummary, JoinAnswer, SyncAnswer};
 use super::{ApiJson, ApiPath, AppState};
 use crate::api::{ErrorBody, Status};
-use crate::error::{Result, ServerError};
 use crate::groups::{CommittedOffset, REBALANCE_TIMEOUT_MS_DEFAULT, ResetTo, SESSION_TIMEOUT_MS_DEFAULT};
+use crate::service::error::{BrokerError, Result};
 
 /// The group routes, merged into the API router.
 pub fn routes() -> Router<AppState> {
@@ -143,7 +143,7 @@ pub async fn heartbeat(
     ApiJson(b): ApiJson<MemberBody>,
 ) -> Result<Json<Status>> {
     state.registry.groups().heartbeat(&group, &b.member_id, b.generation)?;
-    Ok(Json(Status { status: "ok".into() }))
+    Ok(Json(Status { status: "ok".into(), long_polls: None }))
 }
 
 #[utoipa::path(post, path = "/groups/{group}/leave", tag = "groups",
@@ -178,7 +178,7 @@ pub async fn commit(
 ) -> Result<Json<Status>> {
     let registry = &state.registry;
     registry.groups().commit(registry, &group, &b.member_id, b.generation, b.offsets).await?;
-    Ok(Json(Status { status: "ok".into() }))
+    Ok(Json(Status { status: "ok".into(), long_polls: None }))
 }
 
 #[utoipa::path(get, path = "/groups/{group}/offsets", tag = "groups",
@@ -241,7 +241,7 @@ pub async fn reset(
         ("timestamp", Some(ts), None) if ts >= 0 => ResetTo::Timestamp(ts),
         ("offset", None, Some(o)) => ResetTo::Offset(o),
         _ => {
-            return Err(ServerError::InvalidRequest(
+            return Err(BrokerError::InvalidRequest(
                 "to is earliest, latest, timestamp (with a timestamp >= 0) or offset (with an offset)".into(),
             ));
         }

@@ -13,9 +13,9 @@ use utoipa::ToSchema;
 
 use super::{ApiJson, ApiPath, ApiQuery, AppState, blocking};
 use crate::api::ErrorBody;
-use crate::error::{Result, ServerError};
 use crate::plugins::binding::ValidatorBinding;
 use crate::plugins::{Manifest, Upload};
+use crate::service::error::{BrokerError, Result};
 
 /// A plugin and the topics bound to it.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -106,7 +106,7 @@ fn parse_upload(name: String, query: &BTreeMap<String, String>, body: Bytes) -> 
     let mut upload = Upload { name, wasm: body.to_vec(), ..Upload::default() };
     let number = |key: &str, text: &str| -> Result<u64> {
         text.parse().map_err(|_| {
-            ServerError::InvalidRequest(format!("{key} must be a non-negative integer; got {text:?}"))
+            BrokerError::InvalidRequest(format!("{key} must be a non-negative integer; got {text:?}"))
         })
     };
     for (key, value) in query {
@@ -121,7 +121,7 @@ fn parse_upload(name: String, query: &BTreeMap<String, String>, body: Bytes) -> 
                     upload.default_config.insert(k.to_owned(), value.clone());
                 }
                 _ => {
-                    return Err(ServerError::InvalidRequest(format!(
+                    return Err(BrokerError::InvalidRequest(format!(
                         "unknown parameter {other:?}; use replace, call_deadline_ms, memory_bytes_max, \
                          batch_bytes_max, warm_instances_max or config.KEY"
                     )));

@@ -5,18 +5,19 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 
-use super::{ApiJson, ApiPath, AppState, blocking};
+use super::{ApiJson, ApiPath, AppState};
 use crate::api::{
-    AlterConfigRequest, ConfigResponse, CreateTopicRequest, ErrorBody, PartitionDescription, Status,
-    TopicDescription, TopicList, TopicSummary,
+    AddPartitionsRequest, AlterConfigRequest, ConfigResponse, CreateTopicRequest, ErrorBody,
+    PartitionDescription, Status, TopicDescription, TopicList, TopicSummary,
 };
-use crate::error::{Result, ServerError};
-use crate::registry::Topic;
+use crate::service::Principal;
+use crate::service::admin;
+use crate::service::error::{BrokerError, Result};
 
 #[utoipa::path(get, path = "/healthz", tag = "health",
     responses((status = 200, description = "The process is alive", body = Status)))]
 pub async fn healthz() -> Json<Status> {
-    Json(Status { status: "ok".into() })
+    Json(Status { status: "ok".into(), long_polls: None })
 }
 
 #[utoipa::path(get, path = "/readyz", tag = "health",
@@ -26,21 +27,21 @@ pub async fn healthz() -> Json<Status> {
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Status>> {
     // The listener is bound only after recovery, so serving means ready.
     if state.registry.is_shutting_down() {
-        return Err(ServerError::ShuttingDown);
+        return Err(BrokerError::ShuttingDown);
     }
-    Ok(Json(Status { status: "ready".into() }))
+    Ok(Json(Status { status: "ready".into(), long_polls: Some(state.service.parked_polls()) }))
 }
 
 #[utoipa::path(get, path = "/topics", tag = "topics",
     responses((status = 200, body = TopicList)))]
-pub async fn list(State(state): State<AppState>) -> Json<TopicList> {
+pub async fn list(State(state): State<AppState>) -> Result<Json<TopicList>> {
     let topics = state
-        .registry
-        .list()
-        .iter()
-        .map(|t| TopicSummary { name: t.name(), partition_count: t.partition_count() })
+        .service
+        .list_topics(&Principal::ANONYMOUS)?
+        .into_iter()
+        .map(|t| TopicSummary { name: t.name, partition_count: t.partition_count })
         .collect();
-    Json(TopicList { topics })
+    Ok(Json(TopicList { topics }))
 }
 
 #[utoipa::path(post, path = "/topics", tag = "topics", request_body = CreateTopicRequest,
@@ -54,9 +55,9 @@ pub async fn create(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<CreateTopicRequest>,
 ) -> Result<(StatusCode, Json<TopicDescription>)> {
-    let registry = state.registry.clone();
-    let topic = blocking(move || registry.create(&req.name, req.partitions, &req.config)).await?;
-    Ok((StatusCode::CREATED, Json(describe_topic(&topic))))
+    let topic =
+        state.service.create_topic(&Principal::ANONYMOUS, req.name, req.partitions, req.config).await?;
+    Ok((StatusCode::CREATED, Json(describe_topic(topic))))
 }
 
 #[utoipa::path(get, path = "/topics/{topic}", tag = "topics",
@@ -69,8 +70,7 @@ pub async fn describe(
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<TopicDescription>> {
-    let topic = state.registry.topic(&name)?;
-    Ok(Json(describe_topic(&topic)))
+    Ok(Json(describe_topic(state.service.describe_topic(&Principal::ANONYMOUS, &name)?)))
 }
 
 #[utoipa::path(delete, path = "/topics/{topic}", tag = "topics",
@@ -81,8 +81,7 @@ pub async fn describe(
         (status = 404, description = "topic_not_found", body = ErrorBody),
         (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn delete(State(state): State<AppState>, ApiPath(name): ApiPath<String>) -> Result<StatusCode> {
-    let registry = state.registry.clone();
-    blocking(move || registry.delete(&name)).await?;
+    state.service.delete_topic(&Principal::ANONYMOUS, name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -96,7 +95,7 @@ pub async fn get_config(
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<ConfigResponse>> {
-    let config = state.registry.topic(&name)?.config();
+    let config = state.service.topic_config(&Principal::ANONYMOUS, &name)?;
     Ok(Json(ConfigResponse { config }))
 }
 
@@ -114,31 +113,44 @@ pub async fn alter_config(
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<AlterConfigRequest>,
 ) -> Result<Json<ConfigResponse>> {
-    let registry = state.registry.clone();
-    let config = blocking(move || registry.alter(&name, &req.config)).await?;
+    let config = state.service.alter_topic_config(&Principal::ANONYMOUS, name, req.config).await?;
     Ok(Json(ConfigResponse { config }))
 }
 
-fn describe_topic(topic: &Topic) -> TopicDescription {
+#[utoipa::path(post, path = "/topics/{topic}/partitions", tag = "topics",
+    params(("topic" = String, Path, description = "Topic name")),
+    request_body = AddPartitionsRequest,
+    responses(
+        (status = 200, description = "The topic after growing, metadata on disk", body = TopicDescription),
+        (status = 400, description = "invalid_request (partitions only grow), bad_json, invalid_topic_name", body = ErrorBody),
+        (status = 404, description = "topic_not_found", body = ErrorBody),
+        (status = 503, description = "shutting_down", body = ErrorBody)))]
+pub async fn add_partitions(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(req): ApiJson<AddPartitionsRequest>,
+) -> Result<Json<TopicDescription>> {
+    let topic = state.service.add_partitions(&Principal::ANONYMOUS, name, req.count).await?;
+    Ok(Json(describe_topic(topic)))
+}
+
+fn describe_topic(topic: admin::TopicDescription) -> TopicDescription {
     let partitions = topic
         .partitions
         .iter()
         .enumerate()
-        .map(|(i, log)| {
-            let info = log.info();
-            PartitionDescription {
-                partition: i as u32,
-                log_start_offset: info.log_start_offset,
-                high_watermark: info.high_watermark,
-                size_bytes: info.size_bytes,
-                segment_count: info.segment_count,
-            }
+        .map(|(i, info)| PartitionDescription {
+            partition: i as u32,
+            log_start_offset: info.log_start_offset,
+            high_watermark: info.high_watermark,
+            size_bytes: info.size_bytes,
+            segment_count: info.segment_count,
         })
         .collect();
     TopicDescription {
-        name: topic.name(),
-        partition_count: topic.partition_count(),
-        config: topic.config(),
+        name: topic.name,
+        partition_count: topic.partitions.len() as u32,
+        config: topic.config,
         partitions,
     }
 }

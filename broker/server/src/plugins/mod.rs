@@ -22,8 +22,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 
-use crate::error::{Result, ServerError};
 use crate::limits;
+use crate::service::error::{BrokerError, Result};
 use crate::store::{self, MetaStore, Stored};
 
 /// The world a record validator implements.
@@ -133,8 +133,8 @@ impl std::fmt::Debug for Plugins {
     }
 }
 
-fn io(context: String, e: std::io::Error) -> ServerError {
-    ServerError::Internal(format!("{context}: {e}"))
+fn io(context: String, e: std::io::Error) -> BrokerError {
+    BrokerError::Internal(format!("{context}: {e}"))
 }
 
 impl Plugins {
@@ -145,7 +145,7 @@ impl Plugins {
     pub fn open(dir: &Path, cache_dir: Option<&Path>, repairs: &mut Vec<String>) -> Result<Self> {
         let cache_dir = cache_dir.map_or_else(|| dir.join("cache"), Path::to_path_buf);
         let engine = PluginEngine::new(cache_dir, EngineLimits::default())
-            .map_err(|e| ServerError::Internal(format!("starting the plugin engine: {e}")))?;
+            .map_err(|e| BrokerError::Internal(format!("starting the plugin engine: {e}")))?;
         let blobs = dir.join("blobs");
         fs::create_dir_all(&blobs).map_err(|e| io(format!("creating {}", blobs.display()), e))?;
         let manifests = MetaStore::<Manifest>::open(dir.join("manifests"))?;
@@ -186,7 +186,7 @@ impl Plugins {
             .expect("plugins lock")
             .get(name)
             .cloned()
-            .ok_or_else(|| ServerError::PluginNotFound(name.to_owned()))?;
+            .ok_or_else(|| BrokerError::PluginNotFound(name.to_owned()))?;
         self.complete(manifest)
     }
 
@@ -197,7 +197,7 @@ impl Plugins {
             return Ok(manifest);
         }
         let wasm = self.wasm(&manifest)?;
-        let info = Validator::inspect(&self.engine, &manifest.name, &wasm).map_err(ServerError::Plugin)?;
+        let info = Validator::inspect(&self.engine, &manifest.name, &wasm).map_err(BrokerError::Plugin)?;
         manifest.version = info.version;
         manifest.description = info.description;
         manifest.config_keys = info.config_keys;
@@ -209,7 +209,7 @@ impl Plugins {
     pub fn wasm(&self, manifest: &Manifest) -> Result<Arc<[u8]>> {
         if manifest.builtin {
             let bytes = es_plugin_host::builtin::builtin(&manifest.name)
-                .ok_or_else(|| ServerError::PluginNotFound(manifest.name.clone()))?;
+                .ok_or_else(|| BrokerError::PluginNotFound(manifest.name.clone()))?;
             return Ok(Arc::from(bytes));
         }
         let path = blob_path(&self.blobs, &manifest.sha256);
@@ -225,7 +225,7 @@ impl Plugins {
         config: &BTreeMap<String, String>,
     ) -> Result<Validator> {
         if manifest.world != VALIDATOR_WORLD {
-            return Err(ServerError::InvalidRequest(format!(
+            return Err(BrokerError::InvalidRequest(format!(
                 "plugin {:?} implements `{}`, not `{VALIDATOR_WORLD}`; only record validators bind to topics",
                 manifest.name, manifest.world
             )));
@@ -239,7 +239,7 @@ impl Plugins {
             merged.into_iter().collect(),
             manifest.limits.to_limits(),
         )
-        .map_err(ServerError::Plugin)
+        .map_err(BrokerError::Plugin)
     }
 
     /// Loads a schema-compat checker with the plugin's default config and limits
@@ -250,7 +250,7 @@ impl Plugins {
             limits.call_deadline_ms = PluginLimits::compat().call_deadline_ms;
         }
         let config = manifest.default_config.clone().into_iter().collect();
-        CompatChecker::load(&self.engine, &manifest.name, wasm, config, limits).map_err(ServerError::Plugin)
+        CompatChecker::load(&self.engine, &manifest.name, wasm, config, limits).map_err(BrokerError::Plugin)
     }
 
     /// Uploaded schema-compat checkers.
@@ -264,17 +264,17 @@ impl Plugins {
     pub fn inspect(&self, upload: &Upload) -> Result<Manifest> {
         validate_plugin_name(&upload.name)?;
         if es_plugin_host::builtin::builtin(&upload.name).is_some() {
-            return Err(ServerError::InvalidRequest(format!(
+            return Err(BrokerError::InvalidRequest(format!(
                 "{:?} is a built-in plugin and cannot be replaced; upload yours under another name",
                 upload.name
             )));
         }
         if upload.wasm.len() > limits::PLUGIN_BYTES_MAX {
-            return Err(ServerError::RequestTooLarge { max: limits::PLUGIN_BYTES_MAX });
+            return Err(BrokerError::RequestTooLarge { max: limits::PLUGIN_BYTES_MAX });
         }
         let limits = upload.limits.to_limits();
         if limits.memory_bytes_max > self.engine.limits().memory_bytes_max || limits.call_deadline_ms == 0 {
-            return Err(ServerError::InvalidRequest(format!(
+            return Err(BrokerError::InvalidRequest(format!(
                 "limits: memory_bytes_max must be at most {} and call_deadline_ms at least 1",
                 self.engine.limits().memory_bytes_max
             )));
@@ -291,16 +291,16 @@ impl Plugins {
                 match CompatChecker::load(&self.engine, &upload.name, &upload.wasm, config, limits) {
                     Ok(checker) => (COMPAT_WORLD, checker.info().clone(), checker.supports().to_vec()),
                     Err(PluginError::WrongWorld { reason: as_checker, .. }) => {
-                        return Err(ServerError::InvalidRequest(format!(
+                        return Err(BrokerError::InvalidRequest(format!(
                             "plugin {:?} implements neither es:plugin/record-validator@0.1.0 ({as_validator}) \
                              nor es:plugin/schema-compat@0.1.0 ({as_checker})",
                             upload.name
                         )));
                     }
-                    Err(e) => return Err(ServerError::Plugin(e)),
+                    Err(e) => return Err(BrokerError::Plugin(e)),
                 }
             }
-            Err(e) => return Err(ServerError::Plugin(e)),
+            Err(e) => return Err(BrokerError::Plugin(e)),
         };
         Ok(Manifest {
             name: upload.name.clone(),
@@ -423,7 +423,7 @@ pub fn validate_plugin_name(name: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(ServerError::InvalidRequest(format!(
+        Err(BrokerError::InvalidRequest(format!(
             "invalid plugin name {name:?}: use 1 to 100 characters of a-z, A-Z, 0-9, '.', '_' and '-'"
         )))
     }
@@ -455,7 +455,7 @@ mod tests {
         assert!(!dir.path().join("blobs/0000.wasm").exists());
         assert!(repairs.iter().any(|r| r.contains("0000.wasm")), "{repairs:?}");
         plugins.remove("my-rules").unwrap();
-        assert!(matches!(plugins.get("my-rules"), Err(ServerError::PluginNotFound(_))));
+        assert!(matches!(plugins.get("my-rules"), Err(BrokerError::PluginNotFound(_))));
         assert_eq!(fs::read_dir(dir.path().join("blobs")).unwrap().count(), 0);
     }
 

@@ -1,0 +1,81 @@
+//! How a [`BrokerError`] looks over the binary protocol: one [`ErrorCode`] each.
+//! The matches are exhaustive (no catch-all arms), so a new variant does not
+//! compile until it is mapped here.
+
+use es_groups::GroupError;
+use es_log::LogError;
+use es_protocol::{ErrorCode, Response};
+
+use crate::service::error::BrokerError;
+
+/// The error answer for `e`.
+pub fn response(e: &BrokerError) -> Response {
+    Response::Error { code: code(e), message: e.to_string() }
+}
+
+pub fn code(e: &BrokerError) -> ErrorCode {
+    match e {
+        BrokerError::NotLeader { .. } => ErrorCode::NotLeader,
+        BrokerError::Unauthorized { .. } => ErrorCode::Unauthorized,
+        BrokerError::Throttled { .. } => ErrorCode::Throttled,
+        BrokerError::InternalTopic(_) => ErrorCode::InternalTopic,
+        BrokerError::InvalidBatch(_) => ErrorCode::InvalidBatch,
+        BrokerError::TopicNotFound(_) => ErrorCode::UnknownTopic,
+        BrokerError::PartitionNotFound { .. } => ErrorCode::UnknownPartition,
+        BrokerError::TopicExists(_) => ErrorCode::TopicExists,
+        BrokerError::InvalidConfig(_) => ErrorCode::InvalidConfig,
+        BrokerError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
+        BrokerError::BatchTooLarge { .. } | BrokerError::RequestTooLarge { .. } => ErrorCode::BatchTooLarge,
+        BrokerError::RecordTooLarge { .. } => ErrorCode::RecordTooLarge,
+        BrokerError::ShuttingDown => ErrorCode::ShuttingDown,
+        BrokerError::Overloaded { .. } => ErrorCode::TooManyInFlight,
+        BrokerError::OutOfOrderSequence(_) => ErrorCode::OutOfOrderSequence,
+        BrokerError::ProducerFenced(_) => ErrorCode::ProducerFenced,
+        BrokerError::ValidationFailed { .. } => ErrorCode::ValidationFailed,
+        BrokerError::PluginFailed { .. } => ErrorCode::PluginFailed,
+        BrokerError::Storage(l) => log_code(l),
+        BrokerError::Group(g) => group_code(g),
+        BrokerError::InvalidTopicName { .. }
+        | BrokerError::InvalidRequest(_)
+        | BrokerError::BadJson(_)
+        | BrokerError::BadEncoding(_)
+        | BrokerError::NotFound(_)
+        | BrokerError::MethodNotAllowed
+        | BrokerError::PluginNotFound(_)
+        | BrokerError::PluginExists(_)
+        | BrokerError::PluginInUse { .. }
+        | BrokerError::TopicInUse { .. }
+        | BrokerError::Plugin(_) => ErrorCode::InvalidRequest,
+        BrokerError::DataDirInUse(_) | BrokerError::Internal(_) => ErrorCode::Internal,
+    }
+}
+
+fn log_code(e: &LogError) -> ErrorCode {
+    match e {
+        LogError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
+        LogError::BatchTooLarge { .. } => ErrorCode::BatchTooLarge,
+        LogError::RecordTooLarge { .. } => ErrorCode::RecordTooLarge,
+        LogError::InvalidBatch(_) | LogError::OffsetMismatch { .. } => ErrorCode::InvalidBatch,
+        LogError::OutOfOrderSequence { .. } => ErrorCode::OutOfOrderSequence,
+        LogError::ProducerFenced { .. } => ErrorCode::ProducerFenced,
+        LogError::InvalidConfig(_) => ErrorCode::InvalidConfig,
+        LogError::ShutDown => ErrorCode::ShuttingDown,
+        LogError::Io { .. } | LogError::Failed(_) | LogError::Corrupt { .. } => ErrorCode::StorageError,
+        LogError::StaleTerm { .. } | LogError::NotBatchBoundary { .. } => ErrorCode::Internal,
+    }
+}
+
+/// Group refusals carry the reserved group codes; the rest are invalid requests.
+fn group_code(e: &GroupError) -> ErrorCode {
+    match e {
+        GroupError::UnknownMember { .. } => ErrorCode::UnknownMember,
+        GroupError::IllegalGeneration { .. } => ErrorCode::IllegalGeneration,
+        GroupError::RebalanceInProgress(_) => ErrorCode::RebalanceInProgress,
+        GroupError::InconsistentSubscription { .. }
+        | GroupError::GroupNotFound(_)
+        | GroupError::GroupNotEmpty(_)
+        | GroupError::InvalidRequest(_) => ErrorCode::InvalidRequest,
+        GroupError::Storage(l) => log_code(l),
+        GroupError::Corrupt { .. } => ErrorCode::Internal,
+    }
+}

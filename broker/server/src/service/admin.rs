@@ -1,0 +1,172 @@
+//! Topic administration, producer ids and consumer groups, for every protocol.
+//! Answers are protocol-neutral; each listener encodes them its own way.
+
+use std::collections::BTreeMap;
+
+use es_groups::{Joined, SyncResult};
+use es_log::PartitionInfo;
+use serde_json::Value;
+
+use super::offsets::blocking;
+use super::{Call, Principal, Resource, Service};
+use crate::config::TopicConfig;
+use crate::groups::CommittedOffset;
+use crate::registry::Topic;
+use crate::service::error::Result;
+
+/// A topic as described to clients.
+#[derive(Debug, Clone)]
+pub struct TopicDescription {
+    pub name: String,
+    pub config: TopicConfig,
+    /// Partition `i` is `partitions[i]`.
+    pub partitions: Vec<PartitionInfo>,
+}
+
+/// A topic as listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicSummary {
+    pub name: String,
+    pub partition_count: u32,
+}
+
+/// A join request, as every protocol carries it.
+#[derive(Debug, Clone)]
+pub struct JoinGroup {
+    pub group: String,
+    pub member_id: Option<String>,
+    pub client_id: String,
+    pub topics: Vec<String>,
+    pub session_timeout_ms: u64,
+    pub rebalance_timeout_ms: u64,
+}
+
+fn describe(topic: &Topic) -> TopicDescription {
+    TopicDescription {
+        name: topic.name(),
+        config: topic.config(),
+        partitions: topic.partitions.iter().map(|log| log.info()).collect(),
+    }
+}
+
+impl Service {
+    pub fn list_topics(&self, principal: &Principal) -> Result<Vec<TopicSummary>> {
+        self.authorize(principal, Call::ListTopics, Resource::Cluster)?;
+        Ok(self
+            .registry
+            .list()
+            .iter()
+            .map(|t| TopicSummary { name: t.name(), partition_count: t.partition_count() })
+            .collect())
+    }
+
+    pub fn describe_topic(&self, principal: &Principal, name: &str) -> Result<TopicDescription> {
+        self.authorize(principal, Call::DescribeTopic, Resource::Topic(name.to_owned()))?;
+        Ok(describe(&*self.topic(name)?))
+    }
+
+    pub fn topic_config(&self, principal: &Principal, name: &str) -> Result<TopicConfig> {
+        self.authorize(principal, Call::DescribeTopicConfig, Resource::Topic(name.to_owned()))?;
+        Ok(self.topic(name)?.config())
+    }
+
+    pub async fn create_topic(
+        &self,
+        principal: &Principal,
+        name: String,
+        partitions: u32,
+        config: BTreeMap<String, Value>,
+    ) -> Result<TopicDescription> {
+        self.authorize(principal, Call::CreateTopic, Resource::Topic(name.clone()))?;
+        let registry = self.registry.clone();
+        blocking(move || Ok(describe(&*registry.create(&name, partitions, &config)?))).await
+    }
+
+    pub async fn delete_topic(&self, principal: &Principal, name: String) -> Result<()> {
+        self.authorize(principal, Call::DeleteTopic, Resource::Topic(name.clone()))?;
+        let registry = self.registry.clone();
+        blocking(move || registry.delete(&name)).await
+    }
+
+    pub async fn alter_topic_config(
+        &self,
+        principal: &Principal,
+        name: String,
+        changes: BTreeMap<String, Value>,
+    ) -> Result<TopicConfig> {
+        self.authorize(principal, Call::AlterTopicConfig, Resource::Topic(name.clone()))?;
+        let registry = self.registry.clone();
+        blocking(move || registry.alter(&name, &changes)).await
+    }
+
+    /// Grows a topic to `count` partitions; partitions never shrink.
+    pub async fn add_partitions(
+        &self,
+        principal: &Principal,
+        name: String,
+        count: u32,
+    ) -> Result<TopicDescription> {
+        self.authorize(principal, Call::AddPartitions, Resource::Topic(name.clone()))?;
+        let registry = self.registry.clone();
+        blocking(move || Ok(describe(&*registry.add_partitions(&name, count)?))).await
+    }
+
+    /// A new idempotent producer id (epoch 0), durable before it is answered.
+    pub async fn init_producer_id(&self, principal: &Principal) -> Result<(i64, i16)> {
+        self.authorize(principal, Call::InitProducerId, Resource::Cluster)?;
+        let registry = self.registry.clone();
+        blocking(move || registry.allocate_producer_id()).await
+    }
+
+    pub fn join_group(&self, principal: &Principal, req: JoinGroup) -> Result<Joined> {
+        self.authorize(principal, Call::GroupJoin, Resource::Group(req.group.clone()))?;
+        self.registry.groups().join(
+            &self.registry,
+            &req.group,
+            req.member_id,
+            &req.client_id,
+            &req.topics,
+            req.session_timeout_ms,
+            req.rebalance_timeout_ms,
+        )
+    }
+
+    pub fn sync_group(
+        &self,
+        principal: &Principal,
+        group: &str,
+        member: &str,
+        generation: i32,
+    ) -> Result<SyncResult> {
+        self.authorize(principal, Call::GroupSync, Resource::Group(group.to_owned()))?;
+        self.registry.groups().sync(group, member, generation)
+    }
+
+    pub fn heartbeat(&self, principal: &Principal, group: &str, member: &str, generation: i32) -> Result<()> {
+        self.authorize(principal, Call::GroupHeartbeat, Resource::Group(group.to_owned()))?;
+        self.registry.groups().heartbeat(group, member, generation)
+    }
+
+    pub fn leave_group(&self, principal: &Principal, group: &str, member: &str) -> Result<()> {
+        self.authorize(principal, Call::GroupLeave, Resource::Group(group.to_owned()))?;
+        self.registry.groups().leave(group, member)
+    }
+
+    /// Commits offsets fenced by member and generation; returns once they are fsynced.
+    pub async fn commit_offsets(
+        &self,
+        principal: &Principal,
+        group: &str,
+        member: &str,
+        generation: i32,
+        offsets: Vec<CommittedOffset>,
+    ) -> Result<()> {
+        self.authorize(principal, Call::GroupCommit, Resource::Group(group.to_owned()))?;
+        self.registry.groups().commit(&self.registry, group, member, generation, offsets).await
+    }
+
+    pub fn fetch_offsets(&self, principal: &Principal, group: &str) -> Result<Vec<CommittedOffset>> {
+        self.authorize(principal, Call::GroupFetchOffsets, Resource::Group(group.to_owned()))?;
+        Ok(self.registry.groups().fetch(group))
+    }
+}

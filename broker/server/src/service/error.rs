@@ -1,0 +1,135 @@
+//! The broker's one domain error. Every listener maps it onto its wire with an
+//! exhaustive match (HTTP: `http/error.rs`, binary: `binary/error.rs`), so a new
+//! variant does not compile until every protocol says how it looks there.
+
+use es_log::LogError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    /// This broker does not lead the partition; `hint` names the one that does,
+    /// when known. (A single node always leads: the seam for replication.)
+    #[error("this broker does not lead partition {partition} of topic {topic:?}{}", leader_hint(.hint))]
+    NotLeader { topic: String, partition: u32, hint: Option<String> },
+    /// The caller may not do this to `resource`. Raised before any lookup, so the
+    /// answer never says whether the resource exists.
+    #[error("not authorized for {resource}")]
+    Unauthorized { resource: String },
+    /// The caller is over its quota; retry after `ms`.
+    #[error("over quota: retry after {ms} ms")]
+    Throttled { ms: u64 },
+    /// Internal topics (`__es_*`) are written by the broker alone.
+    #[error("topic {0:?} is internal to the broker; clients cannot write to it")]
+    InternalTopic(String),
+    /// An encoded batch that does not decode (bad CRC, malformed records, bad compression).
+    #[error("invalid batch: {0}")]
+    InvalidBatch(String),
+    #[error("topic {0:?} does not exist")]
+    TopicNotFound(String),
+    #[error("topic {topic:?} has no partition {partition} (it has {count})")]
+    PartitionNotFound { topic: String, partition: u64, count: u32 },
+    #[error("topic {0:?} already exists")]
+    TopicExists(String),
+    #[error("invalid topic name {name:?}: {reason}")]
+    InvalidTopicName { name: String, reason: &'static str },
+    #[error("{0}")]
+    InvalidConfig(String),
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("request body is not valid JSON for this route: {0}")]
+    BadJson(String),
+    #[error("{0}")]
+    BadEncoding(String),
+    #[error(
+        "offset {requested} is out of range: partition {partition} holds [{log_start}, {high_watermark}]"
+    )]
+    OffsetOutOfRange { partition: u32, requested: u64, log_start: u64, high_watermark: u64 },
+    #[error(
+        "the batch for partition {partition} is {size} bytes encoded; the topic's max.message.bytes is {max}"
+    )]
+    BatchTooLarge { partition: u32, size: usize, max: usize },
+    #[error("record {index} is {size} bytes (key + value + headers); the limit is {max}")]
+    RecordTooLarge { index: usize, size: usize, max: usize },
+    #[error("request body exceeds the broker's limit of {max} bytes; send smaller batches")]
+    RequestTooLarge { max: usize },
+    #[error("no route for {0}")]
+    NotFound(String),
+    #[error("method not allowed on this route")]
+    MethodNotAllowed,
+    #[error("the broker is shutting down; retry against a running broker")]
+    ShuttingDown,
+    #[error("the broker is already serving its limit of {max} requests; retry with backoff")]
+    Overloaded { max: usize },
+    #[error("another es-broker is already using the data directory {0}; stop it or pick another --data-dir")]
+    DataDirInUse(std::path::PathBuf),
+    #[error("{0}")]
+    OutOfOrderSequence(String),
+    #[error("{0}")]
+    ProducerFenced(String),
+    #[error("storage error: {0}")]
+    Storage(LogError),
+    #[error("internal error: {0}")]
+    Internal(String),
+    /// A consumer-group refusal (unknown member, stale generation, rebalance, ...).
+    #[error("{0}")]
+    Group(es_groups::GroupError),
+    #[error("plugin {0:?} does not exist; `es plugin list` shows the plugins")]
+    PluginNotFound(String),
+    #[error("a different plugin named {0:?} exists; remove it first or upload with replace=true")]
+    PluginExists(String),
+    #[error(
+        "plugin {name:?} is bound to topic(s) {topics:?}; unbind it first (`es topic alter TOPIC --no-validators`)"
+    )]
+    PluginInUse { name: String, topics: Vec<String> },
+    #[error("topic {topic:?} is the dead-letter topic of {users:?}; rebind those first")]
+    TopicInUse { topic: String, users: Vec<String> },
+    /// An upload or binding the plugin host refused (not a component, wrong world,
+    /// forbidden import, configuration refused, ...).
+    #[error("{0}")]
+    Plugin(es_plugin_host::PluginError),
+    /// Records refused by the topic's validators under `reject`: nothing was written.
+    #[error("{}", validation_message(.topic, .findings))]
+    ValidationFailed { topic: String, findings: Vec<crate::plugins::binding::Finding> },
+    /// A validator failed (trapped, ran past its deadline, ran out of memory) on a
+    /// topic whose binding rejects on failure: nothing was written.
+    #[error("validator {plugin:?} of topic {topic:?} failed, so the batch was refused: {reason}")]
+    PluginFailed { topic: String, plugin: String, reason: String },
+}
+
+fn leader_hint(hint: &Option<String>) -> String {
+    hint.as_ref().map_or_else(String::new, |h| format!("; the leader is {h}"))
+}
+
+fn validation_message(topic: &str, findings: &[crate::plugins::binding::Finding]) -> String {
+    use crate::plugins::binding::Outcome;
+    let rejected: Vec<_> = findings.iter().filter(|f| f.outcome == Outcome::Rejected).collect();
+    let first = rejected.first().map_or(String::new(), |f| {
+        format!(": record {} refused by {} ({}: {})", f.index, f.plugin, f.code, f.reason)
+    });
+    format!(
+        "{} record(s) failed validation on topic {topic:?}, so nothing was written{first}; `violations` lists each",
+        rejected.len()
+    )
+}
+
+pub type Result<T, E = BrokerError> = std::result::Result<T, E>;
+
+impl From<LogError> for BrokerError {
+    fn from(e: LogError) -> Self {
+        match e {
+            LogError::InvalidConfig(m) => BrokerError::InvalidConfig(m),
+            LogError::InvalidBatch(c) => BrokerError::InvalidBatch(c.to_string()),
+            LogError::ShutDown => BrokerError::ShuttingDown,
+            e @ LogError::OutOfOrderSequence { .. } => BrokerError::OutOfOrderSequence(e.to_string()),
+            e @ LogError::ProducerFenced { .. } => BrokerError::ProducerFenced(e.to_string()),
+            e @ (LogError::Io { .. }
+            | LogError::Corrupt { .. }
+            | LogError::BatchTooLarge { .. }
+            | LogError::RecordTooLarge { .. }
+            | LogError::OffsetOutOfRange { .. }
+            | LogError::OffsetMismatch { .. }
+            | LogError::StaleTerm { .. }
+            | LogError::NotBatchBoundary { .. }
+            | LogError::Failed(_)) => BrokerError::Storage(e),
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! Fetch: whole batches from many partitions, with one long-poll. HTTP consume
+//! and binary fetch both call it; only their encodings of the answer differ.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use es_log::ReadResult;
+
+use super::quota::Direction;
+use super::{Call, PartitionHandle, Principal, Resource, Service};
+use crate::limits;
+use crate::service::error::{BrokerError, Result};
+
+/// One partition to read from `offset`, at most `max_bytes` of it (at least one batch).
+#[derive(Debug, Clone)]
+pub struct FetchPartition {
+    pub topic: String,
+    pub partition: u32,
+    pub offset: u64,
+    pub max_bytes: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct FetchRequest {
+    pub partitions: Vec<FetchPartition>,
+    /// Wait up to this long for `min_bytes` (at most `limits::WAIT_MS_MAX`).
+    pub max_wait_ms: u64,
+    pub min_bytes: usize,
+    /// Budget over all partitions; the first partition with data gets a batch anyway.
+    pub max_bytes: usize,
+}
+
+/// Each partition's read, in request order; a failed partition does not fail the others.
+pub type Fetched = Vec<Result<ReadResult>>;
+
+/// Long polls parked right now (tests wait on it instead of sleeping).
+#[derive(Debug, Default)]
+pub struct PollGauge(AtomicUsize);
+
+impl PollGauge {
+    pub fn parked(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+struct Parked<'a>(&'a PollGauge);
+
+impl<'a> Parked<'a> {
+    fn new(gauge: &'a PollGauge) -> Self {
+        gauge.0.fetch_add(1, Ordering::AcqRel);
+        Parked(gauge)
+    }
+}
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        self.0.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Service {
+    /// Reads every partition; while fewer than `min_bytes` came back, no partition
+    /// failed and the wait has time left, parks until any high watermark moves or
+    /// shutdown begins, then reads again.
+    pub async fn fetch(&self, principal: &Principal, req: FetchRequest) -> Result<Fetched> {
+        check_shape(&req)?;
+        let handles: Vec<Result<PartitionHandle>> =
+            req.partitions.iter().map(|p| self.fetch_handle(principal, p)).collect();
+        let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms);
+        let mut shutdown = self.registry.shutdown_signal();
+        loop {
+            let watches: Vec<_> = handles.iter().flatten().map(PartitionHandle::subscribe).collect();
+            let reads = read_all(&req, &handles).await?;
+            let total: usize = reads.iter().flatten().flatten().map(|r| r.data.len()).sum();
+            let failed = handles.iter().any(Result::is_err) || reads.iter().flatten().any(Result::is_err);
+            let now = Instant::now();
+            let stopping = *shutdown.borrow();
+            if total >= req.min_bytes || failed || now >= deadline || stopping {
+                let _ = self.quotas.charge(principal, Direction::Fetch, total);
+                return Ok(answers(handles, reads));
+            }
+            let _parked = Parked::new(&self.polls);
+            let mut set = tokio::task::JoinSet::new();
+            for mut w in watches {
+                set.spawn(async move {
+                    let _ = w.changed().await;
+                });
+            }
+            tokio::select! {
+                _ = tokio::time::timeout(deadline - now, set.join_next()) => {}
+                _ = shutdown.wait_for(|s| *s) => {}
+            }
+            set.abort_all();
+        }
+    }
+
+    /// Long polls parked now.
+    pub fn parked_polls(&self) -> usize {
+        self.polls.parked()
+    }
+
+    fn fetch_handle(&self, principal: &Principal, p: &FetchPartition) -> Result<PartitionHandle> {
+        self.authorize(principal, Call::Fetch, Resource::Topic(p.topic.clone()))?;
+        self.partition(&self.topic(&p.topic)?, p.partition)
+    }
+}
+
+/// The limits every protocol shares: 1 to `FETCH_PARTITIONS_MAX` partitions, a
+/// wait no longer than `WAIT_MS_MAX` (an error, never silently clamped).
+fn check_shape(req: &FetchRequest) -> Result<()> {
+    if req.partitions.is_empty() || req.partitions.len() > limits::FETCH_PARTITIONS_MAX {
+        return Err(BrokerError::InvalidRequest(format!(
+            "a fetch names 1 to {} partitions",
+            limits::FETCH_PARTITIONS_MAX
+        )));
+    }
+    check_wait(req.max_wait_ms)
+}
+
+/// A long poll waits at most `WAIT_MS_MAX`: longer is an error on every
+/// protocol, never silently clamped.
+pub fn check_wait(wait_ms: u64) -> Result<()> {
+    if wait_ms > limits::WAIT_MS_MAX {
+        return Err(BrokerError::InvalidRequest(format!(
+            "wait_ms is at most {}; got {wait_ms}",
+            limits::WAIT_MS_MAX
+        )));
+    }
+    Ok(())
+}
+
+/// One read of every partition found, on the blocking pool (reads may touch
+/// disk); `None` where the partition's lookup failed.
+async fn read_all(
+    req: &FetchRequest,
+    handles: &[Result<PartitionHandle>],
+) -> Result<Vec<Option<Result<ReadResult>>>> {
+    let jobs: Vec<(u64, usize, Option<PartitionHandle>)> = req
+        .partitions
+        .iter()
+        .zip(handles)
+        .map(|(p, h)| (p.offset, p.max_bytes, h.as_ref().ok().cloned()))
+        .collect();
+    let budget = req.max_bytes;
+    tokio::task::spawn_blocking(move || {
+        let mut used = 0usize;
+        jobs.into_iter()
+            .map(|(offset, part_max, handle)| {
+                let handle = handle?;
+                // The first partition with data always gets at least one whole batch.
+                let room = part_max.min(budget.saturating_sub(used)).max(1);
+                let read = handle.read(offset, room);
+                if let Ok(r) = &read {
+                    used += r.data.len();
+                }
+                Some(read)
+            })
+            .collect()
+    })
+    .await
+    .map_err(|e| BrokerError::Internal(format!("the fetch task failed: {e}")))
+}
+
+/// Each partition's answer: its lookup error, or its read.
+fn answers(handles: Vec<Result<PartitionHandle>>, reads: Vec<Option<Result<ReadResult>>>) -> Fetched {
+    handles
+        .into_iter()
+        .zip(reads)
+        .map(|(handle, read)| match (handle, read) {
+            (Err(e), _) => Err(e),
+            (Ok(_), Some(read)) => read,
+            (Ok(_), None) => Err(BrokerError::Internal("a fetch partition was not read".into())),
+        })
+        .collect()
+}
