@@ -1,8 +1,8 @@
 //! A batching producer: records are grouped per partition until the batch is full
 //! (records or bytes) or `linger_ms` passes, then sent as one Kafka v2 batch,
-//! optionally compressed (gzip, snappy, lz4 or zstd). With idempotence on (the default), each batch carries the
-//! producer id, epoch and per-partition sequence, so a retried batch is written
-//! once. Batches of one partition are queued in order on one connection, several in
+//! optionally compressed (gzip, snappy, lz4 or zstd). With idempotence on (the
+//! default), each batch carries the producer id, epoch and per-partition sequence,
+//! so a retried batch is written once. Batches of one partition are queued in order on one connection, several in
 //! flight at a time.
 
 use std::collections::HashMap;

@@ -82,8 +82,8 @@ pub enum Request {
         version_max: u16,
         client: String,
     },
-    /// `batch` is one es record batch (see es-core), optionally gzip-compressed; the
-    /// broker assigns its offsets.
+    /// `batch` is one Kafka v2 RecordBatch (see es-core), optionally compressed; the
+    /// broker assigns its offsets and leader epoch.
     Produce {
         topic: String,
         partition: u32,

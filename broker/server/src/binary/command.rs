@@ -17,10 +17,10 @@ use super::BinaryState;
 use crate::error::ServerError;
 use crate::limits;
 use crate::plugins::binding::{Checked, EncodedCheckError, Outcome, dead_letter_record};
-use es_core::{BatchHeader, Record};
+use es_core::{BatchHeader, LeaderEpoch, Record};
 
-/// The single-node broker writes every batch in term 1.
-const TERM: u64 = 1;
+/// The leader epoch of every append until the partition handle supplies it.
+const EPOCH: LeaderEpoch = LeaderEpoch::INITIAL;
 
 type Tx = mpsc::Sender<Vec<u8>>;
 
@@ -127,7 +127,7 @@ async fn append(
     let log = t.partition(u64::from(p)).map_err(|e| server_error(&e))?;
     let chain = state.registry.validators(&t).await;
     if chain.is_empty() {
-        return Ok((Some(log.append(batch, TERM).map_err(|e| log_error(&e))?), Vec::new()));
+        return Ok((Some(log.append(batch, EPOCH).map_err(|e| log_error(&e))?), Vec::new()));
     }
     let batch_bytes_max = log.config().batch_bytes_max;
     let (mut checked, batch) =
@@ -152,7 +152,7 @@ async fn append(
         return Err(error(ErrorCode::ValidationFailed, describe_refusal(topic, &checked, idempotent)));
     }
     if dead.is_empty() {
-        return Ok((Some(log.append(batch, TERM).map_err(|e| log_error(&e))?), Vec::new()));
+        return Ok((Some(log.append(batch, EPOCH).map_err(|e| log_error(&e))?), Vec::new()));
     }
     // Some records go to dead-letter topics: the rest are written as a new batch,
     // in their order, and the answer's offsets cover only them. Only this rare
@@ -168,14 +168,14 @@ async fn append(
         };
         let out = dead_letter_record(&records[*index], topic, p, finding);
         let log = dlq.partition(u64::from(dlq_partition)).map_err(|e| server_error(&e))?;
-        dead_letters.push(log.append_records(&[out], TERM).map_err(|e| log_error(&e))?);
+        dead_letters.push(log.append_records(&[out], EPOCH).map_err(|e| log_error(&e))?);
     }
     let kept: Vec<Record> =
         records.iter().enumerate().filter(|(i, _)| !dead.contains_key(i)).map(|(_, r)| r.clone()).collect();
     let pending = if kept.is_empty() {
         None
     } else {
-        Some(log.append_records(&kept, TERM).map_err(|e| log_error(&e))?)
+        Some(log.append_records(&kept, EPOCH).map_err(|e| log_error(&e))?)
     };
     Ok((pending, dead_letters))
 }
@@ -385,8 +385,12 @@ fn log_code(e: &LogError) -> ErrorCode {
         LogError::ProducerFenced { .. } => ErrorCode::ProducerFenced,
         LogError::InvalidConfig(_) => ErrorCode::InvalidConfig,
         LogError::ShutDown => ErrorCode::ShuttingDown,
-        LogError::Io { .. } | LogError::Failed(_) | LogError::Corrupt { .. } => ErrorCode::StorageError,
-        LogError::StaleTerm { .. } | LogError::NotBatchBoundary { .. } => ErrorCode::Internal,
+        LogError::Io { .. } | LogError::Failed(_) | LogError::Corrupt { .. } | LogError::OldFormat { .. } => {
+            ErrorCode::StorageError
+        }
+        LogError::StaleEpoch { .. } | LogError::UnknownEpoch { .. } | LogError::NotBatchBoundary { .. } => {
+            ErrorCode::Internal
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use es_core::{Header, Record, RecordView};
+use es_core::{Header, LeaderEpoch, Record, RecordView};
 use es_log::{LogError, PartitionLog};
 use es_plugin_host::PackedBatch;
 
@@ -23,8 +23,8 @@ use crate::partitioner;
 use crate::plugins::binding::{Checked, Finding, Outcome, dead_letter_record};
 use crate::registry::Topic;
 
-/// The single-node broker writes every batch in term 1.
-const TERM: u64 = 1;
+/// The leader epoch of every append until the partition handle supplies it.
+const EPOCH: LeaderEpoch = LeaderEpoch::INITIAL;
 
 #[utoipa::path(post, path = "/topics/{topic}/records", tag = "records",
     params(("topic" = String, Path, description = "Topic name")),
@@ -75,12 +75,12 @@ pub async fn produce(
             producer_epoch: p.epoch,
             base_sequence: p.sequence,
         });
-        pending.push((None, *partition, group, log.append_records_as(&records, info, TERM)?));
+        pending.push((None, *partition, group, log.append_records_as(&records, info, EPOCH)?));
     }
     for (dlq, partition, group) in &dead {
         let records: Vec<Record> = group.iter().map(|(_, r)| r.clone()).collect();
         let log = state.registry.topic(dlq)?.partition(u64::from(*partition))?.clone();
-        pending.push((Some(dlq.clone()), *partition, group, log.append_records(&records, TERM)?));
+        pending.push((Some(dlq.clone()), *partition, group, log.append_records(&records, EPOCH)?));
     }
     let mut offsets: Vec<Option<RecordOffset>> = (0..count).map(|_| None).collect();
     let mut duplicate = false;
@@ -233,14 +233,9 @@ fn decode_record(encoding: Encoding, index: usize, wire: ProduceRecord) -> Resul
 fn check_sizes(topic: &Topic, groups: &Groups) -> Result<()> {
     let config = topic.config().to_log_config()?;
     for (partition, group) in groups {
-        let mut batch_size = es_core::batch::HEADER_LEN;
+        let mut batch_size = es_core::BatchHeader::LEN;
         for (index, r) in group {
-            let size = r.key.as_ref().map_or(0, |k| k.len())
-                + r.value.as_ref().map_or(0, |v| v.len())
-                + r.headers
-                    .iter()
-                    .map(|h| h.key.len() + h.value.as_ref().map_or(0, |v| v.len()))
-                    .sum::<usize>();
+            let size = r.payload_len();
             if size > config.record_bytes_max {
                 return Err(ServerError::RecordTooLarge {
                     index: *index,
