@@ -4,6 +4,7 @@
 
 pub mod batch;
 pub mod clock;
+pub mod compression;
 pub mod limits;
 pub mod partitioner;
 pub mod record;
