@@ -488,7 +488,7 @@ mod tests {
         for c in Compression::ALL {
             for input in &inputs {
                 let packed = compress(c, input).unwrap();
-                assert_eq!(decompress(c, &packed, input.len()).unwrap(), *input, "{c}");
+                assert!(decompress(c, &packed, input.len()).unwrap() == *input, "{c}");
                 if c != Compression::None && input.len() == MIB {
                     assert!(packed.len() < input.len() / 10, "{c} did not compress");
                 }
@@ -503,7 +503,7 @@ mod tests {
             let packed = compress(c, &input).unwrap();
             assert_eq!(decompress(c, &packed, input.len()).unwrap().len(), input.len());
             assert_eq!(
-                decompress(c, &packed, input.len() - 1),
+                decompress(c, &packed, input.len() - 1).map(|out| out.len()),
                 Err(CompressionError::TooLarge { max: input.len() - 1 }),
                 "{c}"
             );
@@ -566,11 +566,11 @@ mod tests {
     fn snappy_reads_raw_xerial_concatenated_and_framed() {
         let input = compressible(300_000);
         let raw = snap::raw::Encoder::new().compress_vec(&input).unwrap();
-        assert_eq!(decompress(Compression::Snappy, &raw, MIB).unwrap(), input);
+        assert!(decompress(Compression::Snappy, &raw, MIB).unwrap() == input);
 
         let mut framed = Vec::new();
         snap::write::FrameEncoder::new(&mut framed).write_all(&input).unwrap();
-        assert_eq!(decompress(Compression::Snappy, &framed, MIB).unwrap(), input);
+        assert!(decompress(Compression::Snappy, &framed, MIB).unwrap() == input);
 
         let mut two = compress(Compression::Snappy, b"one ").unwrap();
         two.extend(compress(Compression::Snappy, b"two").unwrap());
@@ -617,106 +617,6 @@ mod tests {
         assert_eq!(zstd_codec::window_log_max(16 * MIB), 24);
         assert_eq!(zstd_codec::window_log_max(16 * MIB + 1), 25);
         assert_eq!(zstd_codec::window_log_max(usize::MAX), ZSTD_WINDOW_LOG_MAX);
-    }
-
-    // Bombs: small inputs that claim or expand to far more than the budget. The
-    // allocation side is checked in tests/compression_budget.rs.
-
-    /// A zstd frame of `blocks` RLE blocks of 128 KiB each: 4 bytes per block.
-    fn zstd_rle_bomb(blocks: usize) -> Vec<u8> {
-        let mut frame = vec![0x28, 0xB5, 0x2F, 0xFD, 0x00, 13 << 3]; // no size, 8 MiB window
-        for i in 0..blocks {
-            let last = u32::from(i + 1 == blocks);
-            let header = (128 * 1024) << 3 | 1 << 1 | last; // size, RLE type, last flag
-            frame.extend_from_slice(&header.to_le_bytes()[..3]);
-            frame.push(b'A');
-        }
-        frame
-    }
-
-    #[test]
-    fn bombs_are_too_large() {
-        let gib = 1usize << 30;
-        // 1 GiB from 32 KiB of zstd, and the same 1 GiB claimed in a frame header.
-        let bomb = zstd_rle_bomb(gib / (128 * 1024));
-        assert_eq!(bomb.len(), 6 + 4 * 8192);
-        let cases: Vec<(Compression, Vec<u8>)> = vec![
-            (Compression::Zstd, bomb),
-            (Compression::Zstd, zstd_with_content_size(gib as u64)),
-            (Compression::Gzip, compress(Compression::Gzip, &vec![0; 64 * MIB]).unwrap()),
-            (Compression::Snappy, snappy_raw_claiming(gib)),
-            (Compression::Snappy, xerial_claiming(gib)),
-            (Compression::Snappy, compress(Compression::Snappy, &vec![0; 4 * MIB]).unwrap()),
-            (Compression::Lz4, lz4_claiming(gib as u64)),
-            (Compression::Lz4, compress(Compression::Lz4, &vec![0; 64 * MIB]).unwrap()),
-        ];
-        for (c, input) in cases {
-            let started = std::time::Instant::now();
-            assert_eq!(
-                decompress(c, &input, MIB),
-                Err(CompressionError::TooLarge { max: MIB }),
-                "{c} bomb of {} bytes",
-                input.len()
-            );
-            assert!(started.elapsed().as_secs() < 2, "{c} bomb was slow");
-        }
-    }
-
-    #[test]
-    fn zstd_frames_demanding_a_huge_window_are_refused() {
-        let mut frame = zstd_rle_bomb(1);
-        assert_eq!(decompress(Compression::Zstd, &frame, 256 * 1024).unwrap().len(), 128 * 1024);
-        frame[5] = (31 - 10) << 3; // a 2 GiB window
-        assert!(is_corrupt(&decompress(Compression::Zstd, &frame, 256 * 1024)));
-    }
-
-    fn zstd_with_content_size(size: u64) -> Vec<u8> {
-        // FHD: 8-byte content size, single segment; then one RLE block of 1 byte.
-        let mut frame = vec![0x28, 0xB5, 0x2F, 0xFD, 0xE0];
-        frame.extend_from_slice(&size.to_le_bytes());
-        frame.extend_from_slice(&[0x0B, 0, 0, b'A']);
-        frame
-    }
-
-    fn snappy_raw_claiming(len: usize) -> Vec<u8> {
-        let mut block = snap::raw::Encoder::new().compress_vec(&[0; 1000]).unwrap();
-        // Replace the varint length header with a bigger claim.
-        let header_len = block.iter().position(|b| b & 0x80 == 0).unwrap() + 1;
-        let mut claim = Vec::new();
-        let mut v = len;
-        while v >= 0x80 {
-            claim.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        claim.push(v as u8);
-        block.splice(..header_len, claim);
-        block
-    }
-
-    fn xerial_claiming(len: usize) -> Vec<u8> {
-        let mut packed = compress(Compression::Snappy, &[]).unwrap();
-        let block = snappy_raw_claiming(len);
-        packed.extend_from_slice(&(block.len() as u32).to_be_bytes());
-        packed.extend(block);
-        packed
-    }
-
-    /// A frame whose header claims `size` bytes (its header checksum is left stale:
-    /// the claim must be refused before anything looks further).
-    fn lz4_claiming(size: u64) -> Vec<u8> {
-        let info = lz4_flex::frame::FrameInfo::new().content_size(Some(1000));
-        let mut enc = lz4_flex::frame::FrameEncoder::with_frame_info(info, Vec::new());
-        enc.write_all(&[0; 1000]).unwrap();
-        let mut frame = enc.finish().unwrap();
-        frame[6..14].copy_from_slice(&size.to_le_bytes());
-        frame
-    }
-
-    #[test]
-    fn snappy_claims_beyond_any_expansion_are_corrupt() {
-        // Within the budget, but 1000 bytes cannot expand to 1 MiB: refused unallocated.
-        let r = decompress(Compression::Snappy, &snappy_raw_claiming(MIB), 2 * MIB);
-        assert!(is_corrupt(&r), "{r:?}");
     }
 
     fn valid_frames() -> Vec<(Compression, Vec<u8>)> {

@@ -41,9 +41,9 @@ fn other_implementations_decompress_to_the_plaintext() {
     for (c, name) in VECTORS {
         let packed = vector(name);
         assert!(packed.len() < text.len() / 3, "{name} is not compressed");
-        assert_eq!(decompress(c, &packed, text.len()).unwrap(), text, "{name}");
+        assert!(decompress(c, &packed, text.len()).unwrap() == text, "{name}");
         assert_eq!(
-            decompress(c, &packed, text.len() - 1),
+            decompress(c, &packed, text.len() - 1).map(|out| out.len()),
             Err(CompressionError::TooLarge { max: text.len() - 1 }),
             "{name}"
         );
