@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
+use es_core::LeaderEpoch;
 use es_core::batch::{self, BatchView};
 use es_core::record::{Header, ProducerInfo, Record};
 use serde::Deserialize;
@@ -18,6 +19,11 @@ use serde::Deserialize;
 /// limits: the budget must be enforced, not just configured.
 const PLAIN_BUDGET: usize = 64 * 1024;
 const MAX_BATCH: usize = 1 << 20;
+/// Codecs es cannot decompress yet: until branch `compress` replaces the temporary
+/// compression module (none and gzip only), vectors in these codecs are held to
+/// `pending_codecs_are_still_refused` instead, which fails as soon as they decode, so
+/// the list must then be emptied (and that test removed).
+const PENDING_CODECS: &[&str] = &["snappy", "lz4", "zstd"];
 
 #[derive(Debug, Deserialize)]
 struct Manifest {
@@ -66,6 +72,11 @@ struct Plain {
     key: Option<Vec<u8>>,
     value: Option<Vec<u8>>,
     headers: Vec<(String, Option<Vec<u8>>)>,
+}
+
+/// True when es is expected to decompress this vector (see [`PENDING_CODECS`]).
+fn decodable(v: &Vector) -> bool {
+    !PENDING_CODECS.contains(&v.codec.as_str())
 }
 
 fn golden_dir() -> PathBuf {
@@ -131,7 +142,11 @@ fn to_records(v: &Vector) -> Vec<Record> {
         .map(|p| Record {
             key: p.key.map(Bytes::from),
             value: p.value.map(Bytes::from),
-            headers: p.headers.into_iter().map(|(key, value)| Header { key, value: value.map(Bytes::from) }).collect(),
+            headers: p
+                .headers
+                .into_iter()
+                .map(|(key, value)| Header { key, value: value.map(Bytes::from) })
+                .collect(),
             timestamp: Some(p.timestamp),
         })
         .collect()
@@ -159,7 +174,7 @@ fn every_vector_parses_with_the_manifest_header() {
         let h = &view.header;
         assert_eq!(h.magic, 2, "{}", v.name);
         assert_eq!(h.base_offset, v.stored_base_offset, "{}", v.name);
-        assert_eq!(h.leader_epoch, v.stored_leader_epoch, "{}", v.name);
+        assert_eq!(h.leader_epoch, LeaderEpoch(v.stored_leader_epoch), "{}", v.name);
         assert_eq!(h.attributes, v.attributes, "{}", v.name);
         assert_eq!(h.last_offset_delta, v.last_offset_delta, "{}", v.name);
         assert_eq!(h.record_count, v.record_count, "{}", v.name);
@@ -172,7 +187,7 @@ fn every_vector_parses_with_the_manifest_header() {
 
 #[test]
 fn every_vector_decodes_to_the_manifest_records() {
-    for v in manifest().vectors {
+    for v in manifest().vectors.into_iter().filter(decodable) {
         let bytes = bytes_of(&v);
         let view = BatchView::parse(&bytes, MAX_BATCH).unwrap();
         assert_eq!(decoded(&view), expected(&v), "{}", v.name);
@@ -181,7 +196,7 @@ fn every_vector_decodes_to_the_manifest_records() {
 
 #[test]
 fn compressed_vectors_are_refused_past_the_budget() {
-    for v in manifest().vectors.iter().filter(|v| v.codec != "none") {
+    for v in manifest().vectors.iter().filter(|v| v.codec != "none" && decodable(v)) {
         let bytes = bytes_of(v);
         let view = BatchView::parse(&bytes, MAX_BATCH).unwrap();
         let plain_len = view.plain_records(PLAIN_BUDGET).unwrap().as_bytes().len();
@@ -206,13 +221,13 @@ fn stamping_and_stamping_back_is_byte_identical() {
     for v in manifest().vectors {
         let original = bytes_of(&v);
         let mut bytes = original.clone();
-        batch::stamp(&mut bytes, 987_654_321, 42);
+        batch::stamp(&mut bytes, 987_654_321, LeaderEpoch(42));
         let view = BatchView::parse(&bytes, MAX_BATCH).expect("the CRC does not cover the stamped fields");
         assert_eq!(view.header.base_offset, 987_654_321, "{}", v.name);
-        assert_eq!(view.header.leader_epoch, 42, "{}", v.name);
+        assert_eq!(view.header.leader_epoch, LeaderEpoch(42), "{}", v.name);
         // What the client wrote (from byte 16, magic, on) is untouched.
         assert_eq!(bytes[16..], original[16..], "{}", v.name);
-        batch::stamp(&mut bytes, v.stored_base_offset, v.stored_leader_epoch);
+        batch::stamp(&mut bytes, v.stored_base_offset, LeaderEpoch(v.stored_leader_epoch));
         assert_eq!(bytes, original, "{}", v.name);
     }
 }
@@ -229,7 +244,7 @@ fn es_encodes_the_uncompressed_vectors_byte_for_byte() {
     assert!(plain.len() >= 3, "expected an uncompressed vector per client");
     for v in plain {
         let mut ours = batch::encode(&to_records(v), 0, producer_of(v)).unwrap();
-        batch::stamp(&mut ours, v.stored_base_offset, v.stored_leader_epoch);
+        batch::stamp(&mut ours, v.stored_base_offset, LeaderEpoch(v.stored_leader_epoch));
         assert_eq!(ours, bytes_of(v), "{} ({})", v.name, v.client);
     }
 }
@@ -239,12 +254,26 @@ fn es_encodes_the_uncompressed_vectors_byte_for_byte() {
 /// the records section before compression.
 #[test]
 fn es_encodes_the_plain_records_of_compressed_vectors() {
-    for v in manifest().vectors.iter().filter(|v| v.codec != "none") {
+    for v in manifest().vectors.iter().filter(|v| v.codec != "none" && decodable(v)) {
         let bytes = bytes_of(v);
         let view = BatchView::parse(&bytes, MAX_BATCH).unwrap();
         let theirs = view.plain_records(PLAIN_BUDGET).unwrap();
         let ours = batch::encode(&to_records(v), 0, producer_of(v)).unwrap();
         assert_eq!(&ours[61..], theirs.as_bytes(), "{} ({})", v.name, v.client);
+    }
+}
+
+#[test]
+fn pending_codecs_are_still_refused() {
+    for v in manifest().vectors.iter().filter(|v| !decodable(v)) {
+        let bytes = bytes_of(v);
+        let view = BatchView::parse(&bytes, MAX_BATCH).unwrap();
+        assert!(
+            view.plain_records(PLAIN_BUDGET).is_err(),
+            "{} decodes now: remove {} from PENDING_CODECS",
+            v.name,
+            v.codec
+        );
     }
 }
 
@@ -265,8 +294,11 @@ fn kafka_protocol_agrees_with_the_manifest() {
             assert_eq!(theirs.key.as_deref(), want.key.as_deref(), "{}", v.name);
             assert_eq!(theirs.value.as_deref(), want.value.as_deref(), "{}", v.name);
             if theirs.headers.len() == want.headers.len() {
-                let headers: Vec<(String, Option<Vec<u8>>)> =
-                    theirs.headers.iter().map(|(k, hv)| (k.to_string(), hv.as_ref().map(|b| b.to_vec()))).collect();
+                let headers: Vec<(String, Option<Vec<u8>>)> = theirs
+                    .headers
+                    .iter()
+                    .map(|(k, hv)| (k.to_string(), hv.as_ref().map(|b| b.to_vec())))
+                    .collect();
                 assert_eq!(headers, want.headers, "{}", v.name);
             }
         }

@@ -7,9 +7,12 @@
 //! The crate's known quirks (DESIGN.md §5) are not tested through: it keeps headers in
 //! an `IndexMap`, so a duplicate header key collapses (the strategy below generates
 //! distinct keys per record; duplicates are covered by the golden vectors), and it
-//! drops lastOffsetDelta (compared against es's own header instead).
+//! drops lastOffsetDelta (compared against es's own header instead), and it derives a
+//! record sequence from a base sequence of -1 as if it were one (compared only for
+//! idempotent batches).
 
 use bytes::Bytes;
+use es_core::LeaderEpoch;
 use es_core::batch::{self, BatchView};
 use es_core::compression::Compression;
 use es_core::record::{Header, ProducerInfo, Record};
@@ -17,15 +20,31 @@ use kafka_protocol::records::{Compression as KpCompression, RecordBatchDecoder, 
 use proptest::prelude::*;
 
 const MAX_BATCH: usize = 1 << 20;
+/// Every codec es and the crate both have.
+const CODECS: [Compression; 5] =
+    [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd];
+/// Codecs es cannot compress yet: until branch `compress` replaces the temporary
+/// compression module (none and gzip only) they are held to
+/// `pending_codecs_are_still_refused`, which fails as soon as they work, so the list
+/// must then be emptied (and that test removed).
+const PENDING: [Compression; 3] = [Compression::Snappy, Compression::Lz4, Compression::Zstd];
+
+fn built_codecs() -> Vec<Compression> {
+    CODECS.into_iter().filter(|c| !PENDING.contains(c)).collect()
+}
 
 fn header_strategy() -> impl Strategy<Value = Vec<Header>> {
     // Distinct keys (a map from key to value), in a random order.
-    prop::collection::btree_map("[a-z]{1,6}|[\\u{80}-\\u{7ff}]{1,3}", prop::option::of(prop::collection::vec(any::<u8>(), 0..16)), 0..4)
-        .prop_flat_map(|map| {
-            let headers: Vec<Header> =
-                map.into_iter().map(|(key, value)| Header { key, value: value.map(Bytes::from) }).collect();
-            Just(headers).prop_shuffle()
-        })
+    prop::collection::btree_map(
+        "[a-z]{1,6}|[\\u{80}-\\u{7ff}]{1,3}",
+        prop::option::of(prop::collection::vec(any::<u8>(), 0..16)),
+        0..4,
+    )
+    .prop_flat_map(|map| {
+        let headers: Vec<Header> =
+            map.into_iter().map(|(key, value)| Header { key, value: value.map(Bytes::from) }).collect();
+        Just(headers).prop_shuffle()
+    })
 }
 
 fn record_strategy() -> impl Strategy<Value = Record> {
@@ -47,20 +66,16 @@ fn record_strategy() -> impl Strategy<Value = Record> {
 fn producer_strategy() -> impl Strategy<Value = ProducerInfo> {
     prop_oneof![
         Just(ProducerInfo::NONE),
-        (0i64..1_000_000, 0i16..100, 0i32..1_000_000).prop_map(|(producer_id, producer_epoch, base_sequence)| {
-            ProducerInfo { producer_id, producer_epoch, base_sequence }
-        }),
+        (0i64..1_000_000, 0i16..100, 0i32..1_000_000).prop_map(
+            |(producer_id, producer_epoch, base_sequence)| {
+                ProducerInfo { producer_id, producer_epoch, base_sequence }
+            }
+        ),
     ]
 }
 
 fn codec_strategy() -> impl Strategy<Value = Compression> {
-    prop_oneof![
-        Just(Compression::None),
-        Just(Compression::Gzip),
-        Just(Compression::Snappy),
-        Just(Compression::Lz4),
-        Just(Compression::Zstd),
-    ]
+    prop::sample::select(built_codecs())
 }
 
 /// The codec as the other crate names it; exhaustive, so a new es codec must be mapped.
@@ -75,10 +90,16 @@ fn kp_compression(c: Compression) -> KpCompression {
 }
 
 /// Encodes with es, compresses with es, stamps as a leader would.
-fn es_batch(records: &[Record], producer: ProducerInfo, codec: Compression, base_offset: u64, epoch: i32) -> Vec<u8> {
+fn es_batch(
+    records: &[Record],
+    producer: ProducerInfo,
+    codec: Compression,
+    base_offset: u64,
+    epoch: i32,
+) -> Vec<u8> {
     let plain = batch::encode(records, 0, producer).unwrap();
     let mut bytes = batch::compress(&plain, codec).unwrap();
-    batch::stamp(&mut bytes, base_offset, epoch);
+    batch::stamp(&mut bytes, base_offset, LeaderEpoch(epoch));
     bytes
 }
 
@@ -106,14 +127,19 @@ fn check_against_kafka_protocol(
         prop_assert_eq!(theirs.timestamp_type, TimestampType::Creation);
         prop_assert_eq!(&theirs.key, &ours.key);
         prop_assert_eq!(&theirs.value, &ours.value);
-        let headers: Vec<(&str, Option<&Bytes>)> = theirs.headers.iter().map(|(k, v)| (k.as_str(), v.as_ref())).collect();
-        let want: Vec<(&str, Option<&Bytes>)> = ours.headers.iter().map(|h| (h.key.as_str(), h.value.as_ref())).collect();
+        let headers: Vec<(&str, Option<&Bytes>)> =
+            theirs.headers.iter().map(|(k, v)| (k.as_str(), v.as_ref())).collect();
+        let want: Vec<(&str, Option<&Bytes>)> =
+            ours.headers.iter().map(|h| (h.key.as_str(), h.value.as_ref())).collect();
         prop_assert_eq!(headers, want);
         prop_assert_eq!(theirs.partition_leader_epoch, epoch);
         prop_assert_eq!(theirs.producer_id, producer.producer_id);
         prop_assert_eq!(theirs.producer_epoch, producer.producer_epoch);
-        let sequence = if producer.base_sequence < 0 { -1 } else { producer.base_sequence + i as i32 };
-        prop_assert_eq!(theirs.sequence, sequence);
+        // The crate adds the offset delta to a base sequence of -1 too (Kafka keeps -1:
+        // no sequence), so sequences are compared only for idempotent batches.
+        if producer.base_sequence >= 0 {
+            prop_assert_eq!(theirs.sequence, producer.base_sequence + i as i32);
+        }
         prop_assert!(!theirs.transactional && !theirs.control);
     }
     Ok(())
@@ -146,8 +172,16 @@ fn a_large_batch_decodes_in_every_codec() {
             timestamp: Some(1_767_225_600_000 + i64::from(i)),
         })
         .collect();
-    for codec in [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
+    for codec in built_codecs() {
         let producer = ProducerInfo { producer_id: 7, producer_epoch: 1, base_sequence: 100 };
         check_against_kafka_protocol(&records, producer, codec, 1_000, 3).unwrap();
+    }
+}
+
+#[test]
+fn pending_codecs_are_still_refused() {
+    let plain = batch::encode(&[Record::keyed("k", "v")], 0, ProducerInfo::NONE).unwrap();
+    for codec in PENDING {
+        assert!(batch::compress(&plain, codec).is_err(), "{codec:?} works now: remove it from PENDING");
     }
 }
