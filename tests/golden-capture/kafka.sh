@@ -100,6 +100,8 @@ start() {
             -c "$dir/server.properties" > "$dir/format.log" 2>&1) \
             || { echo "formatting failed; see $dir/format.log" >&2; return 1; }
     fi
+    # A fresh log, so the readiness check cannot see a previous run's line.
+    : > "$dir/server.log"
     (java_run kafka.Kafka "$dir/server.properties") > "$dir/stdout.log" 2>&1 &
     echo $! > "$dir/kafka.pid"
     wait_listening "$(cat "$dir/kafka.pid")"
