@@ -7,6 +7,7 @@ usage: capture.py librdkafka BOOTSTRAP TOPIC CODEC IDEMPOTENT RECORDS_TSV
 """
 
 import sys
+import time
 
 
 def field(s):
@@ -35,6 +36,18 @@ def read_records(path):
     return records
 
 
+def wait_for_leader(producer, topic):
+    """Creates the topic (auto-create on metadata) and waits, bounded, until partition 0
+    has a leader. Records queued before that were seen sent one per batch."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        meta = producer.list_topics(topic, timeout=5).topics.get(topic)
+        if meta is not None and meta.error is None and 0 in meta.partitions and meta.partitions[0].leader >= 0:
+            return
+        time.sleep(0.1)
+    raise SystemExit(f"{topic}: no leader for partition 0 within 30 s")
+
+
 def send_librdkafka(bootstrap, topic, codec, idempotent, records):
     import confluent_kafka
 
@@ -48,6 +61,7 @@ def send_librdkafka(bootstrap, topic, codec, idempotent, records):
         "batch.size": 1 << 20,
     }
     producer = confluent_kafka.Producer(conf)
+    wait_for_leader(producer, topic)
     failures = []
 
     def on_delivery(err, _msg):
