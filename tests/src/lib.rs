@@ -14,12 +14,12 @@ pub mod crashload {
 
     use bytes::Bytes;
     use es_core::batch::{self, BatchView};
-    use es_core::{Header, ProducerInfo, Record};
+    use es_core::{Header, LeaderEpoch, ProducerInfo, Record};
 
     /// The partition directory name the child and the checker share.
     pub const PARTITION: &str = "crash-0";
-    /// The leader term every batch is appended with.
-    pub const TERM: u64 = 1;
+    /// The leader epoch every batch is appended with.
+    pub const EPOCH: LeaderEpoch = LeaderEpoch::INITIAL;
     /// The writer "thread" id the checker uses for its own post-recovery appends.
     pub const CHECKER_THREAD: u32 = 999;
     /// Segment size of the crash log: small, so segments roll during every cycle.
@@ -99,7 +99,7 @@ pub mod crashload {
     /// The exact bytes the log must hold for batch `id` appended at `base_offset`.
     pub fn expected_bytes(id: BatchId, base_offset: u64) -> Vec<u8> {
         let mut bytes = batch::encode(&records(id), 0, ProducerInfo::NONE).expect("encoding a test batch");
-        batch::stamp(&mut bytes, base_offset, TERM);
+        batch::stamp(&mut bytes, base_offset, EPOCH);
         bytes
     }
 

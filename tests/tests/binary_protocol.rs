@@ -106,7 +106,8 @@ async fn gzip_batches_and_the_batching_producer() {
     let b = Broker::start(dir.path());
     let c = client(&b).await;
     c.create_topic("gz", 3, vec![]).await.unwrap();
-    let options = ProducerOptions { gzip: true, linger_ms: 2, ..ProducerOptions::default() };
+    let options =
+        ProducerOptions { compression: Compression::Gzip, linger_ms: 2, ..ProducerOptions::default() };
     let producer = Producer::new(c.clone(), options).await.unwrap();
     let mut sends = Vec::new();
     for i in 0..300 {

@@ -400,7 +400,48 @@ fn topic_admin_survives_kill_9_at_any_point() {
     // The broker's own internal topics (committed offsets) are not listed.
     let dirs = std::fs::read_dir(dir.path().join("partitions"))
         .unwrap()
-        .filter(|e| !e.as_ref().unwrap().file_name().to_string_lossy().starts_with("__es_"))
+        .map(Result::unwrap)
+        .filter(|e| e.file_type().unwrap().is_dir() && !e.file_name().to_string_lossy().starts_with("__es_"))
         .count();
     assert_eq!(dirs, listed.len() * 4, "partition directories no topic owns survived the restart");
+}
+
+#[test]
+fn a_data_directory_of_the_old_batch_format_is_refused_with_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    // What a broker of the old layout left: a partition whose first batch has magic 1
+    // at byte 24, and no FORMAT marker.
+    let partition = dir.path().join("partitions/old-0");
+    std::fs::create_dir_all(&partition).unwrap();
+    let mut batch = vec![0u8; 80];
+    batch[24] = 1;
+    std::fs::write(partition.join("00000000000000000000.log"), &batch).unwrap();
+    let mut child = std::process::Command::new(es_tests::broker::broker_bin())
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["--bind", "127.0.0.1:0", "--bind-binary", "127.0.0.1:0"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + EXIT_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("es-broker kept running on an old-format data directory");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success());
+    assert!(
+        stderr.contains("magic 1") && stderr.contains("move the directory away or delete it"),
+        "{stderr}"
+    );
+    assert!(partition.join("00000000000000000000.log").exists(), "nothing is deleted");
 }

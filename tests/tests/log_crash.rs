@@ -319,7 +319,7 @@ fn check_recovered_log(
     // The recovered log accepts appends, at the recovered end.
     let id = BatchId { generation, thread: crashload::CHECKER_THREAD, seq: 0 };
     let appended = log
-        .append_records(&crashload::records(id), crashload::TERM)
+        .append_records(&crashload::records(id), crashload::EPOCH)
         .unwrap()
         .wait()
         .unwrap_or_else(|e| panic!("cycle {cycle}: append after recovery failed: {e}"));

@@ -17,17 +17,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use es_core::ProducerInfo;
 use es_core::Record;
 use es_core::batch::{self, BatchHeader};
+use es_core::{LeaderEpoch, ProducerInfo};
 use es_log::{LogConfig, LogError, LogManager, ManagerOptions, PartitionLog, RecoveryReport};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 
 const PARTITION: &str = "p-0";
-const TERM: u64 = 3;
-/// Bytes of the batch header that hold the term; not covered by the CRC.
-const TERM_BYTES: std::ops::Range<usize> = 12..20;
+const EPOCH: LeaderEpoch = LeaderEpoch(3);
+/// Bytes of a v2 batch header that hold partitionLeaderEpoch: not covered by the CRC
+/// nor by the offset-continuity check, so a flip there is not detectable.
+const EPOCH_BYTES: std::ops::Range<usize> = 12..16;
 
 /// One batch to write: record count, value length, content seed.
 type Spec = (usize, usize, u8);
@@ -51,7 +52,7 @@ fn records(i: usize, (count, value_len, seed): Spec) -> Vec<Record> {
 
 fn encoded(i: usize, spec: Spec, base: u64) -> Vec<u8> {
     let mut b = batch::encode(&records(i, spec), 0, ProducerInfo::NONE).unwrap();
-    batch::stamp(&mut b, base, TERM);
+    batch::stamp(&mut b, base, EPOCH);
     b
 }
 
@@ -135,7 +136,7 @@ fn write_log(specs: &[Spec], index_interval_bytes: u32, clean_close: bool, roll_
             wait_all(&mut pending);
             p.force_roll().unwrap();
         }
-        pending.push((i, p.append_records(&records(i, *s), TERM).unwrap()));
+        pending.push((i, p.append_records(&records(i, *s), EPOCH).unwrap()));
     }
     wait_all(&mut pending);
     if roll_after == Some(specs.len()) {
@@ -222,7 +223,7 @@ fn check_exact_prefix(log: &Log, p: &PartitionLog, prefix: usize) -> Result<(), 
         matches!(past, Err(LogError::OffsetOutOfRange { .. })),
         "reading past the end must fail as out of range"
     );
-    let a = p.append_records(&records(9999, (2, 10, 7)), TERM).unwrap().wait().unwrap();
+    let a = p.append_records(&records(9999, (2, 10, 7)), EPOCH).unwrap().wait().unwrap();
     prop_assert_eq!(a.base_offset, end, "append after recovery");
     let back = p.read(end, 1).unwrap();
     prop_assert_eq!(back.batches().next().map(|v| v.bytes().to_vec()), Some(encoded(9999, (2, 10, 7), end)));
@@ -332,7 +333,7 @@ proptest! {
         prop_assume!(!candidates.is_empty());
         let victim = candidates[pick.index(candidates.len())];
         let b = &log.batches[victim];
-        let in_batch: Vec<usize> = (0..b.bytes.len()).filter(|i| !TERM_BYTES.contains(i)).collect();
+        let in_batch: Vec<usize> = (0..b.bytes.len()).filter(|i| !EPOCH_BYTES.contains(i)).collect();
         let at = b.position + in_batch[byte.index(in_batch.len())] as u64;
         let path = log.seg_path(newest, "log");
         let mut data = std::fs::read(&path).unwrap();
@@ -477,7 +478,7 @@ fn check_sealed_damage(
     let got: Vec<u8> = r.batches().flat_map(|v| v.bytes().to_vec()).collect();
     let want: Vec<u8> = newest.iter().flat_map(|b| b.bytes.clone()).collect();
     prop_assert!(got == want, "the newest segment reads back whole");
-    let a = p.append_records(&records(9999, (1, 5, 1)), TERM).unwrap().wait().unwrap();
+    let a = p.append_records(&records(9999, (1, 5, 1)), EPOCH).unwrap().wait().unwrap();
     prop_assert_eq!(a.base_offset, total_end);
     Ok(())
 }
@@ -567,7 +568,7 @@ fn roll_then_crash_before_the_rolled_tail_is_written_leaves_no_hole() {
         p.high_watermark(),
         r.map(|r| r.data.len())
     );
-    let a = p.append_records(&records(7, (1, 1, 1)), TERM).unwrap().wait().unwrap();
+    let a = p.append_records(&records(7, (1, 1, 1)), EPOCH).unwrap().wait().unwrap();
     assert_eq!(a.base_offset, 3);
     assert_eq!(read_all(&p).unwrap().len() as u64, keep + encoded(7, (1, 1, 1), 3).len() as u64);
 }

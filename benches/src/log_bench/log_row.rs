@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use es_core::LeaderEpoch;
 use es_log::{FlushStats, LogConfig, LogManager, ManagerOptions, PartitionLog};
 use hdrhistogram::Histogram;
 
@@ -16,8 +17,8 @@ use crate::latency;
 use crate::timed::{self, Control};
 use crate::workload::Workload;
 
-/// Every append uses this leader term.
-const TERM: u64 = 1;
+/// The leader epoch of every append until the partition handle supplies it.
+const EPOCH: LeaderEpoch = LeaderEpoch::INITIAL;
 
 /// The flusher counters, read before and after a run.
 #[derive(Debug, Clone, Copy)]
@@ -97,7 +98,7 @@ fn append_loop(log: &PartitionLog, batch: &[u8], ctl: &Control) -> Result<Histog
     while ctl.running() {
         let bytes = batch.to_vec();
         let start = Instant::now();
-        log.append(bytes, TERM)
+        log.append(bytes, EPOCH)
             .with_context(|| format!("appending to {}", log.name()))?
             .wait()
             .with_context(|| format!("waiting for an append to {} to be durable", log.name()))?;

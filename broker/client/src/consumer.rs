@@ -100,7 +100,7 @@ fn decode_into(topic: &str, partition: u32, from: u64, data: &Bytes, out: &mut V
         let view = BatchView::parse(&data[at..], usize::MAX)?;
         let plain = view.plain_records(es_core::limits::BATCH_BYTES_MAX_HARD)?;
         let owner = if plain.is_borrowed() {
-            data.slice(at + es_core::batch::HEADER_LEN..at + view.header.total_len())
+            data.slice_ref(view.records_section())
         } else {
             Bytes::copy_from_slice(plain.as_bytes())
         };

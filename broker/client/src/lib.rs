@@ -5,7 +5,7 @@
 //! - [`Client`]: a small pool of connections plus typed calls (produce, fetch, list
 //!   offsets, topic admin, producer ids), with retries and backoff.
 //! - [`Producer`]: batches records per partition with linger and size limits,
-//!   optional gzip and idempotence.
+//!   optional compression and idempotence.
 //! - [`Consumer`]: a fetch loop over chosen partitions.
 //! - Consumer groups: `join_group`, `sync_group`, `heartbeat`, `leave_group`,
 //!   `commit_offsets`, `fetch_offsets` on [`Client`].
@@ -21,5 +21,6 @@ pub use client::{Client, ClientOptions};
 pub use connection::Connection;
 pub use consumer::{Consumed, Consumer};
 pub use error::{ClientError, Result};
+pub use es_core::Compression;
 pub use groups::{GroupAssignment, GroupMember};
 pub use producer::{Producer, ProducerOptions, RecordMetadata};

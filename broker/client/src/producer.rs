@@ -1,8 +1,8 @@
 //! A batching producer: records are grouped per partition until the batch is full
-//! (records or bytes) or `linger_ms` passes, then sent as one es batch, optionally
-//! gzip-compressed. With idempotence on (the default), each batch carries the
-//! producer id, epoch and per-partition sequence, so a retried batch is written
-//! once. Batches of one partition are queued in order on one connection, several in
+//! (records or bytes) or `linger_ms` passes, then sent as one Kafka v2 batch,
+//! optionally compressed (gzip, snappy, lz4 or zstd). With idempotence on (the
+//! default), each batch carries the producer id, epoch and per-partition sequence,
+//! so a retried batch is written once. Batches of one partition are queued in order on one connection, several in
 //! flight at a time.
 
 use std::collections::HashMap;
@@ -22,8 +22,16 @@ pub struct ProducerOptions {
     pub linger_ms: u64,
     pub batch_records_max: usize,
     pub batch_bytes_max: usize,
-    pub gzip: bool,
+    /// How each batch's records are compressed (the broker stores them as sent).
+    pub compression: Compression,
     pub idempotent: bool,
+}
+
+impl ProducerOptions {
+    /// Gzip on or off: the builder callers used before `compression` existed.
+    pub fn gzip(self, on: bool) -> Self {
+        Self { compression: if on { Compression::Gzip } else { Compression::None }, ..self }
+    }
 }
 
 impl Default for ProducerOptions {
@@ -32,7 +40,7 @@ impl Default for ProducerOptions {
             linger_ms: 5,
             batch_records_max: 500,
             batch_bytes_max: 1 << 20,
-            gzip: false,
+            compression: Compression::None,
             idempotent: true,
         }
     }
@@ -236,7 +244,7 @@ async fn send_numbered(inner: &Arc<Inner>, key: &Key, records: &[Record]) -> Res
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
     let plain = batch::encode(records, now, producer)?;
-    let bytes = if inner.options.gzip { batch::compress(&plain, Compression::Gzip)? } else { plain };
+    let bytes = batch::compress(&plain, inner.options.compression)?;
     let bytes = Bytes::from(bytes);
     let pending = inner.client.produce_pipelined(&key.0, key.1, bytes.clone()).await;
     if inner.producer.is_some() {

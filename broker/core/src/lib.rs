@@ -4,10 +4,15 @@
 
 pub mod batch;
 pub mod clock;
+pub mod compression;
+pub mod epoch;
 pub mod limits;
 pub mod partitioner;
 pub mod record;
+mod varint;
 
-pub use batch::{BatchHeader, BatchView, CodecError, RecordView};
+pub use batch::{BatchHeader, BatchView, CodecError, RecordView, TimestampType};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use compression::{Compression, CompressionError};
+pub use epoch::LeaderEpoch;
 pub use record::{Header, ProducerInfo, Record, add_sequence};

@@ -32,3 +32,11 @@ pub const DELETE_RETENTION_MS_DEFAULT: i64 = 24 * 3600 * 1000;
 
 /// Most segment files kept open for reading at once, across all partitions.
 pub const OPEN_SEGMENT_FILES_MAX_DEFAULT: usize = 1024;
+
+/// Smallest zstd window (log2 bytes) a decompression accepts, whatever its budget:
+/// streaming compressors declare their level's window (8 MiB up to level 19) even for
+/// a small batch.
+pub const ZSTD_WINDOW_LOG_MIN: u32 = 23;
+/// Largest zstd window (log2 bytes) any decompression accepts: zstd's own default
+/// limit (128 MiB). A budget below it lowers the limit to the budget.
+pub const ZSTD_WINDOW_LOG_MAX: u32 = 27;

@@ -3,6 +3,8 @@
 
 use bytes::Bytes;
 
+use crate::varint;
+
 /// One record header. Keys are strings, as in Kafka; values are bytes or null.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
@@ -32,16 +34,50 @@ impl Record {
         Self { key: Some(key.into()), value: Some(value.into()), ..Self::default() }
     }
 
-    /// Bytes this record occupies in an uncompressed batch.
+    /// Most bytes this record can occupy in an uncompressed v2 batch, whatever its
+    /// offset and timestamp deltas (they are varints: this counts their widest form).
+    /// What producers add up to stay under a batch size limit.
     pub fn encoded_len(&self) -> usize {
-        let mut len = crate::batch::RECORD_FIXED_LEN
-            + self.key.as_ref().map_or(0, Bytes::len)
-            + self.value.as_ref().map_or(0, Bytes::len);
-        for h in &self.headers {
-            len += crate::batch::HEADER_FIXED_LEN + h.key.len() + h.value.as_ref().map_or(0, Bytes::len);
-        }
-        len
+        let body = self.fields_len() + varint::VARINT_MAX + varint::VARLONG_MAX;
+        varint::len32(body as i32) + body
     }
+
+    /// Exact bytes of this record in a v2 batch at the given deltas, length field included.
+    pub fn encoded_len_at(&self, offset_delta: i32, timestamp_delta: i64) -> usize {
+        let body = self.body_len(offset_delta, timestamp_delta);
+        varint::len32(body as i32) + body
+    }
+
+    /// Bytes after the record's length field.
+    pub(crate) fn body_len(&self, offset_delta: i32, timestamp_delta: i64) -> usize {
+        self.fields_len() + varint::len32(offset_delta) + varint::len64(timestamp_delta)
+    }
+
+    /// Bytes of a v2 record besides its length and its two deltas.
+    fn fields_len(&self) -> usize {
+        let headers: usize = self
+            .headers
+            .iter()
+            .map(|h| varint::len32(h.key.len() as i32) + h.key.len() + nullable_len(h.value.as_deref()))
+            .sum();
+        1 + nullable_len(self.key.as_deref())
+            + nullable_len(self.value.as_deref())
+            + varint::len32(self.headers.len() as i32)
+            + headers
+    }
+
+    /// Bytes of key, value, header keys and header values: what a record size limit
+    /// counts (the same sum as `RecordView::payload_len`).
+    pub fn payload_len(&self) -> usize {
+        let headers: usize =
+            self.headers.iter().map(|h| h.key.len() + h.value.as_ref().map_or(0, Bytes::len)).sum();
+        self.key.as_ref().map_or(0, Bytes::len) + self.value.as_ref().map_or(0, Bytes::len) + headers
+    }
+}
+
+/// A nullable byte field: its length varint (-1 for null) and its bytes.
+fn nullable_len(v: Option<&[u8]>) -> usize {
+    v.map_or(1, |v| varint::len32(v.len() as i32) + v.len())
 }
 
 /// Idempotent-producer identity carried by a batch; `NONE` for ordinary producers.

@@ -6,15 +6,15 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use es_core::Record;
+use es_core::{LeaderEpoch, Record};
 use es_log::{PartitionLog, ReplayError};
 use serde::{Deserialize, Serialize};
 
 use crate::TopicPartition;
 use crate::error::{GroupError, Result};
 
-/// Leader term of the single-node broker.
-const TERM: u64 = 1;
+/// The leader epoch of every append until the partition handle supplies it.
+const EPOCH: LeaderEpoch = LeaderEpoch::INITIAL;
 
 /// One committed position: the next offset to read, plus the client's metadata.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,7 +90,7 @@ impl OffsetStore {
         let records: Vec<Record> = entries.iter().map(|(tp, v)| encode(group, tp, v.as_ref())).collect();
         let pending = {
             let _order = self.append_lock.lock().expect("append lock");
-            self.log.append_records(&records, TERM)?
+            self.log.append_records(&records, EPOCH)?
         };
         let appended = pending.durable().await?;
         let mut table = self.table.lock().expect("offsets table");

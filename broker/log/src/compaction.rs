@@ -148,13 +148,8 @@ fn rewrite(
         if kept.len() == view.header.record_count as usize {
             out.extend_from_slice(view.bytes());
         } else if !kept.is_empty() {
-            let mut b = batch::encode_with_deltas(
-                kept.iter().map(|(d, r)| (*d, r)),
-                view.header.first_timestamp,
-                view.header.producer,
-            )?;
-            batch::stamp(&mut b, base, view.header.term);
-            out.extend_from_slice(&b);
+            // Survivors keep their offsets, timestamps, producer fields, flags and codec.
+            out.extend_from_slice(&batch::encode_like(&view.header, kept.iter().map(|(d, r)| (*d, r)))?);
         }
         Ok(())
     })?;

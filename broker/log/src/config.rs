@@ -1,6 +1,7 @@
 //! Per-partition log configuration (Kafka's topic-level names in comments) and its
 //! validation.
 
+use es_core::batch::{BatchHeader, TimestampType};
 use es_core::limits;
 
 use crate::error::{LogError, Result};
@@ -60,6 +61,9 @@ pub struct LogConfig {
     pub index_interval_bytes: u32,
     /// Move expired segments to the cold tier instead of deleting them.
     pub cold_tier: bool,
+    /// `message.timestamp.type`: keep producers' CreateTime, or have the leader stamp
+    /// LogAppendTime on every batch.
+    pub timestamp_type: TimestampType,
 }
 
 impl Default for LogConfig {
@@ -75,6 +79,7 @@ impl Default for LogConfig {
             record_bytes_max: limits::RECORD_BYTES_MAX_DEFAULT,
             index_interval_bytes: limits::INDEX_INTERVAL_BYTES_DEFAULT,
             cold_tier: false,
+            timestamp_type: TimestampType::CreateTime,
         }
     }
 }
@@ -97,12 +102,10 @@ impl LogConfig {
         if self.retention_ms < -1 || self.retention_bytes < -1 || self.delete_retention_ms < 0 {
             return bad("retention.ms and retention.bytes take -1 (unlimited) or a non-negative value; delete.retention.ms must be non-negative".into());
         }
-        if self.batch_bytes_max < es_core::batch::HEADER_LEN
-            || self.batch_bytes_max > limits::BATCH_BYTES_MAX_HARD
-        {
+        if self.batch_bytes_max < BatchHeader::LEN || self.batch_bytes_max > limits::BATCH_BYTES_MAX_HARD {
             return bad(format!(
                 "max.message.bytes must be between {} and {}; got {}",
-                es_core::batch::HEADER_LEN,
+                BatchHeader::LEN,
                 limits::BATCH_BYTES_MAX_HARD,
                 self.batch_bytes_max
             ));

@@ -1,9 +1,11 @@
-//! The record of leader-term transitions: (term, first offset written in that term),
-//! as Kafka's leader-epoch checkpoint. Raft uses it to find where a follower's log
-//! diverges. It is rewritten atomically whenever a new term starts or the log is
-//! truncated, before the batch that starts the term is appended.
+//! The record of leader-epoch transitions: (epoch, first offset written in that
+//! epoch), as Kafka's leader-epoch checkpoint. Raft uses it to find where a follower's log
+//! diverges. It is rewritten atomically whenever a new epoch starts or the log is
+//! truncated, before the batch that starts the epoch is appended.
 
 use std::path::{Path, PathBuf};
+
+use es_core::LeaderEpoch;
 
 use crate::error::{IoContext, LogError, Result};
 use crate::files;
@@ -13,7 +15,7 @@ pub(crate) const EPOCHS_FILE: &str = "leader-epochs";
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Epochs {
     path: PathBuf,
-    pub entries: Vec<(u64, u64)>,
+    pub entries: Vec<(LeaderEpoch, u64)>,
 }
 
 impl Epochs {
@@ -26,14 +28,16 @@ impl Epochs {
         };
         let mut entries = Vec::new();
         for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-            let mut parts = line.split_whitespace().map(str::parse::<u64>);
-            match (parts.next(), parts.next(), parts.next()) {
-                (Some(Ok(term)), Some(Ok(offset)), None) => entries.push((term, offset)),
+            let mut parts = line.split_whitespace();
+            let epoch = parts.next().and_then(|p| p.parse::<i32>().ok()).filter(|e| *e >= 0);
+            let offset = parts.next().and_then(|p| p.parse::<u64>().ok());
+            match (epoch, offset, parts.next()) {
+                (Some(epoch), Some(offset), None) => entries.push((LeaderEpoch(epoch), offset)),
                 _ => {
                     return Err(LogError::Corrupt {
                         file: path.clone(),
                         position: n as u64,
-                        reason: format!("line {} is not `<term> <offset>`", n + 1),
+                        reason: format!("line {} is not `<epoch> <offset>`", n + 1),
                     });
                 }
             }
@@ -41,17 +45,17 @@ impl Epochs {
         Ok(Epochs { path, entries })
     }
 
-    pub fn latest_term(&self) -> Option<u64> {
+    pub fn latest(&self) -> Option<LeaderEpoch> {
         self.entries.last().map(|e| e.0)
     }
 
-    /// Records that `term` starts at `offset`, durably.
-    pub fn begin(&mut self, term: u64, offset: u64) -> Result<()> {
-        self.entries.push((term, offset));
+    /// Records that `epoch` starts at `offset`, durably.
+    pub fn begin(&mut self, epoch: LeaderEpoch, offset: u64) -> Result<()> {
+        self.entries.push((epoch, offset));
         self.persist()
     }
 
-    /// Forgets terms that start at or after `offset`.
+    /// Forgets epochs that start at or after `offset`.
     pub fn truncate_from(&mut self, offset: u64) -> Result<()> {
         let before = self.entries.len();
         self.entries.retain(|e| e.1 < offset);

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use es_core::CodecError;
+use es_core::{CodecError, LeaderEpoch};
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum LogError {
@@ -22,8 +22,10 @@ pub enum LogError {
     OffsetOutOfRange { requested: u64, log_start: u64, high_watermark: u64 },
     #[error("replica batch starts at offset {got}, but the log ends at {expected}")]
     OffsetMismatch { expected: u64, got: u64 },
-    #[error("term {term} is older than the log's latest term {latest}")]
-    StaleTerm { term: u64, latest: u64 },
+    #[error("leader epoch {epoch} is older than the log's latest epoch {latest}")]
+    StaleEpoch { epoch: LeaderEpoch, latest: LeaderEpoch },
+    #[error("leader epoch {epoch} is not one a leader assigns (epochs are non-negative)")]
+    UnknownEpoch { epoch: LeaderEpoch },
     #[error("cannot truncate at offset {offset}: it is not a batch boundary")]
     NotBatchBoundary { offset: u64 },
     #[error(
@@ -34,6 +36,10 @@ pub enum LogError {
         "producer {producer_id} epoch {epoch} is fenced by epoch {current}; a newer instance of this producer took over"
     )]
     ProducerFenced { producer_id: i64, epoch: i16, current: i16 },
+    #[error(
+        "{dir} holds partition data from an earlier es storage format ({found}). es now stores Kafka v2 batches, and no release ever shipped the old format, so there is nothing to migrate: move the directory away or delete it, then start again"
+    )]
+    OldFormat { dir: PathBuf, found: String },
     #[error("invalid log config: {0}")]
     InvalidConfig(String),
     #[error(

@@ -25,7 +25,7 @@ mod segment;
 pub use config::{CleanupPolicy, LogConfig};
 pub use error::{LogError, Result};
 pub use flusher::FlushStats;
-pub use manager::{LogManager, ManagerOptions};
+pub use manager::{FORMAT_FILE, LogManager, ManagerOptions};
 pub use partition::{Appended, PartitionInfo, PartitionLog, PendingAppend, ReadResult, RecoveryReport};
 pub use producers::{BATCHES_KEPT, ProducerBatch};
 pub use replay::ReplayError;

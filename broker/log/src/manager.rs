@@ -10,7 +10,8 @@ use std::time::Duration;
 use es_core::{Clock, SystemClock};
 
 use crate::config::LogConfig;
-use crate::error::{LogError, Result};
+use crate::error::{IoContext, LogError, Result};
+use crate::files;
 use crate::flusher::{FlushStats, Flusher};
 use crate::open_files::OpenFiles;
 use crate::partition::{PartitionLog, RecoveryReport};
@@ -62,11 +63,20 @@ impl std::fmt::Debug for LogManager {
     }
 }
 
+/// The file in a manager's root that says which storage format its partitions use.
+pub const FORMAT_FILE: &str = "FORMAT";
+/// Its content: partitions hold Kafka v2 batches.
+const FORMAT: &str = "es-log 2\n";
+
 impl LogManager {
+    /// Opens the data directory `root`, creating it if needed. A fresh directory gets
+    /// a [`FORMAT_FILE`] marker; one that holds partitions without it was written by
+    /// an earlier format and is refused (see [`LogError::OldFormat`]).
     pub fn new(root: impl Into<PathBuf>, options: ManagerOptions) -> Result<LogManager> {
         let root = root.into();
         std::fs::create_dir_all(&root)
             .map_err(|e| LogError::io(format!("creating {}", root.display()), e))?;
+        check_format(&root)?;
         let shared = Arc::new(Shared {
             flusher: Flusher::start(),
             open_files: OpenFiles::new(options.open_segment_files_max),
@@ -145,6 +155,61 @@ impl Drop for LogManager {
         self.housekeeper.wake.notify_all();
         self.shared.flusher.shutdown();
     }
+}
+
+/// Accepts a directory marked with today's format, marks a fresh one (durably), and
+/// refuses one that holds segments without the marker.
+fn check_format(root: &Path) -> Result<()> {
+    let path = root.join(FORMAT_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) if text == FORMAT => return Ok(()),
+        Ok(text) => {
+            let found = format!("its {FORMAT_FILE} file says {:?}", text.trim());
+            return Err(LogError::OldFormat { dir: root.to_owned(), found });
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(LogError::io(format!("reading {}", path.display()), e)),
+    }
+    if let Some(found) = unmarked_data(root)? {
+        return Err(LogError::OldFormat { dir: root.to_owned(), found });
+    }
+    files::write_atomic(&path, FORMAT.as_bytes()).ctx(|| format!("writing {}", path.display()))
+}
+
+/// Describes the first non-empty segment under `root`, if any: data with no marker.
+fn unmarked_data(root: &Path) -> Result<Option<String>> {
+    let list = |dir: &Path| std::fs::read_dir(dir).ctx(|| format!("listing {}", dir.display()));
+    for partition in list(root)? {
+        let partition = partition.ctx(|| format!("listing {}", root.display()))?.path();
+        if !partition.is_dir() {
+            continue;
+        }
+        for file in list(&partition)? {
+            let file = file.ctx(|| format!("listing {}", partition.display()))?.path();
+            let is_segment = file.extension().is_some_and(|e| e == files::LOG_EXT);
+            let len = std::fs::metadata(&file).map_or(0, |m| m.len());
+            if is_segment && len > 0 {
+                return Ok(Some(describe_segment(&file)?));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// What the first batch of an unmarked segment says about its format.
+fn describe_segment(file: &Path) -> Result<String> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(25);
+    std::fs::File::open(file)
+        .and_then(|f| f.take(25).read_to_end(&mut head))
+        .ctx(|| format!("reading {}", file.display()))?;
+    // The old layout kept its magic byte (1) at offset 24; a v2 batch keeps 2 at 16.
+    let what = match (head.get(24), head.get(16)) {
+        (Some(1), _) => "magic 1 batches (the old es layout)".to_owned(),
+        (_, Some(m)) => format!("a first batch whose magic byte reads {m}"),
+        (_, None) => "a segment too short to hold a batch header".to_owned(),
+    };
+    Ok(format!("{} holds {what}, and the directory has no {FORMAT_FILE} file", file.display()))
 }
 
 fn housekeeping_loop(hk: &Housekeeper, every: Duration) {

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use es_core::batch::{self, BatchView};
-use es_core::{ProducerInfo, Record};
+use es_core::batch::{self, BatchView, TimestampType};
+use es_core::{LeaderEpoch, ProducerInfo, Record};
 use tokio::sync::oneshot;
 
 use crate::config::LogConfig;
@@ -236,8 +236,8 @@ impl PartitionLog {
     }
 
     /// Leader path: encodes `records`, assigns offsets and (where absent) timestamps.
-    pub fn append_records(&self, records: &[Record], term: u64) -> Result<PendingAppend> {
-        self.append_records_as(records, ProducerInfo::NONE, term)
+    pub fn append_records(&self, records: &[Record], epoch: LeaderEpoch) -> Result<PendingAppend> {
+        self.append_records_as(records, ProducerInfo::NONE, epoch)
     }
 
     /// Like [`PartitionLog::append_records`] for an idempotent producer: the batch
@@ -246,29 +246,35 @@ impl PartitionLog {
         &self,
         records: &[Record],
         producer: ProducerInfo,
-        term: u64,
+        epoch: LeaderEpoch,
     ) -> Result<PendingAppend> {
         let bytes = batch::encode(records, self.shared.clock.now_ms(), producer)?;
-        self.append(bytes, term)
+        self.append(bytes, epoch)
     }
 
-    /// Leader path: appends an encoded batch (see [`es_core::batch::encode`]), stamping
-    /// its base offset and `term`. The batch is checked (size, CRC, records) before
-    /// any lock is taken.
-    pub fn append(&self, mut bytes: Vec<u8>, term: u64) -> Result<PendingAppend> {
-        self.check_batch(&bytes)?;
-        self.append_inner(&mut bytes, true, |next| (next, term))
+    /// Leader path: appends an encoded v2 batch (see [`es_core::batch::encode`]) as
+    /// the producer sent it, stamping its base offset and `epoch` (outside the CRC).
+    /// The batch is checked (size, CRC, records) before any lock is taken; on a
+    /// LogAppendTime topic the append time is set there too, as the CRC changes.
+    pub fn append(&self, mut bytes: Vec<u8>, epoch: LeaderEpoch) -> Result<PendingAppend> {
+        let timestamp_type = self.check_batch(&bytes)?.1;
+        if timestamp_type == TimestampType::LogAppendTime {
+            batch::set_log_append_time(&mut bytes, self.shared.clock.now_ms());
+        }
+        self.append_inner(&mut bytes, true, |next| (next, epoch))
     }
 
-    /// Follower path: appends a batch that already carries its base offset and term,
-    /// byte for byte. Its base offset must equal the log end offset.
+    /// Follower path: appends a batch that already carries its base offset and leader
+    /// epoch, byte for byte. Its base offset must equal the log end offset.
     pub fn append_replica(&self, bytes: Vec<u8>) -> Result<PendingAppend> {
         let mut bytes = bytes;
-        let header = self.check_batch(&bytes)?;
-        self.append_inner(&mut bytes, false, |_| (header.base_offset, header.term))
+        let header = self.check_batch(&bytes)?.0;
+        self.append_inner(&mut bytes, false, |_| (header.base_offset, header.leader_epoch))
     }
 
-    fn check_batch(&self, bytes: &[u8]) -> Result<es_core::BatchHeader> {
+    /// Checks a batch against this partition's limits; returns its header and the
+    /// topic's timestamp type.
+    fn check_batch(&self, bytes: &[u8]) -> Result<(es_core::BatchHeader, TimestampType)> {
         let cfg = self.config.read().expect("config lock");
         if bytes.len() > cfg.batch_bytes_max {
             return Err(LogError::BatchTooLarge { size: bytes.len(), max: cfg.batch_bytes_max });
@@ -286,16 +292,16 @@ impl PartitionLog {
         if size > cfg.record_bytes_max {
             return Err(LogError::RecordTooLarge { size, max: cfg.record_bytes_max });
         }
-        Ok(view.header)
+        Ok((view.header, cfg.timestamp_type))
     }
 
     /// Stamps, orders and queues one batch. `assign(next_offset)` returns the
-    /// (base offset, term) the batch gets.
+    /// (base offset, leader epoch) the batch gets.
     fn append_inner(
         &self,
         bytes: &mut Vec<u8>,
         leader: bool,
-        assign: impl FnOnce(u64) -> (u64, u64),
+        assign: impl FnOnce(u64) -> (u64, LeaderEpoch),
     ) -> Result<PendingAppend> {
         self.progress.check()?;
         self.wait_for_flusher_room();
@@ -305,7 +311,10 @@ impl PartitionLog {
             (c.segment_bytes, c.segment_ms, c.index_interval_bytes)
         };
         let mut inner = self.inner.lock().expect("partition lock");
-        let (base, term) = assign(inner.next_offset);
+        let (base, epoch) = assign(inner.next_offset);
+        if !epoch.is_known() {
+            return Err(LogError::UnknownEpoch { epoch });
+        }
         let incoming = es_core::BatchHeader::parse(bytes, usize::MAX)?;
         if leader
             && let Check::Duplicate(b) =
@@ -317,16 +326,16 @@ impl PartitionLog {
         if base != inner.next_offset {
             return Err(LogError::OffsetMismatch { expected: inner.next_offset, got: base });
         }
-        if let Some(latest) = inner.epochs.latest_term()
-            && term < latest
+        if let Some(latest) = inner.epochs.latest()
+            && epoch < latest
         {
-            return Err(LogError::StaleTerm { term, latest });
+            return Err(LogError::StaleEpoch { epoch, latest });
         }
-        batch::stamp(bytes, base, term);
+        batch::stamp(bytes, base, epoch);
         let header = es_core::BatchHeader::parse(bytes, usize::MAX)?;
         self.maybe_roll(&mut inner, bytes.len() as u64, now, segment_bytes, segment_ms)?;
-        if inner.epochs.latest_term() != Some(term) {
-            inner.epochs.begin(term, base)?;
+        if inner.epochs.latest() != Some(epoch) {
+            inner.epochs.begin(epoch, base)?;
         }
         let active = inner.active().clone();
         let len = bytes.len();
@@ -538,8 +547,8 @@ impl PartitionLog {
         }
     }
 
-    /// The (term, first offset) transitions of this log, oldest first.
-    pub fn term_starts(&self) -> Vec<(u64, u64)> {
+    /// The (leader epoch, first offset) transitions of this log, oldest first.
+    pub fn epoch_starts(&self) -> Vec<(LeaderEpoch, u64)> {
         self.inner.lock().expect("partition lock").epochs.entries.clone()
     }
 
@@ -775,7 +784,7 @@ mod tests {
         let opts = ManagerOptions { housekeeping_interval: None, ..ManagerOptions::default() };
         let m = LogManager::new(dir.path(), opts).unwrap();
         let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
-        p.append_records(&[Record::from_value("ok")], 1).unwrap().wait().unwrap();
+        p.append_records(&[Record::from_value("ok")], LeaderEpoch(1)).unwrap().wait().unwrap();
         {
             let inner = p.inner.lock().unwrap();
             let active = inner.active();
@@ -783,9 +792,13 @@ mod tests {
             let ro = std::fs::File::open(&active.log_path).unwrap();
             *active.writer.as_ref().unwrap().file.lock().unwrap() = Some(ro);
         }
-        let err = p.append_records(&[Record::from_value("lost")], 1).unwrap().wait().unwrap_err();
+        let err =
+            p.append_records(&[Record::from_value("lost")], LeaderEpoch(1)).unwrap().wait().unwrap_err();
         assert!(matches!(err, LogError::Io { .. }), "{err:?}");
         assert_eq!(p.high_watermark(), 1, "the failed batch is never visible");
-        assert!(matches!(p.append_records(&[Record::from_value("again")], 1), Err(LogError::Failed(_))));
+        assert!(matches!(
+            p.append_records(&[Record::from_value("again")], LeaderEpoch(1)),
+            Err(LogError::Failed(_))
+        ));
     }
 }

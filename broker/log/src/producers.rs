@@ -160,13 +160,13 @@ mod tests {
         BatchHeader {
             base_offset,
             batch_length: 0,
-            term: 0,
+            leader_epoch: es_core::LeaderEpoch::INITIAL,
             crc: 0,
-            magic: 1,
+            magic: es_core::batch::MAGIC,
             attributes: 0,
             last_offset_delta: count - 1,
             record_count: count,
-            first_timestamp: 0,
+            base_timestamp: 0,
             max_timestamp: 0,
             producer: ProducerInfo { producer_id: id, producer_epoch: epoch, base_sequence: seq },
         }

@@ -59,7 +59,7 @@ impl PartitionLog {
 
 #[cfg(test)]
 mod tests {
-    use es_core::Record;
+    use es_core::{LeaderEpoch, Record};
 
     use super::*;
     use crate::{LogConfig, LogManager, ManagerOptions};
@@ -71,7 +71,7 @@ mod tests {
         let (log, _) = manager.open_partition("t-0", LogConfig::default()).unwrap();
         for batch in 0..3 {
             let records: Vec<Record> = (0..4).map(|i| Record::keyed(format!("k{batch}{i}"), "v")).collect();
-            log.append_records(&records, 1).unwrap().wait().unwrap();
+            log.append_records(&records, LeaderEpoch(1)).unwrap().wait().unwrap();
         }
         let mut seen = Vec::new();
         log.replay(|r| {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
-use es_core::batch::{BatchHeader, BatchView, HEADER_LEN};
+use es_core::batch::{BatchHeader, BatchView};
 use tokio::sync::oneshot;
 
 use crate::error::{IoContext, LogError, Result};
@@ -319,7 +319,7 @@ impl Segment {
             if pos == end {
                 return self.empty_or_corrupt(pos, end, &corrupt_at);
             }
-            if pos + HEADER_LEN as u64 > end {
+            if pos + BatchHeader::LEN as u64 > end {
                 return Err(self.corrupt(pos, "batch header runs past the end of the segment"));
             }
             let header = self.header_at(&file, pos)?;
@@ -349,7 +349,7 @@ impl Segment {
         let mut keep = 0usize;
         floor = first.base_offset;
         while keep < data.len() {
-            if keep > 0 && data.len() - keep < HEADER_LEN {
+            if keep > 0 && data.len() - keep < BatchHeader::LEN {
                 break;
             }
             let header = BatchHeader::parse(&data[keep..], self.batch_bytes_max)
@@ -388,7 +388,7 @@ impl Segment {
         };
         let file = self.reader()?;
         let mut out = Vec::new();
-        while pos + HEADER_LEN as u64 <= size {
+        while pos + BatchHeader::LEN as u64 <= size {
             let h = self.header_at(&file, pos)?;
             if h.base_offset >= from {
                 out.push(h);
@@ -406,8 +406,8 @@ impl Segment {
     }
 
     pub(crate) fn header_at(&self, file: &File, pos: u64) -> Result<BatchHeader> {
-        let buf =
-            files::read_at(file, pos, HEADER_LEN).ctx(|| format!("reading {}", self.log_path.display()))?;
+        let buf = files::read_at(file, pos, BatchHeader::LEN)
+            .ctx(|| format!("reading {}", self.log_path.display()))?;
         BatchHeader::parse(&buf, self.batch_bytes_max).map_err(|e| self.corrupt(pos, &e.to_string()))
     }
 
@@ -476,7 +476,7 @@ fn load_index(dir: &Path, base: u64, file: &File, len: u64, max: usize) -> Optio
     // The last entry must point at a whole, valid batch with the offset it claims.
     if let Some(last) = index.offsets.last() {
         let header =
-            BatchHeader::parse(&files::read_at(file, u64::from(last.position), HEADER_LEN).ok()?, max)
+            BatchHeader::parse(&files::read_at(file, u64::from(last.position), BatchHeader::LEN).ok()?, max)
                 .ok()?;
         let bytes = files::read_at(file, u64::from(last.position), header.total_len()).ok()?;
         let view = BatchView::parse(&bytes, max).ok()?;
@@ -498,7 +498,7 @@ fn walk_headers(file: &File, bounds: Bounds, index: &SegmentIndex, len: u64, max
     };
     let mut next_offset = index.offsets.last().map_or(base, |e| base + u64::from(e.relative_offset));
     while pos < len {
-        let header = BatchHeader::parse(&files::read_at(file, pos, HEADER_LEN).ok()?, max).ok()?;
+        let header = BatchHeader::parse(&files::read_at(file, pos, BatchHeader::LEN).ok()?, max).ok()?;
         let misplaced = if first || !compacted {
             header.base_offset != next_offset
         } else {
@@ -595,7 +595,7 @@ fn scan(
         Ok(Scan { end_position: pos, next_offset, error: Some((pos, reason)) })
     };
     while pos < len {
-        let head = files::read_at(file, pos, HEADER_LEN)?;
+        let head = files::read_at(file, pos, BatchHeader::LEN)?;
         let header = match BatchHeader::parse(&head, max) {
             Ok(h) => h,
             Err(e) => return fail(pos, next_offset, e.to_string()),

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use es_core::batch::{self, BatchView};
-use es_core::{ManualClock, ProducerInfo, Record};
+use es_core::batch::{self, BatchHeader, BatchView, TimestampType};
+use es_core::{LeaderEpoch, ManualClock, ProducerInfo, Record};
 use es_log::{LogConfig, LogError, LogManager, ManagerOptions, PartitionLog};
 
 fn manager(dir: &std::path::Path, clock: Arc<ManualClock>) -> LogManager {
@@ -33,7 +33,7 @@ fn value(i: u64) -> Record {
 /// Appends `n` single-record batches and returns nothing; offsets are 0..n.
 fn fill(p: &PartitionLog, n: u64) {
     for i in 0..n {
-        let a = p.append_records(&[value(i)], 1).unwrap().wait().unwrap();
+        let a = p.append_records(&[value(i)], LeaderEpoch(1)).unwrap().wait().unwrap();
         assert_eq!(a.base_offset, i);
     }
 }
@@ -76,7 +76,7 @@ fn segments_roll_by_size_and_every_offset_reads_back() {
     assert!(report.trimmed.is_none() && report.corrupt_segments.is_empty());
     assert_eq!(p.high_watermark(), 300);
     assert_eq!(offsets_from(&p, 150), (150..300).collect::<Vec<_>>());
-    assert_eq!(p.append_records(&[value(300)], 1).unwrap().wait().unwrap().base_offset, 300);
+    assert_eq!(p.append_records(&[value(300)], LeaderEpoch(1)).unwrap().wait().unwrap().base_offset, 300);
 }
 
 #[test]
@@ -119,7 +119,7 @@ fn segments_roll_by_age() {
 
 fn fill_from(p: &PartitionLog, from: u64, n: u64) {
     for i in from..from + n {
-        assert_eq!(p.append_records(&[value(i)], 1).unwrap().wait().unwrap().base_offset, i);
+        assert_eq!(p.append_records(&[value(i)], LeaderEpoch(1)).unwrap().wait().unwrap().base_offset, i);
     }
 }
 
@@ -142,8 +142,8 @@ fn reads_respect_max_bytes_but_return_at_least_one_batch() {
     let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
     let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
     let big: Vec<Record> = (0..50).map(value).collect();
-    p.append_records(&big, 1).unwrap().wait().unwrap();
-    p.append_records(&big, 1).unwrap().wait().unwrap();
+    p.append_records(&big, LeaderEpoch(1)).unwrap().wait().unwrap();
+    p.append_records(&big, LeaderEpoch(1)).unwrap().wait().unwrap();
     let r = p.read(10, 1).unwrap();
     let batches: Vec<BatchView<'_>> = r.batches().collect();
     assert_eq!(batches.len(), 1, "a fetch in the middle of a batch returns that whole batch");
@@ -171,14 +171,17 @@ fn limits_and_bad_batches_are_refused_and_write_nothing() {
     let cfg = LogConfig { batch_bytes_max: 4096, record_bytes_max: 1000, ..LogConfig::default() };
     let (p, _) = m.open_partition("t-0", cfg).unwrap();
     let huge = Record::from_value(vec![0u8; 1001]);
-    assert!(matches!(p.append_records(&[huge], 1), Err(LogError::RecordTooLarge { size: 1001, max: 1000 })));
+    assert!(matches!(
+        p.append_records(&[huge], LeaderEpoch(1)),
+        Err(LogError::RecordTooLarge { size: 1001, max: 1000 })
+    ));
     let many: Vec<Record> = (0..10).map(|_| Record::from_value(vec![1u8; 900])).collect();
-    assert!(matches!(p.append_records(&many, 1), Err(LogError::BatchTooLarge { .. })));
+    assert!(matches!(p.append_records(&many, LeaderEpoch(1)), Err(LogError::BatchTooLarge { .. })));
     let mut bad = batch::encode(&[Record::from_value("x")], 0, ProducerInfo::NONE).unwrap();
     let last = bad.len() - 1;
     bad[last] ^= 0xff;
-    assert!(matches!(p.append(bad, 1), Err(LogError::InvalidBatch(_))));
-    assert!(matches!(p.append(vec![1, 2, 3], 1), Err(LogError::InvalidBatch(_))));
+    assert!(matches!(p.append(bad, LeaderEpoch(1)), Err(LogError::InvalidBatch(_))));
+    assert!(matches!(p.append(vec![1, 2, 3], LeaderEpoch(1)), Err(LogError::InvalidBatch(_))));
     assert_eq!(p.info().log_end_offset, 0);
     assert_eq!(p.high_watermark(), 0);
 }
@@ -189,8 +192,8 @@ fn replica_path_keeps_bytes_and_checks_offsets_and_terms() {
     let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
     let (leader, _) = m.open_partition("leader", LogConfig::default()).unwrap();
     let (follower, _) = m.open_partition("follower", LogConfig::default()).unwrap();
-    leader.append_records(&[value(0), value(1)], 3).unwrap().wait().unwrap();
-    leader.append_records(&[value(2)], 4).unwrap().wait().unwrap();
+    leader.append_records(&[value(0), value(1)], LeaderEpoch(3)).unwrap().wait().unwrap();
+    leader.append_records(&[value(2)], LeaderEpoch(4)).unwrap().wait().unwrap();
     let data = leader.read(0, 1 << 20).unwrap();
     let batches: Vec<Vec<u8>> = data.batches().map(|b| b.bytes().to_vec()).collect();
     assert!(matches!(
@@ -201,8 +204,11 @@ fn replica_path_keeps_bytes_and_checks_offsets_and_terms() {
         follower.append_replica(b.clone()).unwrap().wait().unwrap();
     }
     assert_eq!(follower.read(0, 1 << 20).unwrap().data, data.data, "replicas store byte-identical batches");
-    assert_eq!(follower.term_starts(), vec![(3, 0), (4, 2)]);
-    assert!(matches!(leader.append_records(&[value(9)], 2), Err(LogError::StaleTerm { term: 2, latest: 4 })));
+    assert_eq!(follower.epoch_starts(), vec![(LeaderEpoch(3), 0), (LeaderEpoch(4), 2)]);
+    assert!(matches!(
+        leader.append_records(&[value(9)], LeaderEpoch(2)),
+        Err(LogError::StaleEpoch { epoch: LeaderEpoch(2), latest: LeaderEpoch(4) })
+    ));
 }
 
 #[test]
@@ -212,24 +218,24 @@ fn truncate_after_discards_the_suffix_and_terms() {
     let (p, _) = m.open_partition("t-0", small()).unwrap();
     fill(&p, 100);
     for i in 100..150 {
-        p.append_records(&[value(i)], 2).unwrap().wait().unwrap();
+        p.append_records(&[value(i)], LeaderEpoch(2)).unwrap().wait().unwrap();
     }
     assert!(matches!(p.truncate_after(200), Ok(())));
     p.truncate_after(119).unwrap();
     assert_eq!(p.high_watermark(), 120);
     assert_eq!(p.info().log_end_offset, 120);
-    assert_eq!(p.term_starts(), vec![(1, 0), (2, 100)]);
+    assert_eq!(p.epoch_starts(), vec![(LeaderEpoch(1), 0), (LeaderEpoch(2), 100)]);
     p.truncate_after(49).unwrap();
-    assert_eq!(p.term_starts(), vec![(1, 0)]);
+    assert_eq!(p.epoch_starts(), vec![(LeaderEpoch(1), 0)]);
     assert_eq!(offsets_from(&p, 0), (0..50).collect::<Vec<_>>());
-    assert_eq!(p.append_records(&[value(50)], 3).unwrap().wait().unwrap().base_offset, 50);
+    assert_eq!(p.append_records(&[value(50)], LeaderEpoch(3)).unwrap().wait().unwrap().base_offset, 50);
     // The truncation is durable.
     drop(p);
     m.shutdown().unwrap();
     let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
     let (p, _) = m.open_partition("t-0", small()).unwrap();
     assert_eq!(p.high_watermark(), 51);
-    assert_eq!(p.term_starts(), vec![(1, 0), (3, 50)]);
+    assert_eq!(p.epoch_starts(), vec![(LeaderEpoch(1), 0), (LeaderEpoch(3), 50)]);
 }
 
 #[test]
@@ -237,7 +243,7 @@ fn truncation_inside_a_batch_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
     let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
-    p.append_records(&[value(0), value(1), value(2)], 1).unwrap().wait().unwrap();
+    p.append_records(&[value(0), value(1), value(2)], LeaderEpoch(1)).unwrap().wait().unwrap();
     assert!(matches!(p.truncate_after(0), Err(LogError::NotBatchBoundary { offset: 1 })));
 }
 
@@ -251,7 +257,7 @@ fn concurrent_writers_share_fsyncs() {
         for _ in 0..8 {
             s.spawn(|| {
                 for i in 0..per_writer {
-                    p.append_records(&[value(i)], 1).unwrap().wait().unwrap();
+                    p.append_records(&[value(i)], LeaderEpoch(1)).unwrap().wait().unwrap();
                 }
             });
         }
@@ -273,7 +279,7 @@ async fn async_appends_resolve_and_wake_subscribers() {
     let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
     let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
     let mut hw = p.subscribe();
-    let pending = p.append_records(&[value(0)], 1).unwrap();
+    let pending = p.append_records(&[value(0)], LeaderEpoch(1)).unwrap();
     let appended = pending.durable().await.unwrap();
     assert_eq!(appended.base_offset, 0);
     tokio::time::timeout(std::time::Duration::from_secs(5), hw.wait_for(|v| *v >= 1)).await.unwrap().unwrap();
@@ -307,7 +313,7 @@ fn crash_after_roll_with_torn_previous_segment_recovers_the_prefix() {
     assert!(report.trimmed.is_some());
     assert_eq!(p.high_watermark(), 9);
     assert_eq!(offsets_from(&p, 0), (0..9).collect::<Vec<_>>());
-    assert_eq!(p.append_records(&[value(9)], 1).unwrap().wait().unwrap().base_offset, 9);
+    assert_eq!(p.append_records(&[value(9)], LeaderEpoch(1)).unwrap().wait().unwrap().base_offset, 9);
 }
 
 fn producer_batch(id: i64, epoch: i16, seq: i32, n: usize) -> Vec<u8> {
@@ -323,35 +329,35 @@ fn idempotent_retries_get_the_original_offsets_even_after_restart() {
     {
         let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
         let (p, _) = m.open_partition("t-0", small()).unwrap();
-        let first = p.append(producer_batch(9, 0, 0, 3), 1).unwrap().wait().unwrap();
+        let first = p.append(producer_batch(9, 0, 0, 3), LeaderEpoch(1)).unwrap().wait().unwrap();
         assert_eq!((first.base_offset, first.last_offset, first.duplicate), (0, 2, false));
-        let again = p.append(producer_batch(9, 0, 0, 3), 1).unwrap().wait().unwrap();
+        let again = p.append(producer_batch(9, 0, 0, 3), LeaderEpoch(1)).unwrap().wait().unwrap();
         assert_eq!((again.base_offset, again.last_offset, again.duplicate), (0, 2, true));
         assert_eq!(p.high_watermark(), 3, "the retry wrote nothing");
         assert!(matches!(
-            p.append(producer_batch(9, 0, 5, 1), 1),
+            p.append(producer_batch(9, 0, 5, 1), LeaderEpoch(1)),
             Err(LogError::OutOfOrderSequence { expected: 3, got: 5, .. })
         ));
-        p.append(producer_batch(9, 0, 3, 2), 1).unwrap().wait().unwrap();
+        p.append(producer_batch(9, 0, 3, 2), LeaderEpoch(1)).unwrap().wait().unwrap();
         // Enough traffic to roll segments, so the snapshot and the replay both matter.
         fill_from(&p, 5, 60);
-        p.append(producer_batch(9, 0, 5, 1), 1).unwrap().wait().unwrap();
+        p.append(producer_batch(9, 0, 5, 1), LeaderEpoch(1)).unwrap().wait().unwrap();
         // No clean close: the state must come back from the snapshot plus the log.
     }
     let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
     let (p, _) = m.open_partition("t-0", small()).unwrap();
     let hw = p.high_watermark();
-    let retry = p.append(producer_batch(9, 0, 5, 1), 1).unwrap().wait().unwrap();
+    let retry = p.append(producer_batch(9, 0, 5, 1), LeaderEpoch(1)).unwrap().wait().unwrap();
     assert!(retry.duplicate);
     assert_eq!(retry.base_offset, hw - 1);
     assert_eq!(p.high_watermark(), hw);
     assert_eq!(p.producer_state(9), Some((0, 5)));
-    let retry = p.append(producer_batch(9, 0, 3, 2), 1).unwrap().wait().unwrap();
+    let retry = p.append(producer_batch(9, 0, 3, 2), LeaderEpoch(1)).unwrap().wait().unwrap();
     assert_eq!((retry.base_offset, retry.duplicate), (3, true));
     // A new epoch fences the old one.
-    p.append(producer_batch(9, 1, 0, 1), 1).unwrap().wait().unwrap();
+    p.append(producer_batch(9, 1, 0, 1), LeaderEpoch(1)).unwrap().wait().unwrap();
     assert!(matches!(
-        p.append(producer_batch(9, 0, 6, 1), 1),
+        p.append(producer_batch(9, 0, 6, 1), LeaderEpoch(1)),
         Err(LogError::ProducerFenced { epoch: 0, current: 1, .. })
     ));
 }
@@ -361,11 +367,11 @@ fn producer_state_follows_truncation() {
     let dir = tempfile::tempdir().unwrap();
     let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
     let (p, _) = m.open_partition("t-0", small()).unwrap();
-    p.append(producer_batch(4, 0, 0, 1), 1).unwrap().wait().unwrap();
-    p.append(producer_batch(4, 0, 1, 1), 1).unwrap().wait().unwrap();
+    p.append(producer_batch(4, 0, 0, 1), LeaderEpoch(1)).unwrap().wait().unwrap();
+    p.append(producer_batch(4, 0, 1, 1), LeaderEpoch(1)).unwrap().wait().unwrap();
     p.truncate_after(0).unwrap();
     assert_eq!(p.producer_state(4), Some((0, 0)));
-    let again = p.append(producer_batch(4, 0, 1, 1), 1).unwrap().wait().unwrap();
+    let again = p.append(producer_batch(4, 0, 1, 1), LeaderEpoch(1)).unwrap().wait().unwrap();
     assert_eq!((again.base_offset, again.duplicate), (1, false));
 }
 
@@ -377,16 +383,99 @@ fn gzip_batches_are_stored_and_served_as_sent() {
     let records: Vec<Record> = (0..200).map(value).collect();
     let plain = batch::encode(&records, 0, ProducerInfo::NONE).unwrap();
     let packed = batch::compress(&plain, batch::Compression::Gzip).unwrap();
-    let a = p.append(packed.clone(), 1).unwrap().wait().unwrap();
+    let a = p.append(packed.clone(), LeaderEpoch(1)).unwrap().wait().unwrap();
     assert_eq!((a.base_offset, a.last_offset), (0, 199));
     let r = p.read(150, 1).unwrap();
     let view = r.batches().next().unwrap();
     assert_eq!(view.header.base_offset, 0);
-    assert_eq!(&view.bytes()[24..], &packed[24..], "stored as sent, stamped only in the header");
+    let sent = BatchView::parse(&packed, packed.len()).unwrap();
+    assert_eq!(view.records_section(), sent.records_section(), "stored as sent");
+    let stamped = BatchHeader { leader_epoch: LeaderEpoch(1), ..sent.header };
+    assert_eq!(view.header, stamped, "only the base offset and the epoch are stamped");
     let got: Vec<u64> = view.plain_records(1 << 26).unwrap().iter().map(|r| r.unwrap().offset).collect();
     assert_eq!(got, (0..200).collect::<Vec<_>>());
     assert_eq!(p.offset_for_timestamp(1_150).unwrap(), Some(150));
-    // A compressed batch whose records do not parse is refused.
-    let bad = batch::compress(&plain[..plain.len() - 1], batch::Compression::Gzip).unwrap();
-    assert!(matches!(p.append(bad, 1), Err(LogError::InvalidBatch(_))));
+    // Compressed records are checked in plain form: one past the record limit is refused.
+    let cfg = LogConfig { record_bytes_max: 1000, ..LogConfig::default() };
+    let (small, _) = m.open_partition("t-1", cfg).unwrap();
+    let big = batch::encode(&[Record::from_value(vec![0u8; 1001])], 0, ProducerInfo::NONE).unwrap();
+    let big = batch::compress(&big, batch::Compression::Gzip).unwrap();
+    assert!(matches!(
+        small.append(big, LeaderEpoch(1)),
+        Err(LogError::RecordTooLarge { size: 1001, max: 1000 })
+    ));
+}
+
+#[test]
+fn log_append_time_topics_stamp_the_leaders_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = manager(dir.path(), Arc::new(ManualClock::new(5_000)));
+    let cfg = LogConfig { timestamp_type: TimestampType::LogAppendTime, ..LogConfig::default() };
+    let (p, _) = m.open_partition("t-0", cfg).unwrap();
+    let (q, _) = m.open_partition("t-1", LogConfig::default()).unwrap();
+    for log in [&p, &q] {
+        log.append_records(&[value(0), value(1)], LeaderEpoch(1)).unwrap().wait().unwrap();
+    }
+    let r = p.read(0, 1 << 20).unwrap();
+    let view = r.batches().next().unwrap();
+    assert_eq!(view.header.timestamp_type(), TimestampType::LogAppendTime);
+    assert_eq!((view.header.base_timestamp, view.header.max_timestamp), (1_000, 5_000));
+    let times: Vec<i64> = view.records().map(|r| r.unwrap().timestamp).collect();
+    assert_eq!(times, vec![5_000, 5_000], "every record reads as the append time");
+    let r = q.read(0, 1 << 20).unwrap();
+    let view = r.batches().next().unwrap();
+    assert_eq!(view.header.timestamp_type(), TimestampType::CreateTime);
+    assert_eq!(view.records().map(|r| r.unwrap().timestamp).collect::<Vec<_>>(), vec![1_000, 1_001]);
+}
+
+#[test]
+fn batches_need_a_known_leader_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
+    let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+    let unknown = LeaderEpoch::UNKNOWN;
+    assert!(
+        matches!(p.append_records(&[value(0)], unknown), Err(LogError::UnknownEpoch { epoch }) if epoch == unknown)
+    );
+    // A producer's batch carries epoch -1 until a leader stamps it: no replica takes it.
+    let unstamped = batch::encode(&[value(0)], 0, ProducerInfo::NONE).unwrap();
+    assert!(matches!(p.append_replica(unstamped), Err(LogError::UnknownEpoch { .. })));
+    assert_eq!(p.info().log_end_offset, 0);
+}
+
+#[test]
+fn a_fresh_data_directory_is_marked_and_reopens() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
+    let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+    p.append_records(&[value(0)], LeaderEpoch(1)).unwrap().wait().unwrap();
+    drop(p);
+    m.shutdown().unwrap();
+    drop(m);
+    assert_eq!(std::fs::read_to_string(data.join(es_log::FORMAT_FILE)).unwrap(), "es-log 2\n");
+    let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
+    let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+    assert_eq!(p.info().log_end_offset, 1);
+}
+
+#[test]
+fn data_directories_of_the_old_format_are_refused_with_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join("t-0")).unwrap();
+    // The old layout's first batch: 64-byte header with magic 1 at byte 24.
+    let mut old = vec![0u8; 80];
+    old[24] = 1;
+    std::fs::write(data.join("t-0").join("00000000000000000000.log"), &old).unwrap();
+    let opts = ManagerOptions { housekeeping_interval: None, ..ManagerOptions::default() };
+    let err = LogManager::new(&data, opts.clone()).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, LogError::OldFormat { .. }), "{err:?}");
+    assert!(text.contains("magic 1") && text.contains("move the directory away or delete it"), "{text}");
+    assert!(!data.join(es_log::FORMAT_FILE).exists(), "a refused directory is not marked");
+    // A marker from another format is refused too.
+    std::fs::remove_dir_all(data.join("t-0")).unwrap();
+    std::fs::write(data.join(es_log::FORMAT_FILE), "es-log 1\n").unwrap();
+    assert!(matches!(LogManager::new(&data, opts), Err(LogError::OldFormat { .. })));
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use es_core::{ManualClock, Record};
+use es_core::{LeaderEpoch, ManualClock, Record};
 use es_log::{CleanupPolicy, LogConfig, LogError, LogManager, ManagerOptions, PartitionLog};
 
 fn manager(dir: &std::path::Path, clock: Arc<ManualClock>) -> LogManager {
@@ -30,7 +30,7 @@ fn fill(p: &PartitionLog, n: u64, ts: i64) {
             timestamp: Some(ts),
             ..Record::default()
         };
-        p.append_records(&[r], 1).unwrap().wait().unwrap();
+        p.append_records(&[r], LeaderEpoch(1)).unwrap().wait().unwrap();
     }
 }
 
@@ -154,7 +154,7 @@ fn compaction_keeps_the_newest_value_per_key_and_offsets() {
         let value = format!("value-{i}-{}", "y".repeat(30));
         let tombstone = i >= 290 && i % 10 == 3;
         let rec = keyed(&key, (!tombstone).then_some(value.as_str()), 1_000);
-        let off = p.append_records(&[rec], 1).unwrap().wait().unwrap().base_offset;
+        let off = p.append_records(&[rec], LeaderEpoch(1)).unwrap().wait().unwrap().base_offset;
         expected.insert(key, (off, (!tombstone).then_some(value)));
     }
     // Batches with several records too, and records without a key.
@@ -164,14 +164,14 @@ fn compaction_keeps_the_newest_value_per_key_and_offsets() {
                 keyed("key-0", Some("last-0"), 1_000),
                 Record { value: Some("nokey".into()), ..Record::default() },
             ],
-            1,
+            LeaderEpoch(1),
         )
         .unwrap()
         .wait()
         .unwrap();
     expected.insert("key-0".into(), (off.base_offset, Some("last-0".into())));
     p.force_roll().unwrap();
-    p.append_records(&[keyed("key-1", Some("active-1"), 1_000)], 1).unwrap().wait().unwrap();
+    p.append_records(&[keyed("key-1", Some("active-1"), 1_000)], LeaderEpoch(1)).unwrap().wait().unwrap();
     expected.insert("key-1".into(), (off.last_offset + 1, Some("active-1".into())));
     p.flush().unwrap();
 
@@ -239,4 +239,32 @@ fn the_background_thread_applies_retention_on_its_own() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     m.shutdown().unwrap();
+}
+
+#[test]
+fn compaction_re_encodes_a_partial_batch_with_its_codec_producer_and_timestamps() {
+    use es_core::ProducerInfo;
+    use es_core::batch::{self, BatchView, Compression};
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let m = manager(dir.path(), clock);
+    let config = LogConfig { cleanup_policy: CleanupPolicy::Compact, ..cfg() };
+    let (p, _) = m.open_partition("t-0", config).unwrap();
+    let records: Vec<Record> =
+        (0..4).map(|i| keyed(&format!("k{}", i % 2), Some(&format!("v{i}")), 100 + i as i64)).collect();
+    let producer = ProducerInfo { producer_id: 7, producer_epoch: 1, base_sequence: 0 };
+    let sent = batch::compress(&batch::encode(&records, 0, producer).unwrap(), Compression::Gzip).unwrap();
+    p.append(sent, LeaderEpoch(3)).unwrap().wait().unwrap();
+    p.force_roll().unwrap();
+    p.append_records(&[keyed("other", Some("x"), 1)], LeaderEpoch(3)).unwrap().wait().unwrap();
+    p.flush().unwrap();
+    assert_eq!(p.housekeeping().unwrap().records_removed, 2);
+    let read = p.read(0, 1 << 20).unwrap();
+    let view: BatchView<'_> = read.batches().next().unwrap();
+    let h = view.header;
+    assert_eq!(h.compression().unwrap(), Compression::Gzip);
+    assert_eq!((h.producer, h.leader_epoch, h.base_offset), (producer, LeaderEpoch(3), 0));
+    let plain = view.plain_records(1 << 20).unwrap();
+    let kept: Vec<(u64, i64)> = plain.iter().map(|r| r.map(|r| (r.offset, r.timestamp)).unwrap()).collect();
+    assert_eq!(kept, vec![(2, 102), (3, 103)], "the newest per key, at their offsets and timestamps");
 }

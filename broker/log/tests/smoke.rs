@@ -1,6 +1,6 @@
 //! Quick end-to-end checks of the public log API: append, read, restart.
 
-use es_core::Record;
+use es_core::{LeaderEpoch, Record};
 use es_log::{LogConfig, LogManager, ManagerOptions};
 
 #[test]
@@ -10,12 +10,12 @@ fn append_read_restart() {
         let m = LogManager::new(dir.path(), ManagerOptions::default()).unwrap();
         let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
         let a = p
-            .append_records(&[Record::keyed("k", "v1"), Record::keyed("k", "v2")], 1)
+            .append_records(&[Record::keyed("k", "v1"), Record::keyed("k", "v2")], LeaderEpoch(1))
             .unwrap()
             .wait()
             .unwrap();
         assert_eq!((a.base_offset, a.last_offset), (0, 1));
-        let b = p.append_records(&[Record::from_value("x")], 1).unwrap().wait().unwrap();
+        let b = p.append_records(&[Record::from_value("x")], LeaderEpoch(1)).unwrap().wait().unwrap();
         assert_eq!(b.base_offset, 2);
         let r = p.read(1, 1 << 20).unwrap();
         assert_eq!(r.high_watermark, 3);
@@ -29,5 +29,5 @@ fn append_read_restart() {
     assert!(report.trimmed.is_none());
     assert_eq!(p.high_watermark(), 3);
     assert_eq!(p.read(3, 100).unwrap().data.len(), 0);
-    assert_eq!(p.term_starts(), vec![(1, 0)]);
+    assert_eq!(p.epoch_starts(), vec![(LeaderEpoch(1), 0)]);
 }

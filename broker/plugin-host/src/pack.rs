@@ -79,7 +79,7 @@ impl PackedBatch<'static> {
         let records = records.into_iter();
         let (mut bytes, mut count) = (0, 0);
         for r in records.clone() {
-            bytes += payload_len(r);
+            bytes += r.payload_len();
             count += 1;
         }
         if bytes > DATA_BYTES_MAX {
@@ -107,8 +107,9 @@ impl PackedBatch<'static> {
 }
 
 impl<'p> PackedBatch<'p> {
-    /// Views over a produce batch's plain records section, which the batch borrows:
-    /// nothing is copied. Fails on a malformed record.
+    /// Views over a produce batch's plain (v2, varint-framed) records section, which
+    /// the batch borrows: nothing is copied. Each record's bytes start where the
+    /// record iterator stood before it. Fails on a malformed record.
     pub fn from_plain(plain: &'p PlainRecords<'_>) -> Result<Self, PackError> {
         let section = plain.as_bytes();
         if section.len() > DATA_BYTES_MAX {
@@ -219,13 +220,6 @@ impl<'p> PackedBatch<'p> {
             timestamps: &self.timestamps[range],
         }
     }
-}
-
-/// Bytes of a record's key, value and headers.
-fn payload_len(r: &Record) -> usize {
-    let headers: usize =
-        r.headers.iter().map(|h| h.key.len() + h.value.as_ref().map_or(0, |v| v.len())).sum();
-    r.key.as_ref().map_or(0, |k| k.len()) + r.value.as_ref().map_or(0, |v| v.len()) + headers
 }
 
 /// Appends `bytes` and returns its (offset, length), with -1 for null. The caller

@@ -9,8 +9,9 @@ use crate::frame::{FLAG_RESPONSE, Frame, FrameHeader, encode_frame};
 use crate::groups::{GroupRequest, GroupResponse};
 use crate::wire::{Reader, WireError, Writer};
 
-/// The protocol version this codec speaks (negotiated by `Hello`).
-pub const PROTOCOL_VERSION: u16 = 1;
+/// The protocol version this codec speaks (negotiated by `Hello`). Version 2:
+/// batches are Kafka v2 RecordBatches (version 1 carried es's magic-1 layout).
+pub const PROTOCOL_VERSION: u16 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -81,8 +82,8 @@ pub enum Request {
         version_max: u16,
         client: String,
     },
-    /// `batch` is one es record batch (see es-core), optionally gzip-compressed; the
-    /// broker assigns its offsets.
+    /// `batch` is one Kafka v2 RecordBatch (see es-core), optionally compressed; the
+    /// broker assigns its offsets and leader epoch.
     Produce {
         topic: String,
         partition: u32,

@@ -286,7 +286,7 @@ fn config_changes_schema() -> utoipa::openapi::Object {
         .property("delete.retention.ms", int(0, None))
         .property(
             "max.message.bytes",
-            int(es_core::batch::HEADER_LEN as i64, Some(limits::BATCH_BYTES_MAX_HARD as u64)),
+            int(es_core::BatchHeader::LEN as i64, Some(limits::BATCH_BYTES_MAX_HARD as u64)),
         )
         .property(
             "cleanup.policy",
@@ -295,6 +295,10 @@ fn config_changes_schema() -> utoipa::openapi::Object {
                 "compact",
                 "compact,delete",
             ])),
+        )
+        .property(
+            "message.timestamp.type",
+            ObjectBuilder::new().schema_type(Type::String).enum_values(Some(["CreateTime", "LogAppendTime"])),
         )
         .property(
             "cold.tier.enable",

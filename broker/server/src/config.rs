@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use es_core::TimestampType;
 use es_log::{CleanupPolicy, LogConfig};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -32,6 +33,13 @@ pub struct TopicConfig {
     /// Move expired segments to the broker's cold tier instead of deleting them.
     #[serde(rename = "cold.tier.enable")]
     pub cold_tier: bool,
+    /// `CreateTime` (the producer's timestamps) or `LogAppendTime` (the leader's clock).
+    #[serde(rename = "message.timestamp.type", default = "create_time")]
+    pub message_timestamp_type: String,
+}
+
+fn create_time() -> String {
+    "CreateTime".into()
 }
 
 impl Default for TopicConfig {
@@ -46,12 +54,13 @@ impl Default for TopicConfig {
             delete_retention_ms: log.delete_retention_ms,
             max_message_bytes: log.batch_bytes_max as u64,
             cold_tier: false,
+            message_timestamp_type: create_time(),
         }
     }
 }
 
 /// The setting names a client may set.
-pub const KEYS: [&str; 8] = [
+pub const KEYS: [&str; 9] = [
     "retention.ms",
     "retention.bytes",
     "segment.bytes",
@@ -60,6 +69,7 @@ pub const KEYS: [&str; 8] = [
     "delete.retention.ms",
     "max.message.bytes",
     "cold.tier.enable",
+    "message.timestamp.type",
 ];
 
 impl TopicConfig {
@@ -77,6 +87,7 @@ impl TopicConfig {
                 "max.message.bytes" => c.max_message_bytes = uint(key, value)?,
                 "cleanup.policy" => c.cleanup_policy = string(key, value)?,
                 "cold.tier.enable" => c.cold_tier = boolean(key, value)?,
+                "message.timestamp.type" => c.message_timestamp_type = string(key, value)?,
                 other => {
                     return Err(BrokerError::InvalidConfig(format!(
                         "unknown setting {other:?}; known settings: {}",
@@ -107,9 +118,21 @@ impl TopicConfig {
             record_bytes_max: defaults.record_bytes_max.min(batch_bytes_max.max(1)),
             index_interval_bytes: defaults.index_interval_bytes,
             cold_tier: self.cold_tier,
+            timestamp_type: timestamp_type(&self.message_timestamp_type)?,
         };
         log.validate()?;
         Ok(log)
+    }
+}
+
+/// Kafka's names for the two timestamp types.
+fn timestamp_type(name: &str) -> Result<TimestampType> {
+    match name {
+        "CreateTime" => Ok(TimestampType::CreateTime),
+        "LogAppendTime" => Ok(TimestampType::LogAppendTime),
+        other => Err(BrokerError::InvalidConfig(format!(
+            "message.timestamp.type must be CreateTime or LogAppendTime; got {other:?}"
+        ))),
     }
 }
 
@@ -178,10 +201,26 @@ mod tests {
             json!({"segment.bytes": 1}),
             json!({"cleanup.policy": "shred"}),
             json!({"max.message.bytes": -5}),
+            json!({"message.timestamp.type": "WallTime"}),
         ] {
             let err = base.with_changes(&changes(bad.clone())).unwrap_err();
             assert_eq!(err.code(), "invalid_config", "{bad}");
         }
+    }
+
+    #[test]
+    fn timestamp_type_maps_onto_the_log() {
+        let default = TopicConfig::default().to_log_config().unwrap();
+        assert_eq!(default.timestamp_type, TimestampType::CreateTime);
+        let c = TopicConfig::default()
+            .with_changes(&changes(json!({"message.timestamp.type": "LogAppendTime"})))
+            .unwrap();
+        assert_eq!(c.to_log_config().unwrap().timestamp_type, TimestampType::LogAppendTime);
+        // Metadata written before the setting existed reads as CreateTime.
+        let mut stored = serde_json::to_value(TopicConfig::default()).unwrap();
+        stored.as_object_mut().unwrap().remove("message.timestamp.type");
+        let back: TopicConfig = serde_json::from_value(stored).unwrap();
+        assert_eq!(back, TopicConfig::default());
     }
 
     #[test]

@@ -248,7 +248,7 @@ impl Registry {
         for entry in entries {
             let entry = entry.map_err(|e| io(format!("listing {}", root.display()), e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            if owned.contains(&name) {
+            if owned.contains(&name) || name == es_log::FORMAT_FILE {
                 continue;
             }
             std::fs::remove_dir_all(entry.path())

@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, OnceLock, RwLock};
 
-use es_core::Record;
+use es_core::{LeaderEpoch, Record};
 use es_log::{PartitionLog, ReplayError};
 use es_plugin_host::{CompatChecker, PluginEngine, PluginError, PluginLimits, builtin};
 use es_schema_registry::{
@@ -19,8 +19,8 @@ use es_schema_registry::{
 
 /// The internal compacted topic that holds the registry.
 pub const SCHEMAS_TOPIC: &str = "__es_schemas";
-/// Leader term of the single-node broker.
-const TERM: u64 = 1;
+/// The leader epoch of every append until the partition handle supplies it.
+const EPOCH: LeaderEpoch = LeaderEpoch::INITIAL;
 
 type Result<T, E = RegistryError> = std::result::Result<T, E>;
 
@@ -129,7 +129,7 @@ impl Schemas {
             .collect();
         let store = |e: es_log::LogError| RegistryError::Store(e.to_string());
         // One batch: the records of one write become durable together or not at all.
-        let pending = self.log.append_records(&records, TERM).map_err(store)?;
+        let pending = self.log.append_records(&records, EPOCH).map_err(store)?;
         pending.durable().await.map_err(store)?;
         let mut state = self.state.write().expect("schemas state");
         for change in plan.changes {

@@ -65,7 +65,7 @@ fn run() -> Result<()> {
                     for seq in 0.. {
                         let id = BatchId { generation, thread, seq };
                         let appended = log
-                            .append_records(&crashload::records(id), crashload::TERM)
+                            .append_records(&crashload::records(id), crashload::EPOCH)
                             .with_context(|| format!("appending {id:?}"))?
                             .wait()
                             .with_context(|| format!("waiting for {id:?}"))?;

@@ -61,7 +61,10 @@ fn log_code(e: &LogError) -> ErrorCode {
         LogError::InvalidConfig(_) => ErrorCode::InvalidConfig,
         LogError::ShutDown => ErrorCode::ShuttingDown,
         LogError::Io { .. } | LogError::Failed(_) | LogError::Corrupt { .. } => ErrorCode::StorageError,
-        LogError::StaleTerm { .. } | LogError::NotBatchBoundary { .. } => ErrorCode::Internal,
+        LogError::StaleEpoch { .. }
+        | LogError::UnknownEpoch { .. }
+        | LogError::OldFormat { .. }
+        | LogError::NotBatchBoundary { .. } => ErrorCode::Internal,
     }
 }
 

@@ -102,7 +102,9 @@ fn storage_code(e: &LogError) -> &'static str {
         | LogError::Corrupt { .. }
         | LogError::Failed(_)
         | LogError::OffsetMismatch { .. }
-        | LogError::StaleTerm { .. }
+        | LogError::StaleEpoch { .. }
+        | LogError::UnknownEpoch { .. }
+        | LogError::OldFormat { .. }
         | LogError::NotBatchBoundary { .. } => "storage_error",
     }
 }
@@ -118,7 +120,9 @@ fn storage_status(e: &LogError) -> StatusCode {
         | LogError::Corrupt { .. }
         | LogError::Failed(_)
         | LogError::OffsetMismatch { .. }
-        | LogError::StaleTerm { .. }
+        | LogError::StaleEpoch { .. }
+        | LogError::UnknownEpoch { .. }
+        | LogError::OldFormat { .. }
         | LogError::NotBatchBoundary { .. } => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }

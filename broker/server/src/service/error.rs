@@ -127,7 +127,9 @@ impl From<LogError> for BrokerError {
             | LogError::RecordTooLarge { .. }
             | LogError::OffsetOutOfRange { .. }
             | LogError::OffsetMismatch { .. }
-            | LogError::StaleTerm { .. }
+            | LogError::StaleEpoch { .. }
+            | LogError::UnknownEpoch { .. }
+            | LogError::OldFormat { .. }
             | LogError::NotBatchBoundary { .. }
             | LogError::Failed(_)) => BrokerError::Storage(e),
         }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 pub use authz::{Access, Call, Principal, Resource};
 pub use error::{BrokerError, Result};
-pub use partition::{LeaderEpoch, PartitionHandle};
+pub use partition::PartitionHandle;
 
 use crate::registry::{Registry, Topic};
 

@@ -4,17 +4,15 @@
 
 use std::sync::Arc;
 
+use es_core::LeaderEpoch;
 use es_log::{PartitionInfo, PartitionLog, PendingAppend, ReadResult};
 
 use crate::registry::Topic;
 use crate::service::error::{BrokerError, Result};
 
-/// The epoch a leader stamps on the batches it appends.
-pub type LeaderEpoch = u64;
-
 /// A single node is the leader of every partition it has, in one epoch that never
 /// changes. The one place the epoch is set.
-const LOCAL_LEADER_EPOCH: LeaderEpoch = 1;
+const LOCAL_LEADER_EPOCH: LeaderEpoch = LeaderEpoch::INITIAL;
 
 /// This broker's role for a partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,7 +95,9 @@ impl PartitionHandle {
             | es_log::LogError::InvalidBatch(_)
             | es_log::LogError::RecordTooLarge { .. }
             | es_log::LogError::OffsetMismatch { .. }
-            | es_log::LogError::StaleTerm { .. }
+            | es_log::LogError::StaleEpoch { .. }
+            | es_log::LogError::UnknownEpoch { .. }
+            | es_log::LogError::OldFormat { .. }
             | es_log::LogError::NotBatchBoundary { .. }
             | es_log::LogError::OutOfOrderSequence { .. }
             | es_log::LogError::ProducerFenced { .. }
