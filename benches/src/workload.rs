@@ -39,6 +39,14 @@ impl Workload {
         Ok(Workload { batch, records_per_batch: records, record_bytes })
     }
 
+    /// The same records with the records section compressed, as a Kafka client
+    /// with `compression.type` set would send them.
+    pub fn compressed(&self, codec: es_core::compression::Compression) -> Result<Workload> {
+        let batch =
+            es_core::batch::compress(&self.batch, codec).context("compressing the benchmark batch")?;
+        Ok(Workload { batch, records_per_batch: self.records_per_batch, record_bytes: self.record_bytes })
+    }
+
     pub fn batch_bytes(&self) -> usize {
         self.batch.len()
     }

@@ -58,6 +58,17 @@ async fn admin_produce_fetch_round_trip() {
     *corrupt.last_mut().unwrap() ^= 1;
     let e = c.produce("orders", 0, Bytes::from(corrupt)).await.unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::InvalidBatch));
+    // A transactional batch (attribute bit 4) is refused whole: es has no
+    // transactions, so storing it would hand consumers uncommitted records.
+    let plain = batch_of(&["t"], ProducerInfo::NONE);
+    let mut header = es_core::BatchHeader::parse(&plain, 1 << 20).unwrap();
+    header.attributes |= 0x10;
+    let txn = batch::encode_like(&header, [(0, &Record::from_value("t"))]).unwrap();
+    let before = c.describe_topic("orders").await.unwrap().partitions[0].high_watermark;
+    let e = c.produce("orders", 0, Bytes::from(txn)).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::InvalidBatch), "{e}");
+    assert!(e.to_string().contains("transactional"), "{e}");
+    assert_eq!(c.describe_topic("orders").await.unwrap().partitions[0].high_watermark, before);
     let mut far = Consumer::new(c.clone());
     far.seek("orders", 1, 99);
     assert_eq!(far.poll().await.unwrap_err().code(), Some(ErrorCode::OffsetOutOfRange));

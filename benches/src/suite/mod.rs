@@ -23,6 +23,7 @@ use crate::report;
 use crate::workload::Workload;
 use binary::ConsumeMode;
 use broker::Broker;
+use es_core::compression::Compression;
 use row::SuiteRow;
 
 /// Binary produce should reach this fraction of the raw group-commit baseline.
@@ -304,6 +305,21 @@ impl Plan<'_> {
             let ratio = row.mb_per_s / raw_mb.max(1e-9);
             row.vs_raw = Some(ratio);
             row.set_target("vs raw", TARGET_VS_RAW, ratio);
+            row.load_before = load;
+            rows.push(row);
+        }
+
+        // (2b) Compressed binary produce: JSON records (which compress as real
+        // payloads do), stored as sent; the broker decompresses only to check them.
+        let json = Workload::encode_json(a.batch, a.record_bytes)?;
+        for codec in [Compression::Gzip, Compression::Zstd] {
+            let label = format!("binary produce {codec} 4p x {c}c");
+            let load = Load::now().describe();
+            let packed = json.compressed(codec)?;
+            let name = topic(&format!("bin-{codec}"));
+            let client = binary::connect(&rt, addr, c)?;
+            binary::create_topic(&rt, &client, &name, 4)?;
+            let mut row = binary::produce_on(&rt, &client, &label, &name, 4, c, &packed, d)?;
             row.load_before = load;
             rows.push(row);
         }

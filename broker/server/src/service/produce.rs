@@ -368,6 +368,14 @@ fn inspect(handle: PartitionHandle, batch: Vec<u8>, ids: Option<Vec<usize>>) -> 
     if view.header.total_len() != batch.len() {
         return Err(BrokerError::InvalidBatch("bytes after the batch".into()));
     }
+    // Transactions are not implemented: a transactional or control batch from a
+    // client is refused whole rather than stored as if it were plain records.
+    if view.header.is_control() || view.header.is_transactional() {
+        return Err(BrokerError::InvalidBatch(
+            "transactional and control batches are not supported yet; produce without a transactional id"
+                .into(),
+        ));
+    }
     // Records first: one oversized record is named, whatever the batch's size.
     let plain = view.plain_records(hard).map_err(invalid)?;
     let mut count = 0;
