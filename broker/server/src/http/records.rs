@@ -218,7 +218,7 @@ fn start_of(q: &ConsumeQuery) -> Result<Start> {
         if q.offset.is_some() {
             return Err(BrokerError::InvalidRequest("give offset or timestamp, not both".into()));
         }
-        return Ok(Start::Spec(OffsetSpec::Timestamp(ts)));
+        return Ok(Start::Spec(OffsetSpec::from_timestamp(ts)?));
     }
     Ok(match q.offset.as_deref().unwrap_or("earliest") {
         "earliest" => Start::Spec(OffsetSpec::Earliest),
@@ -275,7 +275,7 @@ pub async fn offsets(
             partition: p.partition,
             earliest: p.earliest,
             latest: p.latest,
-            timestamp_offset: p.at_timestamp.flatten(),
+            timestamp_offset: p.at_timestamp,
         })
         .collect();
     Ok(Json(OffsetsResponse { topic: name, partitions }))
