@@ -119,9 +119,10 @@ fn builtin_validators_accept_good_records_and_refuse_bad_ones_atomically() {
     assert_error(&r, 422, "validation_failed");
     assert_eq!(high_watermarks(&b, "avro"), 1);
 
-    // A configuration the plugin refuses is refused at bind time, with its reason.
+    // A configuration the plugin refuses is refused at bind time, with its reason,
+    // as the caller's config error (not a bad plugin).
     let r = bind(&b, "json", json!([{"plugin": "json-schema", "config": {"schema": "{not json"}}]));
-    assert_error(&r, 400, "invalid_plugin");
+    assert_error(&r, 400, "invalid_config");
     assert!(r.body["error"]["message"].as_str().unwrap().contains("json-schema"), "{:?}", r.body);
     // ...and the old binding stays in force.
     assert_error(&produce(&b, "json", json!([{"value": "{}"}])), 422, "validation_failed");

@@ -44,12 +44,15 @@ pub enum ErrorCode {
     Throttled = 26,
     /// A client write to one of the broker's internal topics (`__es_*`).
     InternalTopic = 27,
+    /// An idempotent produce with a producer id this broker never issued (Kafka's
+    /// UNKNOWN_PRODUCER_ID): get one with `InitProducerId`.
+    UnknownProducerId = 28,
 }
 
 impl ErrorCode {
     pub fn from_u16(code: u16) -> Option<ErrorCode> {
         use ErrorCode::*;
-        const ALL: [ErrorCode; 28] = [
+        const ALL: [ErrorCode; 29] = [
             None,
             Malformed,
             UnsupportedVersion,
@@ -78,6 +81,7 @@ impl ErrorCode {
             NotLeader,
             Throttled,
             InternalTopic,
+            UnknownProducerId,
         ];
         ALL.get(usize::from(code)).copied()
     }
@@ -101,10 +105,10 @@ mod tests {
 
     #[test]
     fn codes_round_trip_and_never_move() {
-        for code in 0..=27u16 {
+        for code in 0..=28u16 {
             assert_eq!(ErrorCode::from_u16(code).unwrap() as u16, code);
         }
-        assert_eq!(ErrorCode::from_u16(28), None);
+        assert_eq!(ErrorCode::from_u16(29), None);
         assert_eq!(ErrorCode::OffsetOutOfRange as u16, 6);
         assert_eq!(ErrorCode::ProducerFenced as u16, 13);
     }

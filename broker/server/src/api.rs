@@ -196,7 +196,10 @@ pub struct ConsumeQuery {
     /// `earliest` (default), `latest`, or an offset number.
     #[param(pattern = "^(earliest|latest|[0-9]{1,19})$")]
     pub offset: Option<String>,
-    /// Start at the first record with a timestamp at or after this (ms); excludes `offset`.
+    /// Start at the first record with a timestamp at or after this (ms), or at the
+    /// high watermark when every record is older; -1 means latest and -2 earliest,
+    /// as in Kafka. Excludes `offset`.
+    #[param(minimum = -2)]
     pub timestamp: Option<i64>,
     /// Most records to return (default 500, at most 10000).
     #[param(minimum = 1, maximum = 10000)]
@@ -237,7 +240,9 @@ pub struct ConsumeResponse {
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct OffsetsQuery {
-    /// Also look up the first offset at or after this timestamp (ms).
+    /// Also look up the first offset at or after this timestamp (ms); -1 looks up
+    /// the latest offset and -2 the earliest, as in Kafka. Other negatives are refused.
+    #[param(minimum = -2)]
     pub timestamp: Option<i64>,
 }
 
@@ -247,9 +252,11 @@ pub struct PartitionOffsets {
     pub earliest: u64,
     /// The high watermark: the offset the next record will get.
     pub latest: u64,
-    /// With `timestamp`: the first offset at or after it, null if every record is older.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub timestamp_offset: Option<u64>,
+    /// With `timestamp`: the first offset at or after it, null if every record is
+    /// older; absent without `timestamp`.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[schema(value_type = Option<u64>, nullable)]
+    pub timestamp_offset: Option<Option<u64>>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -327,4 +334,9 @@ pub fn encode(encoding: Encoding, bytes: &[u8]) -> String {
         Encoding::Utf8 => String::from_utf8_lossy(bytes).into_owned(),
         Encoding::Base64 => BASE64.encode(bytes),
     }
+}
+
+/// A field that is present (maybe null) is `Some`, so null and absent stay apart.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<u64>>, D::Error> {
+    Option::<u64>::deserialize(d).map(Some)
 }

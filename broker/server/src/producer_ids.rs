@@ -32,6 +32,14 @@ impl ProducerIds {
         Ok(ProducerIds { path, state: Mutex::new((reserved, reserved)) })
     }
 
+    /// True when `id` was handed out by this broker, in this run or an earlier
+    /// one. Ids of a block reserved but not reached before a restart count as
+    /// issued: the file keeps only the block's end, and no one else can hold them.
+    pub fn issued(&self, id: i64) -> bool {
+        let st = self.state.lock().expect("producer ids lock");
+        (0..st.0).contains(&id)
+    }
+
     /// A new producer id (epoch 0), durable before it is returned.
     pub fn allocate(&self) -> Result<(i64, i16)> {
         let mut st = self.state.lock().expect("producer ids lock");
@@ -71,5 +79,19 @@ mod tests {
         drop(a);
         let b = ProducerIds::open(dir.path()).unwrap();
         assert_eq!(b.allocate().unwrap().0, BLOCK, "a restart skips the whole reserved block");
+    }
+
+    #[test]
+    fn only_issued_ids_are_known() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = ProducerIds::open(dir.path()).unwrap();
+        assert!(!a.issued(0), "nothing is issued before the first allocation");
+        let (id, _) = a.allocate().unwrap();
+        assert!(a.issued(id));
+        assert!(!a.issued(id + 1) && !a.issued(-1) && !a.issued(999));
+        drop(a);
+        let b = ProducerIds::open(dir.path()).unwrap();
+        assert!(b.issued(id), "an id issued before a restart stays known");
+        assert!(!b.issued(BLOCK), "the next block's ids are not issued yet");
     }
 }

@@ -203,14 +203,34 @@ impl Registry {
             }
             report.topics += 1;
             report.partitions += partitions.len();
-            let chain = registry.load_chain(&meta.name, &meta.validators, &mut report.repairs);
-            registry.insert(meta, partitions, chain);
+            // The chain comes later: a `schema-registry` binding needs the schema
+            // registry, which reads an internal topic this loop is still opening.
+            let unbound = Chain { links: Vec::new(), schema_generation: None };
+            registry.insert(meta, partitions, unbound);
         }
         registry.remove_orphans(&mut report.repairs)?;
         registry.open_groups()?;
         registry.open_schemas()?;
         registry.install_uploaded_checkers(&mut report.repairs);
+        registry.load_chains(&mut report.repairs);
         Ok((Arc::new(registry), report))
+    }
+
+    /// Loads every topic's validators once everything they may need is open. No
+    /// produce runs before `open` returns, so no batch meets a topic unbound.
+    fn load_chains(&self, repairs: &mut Vec<String>) {
+        let topics: Vec<Arc<Topic>> = self.topics.read().expect("topics lock").values().cloned().collect();
+        for topic in topics {
+            let (name, specs) = {
+                let meta = topic.meta.lock().expect("meta lock");
+                (meta.name.clone(), meta.validators.clone())
+            };
+            if specs.is_empty() {
+                continue;
+            }
+            let chain = self.load_chain(&name, &specs, repairs);
+            *topic.validators.write().expect("validators lock") = Arc::new(chain);
+        }
     }
 
     fn insert(&self, meta: TopicMeta, partitions: Vec<Arc<PartitionLog>>, chain: Chain) -> Arc<Topic> {
@@ -320,6 +340,11 @@ impl Registry {
     /// A new producer id (epoch 0) for an idempotent producer; durable before it returns.
     pub fn allocate_producer_id(&self) -> Result<(i64, i16)> {
         self.producer_ids.allocate()
+    }
+
+    /// True when this broker (in any run) handed out producer id `id`.
+    pub fn producer_id_issued(&self, id: i64) -> bool {
+        self.producer_ids.issued(id)
     }
 
     pub fn list(&self) -> Vec<Arc<Topic>> {

@@ -36,6 +36,7 @@ impl BrokerError {
             BrokerError::DataDirInUse(_) => "data_dir_in_use",
             BrokerError::OutOfOrderSequence(_) => "out_of_order_sequence",
             BrokerError::ProducerFenced(_) => "producer_fenced",
+            BrokerError::UnknownProducerId(_) => "unknown_producer_id",
             BrokerError::Storage(l) => storage_code(l),
             BrokerError::Internal(_) => "internal_error",
             BrokerError::Group(g) => crate::groups::error_code(g),
@@ -44,6 +45,7 @@ impl BrokerError {
             BrokerError::PluginInUse { .. } => "plugin_in_use",
             BrokerError::TopicInUse { .. } => "topic_in_use",
             BrokerError::Plugin(_) => "invalid_plugin",
+            BrokerError::PluginConfig { .. } => "invalid_config",
             BrokerError::ValidationFailed { .. } => "validation_failed",
             BrokerError::PluginFailed { .. } => "plugin_failed",
         }
@@ -60,7 +62,8 @@ impl BrokerError {
             | BrokerError::NotFound(_) => StatusCode::NOT_FOUND,
             BrokerError::TopicExists(_)
             | BrokerError::OutOfOrderSequence(_)
-            | BrokerError::ProducerFenced(_) => StatusCode::CONFLICT,
+            | BrokerError::ProducerFenced(_)
+            | BrokerError::UnknownProducerId(_) => StatusCode::CONFLICT,
             BrokerError::InvalidTopicName { .. }
             | BrokerError::InvalidConfig(_)
             | BrokerError::InvalidRequest(_)
@@ -80,7 +83,7 @@ impl BrokerError {
             BrokerError::PluginExists(_)
             | BrokerError::PluginInUse { .. }
             | BrokerError::TopicInUse { .. } => StatusCode::CONFLICT,
-            BrokerError::Plugin(_) => StatusCode::BAD_REQUEST,
+            BrokerError::Plugin(_) | BrokerError::PluginConfig { .. } => StatusCode::BAD_REQUEST,
             BrokerError::ValidationFailed { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             BrokerError::PluginFailed { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }

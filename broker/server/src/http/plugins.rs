@@ -85,7 +85,7 @@ pub struct UploadQuery {
     responses(
         (status = 201, description = "Stored (component and manifest on disk)", body = PluginDescription),
         (status = 200, description = "Identical to the stored plugin, or replaced it", body = PluginDescription),
-        (status = 400, description = "invalid_plugin, invalid_request", body = ErrorBody),
+        (status = 400, description = "invalid_plugin, invalid_config (the plugin refused its config.KEY=VALUE), invalid_request", body = ErrorBody),
         (status = 409, description = "plugin_already_exists", body = ErrorBody),
         (status = 413, description = "request_too_large", body = ErrorBody)))]
 pub async fn upload(
@@ -193,7 +193,7 @@ pub async fn get_validators(
     request_body = ValidatorsRequest,
     responses(
         (status = 200, description = "Bound (durable); new produces run the new chain", body = ValidatorsResponse),
-        (status = 400, description = "invalid_plugin, invalid_request, bad_json", body = ErrorBody),
+        (status = 400, description = "invalid_plugin, invalid_config (a validator refused its config), invalid_request, bad_json", body = ErrorBody),
         (status = 404, description = "topic_not_found, plugin_not_found", body = ErrorBody)))]
 pub async fn set_validators(
     State(state): State<AppState>,

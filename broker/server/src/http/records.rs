@@ -29,7 +29,7 @@ use crate::service::produce::{self, PartitionBatch, ProduceTarget};
         (status = 400, description = "bad_json, bad_encoding, invalid_request", body = ErrorBody),
         (status = 404, description = "topic_not_found, partition_not_found", body = ErrorBody),
         (status = 403, description = "internal_topic: the broker's internal topics take no client writes", body = ErrorBody),
-        (status = 409, description = "out_of_order_sequence, producer_fenced: an idempotent producer's batch is out of sequence or its epoch is stale", body = ErrorBody),
+        (status = 409, description = "out_of_order_sequence, producer_fenced, unknown_producer_id: an idempotent producer's batch is out of sequence, its epoch is stale, or its id was never issued", body = ErrorBody),
         (status = 413, description = "batch_too_large, record_too_large, request_too_large", body = ErrorBody),
         (status = 422, description = "validation_failed: the topic's validators refused records; nothing was written", body = ErrorBody),
         (status = 503, description = "shutting_down, overloaded, plugin_failed", body = ErrorBody)))]
@@ -218,7 +218,7 @@ fn start_of(q: &ConsumeQuery) -> Result<Start> {
         if q.offset.is_some() {
             return Err(BrokerError::InvalidRequest("give offset or timestamp, not both".into()));
         }
-        return Ok(Start::Spec(OffsetSpec::Timestamp(ts)));
+        return Ok(Start::Spec(OffsetSpec::from_timestamp(ts)?));
     }
     Ok(match q.offset.as_deref().unwrap_or("earliest") {
         "earliest" => Start::Spec(OffsetSpec::Earliest),
@@ -275,7 +275,7 @@ pub async fn offsets(
             partition: p.partition,
             earliest: p.earliest,
             latest: p.latest,
-            timestamp_offset: p.at_timestamp.flatten(),
+            timestamp_offset: p.at_timestamp,
         })
         .collect();
     Ok(Json(OffsetsResponse { topic: name, partitions }))

@@ -197,7 +197,7 @@ impl Plugins {
             return Ok(manifest);
         }
         let wasm = self.wasm(&manifest)?;
-        let info = Validator::inspect(&self.engine, &manifest.name, &wasm).map_err(BrokerError::Plugin)?;
+        let info = Validator::inspect(&self.engine, &manifest.name, &wasm).map_err(BrokerError::from)?;
         manifest.version = info.version;
         manifest.description = info.description;
         manifest.config_keys = info.config_keys;
@@ -239,7 +239,7 @@ impl Plugins {
             merged.into_iter().collect(),
             manifest.limits.to_limits(),
         )
-        .map_err(BrokerError::Plugin)
+        .map_err(BrokerError::from)
     }
 
     /// Loads a schema-compat checker with the plugin's default config and limits
@@ -250,7 +250,7 @@ impl Plugins {
             limits.call_deadline_ms = PluginLimits::compat().call_deadline_ms;
         }
         let config = manifest.default_config.clone().into_iter().collect();
-        CompatChecker::load(&self.engine, &manifest.name, wasm, config, limits).map_err(BrokerError::Plugin)
+        CompatChecker::load(&self.engine, &manifest.name, wasm, config, limits).map_err(BrokerError::from)
     }
 
     /// Uploaded schema-compat checkers.
@@ -297,10 +297,10 @@ impl Plugins {
                             upload.name
                         )));
                     }
-                    Err(e) => return Err(BrokerError::Plugin(e)),
+                    Err(e) => return Err(BrokerError::from(e)),
                 }
             }
-            Err(e) => return Err(BrokerError::Plugin(e)),
+            Err(e) => return Err(BrokerError::from(e)),
         };
         Ok(Manifest {
             name: upload.name.clone(),

@@ -65,6 +65,11 @@ pub enum BrokerError {
     OutOfOrderSequence(String),
     #[error("{0}")]
     ProducerFenced(String),
+    /// An idempotent produce with a producer id this broker never issued.
+    #[error(
+        "producer id {0} was never issued by this broker; get one from POST /producers (binary: InitProducerId)"
+    )]
+    UnknownProducerId(i64),
     #[error("storage error: {0}")]
     Storage(LogError),
     #[error("internal error: {0}")]
@@ -82,10 +87,17 @@ pub enum BrokerError {
     PluginInUse { name: String, topics: Vec<String> },
     #[error("topic {topic:?} is the dead-letter topic of {users:?}; rebind those first")]
     TopicInUse { topic: String, users: Vec<String> },
-    /// An upload or binding the plugin host refused (not a component, wrong world,
-    /// forbidden import, configuration refused, ...).
+    /// An upload the plugin host refused (not a component, wrong world, forbidden
+    /// import, trapped while loading, ...): the plugin itself is at fault.
     #[error("{0}")]
     Plugin(es_plugin_host::PluginError),
+    /// The plugin's `configure` refused the configuration it was given: the
+    /// caller's config is at fault, not the plugin. `message` is the plugin's
+    /// own, which names the key.
+    #[error(
+        "plugin {plugin:?} refused its configuration: {message}; `es plugin describe {plugin}` lists its keys"
+    )]
+    PluginConfig { plugin: String, message: String },
     /// Records refused by the topic's validators under `reject`: nothing was written.
     #[error("{}", validation_message(.topic, .findings))]
     ValidationFailed { topic: String, findings: Vec<crate::plugins::binding::Finding> },
@@ -105,13 +117,38 @@ fn validation_message(topic: &str, findings: &[crate::plugins::binding::Finding]
     let first = rejected.first().map_or(String::new(), |f| {
         format!(": record {} refused by {} ({}: {})", f.index, f.plugin, f.code, f.reason)
     });
+    let n = rejected.len();
+    let (records, each) = if n == 1 { ("record", "it") } else { ("records", "each") };
     format!(
-        "{} record(s) failed validation on topic {topic:?}, so nothing was written{first}; `violations` lists each",
-        rejected.len()
+        "{n} {records} failed validation on topic {topic:?}, so nothing was written{first}; `violations` lists {each}"
     )
 }
 
 pub type Result<T, E = BrokerError> = std::result::Result<T, E>;
+
+impl From<es_plugin_host::PluginError> for BrokerError {
+    /// A refused configuration is the caller's error; every other refusal is the plugin's.
+    fn from(e: es_plugin_host::PluginError) -> Self {
+        use es_plugin_host::PluginError as P;
+        match e {
+            P::Configure { plugin, message } => BrokerError::PluginConfig { plugin, message },
+            e @ (P::NotAComponent { .. }
+            | P::Compile { .. }
+            | P::WrongWorld { .. }
+            | P::ForbiddenImport { .. }
+            | P::Limits { .. }
+            | P::Trap { .. }
+            | P::Deadline { .. }
+            | P::Memory { .. }
+            | P::Garbage { .. }
+            | P::RecordTooLarge { .. }
+            | P::Pack { .. }
+            | P::Instantiate { .. }
+            | P::Cache { .. }
+            | P::Engine(_)) => BrokerError::Plugin(e),
+        }
+    }
+}
 
 impl From<LogError> for BrokerError {
     fn from(e: LogError) -> Self {

@@ -1,8 +1,10 @@
 //! Offset resolution, once for every protocol. Kafka's ListOffsets semantics:
 //! `Earliest` is the log start, `Latest` the high watermark, and `Timestamp(ts)`
 //! the first offset whose record timestamp is >= ts, or `None` when every record
-//! is older (Kafka answers offset -1). A consumer starting "at a timestamp" with
-//! no such record starts at the high watermark: it waits for the next record.
+//! is older (Kafka answers offset -1). As in Kafka, the timestamp -1 means latest
+//! and -2 earliest; any other negative timestamp is refused. A consumer starting
+//! "at a timestamp" with no such record starts at the high watermark: it waits for
+//! the next record.
 
 use super::{Call, PartitionHandle, Principal, Resource, Service};
 use crate::service::error::{BrokerError, Result};
@@ -13,6 +15,25 @@ pub enum OffsetSpec {
     Earliest,
     Latest,
     Timestamp(i64),
+}
+
+/// Kafka's ListOffsets timestamp for "latest".
+pub const LATEST_TIMESTAMP: i64 = -1;
+/// Kafka's ListOffsets timestamp for "earliest".
+pub const EARLIEST_TIMESTAMP: i64 = -2;
+
+impl OffsetSpec {
+    /// A timestamp as a client gives it, with Kafka's meanings for -1 and -2.
+    pub fn from_timestamp(ts: i64) -> Result<OffsetSpec> {
+        match ts {
+            LATEST_TIMESTAMP => Ok(OffsetSpec::Latest),
+            EARLIEST_TIMESTAMP => Ok(OffsetSpec::Earliest),
+            ts if ts >= 0 => Ok(OffsetSpec::Timestamp(ts)),
+            ts => Err(BrokerError::InvalidRequest(format!(
+                "timestamp must be milliseconds since the epoch (>= 0), -1 (latest) or -2 (earliest); got {ts}"
+            ))),
+        }
+    }
 }
 
 /// Where a consumer starts reading.
@@ -35,6 +56,11 @@ pub struct PartitionOffsets {
 
 /// Resolves `spec` on one partition (blocking: a timestamp lookup reads indexes).
 pub fn resolve(handle: &PartitionHandle, spec: OffsetSpec) -> Result<Option<u64>> {
+    // Every protocol's timestamp passes here, so -1/-2 mean the same everywhere.
+    let spec = match spec {
+        OffsetSpec::Timestamp(ts) => OffsetSpec::from_timestamp(ts)?,
+        OffsetSpec::Earliest | OffsetSpec::Latest => spec,
+    };
     let info = handle.info();
     match spec {
         OffsetSpec::Earliest => Ok(Some(info.log_start_offset)),
@@ -98,6 +124,8 @@ impl Service {
         timestamp: Option<i64>,
     ) -> Result<Vec<PartitionOffsets>> {
         self.authorize(principal, Call::ListOffsets, Resource::Topic(topic.to_owned()))?;
+        // Refused before any lookup, so a bad timestamp on a missing topic is a 400.
+        timestamp.map(OffsetSpec::from_timestamp).transpose()?;
         let topic = self.topic(topic)?;
         let handles =
             (0..topic.partition_count()).map(|p| self.partition(&topic, p)).collect::<Result<Vec<_>>>()?;
@@ -135,4 +163,18 @@ pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| BrokerError::Internal(format!("blocking task failed: {e}")))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_take_kafkas_meanings() {
+        assert_eq!(OffsetSpec::from_timestamp(-1).unwrap(), OffsetSpec::Latest);
+        assert_eq!(OffsetSpec::from_timestamp(-2).unwrap(), OffsetSpec::Earliest);
+        assert_eq!(OffsetSpec::from_timestamp(0).unwrap(), OffsetSpec::Timestamp(0));
+        assert!(matches!(OffsetSpec::from_timestamp(-3), Err(BrokerError::InvalidRequest(_))));
+        assert!(matches!(OffsetSpec::from_timestamp(i64::MIN), Err(BrokerError::InvalidRequest(_))));
+    }
 }

@@ -108,6 +108,8 @@ struct Planned {
     batch: Vec<u8>,
     ids: Vec<usize>,
     idempotent: bool,
+    /// The batch's producer id; -1 for a plain batch.
+    producer_id: i64,
 }
 
 impl Service {
@@ -141,6 +143,7 @@ impl Service {
             let handle = self.partition(&topic, b.partition)?;
             planned.push(inspect(handle, b.batch, b.ids)?);
         }
+        self.check_producers(&planned)?;
         let idempotent = planned.iter().any(|p| p.idempotent);
         if idempotent && planned.len() > 1 {
             return Err(BrokerError::InvalidRequest(
@@ -350,6 +353,21 @@ fn refusal(topic: &str, checked: Option<&Checked>, idempotent: bool) -> Result<B
     Ok(dead)
 }
 
+impl Service {
+    /// An idempotent batch must carry a producer id this broker issued: an invented
+    /// id would otherwise start a sequence no one can fence (Kafka: UNKNOWN_PRODUCER_ID).
+    fn check_producers(&self, planned: &[Planned]) -> Result<()> {
+        match planned
+            .iter()
+            .map(|p| p.producer_id)
+            .find(|&id| id >= 0 && !self.registry.producer_id_issued(id))
+        {
+            Some(id) => Err(BrokerError::UnknownProducerId(id)),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Checks one batch against its partition's limits: the batch size, that it
 /// decodes, and every record's size (key + value + headers), naming the record.
 fn inspect(handle: PartitionHandle, batch: Vec<u8>, ids: Option<Vec<usize>>) -> Result<Planned> {
@@ -395,7 +413,8 @@ fn inspect(handle: PartitionHandle, batch: Vec<u8>, ids: Option<Vec<usize>>) -> 
     if ids.len() != count {
         return Err(BrokerError::Internal(format!("{} ids for a batch of {count} records", ids.len())));
     }
-    Ok(Planned { handle, batch, ids, idempotent })
+    let producer_id = view.header.producer.producer_id;
+    Ok(Planned { handle, batch, ids, idempotent, producer_id })
 }
 
 /// The records of a batch, owned (only the dead-letter path needs them).
