@@ -271,20 +271,13 @@ fn cli_group_consumer_leaves_its_group_and_commits_on_sigint() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let rx = stdout_lines(&mut child);
     let mut seen = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(20);
     while seen.len() < 4 {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
-            Ok(line) => seen.push(line),
+            Ok((line, _)) => seen.push(line),
             Err(_) => {
                 let _ = child.kill();
                 panic!("the group consumer printed only {seen:?}");
@@ -510,14 +503,7 @@ fn cli_follow_shows_each_partition_within_one_wake_up() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send((line, Instant::now()));
-        }
-    });
+    let rx = stdout_lines(&mut child);
     // Let every partition's poll start from the end before the first record.
     std::thread::sleep(Duration::from_millis(1500));
     let c = es_tests::broker::Client::new(&b.url);
@@ -564,4 +550,18 @@ fn cli_topic_alter_partitions_grows_the_topic() {
     assert_eq!(b.get("/topics/grow").body["partition_count"], 3);
     let err = fails(u, &["topic", "alter", "grow", "--partitions", "2"], None);
     assert!(err.contains("grow") || err.contains("shrink"), "{err}");
+}
+
+/// The lines a child prints on stdout, each with when it arrived, read on a thread
+/// so a test can wait for them with a deadline.
+fn stdout_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<(String, Instant)> {
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send((line, Instant::now()));
+        }
+    });
+    rx
 }
