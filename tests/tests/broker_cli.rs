@@ -440,6 +440,19 @@ fn cli_topic_alter_and_validator_flags_say_what_they_mean() {
     let err =
         fails(u, &["topic", "alter", "t", "--validator", "rules", "--validator-config", "other:k=v"], None);
     assert!(err.contains("\"other\"") && err.contains("not one of the --validator plugins"), "{err}");
+    // A plugin's config error names the key and the plugin's keys, with no topic-settings hint.
+    let err = fails(
+        u,
+        &["topic", "alter", "t", "--validator", "rules", "--validator-config", "value.max=10"],
+        None,
+    );
+    assert!(
+        err.contains("value.max") && err.contains("value.max.bytes") && err.contains("invalid_config"),
+        "{err}"
+    );
+    assert!(!err.contains("retention.ms") && err.contains("es plugin describe rules"), "{err}");
+    let err = fails(u, &["topic", "alter", "t", "--config", "retention.ms=abc"], None);
+    assert!(err.contains("retention.ms takes an integer") && err.contains("es topic describe"), "{err}");
     ok(
         u,
         &["topic", "alter", "t", "--validator", "rules", "--validator-config", "rules:key.required=true"],
@@ -564,4 +577,43 @@ fn stdout_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<(S
         }
     });
     rx
+}
+
+/// Runs `es` under a pseudo-terminal (util-linux `script`), as a user at a shell would.
+fn es_on_a_tty(b: &Broker, args: &[&str]) -> Output {
+    let line = std::iter::once(es_bin().display().to_string())
+        .chain(args.iter().map(|a| (*a).to_owned()))
+        .map(|w| format!("'{}'", w.replace('\'', r"'\''")))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut child = Command::new("script")
+        .args(["-q", "-e", "-c", &line, "/dev/null"])
+        .env("ES_BROKER", &b.url)
+        .env("ES_BROKER_BINARY", &b.binary_addr)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning script (util-linux)");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "es {args:?} under a tty did not finish within 30 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn cli_says_no_records_on_a_terminal_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path());
+    let u = b.url.as_str();
+    b.create_topic("empty", 2);
+    let piped = es(u, &["consume", "empty"], None);
+    assert!(piped.status.success() && piped.stdout.is_empty() && piped.stderr.is_empty(), "{piped:?}");
+    let tty = es_on_a_tty(&b, &["consume", "empty"]);
+    let shown = String::from_utf8_lossy(&tty.stdout);
+    assert!(tty.status.success() && shown.contains("no records"), "{tty:?}");
+    let tty = es_on_a_tty(&b, &["consume", "empty", "--protocol", "binary"]);
+    assert!(String::from_utf8_lossy(&tty.stdout).contains("no records"), "{tty:?}");
 }
