@@ -34,9 +34,8 @@ async fn admin_produce_fetch_round_trip() {
     let err = c.create_topic("orders", 2, vec![]).await.unwrap_err();
     assert_eq!(err.code(), Some(ErrorCode::TopicExists));
     assert!(c.list_topics().await.unwrap().iter().any(|t| t.name == "orders" && t.partitions == 2));
-    let (base, last, dup) =
-        c.produce("orders", 1, batch_of(&["a", "b", "c"], ProducerInfo::NONE)).await.unwrap();
-    assert_eq!((base, last, dup), (0, 2, false));
+    let p = c.produce("orders", 1, batch_of(&["a", "b", "c"], ProducerInfo::NONE)).await.unwrap();
+    assert_eq!((p.base_offset, p.last_offset, p.duplicate, p.findings.len()), (0, 2, false, 0));
     let d = c.describe_topic("orders").await.unwrap();
     assert_eq!(d.partitions[1].high_watermark, 3);
     assert!(d.configs.iter().any(|(k, v)| k == "retention.ms" && v == "-1"));
@@ -88,8 +87,12 @@ async fn pipelined_produces_keep_their_order() {
         pending.push(c.produce_pipelined("p", 0, batch).await.unwrap());
     }
     for (i, p) in pending.into_iter().enumerate() {
-        let (base, last, _) = tokio::time::timeout(TIMEOUT, p).await.unwrap().unwrap();
-        assert_eq!((base, last), (2 * i as u64, 2 * i as u64 + 1), "request {i} kept its place");
+        let p = tokio::time::timeout(TIMEOUT, p).await.unwrap().unwrap();
+        assert_eq!(
+            (p.base_offset, p.last_offset),
+            (2 * i as u64, 2 * i as u64 + 1),
+            "request {i} kept its place"
+        );
     }
 }
 
@@ -159,11 +162,12 @@ async fn idempotent_retry_after_kill_9_is_not_written_twice() {
     c.produce("idem", 0, batch_of(&["one", "two"], producer(0))).await.unwrap();
     // The broker acknowledged (so it is on disk), then died before the client saw it.
     let lost = batch_of(&["three"], producer(2));
-    let (base, ..) = c.produce("idem", 0, lost.clone()).await.unwrap();
+    let base = c.produce("idem", 0, lost.clone()).await.unwrap().base_offset;
     b.kill9();
     let b = Broker::start(dir.path());
     let c = client(&b).await;
-    let (retry_base, _, duplicate) = c.produce("idem", 0, lost).await.unwrap();
+    let retry = c.produce("idem", 0, lost).await.unwrap();
+    let (retry_base, duplicate) = (retry.base_offset, retry.duplicate);
     assert!(duplicate, "the retry is recognised");
     assert_eq!(retry_base, base, "and answered with the original offset");
     assert_eq!(c.list_offsets("idem", 0, OffsetSpec::Latest).await.unwrap(), Some(3));
@@ -225,7 +229,7 @@ async fn hostile_frames_close_only_their_connection() {
         s.write_all(&[0, 0, 1, 0, 0]).await.unwrap();
     }
     // The good connection never noticed.
-    let (base, ..) = c.produce("safe", 0, batch_of(&["still here"], ProducerInfo::NONE)).await.unwrap();
+    let base = c.produce("safe", 0, batch_of(&["still here"], ProducerInfo::NONE)).await.unwrap().base_offset;
     assert_eq!(base, 0);
     let v =
         c.produce_pipelined("safe", 0, Bytes::from_static(b"not a batch")).await.unwrap().await.unwrap_err();

@@ -399,8 +399,9 @@ async fn binary_produce_runs_the_validators() {
     b.create_topic("bin", 1);
     b.create_topic("dlq", 1);
     bind_ok(&b, "bin", json!([{"plugin": "rules", "config": {"key.required": "true"}}]));
-    let client =
-        es_client::Client::connect(&b.binary_addr, es_client::ClientOptions::default()).await.unwrap();
+    let client = std::sync::Arc::new(
+        es_client::Client::connect(&b.binary_addr, es_client::ClientOptions::default()).await.unwrap(),
+    );
     let keyed = |k: Option<&str>, v: &str| Record {
         key: k.map(|k| bytes::Bytes::from(k.to_owned())),
         value: Some(bytes::Bytes::from(v.to_owned())),
@@ -422,19 +423,40 @@ async fn binary_produce_runs_the_validators() {
         "bin",
         json!([{"plugin": "rules", "config": {"key.required": "true"}, "on_failure": "dead-letter", "dead_letter_topic": "dlq"}]),
     );
-    let (base, last, _) = client
+    let p = client
         .produce("bin", 0, encode(&[keyed(None, "x"), keyed(Some("b"), "4"), keyed(Some("c"), "5")]))
         .await
         .unwrap();
-    assert_eq!((base, last), (1, 2), "offsets cover the records written");
+    assert_eq!((p.base_offset, p.last_offset), (1, 2), "offsets cover the records written");
     assert_eq!(high_watermarks(&b, "dlq"), 1);
+    // The answer says which record went where, and why.
+    let [f] = &p.findings[..] else { panic!("one finding expected: {:?}", p.findings) };
+    assert_eq!((f.index, f.plugin.as_str(), f.code.as_str()), (0, "rules", "key-required"));
+    let d = f.dead_letter.as_ref().expect("the record was dead-lettered");
+    assert_eq!((d.topic.as_str(), d.offset), ("dlq", 0));
+
+    // The batching producer gives each record its own place: the dead-lettered one in
+    // the dead-letter topic, the others at the partition's next offsets in order.
+    // (Not idempotent: an idempotent batch holding a dead letter is refused whole.)
+    let options = es_client::ProducerOptions { idempotent: false, ..es_client::ProducerOptions::default() };
+    let producer = es_client::Producer::new(client.clone(), options).await.unwrap();
+    let mut sends = Vec::new();
+    for r in [keyed(Some("e"), "7"), keyed(None, "lost"), keyed(Some("f"), "8")] {
+        sends.push(producer.enqueue("bin", Some(0), r).await.unwrap());
+    }
+    let mut placed = Vec::new();
+    for s in sends {
+        placed.push(s.await.unwrap());
+    }
+    let places: Vec<_> = placed.iter().map(|m| (m.topic.as_str(), m.offset, m.dead_lettered())).collect();
+    assert_eq!(places, [("bin", 3, false), ("dlq", 1, true), ("bin", 4, false)]);
 
     // A gzip batch is checked on its decompressed records.
     let plain = batch::encode(&[keyed(None, "y"), keyed(Some("d"), "6")], 1_000, ProducerInfo::NONE).unwrap();
     let gzip = batch::compress(&plain, batch::Compression::Gzip).unwrap();
-    let (base, last, _) = client.produce("bin", 0, bytes::Bytes::from(gzip)).await.unwrap();
-    assert_eq!((base, last), (3, 3));
-    assert_eq!(high_watermarks(&b, "dlq"), 2);
+    let p = client.produce("bin", 0, bytes::Bytes::from(gzip)).await.unwrap();
+    assert_eq!((p.base_offset, p.last_offset), (5, 5));
+    assert_eq!(high_watermarks(&b, "dlq"), 3);
     // A malformed batch is refused as one, before any plugin sees it, and nothing
     // is written anywhere.
     let mut bad = batch::encode(&[keyed(None, "z")], 1_000, ProducerInfo::NONE).unwrap();
@@ -442,7 +464,7 @@ async fn binary_produce_runs_the_validators() {
     bad[last_byte] ^= 0xff;
     let e = client.produce("bin", 0, bytes::Bytes::from(bad)).await.unwrap_err();
     assert_eq!(e.code(), Some(es_protocol::ErrorCode::InvalidBatch), "{e}");
-    assert_eq!((high_watermarks(&b, "bin"), high_watermarks(&b, "dlq")), (4, 2));
+    assert_eq!((high_watermarks(&b, "bin"), high_watermarks(&b, "dlq")), (6, 3));
 }
 
 #[test]

@@ -8,6 +8,13 @@ use std::time::{Duration, Instant};
 use es_tests::broker::{Broker, es_bin};
 
 fn es(b: &Broker, args: &[&str], stdin: Option<&str>) -> Output {
+    let out = es_status(b, args, stdin);
+    assert!(out.status.success(), "es {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+/// Runs `es`, bounded in time, whatever its exit status.
+fn es_status(b: &Broker, args: &[&str], stdin: Option<&str>) -> Output {
     let mut child = Command::new(es_bin())
         .env("ES_BROKER", &b.url)
         .env("ES_BROKER_BINARY", &b.binary_addr)
@@ -25,9 +32,7 @@ fn es(b: &Broker, args: &[&str], stdin: Option<&str>) -> Output {
         assert!(Instant::now() < deadline, "es {args:?} did not finish within 30 s");
         std::thread::sleep(Duration::from_millis(10));
     }
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "es {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    out
+    child.wait_with_output().unwrap()
 }
 
 #[test]
@@ -56,4 +61,60 @@ fn produce_and_consume_over_the_binary_protocol() {
         None,
     );
     assert_eq!(std::str::from_utf8(&tail.stdout).unwrap().lines().count(), 2);
+}
+
+/// The binary protocol says where a dead-lettered record went and prints warnings,
+/// as the HTTP path does (the answer lists each record a validator spoke about).
+#[test]
+fn binary_produce_reports_dead_letters_and_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path());
+    b.create_topic("pv", 1);
+    b.create_topic("pv-dlq", 1);
+    let bind = |topic: &str, policy: &[&str]| {
+        let mut args =
+            vec!["topic", "alter", topic, "--validator", "rules", "--validator-config", "value.max.bytes=5"];
+        args.extend_from_slice(policy);
+        es(&b, &args, None);
+    };
+    bind("pv", &["--on-failure", "dead-letter", "--dead-letter-topic", "pv-dlq"]);
+    let text = |o: &Output| {
+        (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (out, _) = text(&es(&b, &["produce", "pv", "--value", "far too long", "--protocol", "binary"], None));
+    assert!(
+        out.contains("dead-lettered to pv-dlq partition 0 at offset 0") && out.contains("value-too-large"),
+        "{out}"
+    );
+    let (out, err) =
+        text(&es(&b, &["produce", "pv", "--protocol", "binary"], Some("ok\nmuch too long\nhi\n")));
+    assert!(out.contains("wrote 2 records to pv; dead-lettered 1 record to pv-dlq"), "{out}");
+    assert!(err.contains("record 1 dead-lettered to pv-dlq partition 0 at offset 1"), "{err}");
+    // An idempotent producer's batch is written whole or not at all: refused, nothing written.
+    let refused = es_status(
+        &b,
+        &["produce", "pv", "--protocol", "binary", "--idempotent", "--value", "far too long"],
+        None,
+    );
+    assert!(
+        !refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("value-too-large"),
+        "{refused:?}"
+    );
+    let (out, _) = text(&es(&b, &["consume", "pv", "--partition", "0"], None));
+    assert_eq!(out, "\tok\n\thi\n", "the kept records, at the offsets reported");
+    let (json, _) =
+        text(&es(&b, &["--json", "produce", "pv", "--protocol", "binary"], Some("abc\nway too long\n")));
+    let lines: Vec<serde_json::Value> = json.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!((lines[0]["topic"].as_str(), lines[0]["offset"].as_u64()), (Some("pv"), Some(2)), "{json}");
+    assert_eq!(
+        (lines[1]["topic"].as_str(), lines[1]["finding"]["outcome"].as_str()),
+        (Some("pv-dlq"), Some("dead-lettered"))
+    );
+
+    b.create_topic("pw", 1);
+    bind("pw", &["--on-failure", "warn"]);
+    let (out, err) =
+        text(&es(&b, &["produce", "pw", "--value", "far too long", "--protocol", "binary"], None));
+    assert!(out.contains("wrote to pw partition 0 at offset 0"), "{out}");
+    assert!(err.contains("warning: record 0: rules (value-too-large)"), "{err}");
 }

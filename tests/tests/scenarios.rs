@@ -154,8 +154,9 @@ impl FrontEnd for Binary {
             })
             .collect();
         let batch = Bytes::from(batch::encode(&records, 1_000, ProducerInfo::NONE).unwrap());
-        let (base, last, _) =
+        let answer =
             self.0.produce(topic, partition, batch).await.map_err(|e| Refused(http_name(e.code())))?;
+        let (base, last) = (answer.base_offset, answer.last_offset);
         // An empty range (last = base - 1) says nothing was written here.
         Ok(Produced { range: (last.wrapping_add(1) != base).then_some((base, last)) })
     }

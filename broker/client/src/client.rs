@@ -6,12 +6,36 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use es_protocol::{
-    FetchPartition, FetchResult, ListedTopic, OffsetSpec, Request, Response, TopicDescription,
+    FetchPartition, FetchResult, ListedTopic, OffsetSpec, ProduceFinding, Request, Response, TopicDescription,
 };
 use tokio::sync::Mutex;
 
 use crate::connection::Connection;
 use crate::error::{ClientError, Result};
+
+/// The broker's answer to one produced batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Produced {
+    /// `base_offset..=last_offset` hold the records kept on the partition, in batch
+    /// order (empty, `last_offset = base_offset - 1`, when all were dead-lettered).
+    pub base_offset: u64,
+    pub last_offset: u64,
+    /// An idempotent retry the broker recognised: nothing new was written.
+    pub duplicate: bool,
+    /// Validator warnings, and the records dead-lettered instead of written.
+    pub findings: Vec<ProduceFinding>,
+}
+
+impl Produced {
+    fn from_response(r: Response) -> Result<Produced> {
+        match r {
+            Response::Produce { base_offset, last_offset, duplicate, findings } => {
+                Ok(Produced { base_offset, last_offset, duplicate, findings })
+            }
+            _ => Err(ClientError::UnexpectedResponse("Produce")),
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
@@ -102,15 +126,10 @@ impl Client {
 
     /// Appends one encoded batch (see `es_core::batch::encode`). Retried only when the
     /// batch is idempotent (has a producer id), since then a retry cannot write twice.
-    pub async fn produce(&self, topic: &str, partition: u32, batch: Bytes) -> Result<(u64, u64, bool)> {
+    pub async fn produce(&self, topic: &str, partition: u32, batch: Bytes) -> Result<Produced> {
         let idempotent = es_core::BatchHeader::parse(&batch, usize::MAX)?.producer.producer_id >= 0;
         let req = Request::Produce { topic: topic.to_owned(), partition, batch };
-        match self.call_on(partition as usize, req, idempotent).await? {
-            Response::Produce { base_offset, last_offset, duplicate } => {
-                Ok((base_offset, last_offset, duplicate))
-            }
-            _ => Err(ClientError::UnexpectedResponse("Produce")),
-        }
+        Produced::from_response(self.call_on(partition as usize, req, idempotent).await?)
     }
 
     /// Queues a produce on the partition's connection and returns the future of its
@@ -120,7 +139,7 @@ impl Client {
         topic: &str,
         partition: u32,
         batch: Bytes,
-    ) -> Result<impl std::future::Future<Output = Result<(u64, u64, bool)>> + use<>> {
+    ) -> Result<impl std::future::Future<Output = Result<Produced>> + use<>> {
         let conn = self.connection(partition as usize).await?;
         let timeout_ms = self.options.request_timeout_ms;
         let enqueue = conn.enqueue(Request::Produce { topic: topic.to_owned(), partition, batch });
@@ -131,12 +150,7 @@ impl Client {
             let answer = tokio::time::timeout(Duration::from_millis(timeout_ms), pending)
                 .await
                 .map_err(|_| ClientError::Timeout(timeout_ms))?;
-            match answer? {
-                Response::Produce { base_offset, last_offset, duplicate } => {
-                    Ok((base_offset, last_offset, duplicate))
-                }
-                _ => Err(ClientError::UnexpectedResponse("Produce")),
-            }
+            Produced::from_response(answer?)
         })
     }
 

@@ -17,10 +17,11 @@ mod error;
 mod groups;
 mod producer;
 
-pub use client::{Client, ClientOptions};
+pub use client::{Client, ClientOptions, Produced};
 pub use connection::Connection;
 pub use consumer::{Consumed, Consumer};
 pub use error::{ClientError, Result};
 pub use es_core::Compression;
+pub use es_protocol::{DeadLetterPlace, ProduceFinding};
 pub use groups::{GroupAssignment, GroupMember};
 pub use producer::{Producer, ProducerOptions, RecordMetadata};

@@ -14,8 +14,9 @@ use es_core::batch::{self, Compression};
 use es_core::{ProducerInfo, Record};
 use tokio::sync::{Mutex, oneshot};
 
-use crate::client::Client;
+use crate::client::{Client, Produced};
 use crate::error::{ClientError, Result};
+use es_protocol::ProduceFinding;
 
 #[derive(Debug, Clone)]
 pub struct ProducerOptions {
@@ -46,12 +47,45 @@ impl Default for ProducerOptions {
     }
 }
 
-/// Where a record landed.
+/// Where a record landed: its partition, or the dead-letter topic a validator sent
+/// it to (then `finding` says why); a validator's warning on a written record is in
+/// `finding` too.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordMetadata {
     pub topic: String,
     pub partition: u32,
     pub offset: u64,
+    pub finding: Option<ProduceFinding>,
+}
+
+impl RecordMetadata {
+    pub fn dead_lettered(&self) -> bool {
+        self.finding.as_ref().is_some_and(|f| f.dead_letter.is_some())
+    }
+}
+
+/// Each record's place in a produced batch of `count`: kept records take the
+/// partition's offsets in batch order; dead-lettered ones are where the broker put them.
+fn placements(key: &Key, count: usize, answer: &Produced) -> Vec<RecordMetadata> {
+    let mut next = answer.base_offset;
+    (0..count)
+        .map(|i| {
+            let finding = answer.findings.iter().find(|f| f.index as usize == i).cloned();
+            match finding.as_ref().and_then(|f| f.dead_letter.as_ref()) {
+                Some(d) => RecordMetadata {
+                    topic: d.topic.clone(),
+                    partition: d.partition,
+                    offset: d.offset,
+                    finding: finding.clone(),
+                },
+                None => {
+                    let offset = next;
+                    next += 1;
+                    RecordMetadata { topic: key.0.clone(), partition: key.1, offset, finding }
+                }
+            }
+        })
+        .collect()
 }
 
 type Waiter = oneshot::Sender<Result<RecordMetadata>>;
@@ -220,18 +254,23 @@ async fn linger(inner: Arc<Inner>, key: Key, generation: u64) {
 }
 
 async fn send_batch(inner: Arc<Inner>, key: Key, buf: Buffer) {
-    let result = send_numbered(&inner, &key, &buf.records).await;
-    for (i, w) in buf.waiters.into_iter().enumerate() {
-        let _ = w.send(result.clone().map(|base| RecordMetadata {
-            topic: key.0.clone(),
-            partition: key.1,
-            offset: base + i as u64,
-        }));
+    match send_numbered(&inner, &key, &buf.records).await {
+        Ok(answer) => {
+            let placed = placements(&key, buf.records.len(), &answer);
+            for (w, meta) in buf.waiters.into_iter().zip(placed) {
+                let _ = w.send(Ok(meta));
+            }
+        }
+        Err(e) => {
+            for w in buf.waiters {
+                let _ = w.send(Err(e.clone()));
+            }
+        }
     }
 }
 
-/// Numbers, encodes and queues one batch in partition order; returns its base offset.
-async fn send_numbered(inner: &Arc<Inner>, key: &Key, records: &[Record]) -> Result<u64> {
+/// Numbers, encodes and queues one batch in partition order; returns the broker's answer.
+async fn send_numbered(inner: &Arc<Inner>, key: &Key, records: &[Record]) -> Result<Produced> {
     let order = inner.order.lock().expect("order lock").entry(key.clone()).or_default().clone();
     let mut next_seq = order.lock().await;
     let producer = match inner.producer {
@@ -256,10 +295,10 @@ async fn send_numbered(inner: &Arc<Inner>, key: &Key, records: &[Record]) -> Res
         Err(e) => Err(e),
     };
     match first {
-        Ok((base, _, _)) => Ok(base),
+        Ok(answer) => Ok(answer),
         // An idempotent batch can be resent as is: the broker dedups it.
         Err(e) if e.is_retriable() && inner.producer.is_some() => {
-            inner.client.produce(&key.0, key.1, bytes).await.map(|(base, _, _)| base)
+            inner.client.produce(&key.0, key.1, bytes).await
         }
         Err(e) => Err(e),
     }

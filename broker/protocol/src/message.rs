@@ -9,9 +9,10 @@ use crate::frame::{FLAG_RESPONSE, Frame, FrameHeader, encode_frame};
 use crate::groups::{GroupRequest, GroupResponse};
 use crate::wire::{Reader, WireError, Writer};
 
-/// The protocol version this codec speaks (negotiated by `Hello`). Version 2:
-/// batches are Kafka v2 RecordBatches (version 1 carried es's magic-1 layout).
-pub const PROTOCOL_VERSION: u16 = 2;
+/// The protocol version this codec speaks (negotiated by `Hello`). Version 3: the
+/// produce answer lists each record a validator warned about or dead-lettered.
+/// Version 2 made batches Kafka v2 RecordBatches (version 1 carried es's magic-1 layout).
+pub const PROTOCOL_VERSION: u16 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -117,6 +118,27 @@ pub enum Request {
     Group(GroupRequest),
 }
 
+/// What a validator said of one record of a produced batch that was still written:
+/// a warning, or where the record was dead-lettered instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProduceFinding {
+    /// The record's position in the batch.
+    pub index: u32,
+    pub plugin: String,
+    /// The plugin's stable code, e.g. `value-too-large`.
+    pub code: String,
+    pub reason: String,
+    /// Set when the record went to a dead-letter topic instead of the partition.
+    pub dead_letter: Option<DeadLetterPlace>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetterPlace {
+    pub topic: String,
+    pub partition: u32,
+    pub offset: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchResult {
     pub error: ErrorCode,
@@ -160,10 +182,13 @@ pub enum Response {
         in_flight_max: u32,
         server: String,
     },
+    /// `base_offset..=last_offset` hold the records kept on the partition, in batch
+    /// order; a dead-lettered record is not among them (see `findings`).
     Produce {
         base_offset: u64,
         last_offset: u64,
         duplicate: bool,
+        findings: Vec<ProduceFinding>,
     },
     Fetch {
         partitions: Vec<FetchResult>,
@@ -358,10 +383,14 @@ impl Response {
                 b.put_u32(*in_flight_max);
                 b.string(server);
             }
-            Response::Produce { base_offset, last_offset, duplicate } => {
+            Response::Produce { base_offset, last_offset, duplicate, findings } => {
                 b.put_u64(*base_offset);
                 b.put_u64(*last_offset);
                 b.put_u8(u8::from(*duplicate));
+                b.put_u32(findings.len() as u32);
+                for f in findings {
+                    encode_finding(b, f);
+                }
             }
             Response::Fetch { partitions } => {
                 b.put_u32(partitions.len() as u32);
@@ -417,6 +446,43 @@ impl Response {
     }
 }
 
+/// index u32, three strings, the dead-letter flag.
+const FINDING_BYTES_MIN: usize = 4 + 3 * 2 + 1;
+
+fn encode_finding(b: &mut Vec<u8>, f: &ProduceFinding) {
+    b.put_u32(f.index);
+    b.string(&f.plugin);
+    b.string(&f.code);
+    b.string(&f.reason);
+    match &f.dead_letter {
+        None => b.put_u8(0),
+        Some(d) => {
+            b.put_u8(1);
+            b.string(&d.topic);
+            b.put_u32(d.partition);
+            b.put_u64(d.offset);
+        }
+    }
+}
+
+fn decode_finding(r: &mut Reader) -> Result<ProduceFinding, WireError> {
+    Ok(ProduceFinding {
+        index: r.u32("index")?,
+        plugin: r.string("plugin")?,
+        code: r.string("code")?,
+        reason: r.string("reason")?,
+        dead_letter: if r.bool("dead_lettered")? {
+            Some(DeadLetterPlace {
+                topic: r.string("dead_letter_topic")?,
+                partition: r.u32("dead_letter_partition")?,
+                offset: r.u64("dead_letter_offset")?,
+            })
+        } else {
+            None
+        },
+    })
+}
+
 fn decode_ok(op: Op, r: &mut Reader) -> Result<Response, WireError> {
     Ok(match op {
         Op::Hello => Response::Hello {
@@ -429,6 +495,10 @@ fn decode_ok(op: Op, r: &mut Reader) -> Result<Response, WireError> {
             base_offset: r.u64("base_offset")?,
             last_offset: r.u64("last_offset")?,
             duplicate: r.bool("duplicate")?,
+            findings: {
+                let n = r.count("findings", FINDING_BYTES_MIN)?;
+                (0..n).map(|_| decode_finding(r)).collect::<Result<_, _>>()?
+            },
         },
         Op::Fetch => {
             let n = r.count("partitions", 2 + 8 + 8 + 4)?;
@@ -567,7 +637,38 @@ mod tests {
                     server: "es".into(),
                 },
             ),
-            (Op::Produce, Response::Produce { base_offset: 10, last_offset: 19, duplicate: true }),
+            (
+                Op::Produce,
+                Response::Produce { base_offset: 10, last_offset: 19, duplicate: true, findings: vec![] },
+            ),
+            (
+                Op::Produce,
+                Response::Produce {
+                    base_offset: 10,
+                    last_offset: 18,
+                    duplicate: false,
+                    findings: vec![
+                        ProduceFinding {
+                            index: 3,
+                            plugin: "rules".into(),
+                            code: "value-too-large".into(),
+                            reason: "value is 20 bytes".into(),
+                            dead_letter: Some(DeadLetterPlace {
+                                topic: "dlq".into(),
+                                partition: 2,
+                                offset: 7,
+                            }),
+                        },
+                        ProduceFinding {
+                            index: 5,
+                            plugin: "rules".into(),
+                            code: "key-required".into(),
+                            reason: "no key".into(),
+                            dead_letter: None,
+                        },
+                    ],
+                },
+            ),
             (
                 Op::Fetch,
                 Response::Fetch {

@@ -6,14 +6,15 @@
 use std::collections::BTreeMap;
 
 use es_protocol::{
-    FetchPartition, FetchResult, ListedTopic, OffsetSpec, Op, PROTOCOL_VERSION, PartitionDescription,
-    Request, Response, TopicDescription,
+    DeadLetterPlace, FetchPartition, FetchResult, ListedTopic, OffsetSpec, Op, PROTOCOL_VERSION,
+    PartitionDescription, ProduceFinding, Request, Response, TopicDescription,
 };
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
 use super::BinaryState;
 use super::error::{code, response};
 use crate::limits;
+use crate::plugins::binding::Outcome;
 use crate::service::error::{BrokerError, Result};
 use crate::service::fetch::{self, FetchRequest};
 use crate::service::produce::{PartitionBatch, ProduceAck};
@@ -89,25 +90,51 @@ fn answer(result: Result<Response>) -> Response {
     result.unwrap_or_else(|e| response(&e))
 }
 
-/// The batch's offsets. When every record went to a dead-letter topic the range
-/// is empty: `last_offset = base_offset - 1`, `base_offset` the partition's high
+/// The batch's offsets, and what validators said of records written anyway or
+/// dead-lettered. When every record went to a dead-letter topic the range is
+/// empty: `last_offset = base_offset - 1`, `base_offset` the partition's high
 /// watermark when the batch was planned.
 fn produced(ack: ProduceAck) -> Response {
     let duplicate = ack.duplicate();
+    let findings = findings(&ack);
     let Some(p) = ack.partitions.first() else {
         return Response::Error {
             code: es_protocol::ErrorCode::Internal,
             message: "no partition answered".into(),
         };
     };
-    match p.written {
-        Some(a) => Response::Produce { base_offset: a.base_offset, last_offset: a.last_offset, duplicate },
-        None => Response::Produce {
-            base_offset: p.high_watermark,
-            last_offset: p.high_watermark.wrapping_sub(1),
-            duplicate,
-        },
+    let (base_offset, last_offset) = match p.written {
+        Some(a) => (a.base_offset, a.last_offset),
+        None => (p.high_watermark, p.high_watermark.wrapping_sub(1)),
+    };
+    Response::Produce { base_offset, last_offset, duplicate, findings }
+}
+
+/// One finding per record (the one that dead-lettered it, else the first warning),
+/// with the place of a dead-lettered record. A binary produce carries one batch, so
+/// a record's request index is its position in the batch.
+fn findings(ack: &ProduceAck) -> Vec<ProduceFinding> {
+    let mut ordered: Vec<_> = ack.findings.iter().collect();
+    ordered.sort_by_key(|f| (f.index, f.outcome != Outcome::DeadLettered));
+    let mut out: Vec<ProduceFinding> = Vec::new();
+    for f in ordered {
+        if out.last().is_some_and(|o| o.index as usize == f.index) {
+            continue;
+        }
+        let dead_letter = ack.dead_letters.iter().find(|d| d.id == f.index).map(|d| DeadLetterPlace {
+            topic: d.topic.clone(),
+            partition: d.partition,
+            offset: d.offset,
+        });
+        out.push(ProduceFinding {
+            index: f.index as u32,
+            plugin: f.plugin.clone(),
+            code: f.code.clone(),
+            reason: f.reason.clone(),
+            dead_letter,
+        });
     }
+    out
 }
 
 async fn fetch(

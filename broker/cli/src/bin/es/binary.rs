@@ -9,7 +9,9 @@ use anyhow::{Context, bail};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use clap::{Args, ValueEnum};
-use es_client::{Client, ClientOptions, Consumed, Consumer, Producer, ProducerOptions};
+use es_client::{
+    Client, ClientOptions, Consumed, Consumer, ProduceFinding, Producer, ProducerOptions, RecordMetadata,
+};
 use es_core::Record;
 use es_protocol::OffsetSpec;
 use serde_json::{Value, json};
@@ -48,32 +50,47 @@ async fn connect(addr: &str) -> anyhow::Result<std::sync::Arc<Client>> {
     Ok(std::sync::Arc::new(client))
 }
 
-/// Sends every record (batched by the producer, idempotent) and waits until all are
-/// durable. Returns how many were written.
+/// Sends every record (batched by the producer) and waits until all are
+/// durable. Returns where each went, in input order (with `--json`, printed as it
+/// comes: the record's topic, partition, offset and any validator finding).
 pub fn produce(
     t: &Transport,
     topic: &str,
     partition: Option<u32>,
     records: impl Iterator<Item = anyhow::Result<Record>>,
+    idempotent: bool,
     json_out: bool,
-) -> anyhow::Result<usize> {
+) -> anyhow::Result<Vec<RecordMetadata>> {
     runtime()?.block_on(async {
         let client = connect(&t.binary_broker).await?;
-        let producer = Producer::new(client, ProducerOptions::default()).await?;
+        let producer =
+            Producer::new(client, ProducerOptions { idempotent, ..ProducerOptions::default() }).await?;
         // Queued in input order, so lines keep their order within a partition.
         let mut sends = Vec::new();
         for record in records {
             sends.push(producer.enqueue(topic, partition, record?).await?);
         }
-        let count = sends.len();
+        let mut placed = Vec::with_capacity(sends.len());
         for send in sends {
             let meta = send.await.context("producing over the binary protocol")?;
             if json_out {
-                println!("{}", json!({"partition": meta.partition, "offset": meta.offset}));
+                let mut line =
+                    json!({"topic": meta.topic, "partition": meta.partition, "offset": meta.offset});
+                if let Some(f) = &meta.finding {
+                    line["finding"] = finding_json(f);
+                }
+                println!("{line}");
             }
+            placed.push(meta);
         }
-        Ok(count)
+        Ok(placed)
     })
+}
+
+/// A validator finding in the HTTP answer's shape, so both protocols print alike.
+pub fn finding_json(f: &ProduceFinding) -> Value {
+    let outcome = if f.dead_letter.is_some() { "dead-lettered" } else { "warned" };
+    json!({"index": f.index, "plugin": f.plugin, "code": f.code, "reason": f.reason, "outcome": outcome})
 }
 
 /// Reads `partitions` (all when `None`) from `start`, printing each record with

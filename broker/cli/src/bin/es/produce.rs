@@ -66,6 +66,11 @@ pub struct ProduceArgs {
     /// How long a partly filled stdin batch waits for more lines before it is sent.
     #[arg(long, default_value_t = 100, value_name = "MS")]
     linger_ms: u64,
+    /// With --protocol binary: an idempotent producer (retries cannot write twice).
+    /// A topic that dead-letters then refuses a batch holding a dead letter whole,
+    /// since an idempotent batch is written whole or not at all.
+    #[arg(long)]
+    idempotent: bool,
     #[command(flatten)]
     transport: crate::binary::Transport,
 }
@@ -230,21 +235,35 @@ fn produce_binary(
         timestamp: None,
     };
     let topic = args.topic.name();
-    let written = match single {
+    let is_single = single.is_some();
+    let placed = match single {
         Some(one) => crate::binary::produce(
             &args.transport,
             topic,
             args.partition,
             std::iter::once(Ok(make(one))),
+            args.idempotent,
             json_out,
         )?,
         None => {
             let records = read_records_in_background(parser).into_iter().map(|r| r.map(make));
-            crate::binary::produce(&args.transport, topic, args.partition, records, json_out)?
+            crate::binary::produce(
+                &args.transport,
+                topic,
+                args.partition,
+                records,
+                args.idempotent,
+                json_out,
+            )?
         }
     };
     if !json_out {
-        println!("wrote {} to {topic} over the binary protocol", plural(written as u64, "record"));
+        let mut report = Report::default();
+        for (number, meta) in placed.iter().enumerate() {
+            let finding = meta.finding.as_ref().map(crate::binary::finding_json);
+            report.place(number, meta.topic.clone(), meta.partition.into(), meta.offset.into(), finding);
+        }
+        if is_single { report.print_single() } else { report.print_summary(topic) }
     }
     Ok(())
 }
@@ -336,15 +355,23 @@ impl Report {
         }
         for f in array(&v["violations"]) {
             let number = f["index"].as_u64().unwrap_or(0) as usize + first;
-            match f["outcome"].as_str().unwrap_or("") {
-                "dead-lettered" | "dead_letter" | "dead-letter" | "dead_lettered" => {
-                    self.dead.push((number, f))
-                }
-                _ => self.warnings.push((number, f)),
-            }
+            self.note(number, &f);
         }
-        self.dead.sort_by_key(|(n, _)| *n);
-        self.warnings.sort_by_key(|(n, _)| *n);
+    }
+
+    /// One record's place (the binary protocol answers per record).
+    fn place(&mut self, number: usize, to: String, partition: Value, offset: Value, finding: Option<Value>) {
+        self.placed.push((to, partition, offset));
+        if let Some(f) = finding {
+            self.note(number, &f);
+        }
+    }
+
+    fn note(&mut self, number: usize, f: &Value) {
+        // The broker's word for the outcome (`Outcome`, serialized kebab-case).
+        let list = if f["outcome"] == "dead-lettered" { &mut self.dead } else { &mut self.warnings };
+        list.push((number, f.clone()));
+        list.sort_by_key(|(n, _)| *n);
     }
 
     fn print_warnings(&self) {
