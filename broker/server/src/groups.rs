@@ -143,7 +143,7 @@ impl Groups {
         let entries = offsets
             .into_iter()
             .map(|o| {
-                let value = Committed { offset: o.offset, metadata: o.metadata };
+                let value = Committed::new(o.offset, o.metadata);
                 (TopicPartition::new(o.topic, o.partition), Some(value))
             })
             .collect();
@@ -246,7 +246,7 @@ impl Groups {
                 ResetTo::Timestamp(ts) => log.offset_for_timestamp(ts)?.unwrap_or(info.high_watermark),
                 ResetTo::Offset(o) => o.clamp(info.log_start_offset, info.high_watermark),
             };
-            let value = Committed { offset, metadata: String::new() };
+            let value = Committed::new(offset, String::new());
             entries.push((TopicPartition::new(topic, p), Some(value)));
         }
         self.offsets.write(group, entries).await?;
@@ -306,6 +306,13 @@ pub fn error_code(e: &GroupError) -> &'static str {
         GroupError::GroupNotFound(_) => "group_not_found",
         GroupError::GroupNotEmpty(_) => "group_not_empty",
         GroupError::InvalidRequest(_) => "invalid_request",
+        GroupError::WrongKind { .. } => "group_kind_mismatch",
+        // Kafka's classic protocol only: no HTTP route reaches them.
+        GroupError::MemberIdRequired { .. }
+        | GroupError::FencedInstanceId { .. }
+        | GroupError::InconsistentGroupProtocol { .. }
+        | GroupError::InvalidSessionTimeout { .. }
+        | GroupError::GroupFull { .. } => "invalid_request",
         GroupError::Storage(_) => "storage_error",
         GroupError::Corrupt { .. } => "internal_error",
     }
@@ -315,12 +322,18 @@ pub fn error_status(e: &GroupError) -> axum::http::StatusCode {
     use axum::http::StatusCode;
     match e {
         GroupError::GroupNotFound(_) => StatusCode::NOT_FOUND,
-        GroupError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+        GroupError::InvalidRequest(_)
+        | GroupError::MemberIdRequired { .. }
+        | GroupError::FencedInstanceId { .. }
+        | GroupError::InconsistentGroupProtocol { .. }
+        | GroupError::InvalidSessionTimeout { .. }
+        | GroupError::GroupFull { .. } => StatusCode::BAD_REQUEST,
         GroupError::Storage(_) | GroupError::Corrupt { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         GroupError::UnknownMember { .. }
         | GroupError::IllegalGeneration { .. }
         | GroupError::RebalanceInProgress(_)
         | GroupError::InconsistentSubscription { .. }
+        | GroupError::WrongKind { .. }
         | GroupError::GroupNotEmpty(_) => StatusCode::CONFLICT,
     }
 }
