@@ -33,6 +33,8 @@ pub enum GroupError {
     FencedInstanceId { group: String, member: String, instance: String },
     #[error("group {group:?}: {reason}")]
     InconsistentGroupProtocol { group: String, reason: String },
+    #[error("group {group:?} has members subscribed to topic {topic:?}; stop them first")]
+    SubscribedToTopic { group: String, topic: String },
     #[error("group {group:?} has its maximum of {max} members")]
     GroupFull { group: String, max: usize },
     #[error("session timeout {given} ms is outside the broker's {min}..={max} ms")]

@@ -13,3 +13,5 @@ pub const SESSION_TIMEOUT_MS_MAX_DEFAULT: u64 = 1_800_000;
 pub const REBALANCE_TIMEOUT_MS_MAX: u64 = 3_600_000;
 /// Most members (joined or holding an issued member id) one classic group may have.
 pub const CLASSIC_GROUP_MEMBERS_MAX: usize = 1_000;
+/// Kafka's `offset.metadata.max.bytes`: the longest metadata string of a commit.
+pub const OFFSET_METADATA_BYTES_MAX: usize = 4_096;

@@ -6,9 +6,11 @@
 
 pub mod api;
 mod binary;
+mod classic_groups;
 mod config;
 pub mod groups;
 mod http;
+pub mod kafka;
 pub mod limits;
 pub use es_core::partitioner;
 pub mod plugins;

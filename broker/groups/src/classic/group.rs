@@ -77,6 +77,7 @@ pub(super) struct Group {
     /// The barrier is a new group's: it closes at the end of the initial delay even
     /// with member ids handed out but not used yet.
     initial: bool,
+    last_protocol_type: String,
 }
 
 impl Default for Group {
@@ -94,6 +95,7 @@ impl Default for Group {
             deadline_ms: 0,
             started_ms: 0,
             initial: false,
+            last_protocol_type: String::new(),
         }
     }
 }
@@ -103,8 +105,11 @@ impl Group {
         self.state
     }
 
+    /// The members' protocol type; an empty group keeps its last one (ListGroups
+    /// shows an empty consumer group as "consumer").
     pub(super) fn protocol_type(&self) -> String {
-        self.members.values().next().map(|m| m.protocol_type.clone()).unwrap_or_default()
+        let current = self.members.values().next().map(|m| m.protocol_type.clone());
+        current.unwrap_or_else(|| self.last_protocol_type.clone())
     }
 
     /// A group that was created by a refused join and holds nothing.
@@ -410,6 +415,7 @@ impl Group {
             .find(|p| self.members.values().all(|m| m.protocols.iter().any(|q| q.name == p.name)))
             .unwrap_or(&protocols[0]);
         self.protocol = Some(chosen.name.clone());
+        self.last_protocol_type = self.members[&leader].protocol_type.clone();
         self.state = ClassicState::CompletingRebalance;
         self.deadline_ms = now.saturating_add(self.rebalance_timeout_ms());
         let ids: Vec<String> = self.order.clone();

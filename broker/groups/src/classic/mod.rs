@@ -10,6 +10,7 @@
 //! timer calls it at [`ClassicCoordinator::next_deadline_ms`], so no thread or task
 //! lives here.
 
+pub mod consumer_protocol;
 mod group;
 #[cfg(test)]
 mod tests;

@@ -84,6 +84,7 @@ fn group_code(e: &GroupError) -> ErrorCode {
         | GroupError::InconsistentGroupProtocol { .. }
         | GroupError::InvalidSessionTimeout { .. }
         | GroupError::GroupFull { .. }
+        | GroupError::SubscribedToTopic { .. }
         | GroupError::InvalidRequest(_) => ErrorCode::InvalidRequest,
         GroupError::Storage(l) => log_code(l),
         GroupError::Corrupt { .. } => ErrorCode::Internal,
