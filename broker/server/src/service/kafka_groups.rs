@@ -41,8 +41,8 @@ pub struct KafkaGroupListing {
 impl Service {
     fn group_call(&self, who: &Principal, call: Call, group: &str) -> Result<()> {
         self.authorize(who, call, Resource::Group(group.to_owned()))?;
-        check_group_id(group)?;
-        Ok(())
+        // Kept a group refusal (not a plain invalid request): Kafka's INVALID_GROUP_ID.
+        check_group_id(group).map_err(BrokerError::Group)
     }
 
     /// A JoinGroup; waits at the join barrier when the group is rebalancing.
