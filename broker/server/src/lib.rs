@@ -22,6 +22,7 @@ mod store;
 
 pub use binary::{BinaryState, serve_binary};
 pub use config::TopicConfig;
+pub use es_groups::classic::ClassicConfig as KafkaGroupConfig;
 pub use http::{router, serve};
 pub use producer_ids::ProducerIds;
 pub use registry::{BrokerOptions, Registry, StartupReport};

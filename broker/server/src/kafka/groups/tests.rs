@@ -131,7 +131,7 @@ async fn stable_pair(svc: &Service) -> (String, String, i32) {
     assert_eq!(ra.leader, rb.leader);
     let (leader, follower) = if ra.leader == ra.member_id { (ra, rb) } else { (rb, ra) };
     assert_eq!(leader.members.len(), 2, "the leader gets every member's metadata");
-    assert!(leader.members.iter().all(|m| m.metadata == Bytes::from(subscription())));
+    assert!(leader.members.iter().all(|m| m.metadata == subscription()));
     assert!(follower.members.is_empty());
     assert_eq!(leader.protocol_name.as_deref(), Some("range"));
     encodes(&leader, 5);
