@@ -190,3 +190,86 @@ impl ClassicGroups {
         self.with(|c| c.delete(group))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use es_core::SystemClock;
+    use es_groups::classic::Protocol;
+
+    use super::*;
+
+    fn join(member: &str, rebalance_timeout_ms: u64) -> JoinGroup {
+        JoinGroup {
+            group: "g".into(),
+            member_id: member.into(),
+            instance_id: None,
+            client_id: "c".into(),
+            client_host: String::new(),
+            session_timeout_ms: 30_000,
+            rebalance_timeout_ms,
+            protocol_type: "consumer".into(),
+            protocols: vec![Protocol { name: "range".into(), metadata: Vec::new() }],
+            require_known_member_id: false,
+        }
+    }
+
+    fn sync(member: &str, generation: i32) -> SyncGroup {
+        SyncGroup {
+            group: "g".into(),
+            member_id: member.into(),
+            instance_id: None,
+            generation,
+            protocol_type: None,
+            protocol_name: None,
+            assignments: Vec::new(),
+        }
+    }
+
+    /// With no other call to drive it, a parked join is answered when the barrier
+    /// times out: the parked call's own timer ticks the coordinator.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_parked_join_completes_at_the_rebalance_timeout_on_its_own() {
+        let config =
+            ClassicConfig { initial_rebalance_delay_ms: 50, min_session_timeout_ms: 1, ..Default::default() };
+        let groups = ClassicGroups::new(Arc::new(SystemClock), config);
+        let first = groups.join(join("", 300)).await.unwrap();
+        assert_eq!((first.generation, first.leader.as_str()), (1, first.member_id.as_str()));
+        groups.sync(sync(&first.member_id, 1)).await.unwrap();
+        // A second member joins: the first never rejoins, so the barrier closes at the
+        // first's rebalance timeout (300 ms) and drops it.
+        let started = Instant::now();
+        let second =
+            tokio::time::timeout(Duration::from_secs(10), groups.join(join("", 300))).await.unwrap().unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(250), "{:?}", started.elapsed());
+        assert_eq!((second.generation, second.members.len()), (2, 1));
+        assert_eq!(second.leader, second.member_id);
+        let e = groups.heartbeat("g", &first.member_id, None, 1).unwrap_err();
+        assert!(matches!(e, GroupError::UnknownMember { .. }), "{e:?}");
+        assert!(groups.lock().joins.is_empty(), "no waiter is left behind");
+    }
+
+    /// A follower's parked sync is answered by the leader's from another task.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_parked_sync_is_answered_by_the_leaders() {
+        let config =
+            ClassicConfig { initial_rebalance_delay_ms: 50, min_session_timeout_ms: 1, ..Default::default() };
+        let groups = Arc::new(ClassicGroups::new(Arc::new(SystemClock), config));
+        let (a, b) = tokio::join!(groups.join(join("", 5_000)), groups.join(join("", 5_000)));
+        let (a, b) = (a.unwrap(), b.unwrap());
+        let (leader, follower) = if a.leader == a.member_id { (a, b) } else { (b, a) };
+        let waiting = {
+            let groups = groups.clone();
+            let id = follower.member_id.clone();
+            tokio::spawn(async move { groups.sync(sync(&id, 1)).await })
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while groups.lock().syncs.is_empty() {
+            assert!(Instant::now() < deadline, "the follower's sync never parked");
+            tokio::task::yield_now().await;
+        }
+        let plan = vec![(follower.member_id.clone(), b"F".to_vec())];
+        groups.sync(SyncGroup { assignments: plan, ..sync(&leader.member_id, 1) }).await.unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(10), waiting).await.unwrap().unwrap().unwrap();
+        assert_eq!(got.assignment, b"F");
+    }
+}

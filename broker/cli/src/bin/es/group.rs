@@ -64,8 +64,10 @@ pub fn run(client: &Client, cmd: GroupCommand, json_out: bool) -> anyhow::Result
                 println!("{v}");
                 return Ok(());
             }
-            let rows: Vec<Vec<String>> =
-                array(&v["groups"]).iter().map(|g| vec![text(&g["group"]), text(&g["state"]), text(&g["kind"])]).collect();
+            let rows: Vec<Vec<String>> = array(&v["groups"])
+                .iter()
+                .map(|g| vec![text(&g["group"]), text(&g["state"]), text(&g["kind"])])
+                .collect();
             table(&["GROUP", "STATE", "KIND"], &rows);
         }
         GroupCommand::Describe { group } => describe(client, group.name(), json_out)?,
