@@ -125,8 +125,13 @@ impl Group {
         let sessions =
             self.members.values().filter(|m| !m.awaiting_join && !m.awaiting_sync).map(Member::expires_ms);
         let pending = self.pending.values().copied();
+        // The initial delay matters only once everyone is in; before that, a
+        // not_before in the past would wake the caller's timer for nothing.
         let barrier = match self.state {
-            ClassicState::PreparingRebalance => Some(self.not_before_ms.min(self.deadline_ms)),
+            ClassicState::PreparingRebalance if self.everyone_joined() => {
+                Some(self.not_before_ms.min(self.deadline_ms))
+            }
+            ClassicState::PreparingRebalance => Some(self.deadline_ms),
             ClassicState::CompletingRebalance => Some(self.deadline_ms),
             ClassicState::Empty | ClassicState::Stable => None,
         };
@@ -380,13 +385,17 @@ impl Group {
         }
     }
 
+    /// Every member has rejoined, and no handed-out member id is still to come
+    /// (a new group's initial delay does not wait for those).
+    fn everyone_joined(&self) -> bool {
+        self.members.values().all(|m| m.awaiting_join) && (self.initial || self.pending.is_empty())
+    }
+
     fn try_complete_join(&mut self, name: &str, now: i64, out: &mut Vec<Completion>) {
         if self.state != ClassicState::PreparingRebalance {
             return;
         }
-        let everyone =
-            self.members.values().all(|m| m.awaiting_join) && (self.initial || self.pending.is_empty());
-        if (everyone && now >= self.not_before_ms) || now >= self.deadline_ms {
+        if (self.everyone_joined() && now >= self.not_before_ms) || now >= self.deadline_ms {
             self.complete_join(name, now, out);
         }
     }

@@ -267,6 +267,9 @@ fn members_that_do_not_rejoin_are_dropped_at_the_rebalance_timeout() {
     let c = h.member_id();
     h.parked_join(req(&c, "c"));
     h.parked_join(req(&a, "a"));
+    // The timer's next wake-up is ahead (b's session, then the rebalance timeout),
+    // never the barrier's start, which would wake it at once, again and again.
+    assert!(h.c.next_deadline_ms().unwrap() > h.clock.now_ms());
     // b heartbeats (alive) but never rejoins.
     for _ in 0..REBALANCE / 5_000 {
         assert!(matches!(h.c.heartbeat("g", &b, None, 1), Err(GroupError::RebalanceInProgress(_))));
