@@ -173,10 +173,11 @@ pub async fn join_group_as(
                     .collect(),
             ),
         Err(e) => {
-            let member = match &e {
-                BrokerError::Group(GroupError::MemberIdRequired { member_id, .. }) => member_id.clone(),
-                _other => String::new(),
-            };
+            // KIP-394: the refusal carries the id to join with.
+            let mut member = String::new();
+            if let BrokerError::Group(GroupError::MemberIdRequired { member_id, .. }) = &e {
+                member.clone_from(member_id);
+            }
             base.with_error_code(error_code(&e)).with_generation_id(-1).with_member_id(s(member))
         }
     }
@@ -352,7 +353,7 @@ pub async fn offset_fetch(
                 });
                 each.collect()
             });
-            fetched_group(svc, who, version, g.group_id, wanted)
+            fetched_group(svc, who, g.group_id, wanted)
         });
         return OffsetFetchResponse::default().with_groups(groups.collect());
     }
@@ -388,7 +389,6 @@ pub async fn offset_fetch(
 fn fetched_group(
     svc: &Service,
     who: &Principal,
-    version: i16,
     group: GroupId,
     wanted: Option<Vec<KafkaPartition>>,
 ) -> OffsetFetchResponseGroup {
@@ -406,7 +406,6 @@ fn fetched_group(
                     .with_name(TopicName(s(name)))
                     .with_partitions(partitions.collect())
             });
-            let _ = version;
             OffsetFetchResponseGroup::default().with_group_id(group).with_topics(topics.collect())
         }
         Err(e) => OffsetFetchResponseGroup::default().with_group_id(group).with_error_code(error_code(&e)),
@@ -417,10 +416,9 @@ fn fetched_group(
 pub async fn offset_delete(
     svc: &Service,
     who: &Principal,
-    version: i16,
+    _version: i16,
     req: OffsetDeleteRequest,
 ) -> OffsetDeleteResponse {
-    let _ = version;
     let shape: Vec<(TopicName, Vec<i32>)> = req
         .topics
         .iter()
@@ -509,10 +507,9 @@ pub async fn list_groups(
 pub async fn delete_groups(
     svc: &Service,
     who: &Principal,
-    version: i16,
+    _version: i16,
     req: DeleteGroupsRequest,
 ) -> DeleteGroupsResponse {
-    let _ = version;
     let names: Vec<String> = req.groups_names.iter().map(|g| g.to_string()).collect();
     let answers = svc.kafka_delete_groups(who, &names).await;
     let results = req
