@@ -329,3 +329,42 @@ async fn a_group_id_is_one_kind_or_the_other() {
     assert_eq!(listed.groups[0].group_state.as_str(), "Empty");
     encodes(&listed, 5);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kafka_groups_kind_and_offsets_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let svc = service(dir.path()).await;
+        let r = offset_commit(&svc, WHO, 9, commit_req("k", "", -1, 7)).await;
+        assert_eq!(r.topics[0].partitions[0].error_code, 0);
+        svc.registry().shutdown().unwrap();
+    }
+    let mut options = BrokerOptions::new(dir.path());
+    options.kafka_groups.initial_rebalance_delay_ms = 100;
+    let svc = Service::new(Registry::open(options).unwrap().0);
+    let (d, lags) = svc.describe_group(WHO, "k").unwrap();
+    assert_eq!((d.kind, format!("{:?}", d.state)), (GroupKind::Kafka, "Empty".to_owned()));
+    assert_eq!(lags.iter().find(|p| p.partition == 1).unwrap().committed, Some(7));
+    let es_join = crate::service::admin::JoinGroup {
+        group: "k".into(),
+        member_id: None,
+        client_id: "es".into(),
+        topics: vec!["t".into()],
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 10_000,
+    };
+    assert_eq!(svc.join_group(WHO, es_join).err().unwrap().code(), "group_kind_mismatch");
+    let listed = list_groups(&svc, WHO, 4, ListGroupsRequest::default()).await;
+    assert_eq!((listed.groups[0].group_id.as_str(), listed.groups[0].group_state.as_str()), ("k", "Empty"));
+    let topic =
+        OffsetFetchRequestTopic::default().with_name(TopicName(s("t"))).with_partition_indexes(vec![1]);
+    let fetched = offset_fetch(
+        &svc,
+        WHO,
+        7,
+        OffsetFetchRequest::default().with_group_id(GroupId(s("k"))).with_topics(Some(vec![topic])),
+    )
+    .await;
+    assert_eq!(fetched.topics[0].partitions[0].committed_offset, 7);
+    encodes(&fetched, 7);
+}
