@@ -89,6 +89,7 @@ fn cli_consumes_as_a_group_and_administers_it() {
     assert_eq!(out.lines().count(), 9, "{out}");
     let described = ok(&b.url, &["group", "describe", "--group", "cli"]);
     assert!(described.contains("state Empty"), "{described}");
+    assert!(described.contains("kind es"), "{described}");
     assert!(
         described
             .lines()

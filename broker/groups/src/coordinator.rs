@@ -76,6 +76,7 @@ pub struct MemberDescription {
 #[derive(Debug, Clone, Serialize)]
 pub struct GroupDescription {
     pub group: String,
+    pub kind: crate::GroupKind,
     pub state: GroupState,
     pub generation: i32,
     pub topics: Vec<String>,
@@ -396,6 +397,7 @@ impl Group {
             .collect();
         GroupDescription {
             group: group.to_owned(),
+            kind: crate::GroupKind::Es,
             state: self.state(),
             generation: self.generation,
             topics: self.topics.iter().map(|(t, _)| t.clone()).collect(),

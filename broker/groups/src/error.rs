@@ -23,6 +23,22 @@ pub enum GroupError {
     GroupNotEmpty(String),
     #[error("{0}")]
     InvalidRequest(String),
+    #[error("group {group:?} is a{} group; it cannot be used as a{} one", kind.article(), wanted.article())]
+    WrongKind { group: String, kind: crate::GroupKind, wanted: crate::GroupKind },
+    #[error("join group {group:?} again with the member id {member_id:?} the broker assigned")]
+    MemberIdRequired { group: String, member_id: String },
+    #[error(
+        "member {member:?} of group {group:?} was replaced by a newer member with group.instance.id {instance:?}"
+    )]
+    FencedInstanceId { group: String, member: String, instance: String },
+    #[error("group {group:?}: {reason}")]
+    InconsistentGroupProtocol { group: String, reason: String },
+    #[error("group {group:?} has members subscribed to topic {topic:?}; stop them first")]
+    SubscribedToTopic { group: String, topic: String },
+    #[error("group {group:?} has its maximum of {max} members")]
+    GroupFull { group: String, max: usize },
+    #[error("session timeout {given} ms is outside the broker's {min}..={max} ms")]
+    InvalidSessionTimeout { given: u64, min: u64, max: u64 },
     #[error("the committed-offsets log failed: {0}")]
     Storage(#[from] es_log::LogError),
     #[error("the committed-offsets log holds an unreadable record at offset {offset}: {reason}")]

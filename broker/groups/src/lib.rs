@@ -6,16 +6,22 @@
 //! - [`coordinator`]: the pure group state machine, driven by a [`es_core::Clock`], with
 //!   session-timeout eviction, rebalance timeout, generation fencing and cooperative
 //!   (two-phase: revoke, then assign) hand-over of moved partitions.
+//! - [`classic`]: Kafka's classic group protocol, where the leader member computes the
+//!   assignment and the coordinator only carries opaque protocol metadata: a join
+//!   barrier, generations, static membership (KIP-345), parked joins and syncs.
 //! - [`offsets`]: committed offsets stored durably in an internal compacted log and
 //!   rebuilt from it on start.
 //!
 //! No network code here: the server's listeners call into this crate.
 
 pub mod assignor;
+pub mod classic;
 pub mod coordinator;
 mod error;
+pub mod limits;
 pub mod offsets;
 
+pub use classic::ClassicCoordinator;
 pub use coordinator::{
     Coordinator, GroupDescription, GroupState, JoinRequest, Joined, MemberDescription, SyncResult,
 };
@@ -40,5 +46,33 @@ impl TopicPartition {
 impl std::fmt::Display for TopicPartition {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}-{}", self.topic, self.partition)
+    }
+}
+
+/// Which protocol a group speaks: a group id is one kind or the other, never both.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupKind {
+    /// es-native groups (HTTP and binary protocol): the broker computes the assignment.
+    #[default]
+    Es,
+    /// Kafka's classic protocol: the leader member computes the assignment.
+    Kafka,
+}
+
+impl GroupKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupKind::Es => "es",
+            GroupKind::Kafka => "kafka",
+        }
+    }
+
+    /// The rest of an error message after "a" ("an es-native", "a Kafka").
+    fn article(self) -> &'static str {
+        match self {
+            GroupKind::Es => "n es-native",
+            GroupKind::Kafka => " Kafka",
+        }
     }
 }

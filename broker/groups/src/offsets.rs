@@ -10,18 +10,38 @@ use es_core::{LeaderEpoch, Record};
 use es_log::{PartitionLog, ReplayError};
 use serde::{Deserialize, Serialize};
 
-use crate::TopicPartition;
 use crate::error::{GroupError, Result};
+use crate::{GroupKind, TopicPartition};
 
 /// The leader epoch of every append until the partition handle supplies it.
 const EPOCH: LeaderEpoch = LeaderEpoch::INITIAL;
 
 /// One committed position: the next offset to read, plus the client's metadata.
+/// `kind` and `leader_epoch` extend the original record: absent in old records (an
+/// es-native group, no epoch) and omitted when they have those values, so es-native
+/// commits are written exactly as before.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Committed {
     pub offset: u64,
     #[serde(default)]
     pub metadata: String,
+    /// The kind of group that committed it.
+    #[serde(default, skip_serializing_if = "is_es")]
+    pub kind: GroupKind,
+    /// The leader epoch a Kafka client committed with (`committed_leader_epoch`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_epoch: Option<i32>,
+}
+
+impl Committed {
+    /// An es-native commit.
+    pub fn new(offset: u64, metadata: String) -> Committed {
+        Committed { offset, metadata, kind: GroupKind::Es, leader_epoch: None }
+    }
+}
+
+fn is_es(kind: &GroupKind) -> bool {
+    *kind == GroupKind::Es
 }
 
 type Key = (String, TopicPartition);
@@ -111,6 +131,14 @@ impl OffsetStore {
             .collect()
     }
 
+    /// The kind of group whose offsets `group` holds, if it holds any.
+    pub fn kind(&self, group: &str) -> Option<GroupKind> {
+        let table = self.table.lock().expect("offsets table");
+        let from = (group.to_owned(), TopicPartition::new("", 0));
+        let mut entries = table.entries.range(from..).take_while(|((g, _), _)| g == group);
+        entries.next().map(|(_, (c, _))| c.kind)
+    }
+
     /// Every group with at least one committed offset.
     pub fn groups(&self) -> Vec<String> {
         let table = self.table.lock().expect("offsets table");
@@ -152,7 +180,7 @@ mod tests {
     async fn commits_survive_reopen_and_deletes_stick() {
         let dir = tempfile::tempdir().unwrap();
         let tp = |p| TopicPartition::new("t", p);
-        let c = |o: u64| Some(Committed { offset: o, metadata: format!("m{o}") });
+        let c = |o: u64| Some(Committed::new(o, format!("m{o}")));
         {
             let (manager, store) = open(dir.path());
             store.write("g", vec![(tp(0), c(5)), (tp(1), c(7))]).await.unwrap();
@@ -164,9 +192,37 @@ mod tests {
         }
         let (_manager, store) = open(dir.path());
         let g = store.fetch("g");
-        assert_eq!(g[&tp(0)], Committed { offset: 9, metadata: "m9".into() });
+        assert_eq!(g[&tp(0)], Committed::new(9, "m9".into()));
         assert_eq!(g[&tp(1)].offset, 7);
         assert!(store.fetch("h").is_empty());
         assert_eq!(store.groups(), vec!["g".to_owned()]);
+        assert_eq!(store.kind("g"), Some(GroupKind::Es));
+        assert_eq!(store.kind("h"), None);
+    }
+
+    #[test]
+    fn old_records_load_and_es_commits_keep_their_bytes() {
+        let old = br#"{"offset":4,"metadata":"x"}"#;
+        let c: Committed = serde_json::from_slice(old).unwrap();
+        assert_eq!(c, Committed::new(4, "x".into()));
+        assert_eq!(serde_json::to_vec(&c).unwrap(), old.to_vec());
+        let k = Committed { kind: GroupKind::Kafka, leader_epoch: Some(3), ..c };
+        let back: Committed = serde_json::from_slice(&serde_json::to_vec(&k).unwrap()).unwrap();
+        assert_eq!(back, k);
+    }
+
+    #[tokio::test]
+    async fn kafka_commits_are_marked_and_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let value =
+            Committed { kind: GroupKind::Kafka, leader_epoch: Some(2), ..Committed::new(8, String::new()) };
+        {
+            let (manager, store) = open(dir.path());
+            store.write("k", vec![(TopicPartition::new("t", 0), Some(value.clone()))]).await.unwrap();
+            manager.shutdown().unwrap();
+        }
+        let (_manager, store) = open(dir.path());
+        assert_eq!(store.kind("k"), Some(GroupKind::Kafka));
+        assert_eq!(store.fetch("k")[&TopicPartition::new("t", 0)], value);
     }
 }

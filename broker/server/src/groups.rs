@@ -7,12 +7,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use es_core::{Clock, SystemClock};
+use es_groups::classic::{ClassicConfig, ClassicDescription, ClassicState, consumer_protocol};
 use es_groups::{
-    Committed, Coordinator, GroupDescription, GroupError, JoinRequest, Joined, OffsetStore, SyncResult,
-    TopicPartition,
+    Committed, Coordinator, GroupDescription, GroupError, GroupKind, GroupState, JoinRequest, Joined,
+    MemberDescription, OffsetStore, SyncResult, TopicPartition,
 };
 use serde::{Deserialize, Serialize};
 
+use crate::classic_groups::ClassicGroups;
 use crate::registry::Registry;
 use crate::service::error::{BrokerError, Result};
 
@@ -27,7 +29,9 @@ pub const REBALANCE_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 #[derive(Debug)]
 pub struct Groups {
     coordinator: Mutex<Coordinator>,
-    offsets: OffsetStore,
+    /// Kafka's classic-protocol groups; a group id is in one coordinator or the other.
+    pub(crate) classic: ClassicGroups,
+    pub(crate) offsets: OffsetStore,
     /// Server-side state of the simple HTTP consumer sessions, by (group, member).
     pub(crate) sessions: Mutex<BTreeMap<(String, String), crate::http::group_sessions::Session>>,
 }
@@ -69,19 +73,46 @@ pub struct CommittedOffset {
 
 impl Groups {
     /// Opens the group service over the internal offsets partition.
-    pub fn open(offsets_log: Arc<es_log::PartitionLog>) -> Result<Groups> {
-        Self::open_with_clock(offsets_log, Arc::new(SystemClock))
+    pub fn open(offsets_log: Arc<es_log::PartitionLog>, kafka: ClassicConfig) -> Result<Groups> {
+        Self::open_with_clock(offsets_log, Arc::new(SystemClock), kafka)
     }
 
     /// Like [`Groups::open`] with the clock session timeouts and rebalance delays
     /// are measured on (tests drive a manual clock).
-    pub fn open_with_clock(offsets_log: Arc<es_log::PartitionLog>, clock: Arc<dyn Clock>) -> Result<Groups> {
+    pub fn open_with_clock(
+        offsets_log: Arc<es_log::PartitionLog>,
+        clock: Arc<dyn Clock>,
+        kafka: ClassicConfig,
+    ) -> Result<Groups> {
         let offsets = OffsetStore::open(offsets_log)?;
         Ok(Groups {
-            coordinator: Mutex::new(Coordinator::new(clock)),
+            coordinator: Mutex::new(Coordinator::new(clock.clone())),
+            classic: ClassicGroups::new(clock, kafka),
             offsets,
             sessions: Mutex::new(BTreeMap::new()),
         })
+    }
+
+    /// Which kind of group `group` is, if it exists: the coordinators first, then
+    /// the committed offsets (which outlive a restart).
+    pub fn kind_of(&self, group: &str) -> Option<GroupKind> {
+        if self.classic.knows(group) {
+            return Some(GroupKind::Kafka);
+        }
+        if self.coordinator().describe(group).is_some() {
+            return Some(GroupKind::Es);
+        }
+        self.offsets.kind(group)
+    }
+
+    /// Refuses to use a group of the other kind.
+    pub fn check_kind(&self, group: &str, wanted: GroupKind) -> Result<()> {
+        match self.kind_of(group) {
+            Some(kind) if kind != wanted => {
+                Err(BrokerError::Group(GroupError::WrongKind { group: group.to_owned(), kind, wanted }))
+            }
+            Some(_) | None => Ok(()),
+        }
     }
 
     fn coordinator(&self) -> std::sync::MutexGuard<'_, Coordinator> {
@@ -99,6 +130,7 @@ impl Groups {
         session_timeout_ms: u64,
         rebalance_timeout_ms: u64,
     ) -> Result<Joined> {
+        self.check_kind(group, GroupKind::Es)?;
         let mut resolved = Vec::new();
         for t in topics.iter().collect::<BTreeSet<_>>() {
             resolved.push((t.clone(), registry.topic(t)?.partition_count()));
@@ -136,6 +168,7 @@ impl Groups {
         offsets: Vec<CommittedOffset>,
     ) -> Result<()> {
         check_group_id(group)?;
+        self.check_kind(group, GroupKind::Es)?;
         for o in &offsets {
             registry.topic(&o.topic)?.partition(u64::from(o.partition))?;
         }
@@ -143,7 +176,7 @@ impl Groups {
         let entries = offsets
             .into_iter()
             .map(|o| {
-                let value = Committed { offset: o.offset, metadata: o.metadata };
+                let value = Committed::new(o.offset, o.metadata);
                 (TopicPartition::new(o.topic, o.partition), Some(value))
             })
             .collect();
@@ -164,16 +197,24 @@ impl Groups {
             .collect()
     }
 
-    /// Groups with members or committed offsets.
-    pub fn list(&self) -> Vec<(String, String)> {
+    /// Groups of both kinds with members or committed offsets: (name, state, kind).
+    pub fn list(&self) -> Vec<(String, String, GroupKind)> {
+        let kafka: BTreeMap<String, ClassicState> =
+            self.classic.list().into_iter().map(|(g, state, _)| (g, state)).collect();
         let mut names: BTreeSet<String> = self.offsets.groups().into_iter().collect();
         let mut coordinator = self.coordinator();
         names.extend(coordinator.groups());
+        names.extend(kafka.keys().cloned());
         names
             .into_iter()
-            .map(|g| {
-                let state = coordinator.describe(&g).map_or("Empty".to_owned(), |d| format!("{:?}", d.state));
-                (g, state)
+            .map(|g| match kafka.get(&g) {
+                Some(state) => (g, state.as_str().to_owned(), GroupKind::Kafka),
+                None => {
+                    let kind = self.offsets.kind(&g).unwrap_or(GroupKind::Es);
+                    let state =
+                        coordinator.describe(&g).map_or("Empty".to_owned(), |d| format!("{:?}", d.state));
+                    (g, state, kind)
+                }
             })
             .collect()
     }
@@ -185,10 +226,16 @@ impl Groups {
         group: &str,
     ) -> Result<(GroupDescription, Vec<PartitionLag>)> {
         let committed = self.offsets.fetch(group);
-        let description = self.coordinator().describe(group);
+        let description = match self.classic.describe(group) {
+            Some(kafka) => Some(kafka_description(kafka)),
+            None => self.coordinator().describe(group),
+        };
         let description = match description {
             Some(d) => d,
-            None if !committed.is_empty() => empty_description(group, &committed),
+            None if !committed.is_empty() => {
+                let kind = self.offsets.kind(group).unwrap_or(GroupKind::Es);
+                empty_description(group, kind, &committed)
+            }
             None => return Err(BrokerError::Group(GroupError::GroupNotFound(group.to_owned()))),
         };
         let owners: BTreeMap<&TopicPartition, &str> = description
@@ -232,9 +279,11 @@ impl Groups {
     ) -> Result<Vec<CommittedOffset>> {
         check_group_id(group)?;
         let t = registry.topic(topic)?;
-        if self.coordinator().is_active(group) {
+        let kafka_members = self.classic.describe(group).is_some_and(|d| !d.members.is_empty());
+        if self.coordinator().is_active(group) || kafka_members {
             return Err(BrokerError::Group(GroupError::GroupNotEmpty(group.to_owned())));
         }
+        let kind = self.kind_of(group).unwrap_or(GroupKind::Es);
         let partitions = partitions.unwrap_or_else(|| (0..t.partition_count()).collect());
         let mut entries = Vec::new();
         for p in partitions {
@@ -246,7 +295,7 @@ impl Groups {
                 ResetTo::Timestamp(ts) => log.offset_for_timestamp(ts)?.unwrap_or(info.high_watermark),
                 ResetTo::Offset(o) => o.clamp(info.log_start_offset, info.high_watermark),
             };
-            let value = Committed { offset, metadata: String::new() };
+            let value = Committed { kind, ..Committed::new(offset, String::new()) };
             entries.push((TopicPartition::new(topic, p), Some(value)));
         }
         self.offsets.write(group, entries).await?;
@@ -256,7 +305,9 @@ impl Groups {
     /// Deletes an empty group and its committed offsets (tombstones, fsynced).
     pub async fn delete(&self, group: &str) -> Result<()> {
         let committed = self.offsets.fetch(group);
-        {
+        if self.classic.knows(group) {
+            self.classic.delete(group)?;
+        } else {
             let mut coordinator = self.coordinator();
             if committed.is_empty() && coordinator.describe(group).is_none() {
                 return Err(BrokerError::Group(GroupError::GroupNotFound(group.to_owned())));
@@ -275,10 +326,56 @@ fn check_group_id(group: &str) -> Result<()> {
     Ok(())
 }
 
-fn empty_description(group: &str, committed: &BTreeMap<TopicPartition, Committed>) -> GroupDescription {
+/// A Kafka group as `describe` shows it: for the "consumer" protocol, topics and
+/// partitions read from the members' metadata and assignments (opaque otherwise).
+fn kafka_description(d: ClassicDescription) -> GroupDescription {
+    let consumer = d.protocol_type == "consumer";
+    let mut topics = BTreeSet::new();
+    let members = d
+        .members
+        .into_iter()
+        .map(|m| {
+            if consumer {
+                topics.extend(consumer_protocol::subscription_topics(&m.metadata).unwrap_or_default());
+            }
+            let assignment = match consumer {
+                true => consumer_protocol::assigned_partitions(&m.assignment).unwrap_or_default(),
+                false => Vec::new(),
+            };
+            MemberDescription {
+                member_id: m.member_id,
+                client_id: m.client_id,
+                session_timeout_ms: m.session_timeout_ms,
+                last_heartbeat_ms_ago: m.last_heartbeat_ms_ago,
+                assignment,
+            }
+        })
+        .collect();
+    let state = match d.state {
+        ClassicState::Empty => GroupState::Empty,
+        ClassicState::PreparingRebalance => GroupState::PreparingRebalance,
+        ClassicState::CompletingRebalance => GroupState::CompletingRebalance,
+        ClassicState::Stable => GroupState::Stable,
+    };
+    GroupDescription {
+        group: d.group,
+        kind: GroupKind::Kafka,
+        state,
+        generation: d.generation,
+        topics: topics.into_iter().collect(),
+        members,
+    }
+}
+
+fn empty_description(
+    group: &str,
+    kind: GroupKind,
+    committed: &BTreeMap<TopicPartition, Committed>,
+) -> GroupDescription {
     let topics: BTreeSet<String> = committed.keys().map(|tp| tp.topic.clone()).collect();
     GroupDescription {
         group: group.to_owned(),
+        kind,
         state: es_groups::GroupState::Empty,
         generation: 0,
         topics: topics.into_iter().collect(),
@@ -306,6 +403,14 @@ pub fn error_code(e: &GroupError) -> &'static str {
         GroupError::GroupNotFound(_) => "group_not_found",
         GroupError::GroupNotEmpty(_) => "group_not_empty",
         GroupError::InvalidRequest(_) => "invalid_request",
+        GroupError::WrongKind { .. } => "group_kind_mismatch",
+        // Kafka's classic protocol only: no HTTP route reaches them.
+        GroupError::MemberIdRequired { .. }
+        | GroupError::FencedInstanceId { .. }
+        | GroupError::InconsistentGroupProtocol { .. }
+        | GroupError::InvalidSessionTimeout { .. }
+        | GroupError::GroupFull { .. }
+        | GroupError::SubscribedToTopic { .. } => "invalid_request",
         GroupError::Storage(_) => "storage_error",
         GroupError::Corrupt { .. } => "internal_error",
     }
@@ -315,12 +420,19 @@ pub fn error_status(e: &GroupError) -> axum::http::StatusCode {
     use axum::http::StatusCode;
     match e {
         GroupError::GroupNotFound(_) => StatusCode::NOT_FOUND,
-        GroupError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+        GroupError::InvalidRequest(_)
+        | GroupError::MemberIdRequired { .. }
+        | GroupError::FencedInstanceId { .. }
+        | GroupError::InconsistentGroupProtocol { .. }
+        | GroupError::InvalidSessionTimeout { .. }
+        | GroupError::GroupFull { .. }
+        | GroupError::SubscribedToTopic { .. } => StatusCode::BAD_REQUEST,
         GroupError::Storage(_) | GroupError::Corrupt { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         GroupError::UnknownMember { .. }
         | GroupError::IllegalGeneration { .. }
         | GroupError::RebalanceInProgress(_)
         | GroupError::InconsistentSubscription { .. }
+        | GroupError::WrongKind { .. }
         | GroupError::GroupNotEmpty(_) => StatusCode::CONFLICT,
     }
 }

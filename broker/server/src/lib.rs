@@ -6,9 +6,11 @@
 
 pub mod api;
 mod binary;
+mod classic_groups;
 mod config;
 pub mod groups;
 mod http;
+pub mod kafka;
 pub mod limits;
 pub use es_core::partitioner;
 pub mod plugins;
@@ -20,6 +22,7 @@ mod store;
 
 pub use binary::{BinaryState, serve_binary};
 pub use config::TopicConfig;
+pub use es_groups::classic::ClassicConfig as KafkaGroupConfig;
 pub use http::{router, serve};
 pub use producer_ids::ProducerIds;
 pub use registry::{BrokerOptions, Registry, StartupReport};

@@ -35,3 +35,9 @@ pub const FETCH_PARTITIONS_MAX: usize = 1024;
 pub const PLUGIN_BYTES_MAX: usize = 128 * 1024 * 1024;
 /// Most validators one topic may have.
 pub const VALIDATORS_PER_TOPIC_MAX: usize = 16;
+/// Longest a parked Kafka JoinGroup or SyncGroup sleeps between looks at the
+/// coordinator's next deadline (a bound, not a poll interval: it wakes on its answer).
+pub const CLASSIC_WAIT_TICK_MS_MAX: u64 = 1_000;
+/// Longest a parked Kafka JoinGroup or SyncGroup waits in all: past the longest
+/// rebalance timeout a member may ask for, it is answered REBALANCE_IN_PROGRESS.
+pub const CLASSIC_WAIT_MS_MAX: u64 = es_groups::limits::REBALANCE_TIMEOUT_MS_MAX + 10_000;

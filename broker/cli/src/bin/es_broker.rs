@@ -42,6 +42,10 @@ struct Args {
     /// Requests served at once (long polls included); more get 503 overloaded.
     #[arg(long, default_value_t = es_server::limits::IN_FLIGHT_REQUESTS_MAX_DEFAULT)]
     max_in_flight_requests: usize,
+    /// Kafka groups: how long a new group's join barrier waits for more members
+    /// (Kafka's `group.initial.rebalance.delay.ms`).
+    #[arg(long, default_value_t = es_server::KafkaGroupConfig::default().initial_rebalance_delay_ms)]
+    group_initial_rebalance_delay_ms: u64,
 }
 
 fn main() -> ExitCode {
@@ -75,6 +79,10 @@ fn run(args: Args) -> anyhow::Result<()> {
         in_flight_requests_max: args.max_in_flight_requests,
         housekeeping_interval: std::time::Duration::from_millis(args.housekeeping_interval_ms),
         plugin_cache_dir: args.plugin_cache_dir.clone(),
+        kafka_groups: es_server::KafkaGroupConfig {
+            initial_rebalance_delay_ms: args.group_initial_rebalance_delay_ms,
+            ..Default::default()
+        },
     };
     let (registry, report) = Registry::open(options)
         .with_context(|| format!("opening the data directory {}", args.data_dir.display()))?;

@@ -78,6 +78,13 @@ fn group_code(e: &GroupError) -> ErrorCode {
         GroupError::InconsistentSubscription { .. }
         | GroupError::GroupNotFound(_)
         | GroupError::GroupNotEmpty(_)
+        | GroupError::WrongKind { .. }
+        | GroupError::MemberIdRequired { .. }
+        | GroupError::FencedInstanceId { .. }
+        | GroupError::InconsistentGroupProtocol { .. }
+        | GroupError::InvalidSessionTimeout { .. }
+        | GroupError::GroupFull { .. }
+        | GroupError::SubscribedToTopic { .. }
         | GroupError::InvalidRequest(_) => ErrorCode::InvalidRequest,
         GroupError::Storage(l) => log_code(l),
         GroupError::Corrupt { .. } => ErrorCode::Internal,

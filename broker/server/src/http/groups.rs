@@ -202,7 +202,7 @@ pub async fn list(State(state): State<AppState>) -> Json<GroupList> {
         .groups()
         .list()
         .into_iter()
-        .map(|(group, state)| GroupSummary { group, state })
+        .map(|(group, state, kind)| GroupSummary { group, state, kind: kind.as_str().to_owned() })
         .collect();
     Json(GroupList { groups })
 }

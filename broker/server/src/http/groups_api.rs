@@ -113,6 +113,8 @@ impl From<MemberDescription> for GroupMember {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct GroupDescribed {
     pub group: String,
+    /// `es` (HTTP and binary protocol members) or `kafka` (Kafka's classic protocol).
+    pub kind: String,
     pub state: GroupStateName,
     pub generation: i32,
     pub topics: Vec<String>,
@@ -124,6 +126,7 @@ impl GroupDescribed {
     pub fn new(g: GroupDescription, partitions: Vec<PartitionLag>) -> Self {
         GroupDescribed {
             group: g.group,
+            kind: g.kind.as_str().to_owned(),
             state: g.state.into(),
             generation: g.generation,
             topics: g.topics,
@@ -139,6 +142,8 @@ pub struct GroupSummary {
     pub group: String,
     /// `Empty`, `PreparingRebalance`, `CompletingRebalance` or `Stable`.
     pub state: String,
+    /// `es` or `kafka`.
+    pub kind: String,
 }
 
 /// `GET /groups`: groups with members or committed offsets.

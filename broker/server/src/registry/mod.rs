@@ -38,6 +38,9 @@ pub struct BrokerOptions {
     /// it must be writable only by whoever runs the brokers, since a cached
     /// artifact is loaded as native code.
     pub plugin_cache_dir: Option<PathBuf>,
+    /// Kafka's classic groups: `group.initial.rebalance.delay.ms` and the session
+    /// timeout range.
+    pub kafka_groups: es_groups::classic::ClassicConfig,
 }
 
 impl BrokerOptions {
@@ -49,6 +52,7 @@ impl BrokerOptions {
             in_flight_requests_max: limits::IN_FLIGHT_REQUESTS_MAX_DEFAULT,
             housekeeping_interval: std::time::Duration::from_millis(limits::HOUSEKEEPING_INTERVAL_MS_DEFAULT),
             plugin_cache_dir: None,
+            kafka_groups: es_groups::classic::ClassicConfig::default(),
         }
     }
 }
@@ -300,7 +304,7 @@ impl Registry {
     fn open_groups(&self) -> Result<()> {
         use crate::groups::{Groups, OFFSETS_TOPIC};
         let topic = self.internal_compacted(OFFSETS_TOPIC)?;
-        let groups = Groups::open(topic.partitions[0].clone())?;
+        let groups = Groups::open(topic.partitions[0].clone(), self.options.kafka_groups)?;
         let _ = self.groups.set(Arc::new(groups));
         Ok(())
     }

@@ -64,9 +64,11 @@ pub fn run(client: &Client, cmd: GroupCommand, json_out: bool) -> anyhow::Result
                 println!("{v}");
                 return Ok(());
             }
-            let rows: Vec<Vec<String>> =
-                array(&v["groups"]).iter().map(|g| vec![text(&g["group"]), text(&g["state"])]).collect();
-            table(&["GROUP", "STATE"], &rows);
+            let rows: Vec<Vec<String>> = array(&v["groups"])
+                .iter()
+                .map(|g| vec![text(&g["group"]), text(&g["state"]), text(&g["kind"])])
+                .collect();
+            table(&["GROUP", "STATE", "KIND"], &rows);
         }
         GroupCommand::Describe { group } => describe(client, group.name(), json_out)?,
         GroupCommand::ResetOffsets {
@@ -112,7 +114,8 @@ fn describe(client: &Client, group: &str, json_out: bool) -> anyhow::Result<()> 
         println!("{v}");
         return Ok(());
     }
-    println!("group {} state {} generation {}", text(&v["group"]), text(&v["state"]), text(&v["generation"]));
+    let (name, state, generation) = (text(&v["group"]), text(&v["state"]), text(&v["generation"]));
+    println!("group {name} state {state} generation {generation} kind {}", text(&v["kind"]));
     let rows: Vec<Vec<String>> = array(&v["partitions"])
         .iter()
         .map(|p| {

@@ -1,0 +1,275 @@
+//! The async edge of Kafka's classic groups. The es-groups [`ClassicCoordinator`]
+//! is pure: a JoinGroup held at the barrier, or a follower's SyncGroup waiting for
+//! the leader's, comes back as "parked", and its answer later as a completion. Here
+//! each parked call waits on a oneshot channel; whoever changes the state (any call,
+//! or a parked call's own timer) hands the completions to their channels.
+//!
+//! The timer: a parked call sleeps until the coordinator's next deadline (barrier,
+//! session, sync timeout), at most `CLASSIC_WAIT_TICK_MS_MAX`, runs `tick`, and goes
+//! back to waiting; in all it waits at most `CLASSIC_WAIT_MS_MAX`. Nothing runs
+//! while no call is parked, and state is still right then, since every call ticks
+//! first. No task outlives the calls, so shutdown has nothing to stop.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use es_core::Clock;
+use es_groups::classic::{
+    ClassicConfig, ClassicCoordinator, ClassicDescription, ClassicState, Completion, JoinGroup, JoinResult,
+    MemberRef, Outcome, SyncGroup, Synced,
+};
+use es_groups::{GroupError, Result};
+use tokio::sync::oneshot;
+
+use crate::limits;
+
+type Key = (String, String);
+type Waiters<T> = BTreeMap<Key, oneshot::Sender<Result<T>>>;
+
+#[derive(Debug)]
+struct Inner {
+    coordinator: ClassicCoordinator,
+    joins: Waiters<JoinResult>,
+    syncs: Waiters<Synced>,
+}
+
+impl Inner {
+    /// Hands every completion to its parked call; one whose caller went away is dropped.
+    fn dispatch(&mut self) {
+        for c in self.coordinator.take_completions() {
+            match c {
+                Completion::Join { group, member_id, result } => {
+                    if let Some(tx) = self.joins.remove(&(group, member_id)) {
+                        let _gone = tx.send(result);
+                    }
+                }
+                Completion::Sync { group, member_id, result } => {
+                    if let Some(tx) = self.syncs.remove(&(group, member_id)) {
+                        let _gone = tx.send(result);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Kafka's classic groups of one broker.
+#[derive(Debug)]
+pub struct ClassicGroups {
+    inner: Mutex<Inner>,
+    clock: Arc<dyn Clock>,
+}
+
+impl ClassicGroups {
+    pub fn new(clock: Arc<dyn Clock>, config: ClassicConfig) -> ClassicGroups {
+        let coordinator = ClassicCoordinator::new(clock.clone(), config);
+        let inner = Inner { coordinator, joins: BTreeMap::new(), syncs: BTreeMap::new() };
+        ClassicGroups { inner: Mutex::new(inner), clock }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().expect("classic groups lock")
+    }
+
+    /// Runs a call on the coordinator and dispatches what it completed.
+    fn with<T>(&self, f: impl FnOnce(&mut ClassicCoordinator) -> T) -> T {
+        let mut inner = self.lock();
+        let out = f(&mut inner.coordinator);
+        inner.dispatch();
+        out
+    }
+
+    pub async fn join(&self, req: JoinGroup) -> Result<JoinResult> {
+        let group = req.group.clone();
+        let rx = {
+            let mut inner = self.lock();
+            let outcome = inner.coordinator.join(req);
+            let rx = match outcome {
+                Outcome::Done(r) => Err(r),
+                Outcome::Parked { member_id } => {
+                    let (tx, rx) = oneshot::channel();
+                    // A retried join replaces the old one, whose caller then hears
+                    // REBALANCE_IN_PROGRESS (its sender is dropped).
+                    inner.joins.insert((group.clone(), member_id), tx);
+                    Ok(rx)
+                }
+            };
+            inner.dispatch();
+            rx
+        };
+        match rx {
+            Err(done) => done,
+            Ok(rx) => self.wait(rx, &group).await,
+        }
+    }
+
+    pub async fn sync(&self, req: SyncGroup) -> Result<Synced> {
+        let group = req.group.clone();
+        let rx = {
+            let mut inner = self.lock();
+            let rx = match inner.coordinator.sync(req) {
+                Outcome::Done(r) => Err(r),
+                Outcome::Parked { member_id } => {
+                    let (tx, rx) = oneshot::channel();
+                    inner.syncs.insert((group.clone(), member_id), tx);
+                    Ok(rx)
+                }
+            };
+            inner.dispatch();
+            rx
+        };
+        match rx {
+            Err(done) => done,
+            Ok(rx) => self.wait(rx, &group).await,
+        }
+    }
+
+    /// Waits for a parked call's answer, ticking the coordinator at its deadlines.
+    async fn wait<T>(&self, mut rx: oneshot::Receiver<Result<T>>, group: &str) -> Result<T> {
+        let started = Instant::now();
+        let give_up = Duration::from_millis(limits::CLASSIC_WAIT_MS_MAX);
+        loop {
+            let sleep_ms = {
+                let mut inner = self.lock();
+                inner.coordinator.tick();
+                inner.dispatch();
+                let now = self.clock.now_ms();
+                let next = inner.coordinator.next_deadline_ms().map_or(i64::MAX, |d| d.saturating_sub(now));
+                next.clamp(1, limits::CLASSIC_WAIT_TICK_MS_MAX as i64) as u64
+            };
+            tokio::select! {
+                answer = &mut rx => {
+                    return answer.unwrap_or_else(|_| Err(GroupError::RebalanceInProgress(group.to_owned())));
+                }
+                () = tokio::time::sleep(Duration::from_millis(sleep_ms)) => {}
+            }
+            if started.elapsed() > give_up {
+                return Err(GroupError::RebalanceInProgress(group.to_owned()));
+            }
+        }
+    }
+
+    pub fn heartbeat(
+        &self,
+        group: &str,
+        member: &str,
+        instance: Option<&str>,
+        generation: i32,
+    ) -> Result<()> {
+        self.with(|c| c.heartbeat(group, member, instance, generation))
+    }
+
+    pub fn leave(&self, group: &str, members: &[MemberRef]) -> Vec<Result<()>> {
+        self.with(|c| c.leave(group, members))
+    }
+
+    pub fn check_commit(
+        &self,
+        group: &str,
+        member: &str,
+        instance: Option<&str>,
+        generation: i32,
+    ) -> Result<()> {
+        self.with(|c| c.check_commit(group, member, instance, generation))
+    }
+
+    pub fn knows(&self, group: &str) -> bool {
+        self.lock().coordinator.knows(group)
+    }
+
+    pub fn describe(&self, group: &str) -> Option<ClassicDescription> {
+        self.with(|c| c.describe(group))
+    }
+
+    pub fn list(&self) -> Vec<(String, ClassicState, String)> {
+        self.with(|c| c.list())
+    }
+
+    pub fn delete(&self, group: &str) -> Result<()> {
+        self.with(|c| c.delete(group))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use es_core::SystemClock;
+    use es_groups::classic::Protocol;
+
+    use super::*;
+
+    fn join(member: &str, rebalance_timeout_ms: u64) -> JoinGroup {
+        JoinGroup {
+            group: "g".into(),
+            member_id: member.into(),
+            instance_id: None,
+            client_id: "c".into(),
+            client_host: String::new(),
+            session_timeout_ms: 30_000,
+            rebalance_timeout_ms,
+            protocol_type: "consumer".into(),
+            protocols: vec![Protocol { name: "range".into(), metadata: Vec::new() }],
+            require_known_member_id: false,
+        }
+    }
+
+    fn sync(member: &str, generation: i32) -> SyncGroup {
+        SyncGroup {
+            group: "g".into(),
+            member_id: member.into(),
+            instance_id: None,
+            generation,
+            protocol_type: None,
+            protocol_name: None,
+            assignments: Vec::new(),
+        }
+    }
+
+    /// With no other call to drive it, a parked join is answered when the barrier
+    /// times out: the parked call's own timer ticks the coordinator.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_parked_join_completes_at_the_rebalance_timeout_on_its_own() {
+        let config =
+            ClassicConfig { initial_rebalance_delay_ms: 50, min_session_timeout_ms: 1, ..Default::default() };
+        let groups = ClassicGroups::new(Arc::new(SystemClock), config);
+        let first = groups.join(join("", 300)).await.unwrap();
+        assert_eq!((first.generation, first.leader.as_str()), (1, first.member_id.as_str()));
+        groups.sync(sync(&first.member_id, 1)).await.unwrap();
+        // A second member joins: the first never rejoins, so the barrier closes at the
+        // first's rebalance timeout (300 ms) and drops it.
+        let started = Instant::now();
+        let second =
+            tokio::time::timeout(Duration::from_secs(10), groups.join(join("", 300))).await.unwrap().unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(250), "{:?}", started.elapsed());
+        assert_eq!((second.generation, second.members.len()), (2, 1));
+        assert_eq!(second.leader, second.member_id);
+        let e = groups.heartbeat("g", &first.member_id, None, 1).unwrap_err();
+        assert!(matches!(e, GroupError::UnknownMember { .. }), "{e:?}");
+        assert!(groups.lock().joins.is_empty(), "no waiter is left behind");
+    }
+
+    /// A follower's parked sync is answered by the leader's from another task.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_parked_sync_is_answered_by_the_leaders() {
+        let config =
+            ClassicConfig { initial_rebalance_delay_ms: 50, min_session_timeout_ms: 1, ..Default::default() };
+        let groups = Arc::new(ClassicGroups::new(Arc::new(SystemClock), config));
+        let (a, b) = tokio::join!(groups.join(join("", 5_000)), groups.join(join("", 5_000)));
+        let (a, b) = (a.unwrap(), b.unwrap());
+        let (leader, follower) = if a.leader == a.member_id { (a, b) } else { (b, a) };
+        let waiting = {
+            let groups = groups.clone();
+            let id = follower.member_id.clone();
+            tokio::spawn(async move { groups.sync(sync(&id, 1)).await })
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while groups.lock().syncs.is_empty() {
+            assert!(Instant::now() < deadline, "the follower's sync never parked");
+            tokio::task::yield_now().await;
+        }
+        let plan = vec![(follower.member_id.clone(), b"F".to_vec())];
+        groups.sync(SyncGroup { assignments: plan, ..sync(&leader.member_id, 1) }).await.unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(10), waiting).await.unwrap().unwrap().unwrap();
+        assert_eq!(got.assignment, b"F");
+    }
+}

@@ -1,0 +1,3 @@
+//! The Kafka listener's request handlers.
+
+pub mod groups;
