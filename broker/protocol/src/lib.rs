@@ -17,7 +17,7 @@ pub use frame::{
 };
 pub use groups::{GroupOffset, GroupRequest, GroupResponse};
 pub use message::{
-    FetchPartition, FetchResult, ListedTopic, OffsetSpec, Op, PROTOCOL_VERSION, PartitionDescription,
-    Request, Response, TopicDescription,
+    Credential, FetchPartition, FetchResult, ListedTopic, OffsetSpec, Op, PROTOCOL_VERSION,
+    PartitionDescription, Request, Response, TopicDescription,
 };
 pub use wire::WireError;

@@ -196,12 +196,14 @@ pub async fn fetch_offsets(
 
 #[utoipa::path(get, path = "/groups", tag = "groups",
     responses((status = 200, description = "Groups with members or committed offsets", body = GroupList)))]
-pub async fn list(State(state): State<AppState>) -> Json<GroupList> {
+pub async fn list(State(state): State<AppState>, super::Caller(who): super::Caller) -> Json<GroupList> {
+    let auth = state.registry.auth();
     let groups = state
         .registry
         .groups()
         .list()
         .into_iter()
+        .filter(|(group, _)| crate::service::authz::may_describe_group(auth, &who, group))
         .map(|(group, state)| GroupSummary { group, state })
         .collect();
     Json(GroupList { groups })

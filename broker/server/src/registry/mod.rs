@@ -38,6 +38,8 @@ pub struct BrokerOptions {
     /// it must be writable only by whoever runs the brokers, since a cached
     /// artifact is loaded as native code.
     pub plugin_cache_dir: Option<PathBuf>,
+    /// Authentication, grants and quotas (off by default: the loopback quickstart).
+    pub auth: crate::auth::AuthOptions,
 }
 
 impl BrokerOptions {
@@ -49,6 +51,7 @@ impl BrokerOptions {
             in_flight_requests_max: limits::IN_FLIGHT_REQUESTS_MAX_DEFAULT,
             housekeeping_interval: std::time::Duration::from_millis(limits::HOUSEKEEPING_INTERVAL_MS_DEFAULT),
             plugin_cache_dir: None,
+            auth: crate::auth::AuthOptions::default(),
         }
     }
 }
@@ -147,6 +150,8 @@ pub struct Registry {
     groups: std::sync::OnceLock<Arc<crate::groups::Groups>>,
     /// The schema registry; set once the internal schemas topic is open.
     schemas: std::sync::OnceLock<Arc<crate::schemas::Schemas>>,
+    /// Keys, grants, owners and quotas (`auth.enabled` off: allows everything).
+    auth: Arc<crate::auth::Auth>,
     /// Held for the broker's life: two brokers on one data directory would corrupt it.
     _lock: std::fs::File,
 }
@@ -166,6 +171,8 @@ impl Registry {
         let lock = lock_data_dir(&options.data_dir)?;
         let store = MetaStore::open(options.data_dir.join("topics"))?;
         let producer_ids = crate::producer_ids::ProducerIds::open(&options.data_dir)?;
+        let clock: Arc<dyn es_core::Clock> = Arc::new(es_core::SystemClock);
+        let auth = Arc::new(crate::auth::Auth::open(&options.data_dir, &options.auth, clock)?);
         let mut report = StartupReport::default();
         let plugins = Plugins::open(
             &options.data_dir.join("plugins"),
@@ -192,6 +199,7 @@ impl Registry {
             plugins,
             groups: std::sync::OnceLock::new(),
             schemas: std::sync::OnceLock::new(),
+            auth,
             _lock: lock,
         };
         for meta in registry.store.load_all()? {
@@ -324,6 +332,11 @@ impl Registry {
     /// The consumer-group service.
     pub fn groups(&self) -> &Arc<crate::groups::Groups> {
         self.groups.get().expect("opened in Registry::open")
+    }
+
+    /// Authentication and the grants every call is authorized against.
+    pub fn auth(&self) -> &Arc<crate::auth::Auth> {
+        &self.auth
     }
 
     pub fn options(&self) -> &BrokerOptions {

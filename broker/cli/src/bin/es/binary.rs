@@ -41,8 +41,9 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")
 }
 
-async fn connect(addr: &str) -> anyhow::Result<std::sync::Arc<Client>> {
-    let client = Client::connect(addr, ClientOptions::default())
+async fn connect(addr: &str, api_key: Option<&str>) -> anyhow::Result<std::sync::Arc<Client>> {
+    let options = ClientOptions { api_key: api_key.map(str::to_owned), ..ClientOptions::default() };
+    let client = Client::connect(addr, options)
         .await
         .with_context(|| format!("connecting to {addr}; is es-broker listening there (--bind-binary)?"))?;
     Ok(std::sync::Arc::new(client))
@@ -52,13 +53,14 @@ async fn connect(addr: &str) -> anyhow::Result<std::sync::Arc<Client>> {
 /// durable. Returns how many were written.
 pub fn produce(
     t: &Transport,
+    api_key: Option<&str>,
     topic: &str,
     partition: Option<u32>,
     records: impl Iterator<Item = anyhow::Result<Record>>,
     json_out: bool,
 ) -> anyhow::Result<usize> {
     runtime()?.block_on(async {
-        let client = connect(&t.binary_broker).await?;
+        let client = connect(&t.binary_broker, api_key).await?;
         let producer = Producer::new(client, ProducerOptions::default()).await?;
         // Queued in input order, so lines keep their order within a partition.
         let mut sends = Vec::new();
@@ -80,6 +82,7 @@ pub fn produce(
 /// `print` (false stops). Stops at the end unless `follow`.
 pub fn consume(
     t: &Transport,
+    api_key: Option<&str>,
     topic: &str,
     partition: Option<u32>,
     start: Start,
@@ -88,7 +91,7 @@ pub fn consume(
     mut print: impl FnMut(u32, &Value) -> anyhow::Result<bool>,
 ) -> anyhow::Result<()> {
     runtime()?.block_on(async {
-        let client = connect(&t.binary_broker).await?;
+        let client = connect(&t.binary_broker, api_key).await?;
         let partitions: Vec<u32> = match partition {
             Some(p) => vec![p],
             None => (0..client.describe_topic(topic).await?.partitions.len() as u32).collect(),
