@@ -194,10 +194,10 @@ impl Auth {
         self.commit(|state, _| {
             let mut commands = Vec::new();
             for text in grants {
-                if let Some(c) = state.plan_add_grant(parse_grant(&id, text)?).map_err(refused)? {
-                    if !commands.contains(&c) {
-                        commands.push(c);
-                    }
+                if let Some(c) = state.plan_add_grant(parse_grant(&id, text)?).map_err(refused)?
+                    && !commands.contains(&c)
+                {
+                    commands.push(c);
                 }
             }
             Ok((commands, ()))

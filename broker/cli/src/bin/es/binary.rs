@@ -31,6 +31,13 @@ pub struct Transport {
     pub binary_broker: String,
 }
 
+/// Where the binary protocol goes and which key logs in there.
+#[derive(Debug, Clone, Copy)]
+pub struct Endpoint<'a> {
+    pub transport: &'a Transport,
+    pub api_key: Option<&'a str>,
+}
+
 impl Transport {
     pub fn is_binary(&self) -> bool {
         self.protocol == Protocol::Binary
@@ -52,15 +59,14 @@ async fn connect(addr: &str, api_key: Option<&str>) -> anyhow::Result<std::sync:
 /// Sends every record (batched by the producer, idempotent) and waits until all are
 /// durable. Returns how many were written.
 pub fn produce(
-    t: &Transport,
-    api_key: Option<&str>,
+    t: Endpoint<'_>,
     topic: &str,
     partition: Option<u32>,
     records: impl Iterator<Item = anyhow::Result<Record>>,
     json_out: bool,
 ) -> anyhow::Result<usize> {
     runtime()?.block_on(async {
-        let client = connect(&t.binary_broker, api_key).await?;
+        let client = connect(&t.transport.binary_broker, t.api_key).await?;
         let producer = Producer::new(client, ProducerOptions::default()).await?;
         // Queued in input order, so lines keep their order within a partition.
         let mut sends = Vec::new();
@@ -81,8 +87,7 @@ pub fn produce(
 /// Reads `partitions` (all when `None`) from `start`, printing each record with
 /// `print` (false stops). Stops at the end unless `follow`.
 pub fn consume(
-    t: &Transport,
-    api_key: Option<&str>,
+    t: Endpoint<'_>,
     topic: &str,
     partition: Option<u32>,
     start: Start,
@@ -91,7 +96,7 @@ pub fn consume(
     mut print: impl FnMut(u32, &Value) -> anyhow::Result<bool>,
 ) -> anyhow::Result<()> {
     runtime()?.block_on(async {
-        let client = connect(&t.binary_broker, api_key).await?;
+        let client = connect(&t.transport.binary_broker, t.api_key).await?;
         let partitions: Vec<u32> = match partition {
             Some(p) => vec![p],
             None => (0..client.describe_topic(topic).await?.partitions.len() as u32).collect(),

@@ -200,8 +200,7 @@ fn consume_binary(args: &ConsumeArgs, api_key: Option<&str>, p: &Printer) -> any
     let topic = args.topic.name();
     let mut printed = 0usize;
     crate::binary::consume(
-        &args.transport,
-        api_key,
+        crate::binary::Endpoint { transport: &args.transport, api_key },
         topic,
         args.partition,
         start,

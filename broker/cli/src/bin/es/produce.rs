@@ -233,8 +233,7 @@ fn produce_binary(
     let topic = args.topic.name();
     let written = match single {
         Some(one) => crate::binary::produce(
-            &args.transport,
-            api_key,
+            crate::binary::Endpoint { transport: &args.transport, api_key },
             topic,
             args.partition,
             std::iter::once(Ok(make(one))),
@@ -242,7 +241,13 @@ fn produce_binary(
         )?,
         None => {
             let records = read_records_in_background(parser).into_iter().map(|r| r.map(make));
-            crate::binary::produce(&args.transport, api_key, topic, args.partition, records, json_out)?
+            crate::binary::produce(
+                crate::binary::Endpoint { transport: &args.transport, api_key },
+                topic,
+                args.partition,
+                records,
+                json_out,
+            )?
         }
     };
     if !json_out {
