@@ -187,3 +187,31 @@ fn es_key_commands() {
     assert!(!es(&b, Some(&new_key), &["topic", "list"]).status.success());
     assert!(!b.stderr().contains(&new_key[20..]) && !b.stderr().contains(&key[20..]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_quota_throttles_over_binary_with_a_typed_code() {
+    let dir = tempfile::tempdir().unwrap();
+    // 1 kB/s, 10 s of burst: a 4 kB record read a few times puts the key in debt.
+    let env = [("ES_AUTH_BOOTSTRAP_KEY", ADMIN)];
+    let b = Broker::start_env(dir.path(), &["--auth", "--quota-fetch-bytes-per-s", "1000"], &env);
+    let admin = connect(&b, Some(ADMIN)).await.unwrap();
+    admin.create_topic("q", 1, vec![]).await.unwrap();
+    admin.produce("q", 0, batch(&"x".repeat(4_000), ProducerInfo::NONE)).await.unwrap();
+    let reader = connect(&b, Some(&make_key(&b, "reader", &["topic:literal:q:read"]))).await.unwrap();
+    let other = connect(&b, Some(&make_key(&b, "other", &["topic:literal:q:read"]))).await.unwrap();
+    let part = || vec![FetchPartition { topic: "q".into(), partition: 0, offset: 0, max_bytes: 1 << 20 }];
+    let mut throttled = None;
+    for _ in 0..10 {
+        match reader.fetch(0, 1 << 20, part()).await {
+            Ok(read) => assert!(!read[0].data.is_empty()),
+            Err(e) => {
+                throttled = Some(e);
+                break;
+            }
+        }
+    }
+    let (code, message) = refusal::<()>(Err(throttled.expect("the reader was never throttled")));
+    assert_eq!(code, ErrorCode::Throttled, "{message}");
+    assert!(message.contains("retry after"), "{message}");
+    assert!(other.fetch(0, 1 << 20, part()).await.is_ok(), "another key keeps its own quota");
+}

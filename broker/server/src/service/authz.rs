@@ -288,3 +288,61 @@ pub fn may_describe_group(auth: &Auth, principal: &Principal, group: &str) -> bo
     let op = Operation { call: Call::DescribeGroup, resource: Resource::Group(group.to_owned()) };
     check(auth, principal, &op).is_ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::auth::AuthOptions;
+
+    fn auth(dir: &std::path::Path) -> (Auth, Principal) {
+        let key = es_auth::ApiKey::random(&mut rand::rng()).reveal();
+        let options = AuthOptions { enabled: true, bootstrap_key: Some(key), ..Default::default() };
+        let auth = Auth::open(dir, &options, Arc::new(es_core::SystemClock)).unwrap();
+        let made = auth
+            .create_key("t", &["topic:prefixed:a.:write".into(), "group:prefixed:a.:read".into()])
+            .unwrap();
+        let id = es_auth::KeyId::parse(&made.view.id).unwrap();
+        (auth, Principal::key(id))
+    }
+
+    fn op(call: Call, resource: Resource) -> Operation {
+        Operation { call, resource }
+    }
+
+    #[test]
+    fn the_table_decides_and_denials_look_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (auth, who) = auth(dir.path());
+        let topic = |t: &str| Resource::Topic(t.into());
+        assert!(check(&auth, &who, &op(Call::Produce, topic("a.x"))).is_ok());
+        assert!(check(&auth, &who, &op(Call::DescribeTopic, topic("a.x"))).is_ok(), "write implies describe");
+        assert!(check(&auth, &who, &op(Call::Fetch, topic("a.x"))).is_err(), "write is not read");
+        assert!(check(&auth, &who, &op(Call::Produce, topic("b.x"))).is_err());
+        assert!(check(&auth, &who, &op(Call::Produce, topic("A.x"))).is_err(), "no case folding");
+        assert!(check(&auth, &who, &op(Call::SchemaWrite, Resource::Subject("a.x-value".into()))).is_ok());
+        assert!(check(&auth, &who, &op(Call::SchemaWrite, Resource::Subject("b.x-value".into()))).is_err());
+        assert!(check(&auth, &who, &op(Call::ListTopics, Resource::Cluster)).is_ok());
+        assert!(check(&auth, &who, &op(Call::CreateKey, Resource::Cluster)).is_err());
+        assert!(check(&auth, &Principal::ANONYMOUS, &op(Call::ListTopics, Resource::Cluster)).is_err());
+        assert!(check(&auth, &Principal::ANONYMOUS, &op(Call::Health, Resource::Cluster)).is_ok());
+        // A call on a resource of the wrong kind is denied, never allowed by accident.
+        assert!(check(&auth, &who, &op(Call::Produce, Resource::Group("a.x".into()))).is_err());
+        let denied = authorize(&auth, &who, &op(Call::Produce, topic("b.x"))).err().unwrap();
+        assert_eq!(denied.to_string(), BrokerError::TopicNotFound("b.x".into()).to_string());
+        assert_eq!(denied.code(), "topic_not_found");
+    }
+
+    #[test]
+    fn the_first_join_claims_a_group_for_its_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let (auth, who) = auth(dir.path());
+        let rival = auth.create_key("r", &["group:prefixed:a.:read".into()]).unwrap();
+        let rival = Principal::key(es_auth::KeyId::parse(&rival.view.id).unwrap());
+        let join = op(Call::GroupJoin, Resource::Group("a.g".into()));
+        authorize(&auth, &who, &join).unwrap();
+        assert_eq!(authorize(&auth, &rival, &join).err().unwrap().code(), "group_not_found");
+        assert!(authorize(&auth, &who, &join).is_ok(), "the owner keeps it");
+    }
+}
