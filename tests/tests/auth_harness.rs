@@ -153,6 +153,15 @@ fn http_attacks(a: &Tenant, v: &Tenant, all: &[String], ledger: &mut Ledger) {
         ("GET", format!("/groups/{g}"), String::new()),
         ("DELETE", format!("/groups/{g}"), String::new()),
         ("POST", format!("/groups/{g}/members"), join.to_string()),
+        // Side doors through the attacker's own group into the victim's topic.
+        ("POST", format!("/groups/{}/join", a.group), join.to_string()),
+        ("POST", format!("/groups/{}/members", a.group), join.to_string()),
+        ("POST", format!("/groups/{}/offsets", a.group), commit.to_string()),
+        (
+            "POST",
+            format!("/groups/{}/reset-offsets", a.group),
+            json!({"topic": v.topics[0], "to": "latest"}).to_string(),
+        ),
     ] {
         ledger.http("http group", &path, &a.http.send(method, &path, &body), all);
     }
@@ -225,6 +234,15 @@ async fn binary_attacks(a: &Tenant, v: &Tenant, ledger: &mut Ledger) {
     ledger.binary("binary group", g, timed(c.call(join)).await);
     let fetch = Request::Group(GroupRequest::OffsetFetch { group: g.clone() });
     ledger.binary("binary group", g, timed(c.call(fetch)).await);
+    let side_door = Request::Group(GroupRequest::Join {
+        group: a.group.clone(),
+        member_id: String::new(),
+        client_id: "attacker".into(),
+        topics: vec![v.topics[0].clone()],
+        session_timeout_ms: 30_000,
+        rebalance_timeout_ms: 30_000,
+    });
+    ledger.binary("binary group side door", &a.group, timed(c.call(side_door)).await);
     // Another key's producer id.
     let (pid, epoch) = v.binary.init_producer_id().await.unwrap();
     let theirs = ProducerInfo { producer_id: pid, producer_epoch: epoch, base_sequence: 0 };

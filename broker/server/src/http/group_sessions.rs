@@ -108,9 +108,12 @@ fn get_session(g: &Groups, key: &Key) -> Result<Session> {
         (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn create(
     State(state): State<AppState>,
+    Caller(who): Caller,
     ApiPath(group): ApiPath<String>,
     ApiJson(b): ApiJson<CreateBody>,
 ) -> Result<(StatusCode, Json<SessionJoined>)> {
+    let auth = state.registry.auth();
+    crate::service::authz::authorize_topics(auth, &who, b.topics.iter().map(String::as_str))?;
     let start_latest = match b.reset.as_deref() {
         None | Some("earliest") => false,
         Some("latest") => true,

@@ -113,7 +113,25 @@ pub fn parse_bool(name: &str, text: &str) -> Result<bool> {
 /// service call, which authorizes its own resource again; routes that do not go
 /// through the service (groups, plugins, the schema registry, keys) are covered
 /// here, through the same table.
-async fn authorize_route(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+async fn authorize_route(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    // A refusal leaves the body unread, so the connection cannot carry another
+    // request: say so, or a keep-alive client would reuse a closing socket.
+    let has_body = req.headers().contains_key(axum::http::header::CONTENT_LENGTH)
+        || req.headers().contains_key(axum::http::header::TRANSFER_ENCODING);
+    let mut response = authenticate_and_authorize(state, req, next).await;
+    let refused = response.status().is_client_error() && response.extensions().get::<Served>().is_none();
+    if has_body && refused {
+        let close = axum::http::HeaderValue::from_static("close");
+        response.headers_mut().insert(axum::http::header::CONNECTION, close);
+    }
+    response
+}
+
+/// Marks a response the handler produced (as opposed to a refusal at the edge).
+#[derive(Debug, Clone, Copy)]
+struct Served;
+
+async fn authenticate_and_authorize(state: AppState, mut req: Request, next: Next) -> Response {
     let auth = state.registry.auth().clone();
     let from = req
         .extensions()
@@ -134,7 +152,9 @@ async fn authorize_route(State(state): State<AppState>, mut req: Request, next: 
         }
     }
     req.extensions_mut().insert(Caller(who));
-    next.run(req).await
+    let mut response = next.run(req).await;
+    response.extensions_mut().insert(Served);
+    response
 }
 
 /// The bearer key of a request, if it sends one. A bad key is refused even when

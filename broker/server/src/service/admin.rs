@@ -130,6 +130,11 @@ impl Service {
 
     pub fn join_group(&self, principal: &Principal, req: JoinGroup) -> Result<Joined> {
         self.authorize(principal, Call::GroupJoin, Resource::Group(req.group.clone()))?;
+        super::authz::authorize_topics(
+            self.registry.auth(),
+            principal,
+            req.topics.iter().map(String::as_str),
+        )?;
         self.registry.groups().join(
             &self.registry,
             &req.group,
@@ -172,6 +177,11 @@ impl Service {
         offsets: Vec<CommittedOffset>,
     ) -> Result<()> {
         self.authorize(principal, Call::GroupCommit, Resource::Group(group.to_owned()))?;
+        super::authz::authorize_topics(
+            self.registry.auth(),
+            principal,
+            offsets.iter().map(|o| o.topic.as_str()),
+        )?;
         self.registry.groups().commit(&self.registry, group, member, generation, offsets).await
     }
 

@@ -194,6 +194,22 @@ pub fn claim(auth: &Auth, principal: &Principal, op: &Operation) -> Result<()> {
     Ok(())
 }
 
+/// The topics a group call names (a subscription, committed offsets, a reset):
+/// each must be one the caller may read, so a group is never a side door into
+/// another key's topic (its existence, partitions or offsets). Refused as that
+/// topic's not-found.
+pub fn authorize_topics<'a>(
+    auth: &Auth,
+    principal: &Principal,
+    topics: impl IntoIterator<Item = &'a str>,
+) -> Result<()> {
+    for topic in topics {
+        let op = Operation { call: Call::Fetch, resource: Resource::Topic(topic.to_owned()) };
+        check(auth, principal, &op).map_err(|d| denied(&d.resource))?;
+    }
+    Ok(())
+}
+
 /// The decision alone, without side effects.
 pub fn check(auth: &Auth, principal: &Principal, op: &Operation) -> std::result::Result<(), Denied> {
     let access = op.call.access();
