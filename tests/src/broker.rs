@@ -127,10 +127,17 @@ impl Broker {
 
     /// Starts a broker with extra command-line arguments.
     pub fn start_with(data_dir: &Path, extra: &[&str]) -> Broker {
+        Self::start_env(data_dir, extra, &[])
+    }
+
+    /// Starts a broker with extra arguments and environment variables (e.g.
+    /// `ES_AUTH_BOOTSTRAP_KEY`).
+    pub fn start_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Broker {
         let mut child = Command::new(broker_bin())
             .arg("--data-dir")
             .arg(data_dir)
             .env("ES_PLUGIN_CACHE_DIR", shared_plugin_cache())
+            .envs(env.iter().copied())
             .args(["--bind", "127.0.0.1:0", "--bind-binary", "127.0.0.1:0"])
             .args(extra)
             .stdin(Stdio::null())
@@ -288,20 +295,69 @@ impl Drop for Broker {
     }
 }
 
-/// A one-shot client for a broker URL (e.g. from a producer thread).
+/// A one-shot client for a broker URL (e.g. from a producer thread), optionally
+/// sending an API key as `Authorization: Bearer`.
 #[derive(Debug, Clone)]
 pub struct Client {
     pub url: String,
     agent: ureq::Agent,
+    key: Option<String>,
 }
 
 impl Client {
     pub fn new(url: &str) -> Self {
-        Self { url: url.to_owned(), agent: agent() }
+        Self { url: url.to_owned(), agent: agent(), key: None }
+    }
+
+    /// A client that sends `key` with every request.
+    pub fn with_key(url: &str, key: &str) -> Self {
+        Self { url: url.to_owned(), agent: agent(), key: Some(key.to_owned()) }
     }
 
     pub fn get(&self, path: &str) -> Resp {
-        request(&self.agent, "GET", &format!("{}{path}", self.url), None)
+        self.send("GET", path, "")
+    }
+
+    pub fn delete(&self, path: &str) -> Resp {
+        self.send("DELETE", path, "")
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> Resp {
+        self.send("POST", path, &body.to_string())
+    }
+
+    pub fn put(&self, path: &str, body: &Value) -> Resp {
+        self.send("PUT", path, &body.to_string())
+    }
+
+    /// Any method, a JSON body, the key (if any) as a bearer token; the response
+    /// headers come back too (`Retry-After`, `WWW-Authenticate`).
+    pub fn send_full(&self, method: &str, path: &str, body: &str) -> (Resp, Vec<(String, String)>) {
+        let url = format!("{}{path}", self.url);
+        let mut req = ureq::http::Request::builder().method(method).uri(&url);
+        req = req.header("content-type", "application/json");
+        if let Some(key) = &self.key {
+            req = req.header("authorization", format!("Bearer {key}"));
+        }
+        let sent = if body.is_empty() {
+            self.agent.run(req.body(()).expect("a valid request"))
+        } else {
+            self.agent.run(req.body(body.to_owned()).expect("a valid request"))
+        };
+        let mut resp = sent.unwrap_or_else(|e| panic!("{method} {url} failed: {e}"));
+        let headers = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+            .collect();
+        let status = resp.status().as_u16();
+        let text = resp.body_mut().read_to_string().unwrap_or_default();
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (Resp { status, body }, headers)
+    }
+
+    pub fn send(&self, method: &str, path: &str, body: &str) -> Resp {
+        self.send_full(method, path, body).0
     }
 
     /// DELETEs; `None` when the broker could not be reached or the reply was cut.

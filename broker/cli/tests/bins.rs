@@ -26,6 +26,6 @@ fn broker_refuses_a_non_loopback_bind_before_touching_data() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no authentication yet"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("without authentication: start with --auth"));
     assert!(!dir.exists(), "the refused broker created its data directory");
 }

@@ -48,11 +48,20 @@ pub struct ClientOptions {
     pub backoff_ms: u64,
     /// Bound on every call, including retries.
     pub request_timeout_ms: u64,
+    /// The API key every connection logs in with after `Hello` (a broker with
+    /// auth on refuses everything else without one).
+    pub api_key: Option<String>,
 }
 
 impl Default for ClientOptions {
     fn default() -> Self {
-        ClientOptions { connections: 1, retries: 5, backoff_ms: 50, request_timeout_ms: 30_000 }
+        ClientOptions {
+            connections: 1,
+            retries: 5,
+            backoff_ms: 50,
+            request_timeout_ms: 30_000,
+            api_key: None,
+        }
     }
 }
 
@@ -70,7 +79,8 @@ impl Client {
         let n = options.connections.max(1);
         let mut pool = Vec::with_capacity(n);
         for _ in 0..n {
-            pool.push(Mutex::new(Some(Arc::new(Connection::connect(addr).await?))));
+            let conn = Connection::connect_with_key(addr, options.api_key.as_deref()).await?;
+            pool.push(Mutex::new(Some(Arc::new(conn))));
         }
         Ok(Client { addr: addr.to_owned(), options, pool, next: AtomicUsize::new(0) })
     }
@@ -85,7 +95,7 @@ impl Client {
         if let Some(c) = guard.as_ref().filter(|c| !c.is_closed()) {
             return Ok(c.clone());
         }
-        let c = Arc::new(Connection::connect(&self.addr).await?);
+        let c = Arc::new(Connection::connect_with_key(&self.addr, self.options.api_key.as_deref()).await?);
         *guard = Some(c.clone());
         Ok(c)
     }

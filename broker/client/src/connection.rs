@@ -32,6 +32,29 @@ pub struct Connection {
 impl Connection {
     /// Connects and performs the version handshake.
     pub async fn connect(addr: &str) -> Result<Connection> {
+        Self::connect_with_key(addr, None).await
+    }
+
+    /// Connects, performs the handshake and, given a key, logs in with it.
+    pub async fn connect_with_key(addr: &str, api_key: Option<&str>) -> Result<Connection> {
+        let conn = Self::handshake(addr).await?;
+        if let Some(key) = api_key {
+            conn.authenticate(key).await?;
+        }
+        Ok(conn)
+    }
+
+    /// Logs this connection in as `key` (the whole `es_<id>_<secret>` text);
+    /// returns the key id. A refusal is `Broker { code: Unauthenticated, .. }`.
+    pub async fn authenticate(&self, key: &str) -> Result<String> {
+        let req = Request::Authenticate { key: es_protocol::Credential(key.to_owned()) };
+        match self.request(req).await? {
+            Response::Authenticate { key_id } => Ok(key_id),
+            _ => Err(ClientError::UnexpectedResponse("Authenticate")),
+        }
+    }
+
+    async fn handshake(addr: &str) -> Result<Connection> {
         let stream = TcpStream::connect(addr)
             .await
             .map_err(|e| ClientError::Connect { addr: addr.to_owned(), reason: e.to_string() })?;

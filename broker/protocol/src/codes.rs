@@ -47,12 +47,15 @@ pub enum ErrorCode {
     /// An idempotent produce with a producer id this broker never issued (Kafka's
     /// UNKNOWN_PRODUCER_ID): get one with `InitProducerId`.
     UnknownProducerId = 28,
+    /// No valid API key: send `Authenticate` (after `Hello`) with one. Missing,
+    /// malformed, unknown, revoked and wrong keys all get this code.
+    Unauthenticated = 29,
 }
 
 impl ErrorCode {
     pub fn from_u16(code: u16) -> Option<ErrorCode> {
         use ErrorCode::*;
-        const ALL: [ErrorCode; 29] = [
+        const ALL: [ErrorCode; 30] = [
             None,
             Malformed,
             UnsupportedVersion,
@@ -82,6 +85,7 @@ impl ErrorCode {
             Throttled,
             InternalTopic,
             UnknownProducerId,
+            Unauthenticated,
         ];
         ALL.get(usize::from(code)).copied()
     }
@@ -105,10 +109,10 @@ mod tests {
 
     #[test]
     fn codes_round_trip_and_never_move() {
-        for code in 0..=28u16 {
+        for code in 0..=29u16 {
             assert_eq!(ErrorCode::from_u16(code).unwrap() as u16, code);
         }
-        assert_eq!(ErrorCode::from_u16(29), None);
+        assert_eq!(ErrorCode::from_u16(30), None);
         assert_eq!(ErrorCode::OffsetOutOfRange as u16, 6);
         assert_eq!(ErrorCode::ProducerFenced as u16, 13);
     }

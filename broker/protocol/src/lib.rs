@@ -17,7 +17,7 @@ pub use frame::{
 };
 pub use groups::{GroupOffset, GroupRequest, GroupResponse};
 pub use message::{
-    DeadLetterPlace, FetchPartition, FetchResult, ListedTopic, OffsetSpec, Op, PROTOCOL_VERSION,
+    Credential, DeadLetterPlace, FetchPartition, FetchResult, ListedTopic, OffsetSpec, Op, PROTOCOL_VERSION,
     PartitionDescription, ProduceFinding, Request, Response, TopicDescription,
 };
 pub use wire::WireError;

@@ -32,6 +32,8 @@ pub enum Op {
     LeaveGroup = 12,
     OffsetCommit = 13,
     OffsetFetch = 14,
+    /// After `Hello`: log in with an API key (needed when the broker has auth on).
+    Authenticate = 15,
 }
 
 impl Op {
@@ -53,6 +55,7 @@ impl Op {
             LeaveGroup,
             OffsetCommit,
             OffsetFetch,
+            Authenticate,
         ]
         .get(usize::from(op))
         .copied()
@@ -116,6 +119,20 @@ pub enum Request {
     InitProducerId,
     /// Consumer-group ops (9 to 14).
     Group(GroupRequest),
+    /// The whole API key text, `es_<id>_<secret>`.
+    Authenticate {
+        key: Credential,
+    },
+}
+
+/// A secret on the wire: its `Debug` never prints it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credential(pub String);
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Credential(..)")
+    }
 }
 
 /// What a validator said of one record of a produced batch that was still written:
@@ -208,6 +225,10 @@ pub enum Response {
         epoch: i16,
     },
     Group(GroupResponse),
+    /// Logged in as this key id; every later request on the connection is its.
+    Authenticate {
+        key_id: String,
+    },
 }
 
 impl Request {
@@ -223,6 +244,7 @@ impl Request {
             Request::DeleteTopic { .. } => Op::DeleteTopic,
             Request::InitProducerId => Op::InitProducerId,
             Request::Group(g) => g.op(),
+            Request::Authenticate { .. } => Op::Authenticate,
         }
     }
 
@@ -273,6 +295,7 @@ impl Request {
             Request::ListTopics | Request::InitProducerId => {}
             Request::DescribeTopic { name } | Request::DeleteTopic { name } => b.string(name),
             Request::Group(g) => g.encode(b),
+            Request::Authenticate { key } => b.string(&key.0),
         }
     }
 
@@ -324,6 +347,7 @@ impl Request {
             Op::DescribeTopic => Request::DescribeTopic { name: r.string("name")? },
             Op::DeleteTopic => Request::DeleteTopic { name: r.string("name")? },
             Op::InitProducerId => Request::InitProducerId,
+            Op::Authenticate => Request::Authenticate { key: Credential(r.string("key")?) },
             op => Request::Group(GroupRequest::decode(op, &mut r)?),
         };
         r.finish()?;
@@ -416,6 +440,7 @@ impl Response {
                 b.put_i16(*epoch);
             }
             Response::Group(g) => g.encode(b),
+            Response::Authenticate { key_id } => b.string(key_id),
         }
     }
 
@@ -535,6 +560,7 @@ fn decode_ok(op: Op, r: &mut Reader) -> Result<Response, WireError> {
         Op::InitProducerId => {
             Response::InitProducerId { producer_id: r.i64("producer_id")?, epoch: r.i16("epoch")? }
         }
+        Op::Authenticate => Response::Authenticate { key_id: r.string("key_id")? },
         op => Response::Group(GroupResponse::decode(op, r)?),
     })
 }
@@ -611,6 +637,7 @@ mod tests {
             Request::DescribeTopic { name: "t".into() },
             Request::DeleteTopic { name: "t".into() },
             Request::InitProducerId,
+            Request::Authenticate { key: Credential("es_0123456789abcdef_secret".into()) },
         ]
     }
 
@@ -703,6 +730,7 @@ mod tests {
             ),
             (Op::DeleteTopic, Response::DeleteTopic),
             (Op::InitProducerId, Response::InitProducerId { producer_id: 77, epoch: 2 }),
+            (Op::Authenticate, Response::Authenticate { key_id: "0123456789abcdef".into() }),
             (Op::Produce, Response::Error { code: ErrorCode::UnknownTopic, message: "no topic x".into() }),
         ];
         for (op, resp) in responses {

@@ -5,6 +5,7 @@
 //! to [`serve`] together with a shutdown future, so tests can drive the same code.
 
 pub mod api;
+pub mod auth;
 mod binary;
 mod classic_groups;
 mod config;

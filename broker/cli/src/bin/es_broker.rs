@@ -17,11 +17,12 @@ struct Args {
     /// Where topics and their logs live.
     #[arg(long, env = "ES_DATA_DIR", default_value = "./data")]
     data_dir: PathBuf,
-    /// Address for the HTTP API; port 0 picks a free port. Loopback only until
-    /// authentication exists.
+    /// Address for the HTTP API; port 0 picks a free port. A non-loopback address
+    /// needs --auth.
     #[arg(long, env = "ES_BIND", default_value = "127.0.0.1:9000")]
     bind: String,
-    /// Address for the binary protocol; port 0 picks a free port. Loopback only.
+    /// Address for the binary protocol; port 0 picks a free port. A non-loopback
+    /// address needs --auth.
     #[arg(long, env = "ES_BIND_BINARY", default_value = "127.0.0.1:9001")]
     bind_binary: String,
     /// Directory for the cold tier (topics with cold.tier.enable=true).
@@ -46,6 +47,26 @@ struct Args {
     /// (Kafka's `group.initial.rebalance.delay.ms`).
     #[arg(long, default_value_t = es_server::KafkaGroupConfig::default().initial_rebalance_delay_ms)]
     group_initial_rebalance_delay_ms: u64,
+    /// Require an API key on every request and authorize it by its grants
+    /// (auth.enabled). The first start needs a bootstrap key: ES_AUTH_BOOTSTRAP_KEY
+    /// or --auth-bootstrap-key-file.
+    #[arg(long = "auth", env = "ES_AUTH_ENABLED")]
+    auth_enabled: bool,
+    /// A file holding the first admin key (auth.bootstrap_key_file); read only while
+    /// no key exists. `es key generate` makes one.
+    #[arg(long, env = "ES_AUTH_BOOTSTRAP_KEY_FILE", value_name = "FILE")]
+    auth_bootstrap_key_file: Option<PathBuf>,
+    /// Where the pepper (the secret mixed into every stored key hash) lives
+    /// [default: DATA_DIR/auth-pepper, created on first start]. Keep it out of backups
+    /// of the data directory.
+    #[arg(long, env = "ES_AUTH_PEPPER_FILE", value_name = "FILE")]
+    auth_pepper_file: Option<PathBuf>,
+    /// Default produce quota of every key, in bytes per second [default: unlimited].
+    #[arg(long, env = "ES_QUOTA_PRODUCE_BYTES_PER_S")]
+    quota_produce_bytes_per_s: Option<u64>,
+    /// Default fetch quota of every key, in bytes per second [default: unlimited].
+    #[arg(long, env = "ES_QUOTA_FETCH_BYTES_PER_S")]
+    quota_fetch_bytes_per_s: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -67,8 +88,8 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
-    let addr = loopback_addr(&args.bind)?;
-    let binary_addr = loopback_addr(&args.bind_binary)?;
+    let addr = listen_addr("--bind", &args.bind, args.auth_enabled)?;
+    let binary_addr = listen_addr("--bind-binary", &args.bind_binary, args.auth_enabled)?;
     if !(1..=1_000_000).contains(&args.max_in_flight_requests) {
         bail!("--max-in-flight-requests must be between 1 and 1000000");
     }
@@ -83,6 +104,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             initial_rebalance_delay_ms: args.group_initial_rebalance_delay_ms,
             ..Default::default()
         },
+        auth: auth_options(&args)?,
     };
     let (registry, report) = Registry::open(options)
         .with_context(|| format!("opening the data directory {}", args.data_dir.display()))?;
@@ -156,21 +178,52 @@ async fn serve(
     binary.await.context("the binary listener failed")
 }
 
-/// Resolves `--bind` and refuses anything but loopback: the API has no
-/// authentication yet, so listening elsewhere would open the data to the network.
-fn loopback_addr(bind: &str) -> anyhow::Result<SocketAddr> {
+/// Auth settings from flags and the environment. The bootstrap key comes from
+/// ES_AUTH_BOOTSTRAP_KEY (never a flag: flags show in the process list) or a file.
+fn auth_options(args: &Args) -> anyhow::Result<es_server::auth::AuthOptions> {
+    let from_env = std::env::var("ES_AUTH_BOOTSTRAP_KEY").ok().filter(|k| !k.trim().is_empty());
+    let from_file = match &args.auth_bootstrap_key_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading --auth-bootstrap-key-file {}", path.display()))?,
+        ),
+        None => None,
+    };
+    if from_env.is_some() && from_file.is_some() {
+        bail!("set ES_AUTH_BOOTSTRAP_KEY or --auth-bootstrap-key-file, not both");
+    }
+    let quota = es_server::auth::KeyQuota {
+        produce_bytes_per_s: args.quota_produce_bytes_per_s,
+        fetch_bytes_per_s: args.quota_fetch_bytes_per_s,
+    };
+    Ok(es_server::auth::AuthOptions {
+        enabled: args.auth_enabled,
+        bootstrap_key: from_env.or(from_file),
+        pepper_file: args.auth_pepper_file.clone(),
+        quota,
+    })
+}
+
+/// Resolves a listen address. A non-loopback one is refused unless auth is on:
+/// without it, listening elsewhere would open the data to the network.
+fn listen_addr(flag: &str, bind: &str, auth: bool) -> anyhow::Result<SocketAddr> {
     let addrs: Vec<SocketAddr> = bind
         .to_socket_addrs()
-        .with_context(|| format!("--bind {bind:?} is not a host:port address"))?
+        .with_context(|| format!("{flag} {bind:?} is not a host:port address"))?
         .collect();
     let Some(first) = addrs.first().copied() else {
-        bail!("--bind {bind:?} resolved to no address");
+        bail!("{flag} {bind:?} resolved to no address");
     };
-    if let Some(bad) = addrs.iter().find(|a| !a.ip().is_loopback()) {
-        bail!(
-            "refusing to listen on {bad} (from --bind {bind}): es has no authentication yet (it comes in a later release), \
-             so the broker only listens on loopback addresses such as 127.0.0.1 or [::1]"
-        );
+    match addrs.iter().find(|a| !a.ip().is_loopback()) {
+        Some(bad) if !auth => bail!(
+            "refusing to listen on {bad} (from {flag} {bind}) without authentication: start with --auth \
+             (and a bootstrap key, see docs/security.md), or listen on a loopback address such as 127.0.0.1"
+        ),
+        Some(open) => eprintln!(
+            "es-broker: warning: {flag} {open} is reachable from the network and es has no TLS yet: \
+             API keys travel in the clear; keep it on a trusted network"
+        ),
+        None => {}
     }
     Ok(first)
 }

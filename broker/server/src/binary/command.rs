@@ -22,7 +22,16 @@ use crate::service::{Principal, Service, admin, offsets};
 
 type Tx = mpsc::Sender<Vec<u8>>;
 
-pub async fn dispatch(req: Request, id: u32, state: &BinaryState, tx: Tx, slot: OwnedSemaphorePermit) {
+/// Applies `req` for `who`, the connection's principal (`Authenticate` is
+/// answered by the connection itself, which owns the principal).
+pub async fn dispatch(
+    req: Request,
+    id: u32,
+    state: &BinaryState,
+    who: Principal,
+    tx: Tx,
+    slot: OwnedSemaphorePermit,
+) {
     let op = req.op();
     let service = state.service.clone();
     match req {
@@ -32,7 +41,7 @@ pub async fn dispatch(req: Request, id: u32, state: &BinaryState, tx: Tx, slot: 
         Request::Produce { topic, partition, batch } => {
             // Appended now, in frame order; only the fsync wait runs concurrently.
             let one = PartitionBatch { partition, batch: batch.to_vec(), ids: None };
-            match service.produce(&Principal::ANONYMOUS, &topic, vec![one]).await {
+            match service.produce(&who, &topic, vec![one]).await {
                 Ok(pending) => {
                     tokio::spawn(async move {
                         let resp = answer(pending.durable().await.map(produced));
@@ -44,19 +53,19 @@ pub async fn dispatch(req: Request, id: u32, state: &BinaryState, tx: Tx, slot: 
         }
         Request::Fetch { max_wait_ms, min_bytes, max_bytes, partitions } => {
             tokio::spawn(async move {
-                let resp = answer(fetch(&service, max_wait_ms, min_bytes, max_bytes, partitions).await);
+                let resp = answer(fetch(&service, &who, max_wait_ms, min_bytes, max_bytes, partitions).await);
                 send(&tx, id, op, resp, slot).await;
             });
         }
         Request::Group(group) => {
             tokio::spawn(async move {
-                let resp = answer(super::groups::apply(&service, group).await.map(Response::Group));
+                let resp = answer(super::groups::apply(&service, &who, group).await.map(Response::Group));
                 send(&tx, id, op, resp, slot).await;
             });
         }
         other => {
             tokio::spawn(async move {
-                let resp = answer(admin(&service, other).await);
+                let resp = answer(admin(&service, &who, other).await);
                 send(&tx, id, op, resp, slot).await;
             });
         }
@@ -139,6 +148,7 @@ fn findings(ack: &ProduceAck) -> Vec<ProduceFinding> {
 
 async fn fetch(
     service: &Service,
+    who: &Principal,
     max_wait_ms: u32,
     min_bytes: u32,
     max_bytes: u32,
@@ -159,7 +169,7 @@ async fn fetch(
         min_bytes: min_bytes as usize,
         max_bytes: max_bytes as usize,
     };
-    let results = service.fetch(&Principal::ANONYMOUS, req).await?;
+    let results = service.fetch(who, req).await?;
     let partitions = results
         .into_iter()
         .map(|r| match r {
@@ -184,8 +194,7 @@ async fn fetch(
 }
 
 /// Topic admin, offsets and producer ids.
-async fn admin(service: &Service, req: Request) -> Result<Response> {
-    let who = &Principal::ANONYMOUS;
+async fn admin(service: &Service, who: &Principal, req: Request) -> Result<Response> {
     Ok(match req {
         Request::ListOffsets { topic, partition, spec } => {
             let spec = match spec {
@@ -218,7 +227,11 @@ async fn admin(service: &Service, req: Request) -> Result<Response> {
             let (producer_id, epoch) = service.init_producer_id(who).await?;
             Response::InitProducerId { producer_id, epoch }
         }
-        Request::Hello { .. } | Request::Produce { .. } | Request::Fetch { .. } | Request::Group(_) => {
+        Request::Hello { .. }
+        | Request::Produce { .. }
+        | Request::Fetch { .. }
+        | Request::Group(_)
+        | Request::Authenticate { .. } => {
             return Err(BrokerError::Internal("handled elsewhere".into()));
         }
     })

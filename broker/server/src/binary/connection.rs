@@ -13,9 +13,16 @@ use tokio::sync::{Semaphore, mpsc, watch};
 
 use super::BinaryState;
 use super::command;
+use crate::auth::AuthFailure;
 use crate::limits::BINARY_IN_FLIGHT_MAX;
+use crate::service::{BrokerError, Principal};
 
-pub async fn run(stream: TcpStream, state: BinaryState, mut shutdown: watch::Receiver<bool>) {
+pub async fn run(
+    stream: TcpStream,
+    peer: std::net::SocketAddr,
+    state: BinaryState,
+    mut shutdown: watch::Receiver<bool>,
+) {
     stream.set_nodelay(true).ok();
     let (mut read, write) = stream.into_split();
     let (tx, rx) = mpsc::channel::<Vec<u8>>(BINARY_IN_FLIGHT_MAX);
@@ -23,6 +30,7 @@ pub async fn run(stream: TcpStream, state: BinaryState, mut shutdown: watch::Rec
     let window = Arc::new(Semaphore::new(BINARY_IN_FLIGHT_MAX));
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let mut greeted = false;
+    let mut who = Principal::ANONYMOUS;
     loop {
         let frame = match decode_frame(&mut buf, FRAME_BYTES_MAX) {
             Ok(Some(frame)) => frame,
@@ -61,14 +69,55 @@ pub async fn run(stream: TcpStream, state: BinaryState, mut shutdown: watch::Rec
             break;
         }
         greeted = true;
+        if let Request::Authenticate { key } = &req {
+            let auth = state.service.registry().auth();
+            let resp = match auth.authenticate(&key.0, peer.ip()) {
+                Ok(id) => {
+                    who = Principal::key(id.clone());
+                    Response::Authenticate { key_id: id.to_string() }
+                }
+                Err(failure) => {
+                    who = Principal::ANONYMOUS;
+                    login_refused(failure)
+                }
+            };
+            let mut out = Vec::new();
+            resp.encode(id, op, &mut out);
+            let _ = tx.send(out).await;
+            continue;
+        }
+        if let Err(e) = still_authenticated(&state, &who, op) {
+            reply_error(&tx, id, op, super::error::code(&e), e.to_string()).await;
+            continue;
+        }
         // Waiting for a slot stops reading: a client past the window is slowed down,
         // not failed.
         let Ok(slot) = window.clone().acquire_owned().await else { break };
-        command::dispatch(req, id, &state, tx.clone(), slot).await;
+        command::dispatch(req, id, &state, who.clone(), tx.clone(), slot).await;
     }
     drop(tx);
     let drain = std::time::Duration::from_millis(crate::limits::SHUTDOWN_DRAIN_MS);
     let _ = tokio::time::timeout(drain, writer).await;
+}
+
+/// With auth on, every op but the handshake needs a key that is still active:
+/// a revoked key stops on its connection's very next request.
+fn still_authenticated(state: &BinaryState, who: &Principal, op: Op) -> crate::service::Result<()> {
+    let auth = state.service.registry().auth();
+    let public = super::call_of(op).access() == crate::service::Access::Public;
+    let active = who.key.as_ref().is_some_and(|k| auth.state().active_key(k).is_some());
+    if auth.enabled() && !public && !active {
+        return Err(BrokerError::Unauthenticated);
+    }
+    Ok(())
+}
+
+fn login_refused(failure: AuthFailure) -> Response {
+    let e = match failure {
+        AuthFailure::Invalid => BrokerError::Unauthenticated,
+        AuthFailure::Throttled { ms } => BrokerError::Throttled { ms },
+    };
+    super::error::response(&e)
 }
 
 async fn reply_error(tx: &mpsc::Sender<Vec<u8>>, id: u32, op: Op, code: ErrorCode, message: String) {

@@ -18,6 +18,7 @@ pub fn code(e: &BrokerError) -> ErrorCode {
         BrokerError::NotLeader { .. } => ErrorCode::NotLeader,
         BrokerError::Unauthorized { .. } => ErrorCode::Unauthorized,
         BrokerError::Throttled { .. } => ErrorCode::Throttled,
+        BrokerError::Unauthenticated => ErrorCode::Unauthenticated,
         BrokerError::InternalTopic(_) => ErrorCode::InternalTopic,
         BrokerError::InvalidBatch(_) => ErrorCode::InvalidBatch,
         BrokerError::TopicNotFound(_) => ErrorCode::UnknownTopic,
@@ -43,6 +44,7 @@ pub fn code(e: &BrokerError) -> ErrorCode {
         | BrokerError::NotFound(_)
         | BrokerError::MethodNotAllowed
         | BrokerError::PluginNotFound(_)
+        | BrokerError::KeyNotFound(_)
         | BrokerError::PluginExists(_)
         | BrokerError::PluginInUse { .. }
         | BrokerError::TopicInUse { .. }

@@ -8,8 +8,7 @@ use crate::service::admin::JoinGroup;
 use crate::service::error::Result;
 use crate::service::{Principal, Service};
 
-pub async fn apply(service: &Service, req: GroupRequest) -> Result<GroupResponse> {
-    let who = &Principal::ANONYMOUS;
+pub async fn apply(service: &Service, who: &Principal, req: GroupRequest) -> Result<GroupResponse> {
     Ok(match req {
         GroupRequest::Join {
             group,

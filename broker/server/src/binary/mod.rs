@@ -49,7 +49,7 @@ pub async fn serve_binary(listener: TcpListener, state: BinaryState, shutdown: w
                 };
                 let (state, shutdown) = (state.clone(), shutdown.clone());
                 tasks.spawn(async move {
-                    connection::run(stream, state, shutdown).await;
+                    connection::run(stream, peer, state, shutdown).await;
                     drop(slot);
                 });
             }
@@ -83,6 +83,7 @@ pub fn call_of(op: es_protocol::Op) -> crate::service::Call {
         Op::LeaveGroup => Call::GroupLeave,
         Op::OffsetCommit => Call::GroupCommit,
         Op::OffsetFetch => Call::GroupFetchOffsets,
+        Op::Authenticate => Call::Authenticate,
     }
 }
 
@@ -91,7 +92,8 @@ mod tests {
     use super::call_of;
     use crate::service::Access;
 
-    /// Every op the protocol knows has a row, and only the handshake is public.
+    /// Every op the protocol knows has a row, and only the handshake and the
+    /// login are public.
     #[test]
     fn every_op_has_an_authorization_row() {
         let mut ops = 0;
@@ -99,8 +101,9 @@ mod tests {
             let Ok(op) = es_protocol::Op::from_u8(code) else { continue };
             ops += 1;
             let public = call_of(op).access() == Access::Public;
-            assert_eq!(public, op == es_protocol::Op::Hello, "{op:?}");
+            let handshake = matches!(op, es_protocol::Op::Hello | es_protocol::Op::Authenticate);
+            assert_eq!(public, handshake, "{op:?}");
         }
-        assert_eq!(ops, 15);
+        assert_eq!(ops, 16);
     }
 }

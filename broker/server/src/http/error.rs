@@ -14,6 +14,8 @@ impl BrokerError {
         match self {
             BrokerError::NotLeader { .. } => "not_leader",
             BrokerError::Unauthorized { .. } => "unauthorized",
+            BrokerError::Unauthenticated => "unauthenticated",
+            BrokerError::KeyNotFound(_) => "key_not_found",
             BrokerError::Throttled { .. } => "throttled",
             BrokerError::InternalTopic(_) => "internal_topic",
             BrokerError::InvalidBatch(_) => "invalid_request",
@@ -55,6 +57,8 @@ impl BrokerError {
         match self {
             BrokerError::NotLeader { .. } => StatusCode::MISDIRECTED_REQUEST,
             BrokerError::Unauthorized { .. } => StatusCode::FORBIDDEN,
+            BrokerError::Unauthenticated => StatusCode::UNAUTHORIZED,
+            BrokerError::KeyNotFound(_) => StatusCode::NOT_FOUND,
             BrokerError::Throttled { .. } => StatusCode::TOO_MANY_REQUESTS,
             BrokerError::InternalTopic(_) => StatusCode::FORBIDDEN,
             BrokerError::TopicNotFound(_)
@@ -146,6 +150,10 @@ impl IntoResponse for BrokerError {
         let mut response = (status, axum::Json(body)).into_response();
         if let Some(secs) = retry_after {
             response.headers_mut().insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        if status == StatusCode::UNAUTHORIZED {
+            let challenge = axum::http::HeaderValue::from_static("Bearer realm=\"es\"");
+            response.headers_mut().insert(axum::http::header::WWW_AUTHENTICATE, challenge);
         }
         response
     }

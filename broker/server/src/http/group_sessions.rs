@@ -18,12 +18,11 @@ use utoipa::{IntoParams, ToSchema};
 use super::groups_api::{
     GroupPartition, SessionCommitted, SessionJoined, SessionOffset, SessionPoll, SessionRecord,
 };
-use super::{ApiJson, ApiPath, ApiQuery, AppState};
+use super::{ApiJson, ApiPath, ApiQuery, AppState, Caller};
 use crate::api::{Encoding, ErrorBody};
 use crate::groups::{CommittedOffset, Groups, REBALANCE_TIMEOUT_MS_DEFAULT, SESSION_TIMEOUT_MS_DEFAULT};
 use crate::limits;
 use crate::registry::Registry;
-use crate::service::Principal;
 use crate::service::error::{BrokerError, Result};
 use crate::service::fetch::{FetchPartition, FetchRequest};
 
@@ -109,9 +108,12 @@ fn get_session(g: &Groups, key: &Key) -> Result<Session> {
         (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn create(
     State(state): State<AppState>,
+    Caller(who): Caller,
     ApiPath(group): ApiPath<String>,
     ApiJson(b): ApiJson<CreateBody>,
 ) -> Result<(StatusCode, Json<SessionJoined>)> {
+    let auth = state.registry.auth();
+    crate::service::authz::authorize_topics(auth, &who, b.topics.iter().map(String::as_str))?;
     let start_latest = match b.reset.as_deref() {
         None | Some("earliest") => false,
         Some("latest") => true,
@@ -227,6 +229,7 @@ async fn commit_positions(registry: &Registry, key: &Key, s: &mut Session) -> Re
         (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn poll(
     State(state): State<AppState>,
+    Caller(who): Caller,
     ApiPath(key): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<PollQuery>,
 ) -> Result<Json<SessionPoll>> {
@@ -242,7 +245,7 @@ pub async fn poll(
         commit_positions(&registry, &key, &mut s).await?;
     }
     start_positions(&registry, &key.0, &mut s)?;
-    let records = read(&state, &mut s, max_records, q.encoding.unwrap_or_default(), wait_ms).await?;
+    let records = read(&state, &who, &mut s, max_records, q.encoding.unwrap_or_default(), wait_ms).await?;
     sessions(registry.groups()).insert(key.clone(), s.clone());
     Ok(Json(SessionPoll { member_id: key.1, generation: s.generation, assignment: assignment(&s), records }))
 }
@@ -273,6 +276,7 @@ fn start_positions(registry: &Registry, group: &str, s: &mut Session) -> Result<
 /// fetch (and its long poll: it waits up to `wait_ms` when nothing is there yet).
 async fn read(
     state: &AppState,
+    who: &crate::service::Principal,
     s: &mut Session,
     max_records: usize,
     encoding: Encoding,
@@ -303,7 +307,7 @@ async fn read(
         min_bytes: 1,
         max_bytes: limits::CONSUME_BYTES_MAX,
     };
-    let reads = state.service.fetch(&Principal::ANONYMOUS, req).await?;
+    let reads = state.service.fetch(who, req).await?;
     let mut out = Vec::new();
     for (p, read) in partitions.into_iter().zip(reads) {
         if out.len() >= max_records {

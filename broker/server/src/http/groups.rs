@@ -14,6 +14,7 @@ use super::groups_api::{GroupDescribed, GroupList, GroupOffsets, GroupSummary, J
 use super::{ApiJson, ApiPath, AppState};
 use crate::api::{ErrorBody, Status};
 use crate::groups::{CommittedOffset, REBALANCE_TIMEOUT_MS_DEFAULT, ResetTo, SESSION_TIMEOUT_MS_DEFAULT};
+use crate::service::authz::authorize_topics;
 use crate::service::error::{BrokerError, Result};
 
 /// The group routes, merged into the API router.
@@ -100,9 +101,11 @@ pub struct ResetBody {
         (status = 409, description = "unknown_member, inconsistent_subscription", body = ErrorBody)))]
 pub async fn join(
     State(state): State<AppState>,
+    super::Caller(who): super::Caller,
     ApiPath(group): ApiPath<String>,
     ApiJson(b): ApiJson<JoinBody>,
 ) -> Result<Json<JoinAnswer>> {
+    authorize_topics(state.registry.auth(), &who, b.topics.iter().map(String::as_str))?;
     let joined = state.registry.groups().join(
         &state.registry,
         &group,
@@ -173,9 +176,11 @@ pub async fn leave(
         (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn commit(
     State(state): State<AppState>,
+    super::Caller(who): super::Caller,
     ApiPath(group): ApiPath<String>,
     ApiJson(b): ApiJson<CommitBody>,
 ) -> Result<Json<Status>> {
+    authorize_topics(state.registry.auth(), &who, b.offsets.iter().map(|o| o.topic.as_str()))?;
     let registry = &state.registry;
     registry.groups().commit(registry, &group, &b.member_id, b.generation, b.offsets).await?;
     Ok(Json(Status { status: "ok".into(), long_polls: None }))
@@ -196,12 +201,14 @@ pub async fn fetch_offsets(
 
 #[utoipa::path(get, path = "/groups", tag = "groups",
     responses((status = 200, description = "Groups with members or committed offsets", body = GroupList)))]
-pub async fn list(State(state): State<AppState>) -> Json<GroupList> {
+pub async fn list(State(state): State<AppState>, super::Caller(who): super::Caller) -> Json<GroupList> {
+    let auth = state.registry.auth();
     let groups = state
         .registry
         .groups()
         .list()
         .into_iter()
+        .filter(|(group, _, _)| crate::service::authz::may_describe_group(auth, &who, group))
         .map(|(group, state, kind)| GroupSummary { group, state, kind: kind.as_str().to_owned() })
         .collect();
     Json(GroupList { groups })
@@ -232,9 +239,11 @@ pub async fn describe(
         (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn reset(
     State(state): State<AppState>,
+    super::Caller(who): super::Caller,
     ApiPath(group): ApiPath<String>,
     ApiJson(b): ApiJson<ResetBody>,
 ) -> Result<Json<GroupOffsets>> {
+    authorize_topics(state.registry.auth(), &who, [b.topic.as_str()])?;
     let to = match (b.to.as_str(), b.timestamp, b.offset) {
         ("earliest", None, None) => ResetTo::Earliest,
         ("latest", None, None) => ResetTo::Latest,

@@ -6,6 +6,7 @@ mod error;
 pub(crate) mod group_sessions;
 mod groups;
 mod groups_api;
+mod keys;
 mod openapi;
 mod plugins;
 mod records;
@@ -89,8 +90,12 @@ fn api_routes(state: AppState) -> Router<AppState> {
         // The base URL with a slash, as clients given `.../registry/` ask for it; the
         // nested router serves `/registry` itself and everything below it.
         .route("/registry/", get(schemas::root).fallback(schemas::method_not_allowed))
-        .route_layer(middleware::from_fn_with_state(state, limit_in_flight))
-        .route_layer(middleware::from_fn(authorize_route))
+        .route("/keys", get(keys::list).post(keys::create))
+        .route("/keys/{key}", get(keys::describe).delete(keys::revoke))
+        .route("/keys/{key}/rotate", post(keys::rotate))
+        .route("/keys/{key}/grants", post(keys::grant))
+        .route_layer(middleware::from_fn_with_state(state.clone(), limit_in_flight))
+        .route_layer(middleware::from_fn_with_state(state, authorize_route))
 }
 
 /// A boolean query parameter, in any case (`true`, `True`, `FALSE`).
@@ -102,23 +107,118 @@ pub fn parse_bool(name: &str, text: &str) -> Result<bool> {
     }
 }
 
-/// Authorizes every route at the edge with its row in `routes::ROUTES`, before
-/// the handler looks anything up; the service authorizes its own calls again, so
-/// routes that do not go through it (plugins, the schema registry) are covered too.
-async fn authorize_route(req: Request, next: Next) -> Response {
+/// Authenticates the request (`Authorization: Bearer <key>`) and authorizes its
+/// route with its row in `routes::ROUTES`, before the handler looks anything up.
+/// The principal then rides in the request's extensions ([`Caller`]) into every
+/// service call, which authorizes its own resource again; routes that do not go
+/// through the service (groups, plugins, the schema registry, keys) are covered
+/// here, through the same table.
+async fn authorize_route(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    // A refusal leaves the body unread, so the connection cannot carry another
+    // request: say so, or a keep-alive client would reuse a closing socket.
+    let has_body = req.headers().contains_key(axum::http::header::CONTENT_LENGTH)
+        || req.headers().contains_key(axum::http::header::TRANSFER_ENCODING);
+    let mut response = authenticate_and_authorize(state, req, next).await;
+    let refused = response.status().is_client_error() && response.extensions().get::<Served>().is_none();
+    if has_body && refused {
+        let close = axum::http::HeaderValue::from_static("close");
+        response.headers_mut().insert(axum::http::header::CONNECTION, close);
+    }
+    response
+}
+
+/// Marks a response the handler produced (as opposed to a refusal at the edge).
+#[derive(Debug, Clone, Copy)]
+struct Served;
+
+async fn authenticate_and_authorize(state: AppState, mut req: Request, next: Next) -> Response {
+    let auth = state.registry.auth().clone();
+    let from = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |c| c.0.ip());
+    let who = match authenticate(&auth, req.headers(), from) {
+        Ok(who) => who,
+        Err(e) => return e.into_response(),
+    };
     let method = req.method().as_str().to_ascii_lowercase();
     if let Some((call, params)) = routes::call_for(&method, req.uri().path()) {
-        let resource = match (params.get("topic"), params.get("group")) {
-            (Some(topic), _) => crate::service::Resource::Topic(topic.clone()),
-            (None, Some(group)) => crate::service::Resource::Group(group.clone()),
-            (None, None) => crate::service::Resource::Cluster,
-        };
-        let op = crate::service::authz::Operation { call, resource };
-        if let Err(e) = crate::service::authz::authorize(&crate::service::Principal::ANONYMOUS, &op) {
-            return e.into_response();
+        let public = call.access() == crate::service::Access::Public;
+        if auth.enabled() && !public && who.key.is_none() {
+            return BrokerError::Unauthenticated.into_response();
+        }
+        if let Err(response) = authorize_edge(&auth, &who, call, &params).await {
+            return response;
         }
     }
-    next.run(req).await
+    req.extensions_mut().insert(Caller(who));
+    let mut response = next.run(req).await;
+    response.extensions_mut().insert(Served);
+    response
+}
+
+/// The bearer key of a request, if it sends one. A bad key is refused even when
+/// auth is off, so a typo shows at once rather than after auth is turned on.
+fn authenticate(
+    auth: &crate::auth::Auth,
+    headers: &axum::http::HeaderMap,
+    from: std::net::IpAddr,
+) -> Result<crate::service::Principal> {
+    let Some(value) = headers.get(axum::http::header::AUTHORIZATION) else {
+        return Ok(crate::service::Principal::ANONYMOUS);
+    };
+    let text = value.to_str().unwrap_or("");
+    let key = text.strip_prefix("Bearer ").or_else(|| text.strip_prefix("bearer ")).unwrap_or("");
+    match auth.authenticate(key, from) {
+        Ok(id) => Ok(crate::service::Principal::key(id)),
+        Err(crate::auth::AuthFailure::Invalid) => Err(BrokerError::Unauthenticated),
+        Err(crate::auth::AuthFailure::Throttled { ms }) => Err(BrokerError::Throttled { ms }),
+    }
+}
+
+/// One route's row, answered against its path's resource. `POST /topics` names
+/// its topic in the body: the service authorizes that one when it has read it.
+async fn authorize_edge(
+    auth: &Arc<crate::auth::Auth>,
+    who: &crate::service::Principal,
+    call: crate::service::Call,
+    params: &std::collections::BTreeMap<String, String>,
+) -> std::result::Result<(), Response> {
+    use crate::service::{Call, Resource};
+    if call == Call::CreateTopic {
+        return Ok(());
+    }
+    let resource = match (params.get("topic"), params.get("group"), params.get("subject")) {
+        (Some(topic), _, _) => Resource::Topic(topic.clone()),
+        (None, Some(group), _) => Resource::Group(group.clone()),
+        (None, None, Some(subject)) => Resource::Subject(subject.clone()),
+        (None, None, None) => Resource::Cluster,
+    };
+    let op = crate::service::authz::Operation { call, resource };
+    if let Err(denied) = crate::service::authz::check(auth, who, &op) {
+        return Err(match (&denied.resource, call) {
+            (Resource::Subject(s), _) => schemas::denied(Some(s)),
+            (Resource::Cluster, Call::SchemaRead | Call::SchemaWrite) => schemas::denied(None),
+            (r, _) => crate::service::authz::denied(r).into_response(),
+        });
+    }
+    let (auth, who) = (auth.clone(), who.clone());
+    blocking(move || crate::service::authz::claim(&auth, &who, &op))
+        .await
+        .map_err(IntoResponse::into_response)
+}
+
+/// The authenticated principal of a request (anonymous when auth is off and no
+/// key was sent), set by the authorization middleware.
+#[derive(Debug, Clone)]
+pub struct Caller(pub crate::service::Principal);
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> std::result::Result<Self, Self::Rejection> {
+        Ok(parts.extensions.get::<Caller>().cloned().unwrap_or(Caller(crate::service::Principal::ANONYMOUS)))
+    }
 }
 
 /// Refuses a request at once (503 `overloaded`) when the broker already serves
@@ -155,6 +255,7 @@ pub async fn serve(
         registry.begin_shutdown();
         let _ = tx.send(true);
     };
+    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     let server = axum::serve(listener, app).with_graceful_shutdown(signal).into_future();
     let drain_deadline = async move {
         if stopping.wait_for(|s| *s).await.is_err() {

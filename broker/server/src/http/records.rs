@@ -8,14 +8,13 @@ use axum::Json;
 use axum::extract::State;
 use es_core::{Clock, Header, Record, RecordView, SystemClock};
 
-use super::{ApiJson, ApiPath, ApiQuery, AppState};
+use super::{ApiJson, ApiPath, ApiQuery, AppState, Caller};
 use crate::api::{
     self, ConsumeQuery, ConsumeResponse, ConsumedRecord, Encoding, ErrorBody, OffsetsQuery, OffsetsResponse,
     PartitionOffsets, ProduceRecord, ProduceRequest, ProduceResponse, ProducerIdResponse, RecordOffset,
     WireHeader,
 };
 use crate::limits;
-use crate::service::Principal;
 use crate::service::error::{BrokerError, Result};
 use crate::service::fetch::{FetchPartition, FetchRequest};
 use crate::service::offsets::{OffsetSpec, Start};
@@ -35,10 +34,11 @@ use crate::service::produce::{self, PartitionBatch, ProduceTarget};
         (status = 503, description = "shutting_down, overloaded, plugin_failed", body = ErrorBody)))]
 pub async fn produce(
     State(state): State<AppState>,
+    Caller(who): Caller,
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<ProduceRequest>,
 ) -> Result<Json<ProduceResponse>> {
-    let principal = Principal::ANONYMOUS;
+    let principal = who;
     let mut target = state.service.produce_target(&principal, &name)?;
     if req.records.is_empty() {
         return Err(BrokerError::InvalidRequest("records must hold at least one record".into()));
@@ -137,10 +137,11 @@ fn decode_record(encoding: Encoding, index: usize, wire: ProduceRecord) -> Resul
         (status = 416, description = "offset_out_of_range", body = ErrorBody)))]
 pub async fn consume(
     State(state): State<AppState>,
+    Caller(who): Caller,
     ApiPath((name, partition)): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<ConsumeQuery>,
 ) -> Result<Json<ConsumeResponse>> {
-    let principal = Principal::ANONYMOUS;
+    let principal = who;
     let partition = parse_partition(&partition)?;
     let max_records =
         bounded("max_records", q.max_records, limits::CONSUME_RECORDS_DEFAULT, limits::CONSUME_RECORDS_MAX)?;
@@ -265,10 +266,11 @@ pub(super) fn to_wire(r: &RecordView<'_>, preferred: Encoding) -> ConsumedRecord
         (status = 404, description = "topic_not_found", body = ErrorBody)))]
 pub async fn offsets(
     State(state): State<AppState>,
+    Caller(who): Caller,
     ApiPath(name): ApiPath<String>,
     ApiQuery(q): ApiQuery<OffsetsQuery>,
 ) -> Result<Json<OffsetsResponse>> {
-    let found = state.service.topic_offsets(&Principal::ANONYMOUS, &name, q.timestamp).await?;
+    let found = state.service.topic_offsets(&who, &name, q.timestamp).await?;
     let partitions = found
         .into_iter()
         .map(|p| PartitionOffsets {
@@ -287,7 +289,8 @@ pub async fn offsets(
         (status = 503, description = "shutting_down, overloaded", body = ErrorBody)))]
 pub async fn init_producer(
     State(state): State<AppState>,
+    Caller(who): Caller,
 ) -> Result<(axum::http::StatusCode, Json<ProducerIdResponse>)> {
-    let (producer_id, epoch) = state.service.init_producer_id(&Principal::ANONYMOUS).await?;
+    let (producer_id, epoch) = state.service.init_producer_id(&who).await?;
     Ok((axum::http::StatusCode::CREATED, Json(ProducerIdResponse { producer_id, epoch })))
 }

@@ -39,7 +39,7 @@ pub const ROUTES: &[(&str, &str, Call)] = &[
     ("post", "/groups/{group}/offsets", Call::GroupCommit),
     ("post", "/groups/{group}/reset-offsets", Call::ResetGroupOffsets),
     ("post", "/groups/{group}/members", Call::GroupJoin),
-    ("get", "/groups/{group}/members/{member}/records", Call::Fetch),
+    ("get", "/groups/{group}/members/{member}/records", Call::GroupPoll),
     ("post", "/groups/{group}/members/{member}/commit", Call::GroupCommit),
     ("delete", "/groups/{group}/members/{member}", Call::GroupLeave),
     ("get", "/registry/", Call::SchemaRead),
@@ -72,6 +72,12 @@ pub const ROUTES: &[(&str, &str, Call)] = &[
     ("get", "/registry/mode/{subject}", Call::SchemaRead),
     ("put", "/registry/mode/{subject}", Call::SchemaWrite),
     ("delete", "/registry/mode/{subject}", Call::SchemaWrite),
+    ("post", "/keys", Call::CreateKey),
+    ("get", "/keys", Call::ListKeys),
+    ("get", "/keys/{key}", Call::DescribeKey),
+    ("delete", "/keys/{key}", Call::RevokeKey),
+    ("post", "/keys/{key}/rotate", Call::RotateKey),
+    ("post", "/keys/{key}/grants", Call::GrantKey),
 ];
 
 /// The call of a request, with the path's parameters (`{topic}`, `{group}`, ...).

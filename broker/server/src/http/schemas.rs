@@ -102,6 +102,16 @@ impl IntoResponse for SrError {
     }
 }
 
+/// A refusal under `/registry`, in the registry's shape: a subject the caller
+/// may not use is a subject that does not exist (40401); a registry-wide call
+/// without the cluster grant is Confluent's 40301.
+pub(super) fn denied(subject: Option<&str>) -> Response {
+    match subject {
+        Some(s) => SrError(RegistryError::SubjectNotFound(s.to_owned())).into_response(),
+        None => error_reply(StatusCode::FORBIDDEN, 40301, "not authorized for this registry call"),
+    }
+}
+
 fn error_reply(status: StatusCode, code: u32, message: &str) -> Response {
     ok(RegistryErrorBody { error_code: code, message: message.to_owned() })
         .with_status(status)

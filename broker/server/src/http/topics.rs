@@ -5,12 +5,11 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 
-use super::{ApiJson, ApiPath, AppState};
+use super::{ApiJson, ApiPath, AppState, Caller};
 use crate::api::{
     AddPartitionsRequest, AlterConfigRequest, ConfigResponse, CreateTopicRequest, ErrorBody,
     PartitionDescription, Status, TopicDescription, TopicList, TopicSummary,
 };
-use crate::service::Principal;
 use crate::service::admin;
 use crate::service::error::{BrokerError, Result};
 
@@ -34,10 +33,10 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Status>> {
 
 #[utoipa::path(get, path = "/topics", tag = "topics",
     responses((status = 200, body = TopicList)))]
-pub async fn list(State(state): State<AppState>) -> Result<Json<TopicList>> {
+pub async fn list(State(state): State<AppState>, Caller(who): Caller) -> Result<Json<TopicList>> {
     let topics = state
         .service
-        .list_topics(&Principal::ANONYMOUS)?
+        .list_topics(&who)?
         .into_iter()
         .map(|t| TopicSummary { name: t.name, partition_count: t.partition_count })
         .collect();
@@ -53,10 +52,10 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<TopicList>> {
         (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn create(
     State(state): State<AppState>,
+    Caller(who): Caller,
     ApiJson(req): ApiJson<CreateTopicRequest>,
 ) -> Result<(StatusCode, Json<TopicDescription>)> {
-    let topic =
-        state.service.create_topic(&Principal::ANONYMOUS, req.name, req.partitions, req.config).await?;
+    let topic = state.service.create_topic(&who, req.name, req.partitions, req.config).await?;
     Ok((StatusCode::CREATED, Json(describe_topic(topic))))
 }
 
@@ -68,9 +67,10 @@ pub async fn create(
         (status = 404, description = "topic_not_found", body = ErrorBody)))]
 pub async fn describe(
     State(state): State<AppState>,
+    Caller(who): Caller,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<TopicDescription>> {
-    Ok(Json(describe_topic(state.service.describe_topic(&Principal::ANONYMOUS, &name)?)))
+    Ok(Json(describe_topic(state.service.describe_topic(&who, &name)?)))
 }
 
 #[utoipa::path(delete, path = "/topics/{topic}", tag = "topics",
@@ -80,8 +80,12 @@ pub async fn describe(
         (status = 400, description = "invalid_request", body = ErrorBody),
         (status = 404, description = "topic_not_found", body = ErrorBody),
         (status = 503, description = "shutting_down", body = ErrorBody)))]
-pub async fn delete(State(state): State<AppState>, ApiPath(name): ApiPath<String>) -> Result<StatusCode> {
-    state.service.delete_topic(&Principal::ANONYMOUS, name).await?;
+pub async fn delete(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    ApiPath(name): ApiPath<String>,
+) -> Result<StatusCode> {
+    state.service.delete_topic(&who, name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -93,9 +97,10 @@ pub async fn delete(State(state): State<AppState>, ApiPath(name): ApiPath<String
         (status = 404, description = "topic_not_found", body = ErrorBody)))]
 pub async fn get_config(
     State(state): State<AppState>,
+    Caller(who): Caller,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<ConfigResponse>> {
-    let config = state.service.topic_config(&Principal::ANONYMOUS, &name)?;
+    let config = state.service.topic_config(&who, &name)?;
     Ok(Json(ConfigResponse { config }))
 }
 
@@ -110,10 +115,11 @@ pub async fn get_config(
         (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn alter_config(
     State(state): State<AppState>,
+    Caller(who): Caller,
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<AlterConfigRequest>,
 ) -> Result<Json<ConfigResponse>> {
-    let config = state.service.alter_topic_config(&Principal::ANONYMOUS, name, req.config).await?;
+    let config = state.service.alter_topic_config(&who, name, req.config).await?;
     Ok(Json(ConfigResponse { config }))
 }
 
@@ -127,10 +133,11 @@ pub async fn alter_config(
         (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn add_partitions(
     State(state): State<AppState>,
+    Caller(who): Caller,
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<AddPartitionsRequest>,
 ) -> Result<Json<TopicDescription>> {
-    let topic = state.service.add_partitions(&Principal::ANONYMOUS, name, req.count).await?;
+    let topic = state.service.add_partitions(&who, name, req.count).await?;
     Ok(Json(describe_topic(topic)))
 }
 

@@ -49,6 +49,7 @@ pub fn error_code(e: &BrokerError) -> i16 {
     let err = match e {
         BrokerError::Group(g) => return group_code(g),
         BrokerError::Unauthorized { .. } => E::GroupAuthorizationFailed,
+        BrokerError::Unauthenticated => E::SaslAuthenticationFailed,
         BrokerError::Throttled { .. } => E::ThrottlingQuotaExceeded,
         BrokerError::NotLeader { .. } => E::NotCoordinator,
         BrokerError::ShuttingDown | BrokerError::Overloaded { .. } => E::CoordinatorNotAvailable,
@@ -81,7 +82,8 @@ pub fn error_code(e: &BrokerError) -> i16 {
         | BrokerError::Plugin(_)
         | BrokerError::PluginConfig { .. }
         | BrokerError::ValidationFailed { .. }
-        | BrokerError::PluginFailed { .. } => E::UnknownServerError,
+        | BrokerError::PluginFailed { .. }
+        | BrokerError::KeyNotFound(_) => E::UnknownServerError,
     };
     err.code()
 }

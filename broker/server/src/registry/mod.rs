@@ -41,6 +41,8 @@ pub struct BrokerOptions {
     /// Kafka's classic groups: `group.initial.rebalance.delay.ms` and the session
     /// timeout range.
     pub kafka_groups: es_groups::classic::ClassicConfig,
+    /// Authentication, grants and quotas (off by default: the loopback quickstart).
+    pub auth: crate::auth::AuthOptions,
 }
 
 impl BrokerOptions {
@@ -53,6 +55,7 @@ impl BrokerOptions {
             housekeeping_interval: std::time::Duration::from_millis(limits::HOUSEKEEPING_INTERVAL_MS_DEFAULT),
             plugin_cache_dir: None,
             kafka_groups: es_groups::classic::ClassicConfig::default(),
+            auth: crate::auth::AuthOptions::default(),
         }
     }
 }
@@ -151,6 +154,8 @@ pub struct Registry {
     groups: std::sync::OnceLock<Arc<crate::groups::Groups>>,
     /// The schema registry; set once the internal schemas topic is open.
     schemas: std::sync::OnceLock<Arc<crate::schemas::Schemas>>,
+    /// Keys, grants, owners and quotas (`auth.enabled` off: allows everything).
+    auth: Arc<crate::auth::Auth>,
     /// Held for the broker's life: two brokers on one data directory would corrupt it.
     _lock: std::fs::File,
 }
@@ -170,6 +175,8 @@ impl Registry {
         let lock = lock_data_dir(&options.data_dir)?;
         let store = MetaStore::open(options.data_dir.join("topics"))?;
         let producer_ids = crate::producer_ids::ProducerIds::open(&options.data_dir)?;
+        let clock: Arc<dyn es_core::Clock> = Arc::new(es_core::SystemClock);
+        let auth = Arc::new(crate::auth::Auth::open(&options.data_dir, &options.auth, clock)?);
         let mut report = StartupReport::default();
         let plugins = Plugins::open(
             &options.data_dir.join("plugins"),
@@ -196,6 +203,7 @@ impl Registry {
             plugins,
             groups: std::sync::OnceLock::new(),
             schemas: std::sync::OnceLock::new(),
+            auth,
             _lock: lock,
         };
         for meta in registry.store.load_all()? {
@@ -328,6 +336,11 @@ impl Registry {
     /// The consumer-group service.
     pub fn groups(&self) -> &Arc<crate::groups::Groups> {
         self.groups.get().expect("opened in Registry::open")
+    }
+
+    /// Authentication and the grants every call is authorized against.
+    pub fn auth(&self) -> &Arc<crate::auth::Auth> {
+        &self.auth
     }
 
     pub fn options(&self) -> &BrokerOptions {

@@ -52,10 +52,12 @@ fn describe(topic: &Topic) -> TopicDescription {
 impl Service {
     pub fn list_topics(&self, principal: &Principal) -> Result<Vec<TopicSummary>> {
         self.authorize(principal, Call::ListTopics, Resource::Cluster)?;
+        let auth = self.registry.auth();
         Ok(self
             .registry
             .list()
             .iter()
+            .filter(|t| super::authz::may_describe_topic(auth, principal, &t.name()))
             .map(|t| TopicSummary { name: t.name(), partition_count: t.partition_count() })
             .collect())
     }
@@ -115,11 +117,24 @@ impl Service {
     pub async fn init_producer_id(&self, principal: &Principal) -> Result<(i64, i16)> {
         self.authorize(principal, Call::InitProducerId, Resource::Cluster)?;
         let registry = self.registry.clone();
-        blocking(move || registry.allocate_producer_id()).await
+        let key = principal.key.clone().filter(|_| registry.auth().enabled());
+        blocking(move || {
+            let (id, epoch) = registry.allocate_producer_id()?;
+            if let Some(key) = key {
+                registry.auth().claim_producer_id(&key, id)?;
+            }
+            Ok((id, epoch))
+        })
+        .await
     }
 
     pub fn join_group(&self, principal: &Principal, req: JoinGroup) -> Result<Joined> {
         self.authorize(principal, Call::GroupJoin, Resource::Group(req.group.clone()))?;
+        super::authz::authorize_topics(
+            self.registry.auth(),
+            principal,
+            req.topics.iter().map(String::as_str),
+        )?;
         self.registry.groups().join(
             &self.registry,
             &req.group,
@@ -162,6 +177,11 @@ impl Service {
         offsets: Vec<CommittedOffset>,
     ) -> Result<()> {
         self.authorize(principal, Call::GroupCommit, Resource::Group(group.to_owned()))?;
+        super::authz::authorize_topics(
+            self.registry.auth(),
+            principal,
+            offsets.iter().map(|o| o.topic.as_str()),
+        )?;
         self.registry.groups().commit(&self.registry, group, member, generation, offsets).await
     }
 

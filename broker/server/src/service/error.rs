@@ -14,6 +14,15 @@ pub enum BrokerError {
     /// answer never says whether the resource exists.
     #[error("not authorized for {resource}")]
     Unauthorized { resource: String },
+    /// No credential, or one that is malformed, unknown, revoked or wrong (all
+    /// alike, so the answer never says which).
+    #[error(
+        "authentication required: send a valid API key (HTTP: Authorization: Bearer <key>; binary: Authenticate)"
+    )]
+    Unauthenticated,
+    /// An API key id that names no key (key admin routes, cluster admins only).
+    #[error("API key {0:?} does not exist; `es key list` shows the keys")]
+    KeyNotFound(String),
     /// The caller is over its quota; retry after `ms`.
     #[error("over quota: retry after {ms} ms")]
     Throttled { ms: u64 },

@@ -64,6 +64,7 @@ impl Service {
     /// shutdown begins, then reads again.
     pub async fn fetch(&self, principal: &Principal, req: FetchRequest) -> Result<Fetched> {
         check_shape(&req)?;
+        self.quotas.check(principal, Direction::Fetch)?;
         let handles: Vec<Result<PartitionHandle>> =
             req.partitions.iter().map(|p| self.fetch_handle(principal, p)).collect();
         let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms);

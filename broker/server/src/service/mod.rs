@@ -37,7 +37,8 @@ pub struct Service {
 impl Service {
     pub fn new(registry: Arc<Registry>) -> Service {
         let polls = registry.poll_gauge();
-        Service { registry, quotas: Arc::new(quota::Quotas::default()), polls }
+        let quotas = Arc::new(quota::Quotas::new(registry.auth().clone()));
+        Service { registry, quotas, polls }
     }
 
     pub fn registry(&self) -> &Arc<Registry> {
@@ -47,7 +48,7 @@ impl Service {
     /// Authorizes `call` on `resource` for `principal`: always the first step, before
     /// any lookup, so a refusal never says whether the resource exists.
     fn authorize(&self, principal: &Principal, call: Call, resource: Resource) -> Result<()> {
-        authz::authorize(principal, &authz::Operation { call, resource })
+        authz::authorize(self.registry.auth(), principal, &authz::Operation { call, resource })
     }
 
     fn check_running(&self) -> Result<()> {

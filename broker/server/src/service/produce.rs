@@ -135,6 +135,7 @@ impl Service {
         if batches.is_empty() {
             return Err(BrokerError::InvalidRequest("a produce carries at least one batch".into()));
         }
+        self.quotas.check(principal, Direction::Produce)?;
         let topic = target.topic;
         let bytes = batches.iter().map(|b| b.batch.len()).sum();
         let throttle = self.quotas.charge(principal, Direction::Produce, bytes);
@@ -143,7 +144,7 @@ impl Service {
             let handle = self.partition(&topic, b.partition)?;
             planned.push(inspect(handle, b.batch, b.ids)?);
         }
-        self.check_producers(&planned)?;
+        self.check_producers(principal, &planned)?;
         let idempotent = planned.iter().any(|p| p.idempotent);
         if idempotent && planned.len() > 1 {
             return Err(BrokerError::InvalidRequest(
@@ -356,11 +357,19 @@ fn refusal(topic: &str, checked: Option<&Checked>, idempotent: bool) -> Result<B
 impl Service {
     /// An idempotent batch must carry a producer id this broker issued: an invented
     /// id would otherwise start a sequence no one can fence (Kafka: UNKNOWN_PRODUCER_ID).
-    fn check_producers(&self, planned: &[Planned]) -> Result<()> {
+    /// With auth on, the id must also be the caller's: another key's id is
+    /// refused exactly as one never issued.
+    fn check_producers(&self, principal: &Principal, planned: &[Planned]) -> Result<()> {
+        let auth = self.registry.auth();
+        let state = auth.enabled().then(|| auth.state());
+        let foreign = |id: i64| {
+            let who = principal.key.clone().map_or(es_auth::Principal::Anonymous, es_auth::Principal::Key);
+            state.as_ref().is_some_and(|s| !s.authorize_producer_id(&who, id).is_allowed())
+        };
         match planned
             .iter()
             .map(|p| p.producer_id)
-            .find(|&id| id >= 0 && !self.registry.producer_id_issued(id))
+            .find(|&id| id >= 0 && (!self.registry.producer_id_issued(id) || foreign(id)))
         {
             Some(id) => Err(BrokerError::UnknownProducerId(id)),
             None => Ok(()),

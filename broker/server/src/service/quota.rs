@@ -1,8 +1,15 @@
-//! Quotas: how long a caller must wait after a request. None today; the answer
-//! already flows back to the listeners (Kafka's `throttle_time_ms`, HTTP 429
-//! with `Retry-After`, a throttle over binary).
+//! Quotas: byte rates per key and direction, as Kafka does them (es-auth's
+//! bottomless token bucket, charged after the fact). A request is served first
+//! and charged afterwards; while a key's bucket is in debt its next request of
+//! that direction is refused at once with [`BrokerError::Throttled`] (HTTP 429
+//! with `Retry-After`, binary `Throttled`), so a throttled client is slowed,
+//! never disconnected, and other keys (own buckets) are never slowed by it.
 
+use std::sync::Arc;
+
+use crate::auth::Auth;
 use crate::service::authz::Principal;
+use crate::service::error::{BrokerError, Result};
 
 /// Which way bytes move, for byte-rate quotas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,15 +24,36 @@ pub struct Throttle {
     pub ms: u64,
 }
 
-/// Per-principal byte-rate quotas. No quota is configured today.
-#[derive(Debug, Default)]
-pub struct Quotas {}
+/// Per-key byte-rate quotas; anonymous callers (auth off) are never charged.
+#[derive(Debug)]
+pub struct Quotas {
+    auth: Arc<Auth>,
+}
+
+fn direction(d: Direction) -> es_auth::Direction {
+    match d {
+        Direction::Produce => es_auth::Direction::Produce,
+        Direction::Fetch => es_auth::Direction::Fetch,
+    }
+}
 
 impl Quotas {
+    pub fn new(auth: Arc<Auth>) -> Quotas {
+        Quotas { auth }
+    }
+
     /// Charges `bytes` to `principal` after the fact, as Kafka does, and says how
     /// long it must wait before its next request.
-    pub fn charge(&self, principal: &Principal, direction: Direction, bytes: usize) -> Throttle {
-        let _ = (principal, direction, bytes);
-        Throttle::default()
+    pub fn charge(&self, principal: &Principal, d: Direction, bytes: usize) -> Throttle {
+        let Some(key) = &principal.key else { return Throttle::default() };
+        Throttle { ms: self.auth.charge(key, direction(d), bytes as u64) }
+    }
+
+    /// Refuses a request while the key's bucket for `d` is in debt.
+    pub fn check(&self, principal: &Principal, d: Direction) -> Result<()> {
+        match self.charge(principal, d, 0).ms {
+            0 => Ok(()),
+            ms => Err(BrokerError::Throttled { ms }),
+        }
     }
 }

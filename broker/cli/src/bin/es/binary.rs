@@ -33,6 +33,13 @@ pub struct Transport {
     pub binary_broker: String,
 }
 
+/// Where the binary protocol goes and which key logs in there.
+#[derive(Debug, Clone, Copy)]
+pub struct Endpoint<'a> {
+    pub transport: &'a Transport,
+    pub api_key: Option<&'a str>,
+}
+
 impl Transport {
     pub fn is_binary(&self) -> bool {
         self.protocol == Protocol::Binary
@@ -43,8 +50,9 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")
 }
 
-async fn connect(addr: &str) -> anyhow::Result<std::sync::Arc<Client>> {
-    let client = Client::connect(addr, ClientOptions::default())
+async fn connect(addr: &str, api_key: Option<&str>) -> anyhow::Result<std::sync::Arc<Client>> {
+    let options = ClientOptions { api_key: api_key.map(str::to_owned), ..ClientOptions::default() };
+    let client = Client::connect(addr, options)
         .await
         .with_context(|| format!("connecting to {addr}; is es-broker listening there (--bind-binary)?"))?;
     Ok(std::sync::Arc::new(client))
@@ -54,7 +62,7 @@ async fn connect(addr: &str) -> anyhow::Result<std::sync::Arc<Client>> {
 /// durable. Returns where each went, in input order (with `--json`, printed as it
 /// comes: the record's topic, partition, offset and any validator finding).
 pub fn produce(
-    t: &Transport,
+    t: Endpoint<'_>,
     topic: &str,
     partition: Option<u32>,
     records: impl Iterator<Item = anyhow::Result<Record>>,
@@ -62,7 +70,7 @@ pub fn produce(
     json_out: bool,
 ) -> anyhow::Result<Vec<RecordMetadata>> {
     runtime()?.block_on(async {
-        let client = connect(&t.binary_broker).await?;
+        let client = connect(&t.transport.binary_broker, t.api_key).await?;
         let producer =
             Producer::new(client, ProducerOptions { idempotent, ..ProducerOptions::default() }).await?;
         // Queued in input order, so lines keep their order within a partition.
@@ -96,7 +104,7 @@ pub fn finding_json(f: &ProduceFinding) -> Value {
 /// Reads `partitions` (all when `None`) from `start`, printing each record with
 /// `print` (false stops). Stops at the end unless `follow`.
 pub fn consume(
-    t: &Transport,
+    t: Endpoint<'_>,
     topic: &str,
     partition: Option<u32>,
     start: Start,
@@ -105,7 +113,7 @@ pub fn consume(
     mut print: impl FnMut(u32, &Value) -> anyhow::Result<bool>,
 ) -> anyhow::Result<()> {
     runtime()?.block_on(async {
-        let client = connect(&t.binary_broker).await?;
+        let client = connect(&t.transport.binary_broker, t.api_key).await?;
         let partitions: Vec<u32> = match partition {
             Some(p) => vec![p],
             None => (0..client.describe_topic(topic).await?.partitions.len() as u32).collect(),

@@ -11,16 +11,18 @@ use serde_json::Value;
 pub struct Client {
     base: String,
     agent: ureq::Agent,
+    /// Sent as `Authorization: Bearer <key>` on every request.
+    key: Option<String>,
 }
 
 impl Client {
-    pub fn new(base: &str) -> Self {
+    pub fn new(base: &str, key: Option<String>) -> Self {
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(Duration::from_secs(90)))
             .build()
             .into();
-        Self { base: base_url(base), agent }
+        Self { base: base_url(base), agent, key }
     }
 
     pub fn get(&self, path: &str) -> anyhow::Result<Value> {
@@ -46,19 +48,33 @@ impl Client {
     /// POSTs raw bytes (a plugin component) with `content_type`.
     pub fn post_bytes(&self, path: &str, bytes: &[u8], content_type: &str) -> anyhow::Result<Value> {
         let url = format!("{}{path}", self.base);
-        let sent = self.agent.post(&url).header("content-type", content_type).send(bytes);
+        let sent = self.bearer(self.agent.post(&url)).header("content-type", content_type).send(bytes);
         self.reply("POST", path, sent)
+    }
+
+    /// The API key (`--api-key`, `ES_API_KEY`) for the binary protocol too.
+    pub fn api_key(&self) -> Option<&str> {
+        self.key.as_deref()
+    }
+
+    fn bearer<B>(&self, req: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        match &self.key {
+            Some(key) => req.header("authorization", format!("Bearer {key}")),
+            None => req,
+        }
     }
 
     fn send(&self, method: &str, path: &str, body: Option<&Value>) -> anyhow::Result<Value> {
         let url = format!("{}{path}", self.base);
         let body = body.map(Value::to_string).unwrap_or_default();
         let sent = match method {
-            "GET" => self.agent.get(&url).call(),
-            "DELETE" => self.agent.delete(&url).call(),
-            "POST" => self.agent.post(&url).header("content-type", "application/json").send(&body),
-            "PUT" => self.agent.put(&url).header("content-type", "application/json").send(&body),
-            _ => self.agent.patch(&url).header("content-type", "application/json").send(&body),
+            "GET" => self.bearer(self.agent.get(&url)).call(),
+            "DELETE" => self.bearer(self.agent.delete(&url)).call(),
+            "POST" => {
+                self.bearer(self.agent.post(&url)).header("content-type", "application/json").send(&body)
+            }
+            "PUT" => self.bearer(self.agent.put(&url)).header("content-type", "application/json").send(&body),
+            _ => self.bearer(self.agent.patch(&url)).header("content-type", "application/json").send(&body),
         };
         self.reply(method, path, sent)
     }

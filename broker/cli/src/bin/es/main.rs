@@ -6,6 +6,7 @@ mod binary;
 mod client;
 mod consume;
 mod group;
+mod key;
 mod output;
 mod plugin;
 mod produce;
@@ -30,6 +31,10 @@ struct Cli {
     /// Print the broker's JSON instead of tables.
     #[arg(long, global = true)]
     json: bool,
+    /// The API key to call the broker with (HTTP and binary), when it has auth on.
+    /// Prefer the environment variable: a flag shows in the process list.
+    #[arg(long, global = true, env = "ES_API_KEY", value_name = "KEY", hide_env_values = true)]
+    api_key: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -54,11 +59,14 @@ enum Command {
     /// Register, read, test and delete schemas in the broker's schema registry.
     #[command(subcommand)]
     Schema(schema::SchemaCommand),
+    /// Create, list, describe, revoke and rotate API keys (cluster admins).
+    #[command(subcommand)]
+    Key(key::KeyCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let client = Client::new(cli.broker.as_deref().unwrap_or("http://127.0.0.1:9000"));
+    let client = Client::new(cli.broker.as_deref().unwrap_or("http://127.0.0.1:9000"), cli.api_key.clone());
     let result = match cli.command {
         Command::Topic(cmd) => topic::run(&client, cmd, cli.json),
         Command::Produce(args) => produce::run(&client, &args, cli.json),
@@ -66,6 +74,7 @@ fn main() -> ExitCode {
         Command::Offsets(args) => topic::offsets(&client, &args, cli.json),
         Command::Group(cmd) => group::run(&client, cmd, cli.json),
         Command::Plugin(cmd) => plugin::run(&client, cmd, cli.json),
+        Command::Key(cmd) => key::run(&client, cmd, cli.json),
         Command::Schema(cmd) => match schema::run(&client, cmd, cli.json) {
             // An incompatible `es schema check` printed its findings: exit 1 without an error line.
             Ok(false) => return ExitCode::FAILURE,

@@ -85,7 +85,7 @@ pub fn run(client: &Client, args: &ProduceArgs, json_out: bool) -> anyhow::Resul
     let parser = Parser::new(args)?;
     let single = single(args, &parser)?;
     if args.transport.is_binary() {
-        return produce_binary(args, single, parser, json_out);
+        return produce_binary(args, client.api_key(), single, parser, json_out);
     }
     let headers = headers(&args.headers)?;
     let topic = args.topic.name();
@@ -219,6 +219,7 @@ fn unescape(s: &str) -> Vec<u8> {
 /// es-client's batching, idempotent producer.
 fn produce_binary(
     args: &ProduceArgs,
+    api_key: Option<&str>,
     single: Option<Input>,
     parser: Parser,
     json_out: bool,
@@ -238,7 +239,7 @@ fn produce_binary(
     let is_single = single.is_some();
     let placed = match single {
         Some(one) => crate::binary::produce(
-            &args.transport,
+            crate::binary::Endpoint { transport: &args.transport, api_key },
             topic,
             args.partition,
             std::iter::once(Ok(make(one))),
@@ -248,7 +249,7 @@ fn produce_binary(
         None => {
             let records = read_records_in_background(parser).into_iter().map(|r| r.map(make));
             crate::binary::produce(
-                &args.transport,
+                crate::binary::Endpoint { transport: &args.transport, api_key },
                 topic,
                 args.partition,
                 records,

@@ -1,0 +1,254 @@
+//! The broker's side of es-auth: the durable auth state (keys, grants, owners),
+//! the pepper, bootstrap, credential checks and the quota and auth-failure
+//! limiters. Every listener authenticates through [`Auth::authenticate`] and every
+//! call is authorized through `service::authz`, which reads [`Auth::state`].
+//!
+//! Storage: the whole `AuthState` is one JSON snapshot, `<data>/auth/state.json`,
+//! written like every other metadata file (temp, fsync, rename, fsync dir). A
+//! change is planned against the current state, applied to a copy, stored, and
+//! only then swapped in, so a refused or failed write changes nothing and a
+//! revocation is in force for the very next request.
+
+pub mod admin;
+pub use es_auth::KeyQuota;
+mod pepper;
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+
+use es_auth::{
+    ApiKey, AuthFailureLimits, AuthState, ByteQuotas, Command, Grant, Issuer, KeyId, Operation, PatternType,
+    Pepper, QuotaConfig, ResourceType,
+};
+use es_core::Clock;
+use serde::{Deserialize, Serialize};
+
+use crate::service::error::{BrokerError, Result};
+use crate::store::{MetaStore, Stored};
+
+/// The name of the bootstrap key (`es key list` shows it).
+pub const BOOTSTRAP_KEY_NAME: &str = "bootstrap";
+
+/// How the broker authenticates (flags and environment of `es-broker`).
+#[derive(Debug, Clone, Default)]
+pub struct AuthOptions {
+    /// Off: every caller may do everything (loopback quickstart). On: every
+    /// request needs a key and the grants for what it does.
+    pub enabled: bool,
+    /// The text of the first admin key, imported when auth is on and no key exists.
+    pub bootstrap_key: Option<String>,
+    /// Where the pepper lives [default: `<data>/auth-pepper`, created on first start].
+    pub pepper_file: Option<PathBuf>,
+    /// The default byte-rate quotas of every key.
+    pub quota: KeyQuota,
+}
+
+/// The one stored item of `<data>/auth`.
+#[derive(Debug, Serialize, Deserialize)]
+struct Snapshot {
+    name: String,
+    state: AuthState,
+}
+
+impl Stored for Snapshot {
+    const WHAT: &'static str = "auth state";
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+const SNAPSHOT_NAME: &str = "state";
+
+/// Why a credential was refused. Only the listener's answer differs: a caller
+/// over its failure limit is told to wait instead of being told no.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthFailure {
+    /// Missing, malformed, unknown, revoked or wrong: all alike on the wire.
+    Invalid,
+    /// Too many failures from this address or for this key id: retry after `ms`.
+    Throttled { ms: u64 },
+}
+
+pub struct Auth {
+    enabled: bool,
+    pepper: Pepper,
+    /// Read by every request; replaced whole by [`Auth::commit`].
+    state: RwLock<Arc<AuthState>>,
+    /// Serializes plan-apply-store, so two changes never race on one snapshot.
+    writes: Mutex<()>,
+    store: MetaStore<Snapshot>,
+    clock: Arc<dyn Clock>,
+    failures: Mutex<AuthFailureLimits>,
+    quotas: Mutex<ByteQuotas>,
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Auth").field("enabled", &self.enabled).finish_non_exhaustive()
+    }
+}
+
+fn internal(e: es_auth::AuthError) -> BrokerError {
+    BrokerError::Internal(format!("auth state: {e}"))
+}
+
+impl Auth {
+    /// Opens `<data>/auth`, the pepper, and imports the bootstrap key when auth is
+    /// on and there is no key yet. Refuses to start with auth on and nothing to
+    /// log in with: there is never a built-in default key.
+    pub fn open(data_dir: &std::path::Path, options: &AuthOptions, clock: Arc<dyn Clock>) -> Result<Auth> {
+        let pepper_path = options.pepper_file.clone().unwrap_or_else(|| data_dir.join("auth-pepper"));
+        let pepper = pepper::load_or_create(&pepper_path)?;
+        let store = MetaStore::<Snapshot>::open(data_dir.join("auth"))?;
+        let state = store.load_all()?.into_iter().find(|s| s.name == SNAPSHOT_NAME).map(|s| s.state);
+        let quota = QuotaConfig { default: options.quota, per_key: Default::default() };
+        let auth = Auth {
+            enabled: options.enabled,
+            pepper,
+            state: RwLock::new(Arc::new(state.unwrap_or_default())),
+            writes: Mutex::new(()),
+            store,
+            clock: clock.clone(),
+            failures: Mutex::new(AuthFailureLimits::new(clock.clone())),
+            quotas: Mutex::new(ByteQuotas::new(quota, clock)),
+        };
+        if options.enabled {
+            auth.bootstrap(options.bootstrap_key.as_deref())?;
+        }
+        Ok(auth)
+    }
+
+    fn bootstrap(&self, key: Option<&str>) -> Result<()> {
+        if self.state().keys().any(|k| k.is_active()) {
+            return Ok(());
+        }
+        let Some(text) = key else {
+            return Err(BrokerError::InvalidConfig(bootstrap_help()));
+        };
+        let key = ApiKey::parse(text.trim()).map_err(|e| {
+            BrokerError::InvalidConfig(format!(
+                "the bootstrap key is not an es API key ({e}); make one with `es key generate`"
+            ))
+        })?;
+        let id = key.id.clone();
+        let admin = cluster_admin(&id);
+        self.commit(|state, issuer| {
+            let issued = state.plan_import_key(BOOTSTRAP_KEY_NAME, key, issuer).map_err(internal)?;
+            Ok((vec![issued.command, Command::AddGrant(admin)], ()))
+        })?;
+        tracing::info!(key = %id, "imported the bootstrap admin key");
+        Ok(())
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// The current state: cheap (an `Arc`), and consistent for the whole request.
+    pub fn state(&self) -> Arc<AuthState> {
+        self.state.read().expect("auth state lock").clone()
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// Plans commands against the current state, applies them to a copy, stores
+    /// the copy durably and swaps it in. Blocking (an fsync): call it off the
+    /// async workers when it can be on a hot path.
+    pub fn commit<T>(
+        &self,
+        plan: impl FnOnce(&AuthState, &mut Issuer<'_>) -> Result<(Vec<Command>, T)>,
+    ) -> Result<T> {
+        let _write = self.writes.lock().expect("auth writes lock");
+        let current = self.state();
+        let mut rng = rand::rng();
+        let mut issuer = Issuer {
+            pepper: &self.pepper,
+            rng: &mut rng,
+            scram_iterations: es_auth::limits::SCRAM_ITERATIONS_DEFAULT,
+            now_ms: self.clock.now_ms(),
+        };
+        let (commands, answer) = plan(&current, &mut issuer)?;
+        if commands.is_empty() {
+            return Ok(answer);
+        }
+        let mut next = (*current).clone();
+        for command in commands {
+            next.apply(command.clone()).map_err(internal)?;
+        }
+        self.store.save(&Snapshot { name: SNAPSHOT_NAME.into(), state: next.clone() })?;
+        *self.state.write().expect("auth state lock") = Arc::new(next);
+        Ok(answer)
+    }
+
+    /// Checks a bearer credential (the whole key text). Every path does the same
+    /// HMAC, so how long it takes does not say whether the id exists.
+    pub fn authenticate(&self, text: &str, from: IpAddr) -> std::result::Result<KeyId, AuthFailure> {
+        let parsed = ApiKey::parse(text.trim());
+        let id = parsed.as_ref().ok().map(|k| k.id.clone());
+        if let Ok(key) = &parsed {
+            let hash = self.pepper.hash_secret(&key.secret);
+            let state = self.state();
+            let matches = state.active_key(&key.id).is_some_and(|record| record.secret_hash.matches(&hash));
+            if matches {
+                return Ok(key.id.clone());
+            }
+        }
+        let mut failures = self.failures.lock().expect("auth failures lock");
+        failures.record_failure(from, id.as_ref());
+        match failures.delay_ms(from, id.as_ref()) {
+            0 => Err(AuthFailure::Invalid),
+            ms => Err(AuthFailure::Throttled { ms }),
+        }
+    }
+
+    /// Charges `bytes` moved by `key` after the fact; the throttle it must honour.
+    pub fn charge(&self, key: &KeyId, direction: es_auth::Direction, bytes: u64) -> u64 {
+        self.quotas.lock().expect("quotas lock").charge(key, direction, bytes)
+    }
+
+    /// Claims `group` for `key` on its first use (join or commit). A no-op when
+    /// the key owns it already, which is every call but the first.
+    pub fn claim_group(&self, key: &KeyId, group: &str) -> Result<()> {
+        let principal = es_auth::Principal::Key(key.clone());
+        if self.state().group_owner(group) == Some(key) {
+            return Ok(());
+        }
+        self.commit(|state, _| match state.plan_claim_group(&principal, group) {
+            Ok(claim) => Ok((claim.into_iter().collect(), ())),
+            Err(es_auth::AuthError::NotOwner { .. }) => Err(crate::service::authz::denied_group(group)),
+            Err(other) => Err(internal(other)),
+        })
+    }
+
+    /// Records that `producer_id` was issued to `key`.
+    pub fn claim_producer_id(&self, key: &KeyId, producer_id: i64) -> Result<()> {
+        let principal = es_auth::Principal::Key(key.clone());
+        self.commit(|state, _| {
+            Ok((vec![state.plan_claim_producer_id(&principal, producer_id).map_err(internal)?], ()))
+        })
+    }
+}
+
+pub fn cluster_admin(id: &KeyId) -> Grant {
+    Grant {
+        key: id.clone(),
+        resource: ResourceType::Cluster,
+        pattern: PatternType::Literal,
+        name: es_auth::CLUSTER_NAME.into(),
+        operation: Operation::Admin,
+    }
+}
+
+/// What `es-broker` prints when auth is on and there is no key to log in with.
+fn bootstrap_help() -> String {
+    "auth is enabled and no API key exists yet, so nobody could log in. To get started:\n  \
+     1. make a key:   es key generate > admin.key   (keep it secret; it is shown once)\n  \
+     2. start with it: ES_AUTH_BOOTSTRAP_KEY=\"$(cat admin.key)\" es-broker --auth ...\n     \
+     or: es-broker --auth --auth-bootstrap-key-file admin.key ...\n  \
+     3. use it:       ES_API_KEY=\"$(cat admin.key)\" es key create --name app --grant topic:prefixed:app.:write\n\
+     The bootstrap key becomes a cluster admin; it is read only while no key exists."
+        .into()
+}
