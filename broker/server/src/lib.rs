@@ -1,5 +1,5 @@
 //! The es broker's serving side: the topic registry with durable metadata, the
-//! HTTP/JSON API (axum), the Kafka-compatible partitioner and graceful shutdown.
+//! HTTP/JSON API (axum), the binary and Kafka wire-protocol listeners, the Kafka-compatible partitioner and graceful shutdown.
 //!
 //! The binary (`es-broker` in es-cli) parses flags, binds the listener and hands it
 //! to [`serve`] together with a shutdown future, so tests can drive the same code.
@@ -9,6 +9,7 @@ mod binary;
 mod config;
 pub mod groups;
 mod http;
+pub mod kafka;
 pub mod limits;
 pub use es_core::partitioner;
 pub mod plugins;
@@ -21,6 +22,7 @@ mod store;
 pub use binary::{BinaryState, serve_binary};
 pub use config::TopicConfig;
 pub use http::{router, serve};
+pub use kafka::{KafkaNode, serve_kafka};
 pub use producer_ids::ProducerIds;
 pub use registry::{BrokerOptions, Registry, StartupReport};
 pub use service::{BrokerError, Result, Service};

@@ -35,3 +35,11 @@ pub const FETCH_PARTITIONS_MAX: usize = 1024;
 pub const PLUGIN_BYTES_MAX: usize = 128 * 1024 * 1024;
 /// Most validators one topic may have.
 pub const VALIDATORS_PER_TOPIC_MAX: usize = 16;
+/// Kafka listener: requests in flight per connection (read stops while the window
+/// is full, so a client past it is slowed, not failed).
+pub const KAFKA_IN_FLIGHT_MAX: usize = 256;
+/// Kafka listener: connections served at once; more are refused at accept.
+pub const KAFKA_CONNECTIONS_MAX: usize = 1024;
+/// Kafka listener: partitions a topic gets when CreateTopics asks for the broker's
+/// default (-1), as Kafka's `num.partitions`.
+pub const KAFKA_DEFAULT_PARTITIONS: u32 = 1;

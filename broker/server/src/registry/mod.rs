@@ -79,6 +79,8 @@ impl TopicKind {
 /// One topic: its metadata and one log per partition.
 pub struct Topic {
     pub kind: TopicKind,
+    /// The topic's UUID (Kafka's topic id), fixed for its life.
+    pub id: [u8; 16],
     pub meta: Mutex<TopicMeta>,
     pub partitions: Vec<Arc<PartitionLog>>,
     /// Round-robin start for unkeyed batches (sticky per batch).
@@ -194,7 +196,12 @@ impl Registry {
             schemas: std::sync::OnceLock::new(),
             _lock: lock,
         };
-        for meta in registry.store.load_all()? {
+        for mut meta in registry.store.load_all()? {
+            if meta.topic_id.is_none() {
+                // Topics from before topic ids get one now, kept durably so it never changes.
+                meta.topic_id = Some(store::new_topic_id());
+                registry.store.save(&meta)?;
+            }
             let log_config = meta.config.to_log_config()?;
             let mut partitions = Vec::new();
             for p in 0..meta.partitions {
@@ -245,8 +252,10 @@ impl Registry {
         partitions: Vec<Arc<PartitionLog>>,
         chain: Arc<Chain>,
     ) -> Arc<Topic> {
+        let id = meta.topic_id.as_deref().and_then(|s| uuid::Uuid::parse_str(s).ok()).unwrap_or_default();
         let topic = Arc::new(Topic {
             kind: TopicKind::of(&meta.name),
+            id: id.into_bytes(),
             meta: Mutex::new(meta.clone()),
             partitions,
             sticky: AtomicU32::new(0),
@@ -339,6 +348,11 @@ impl Registry {
             .ok_or_else(|| BrokerError::TopicNotFound(name.to_owned()))
     }
 
+    /// The topic whose id is `id` (Kafka's topic ids); internal topics included.
+    pub fn topic_by_id(&self, id: [u8; 16]) -> Option<Arc<Topic>> {
+        self.topics.read().expect("topics lock").values().find(|t| t.id == id).cloned()
+    }
+
     /// A new producer id (epoch 0) for an idempotent producer; durable before it returns.
     pub fn allocate_producer_id(&self) -> Result<(i64, i16)> {
         self.producer_ids.allocate()
@@ -397,6 +411,7 @@ impl Registry {
             config,
             created_ms: SystemClock.now_ms(),
             validators: Vec::new(),
+            topic_id: Some(store::new_topic_id()),
         };
         if let Err(e) = self.store.save(&meta) {
             self.discard(&logs);
