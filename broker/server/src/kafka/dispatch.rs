@@ -46,7 +46,7 @@ pub fn reply<R: Encodable + HeaderVersion>(header: &Header, version: i16, respon
 
 /// Starts one request: phase one of a produce now, everything else in a task.
 pub async fn begin(ctx: &Arc<Ctx>, req: DecodedRequest) -> Pending {
-    let DecodedRequest { header, request } = req;
+    let DecodedRequest { header, request, .. } = req;
     match request {
         KafkaRequest::Produce(r) => produce::begin(ctx, header, r).await,
         other => {

@@ -25,8 +25,10 @@ use crate::service::Principal;
 const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 
-pub async fn list_offsets(ctx: &Ctx, who: &Principal, _version: i16, req: ListOffsetsRequest) -> ListOffsetsResponse {
-    let epoch = ctx.service.leader_epoch().0;
+pub async fn list_offsets(ctx: &Ctx, who: &Principal, version: i16, req: ListOffsetsRequest) -> ListOffsetsResponse {
+    // kafka-protocol refuses to encode a field the version lacks unless it holds its
+    // default: the leader epoch exists from v4.
+    let epoch = if version >= 4 { ctx.service.leader_epoch().0 } else { -1 };
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let mut parts = Vec::with_capacity(t.partitions.len());

@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use super::dispatch::{Pending, Reply, ready, reply};
 use super::error::{code, kafka_code};
-use super::{Ctx, sb, topic_name};
+use super::{Ctx, sb};
 use crate::service::error::BrokerError;
 use crate::service::produce::{PartitionBatch, PendingProduce, ProduceAck};
 use crate::service::{Principal, Service};
