@@ -181,7 +181,8 @@ async fn serve(
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let kafka_service = state.service.clone();
-    let kafka_task = tokio::spawn(es_server::serve_kafka(kafka_listener, kafka_service, node, stop_rx.clone()));
+    let kafka_task =
+        tokio::spawn(es_server::serve_kafka(kafka_listener, kafka_service, node, stop_rx.clone()));
     let binary = tokio::spawn(es_server::serve_binary(binary, state, stop_rx));
     let draining = registry.clone();
     let shutdown = async move {

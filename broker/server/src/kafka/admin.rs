@@ -58,11 +58,19 @@ fn creation(ctx: &Ctx, t: &CreatableTopic) -> Result<(u32, BTreeMap<String, Valu
     Ok((partitions, config))
 }
 
-pub async fn create_topics(ctx: &Ctx, who: &Principal, version: i16, req: CreateTopicsRequest) -> CreateTopicsResponse {
+pub async fn create_topics(
+    ctx: &Ctx,
+    who: &Principal,
+    version: i16,
+    req: CreateTopicsRequest,
+) -> CreateTopicsResponse {
     let mut results = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let name = t.name.as_str().to_owned();
-        let base = CreatableTopicResult::default().with_name(t.name.clone()).with_num_partitions(-1).with_replication_factor(-1);
+        let base = CreatableTopicResult::default()
+            .with_name(t.name.clone())
+            .with_num_partitions(-1)
+            .with_replication_factor(-1);
         let (partitions, config) = match creation(ctx, &t) {
             Ok(c) => c,
             Err((error, message)) => {
@@ -73,12 +81,18 @@ pub async fn create_topics(ctx: &Ctx, who: &Principal, version: i16, req: Create
         let created = if req.validate_only {
             validate(ctx, who, &name, &config).map(|c| (c, Uuid::nil()))
         } else {
-            ctx.service.create_topic(who, name, partitions, config).await.map(|d| (d.config, Uuid::from_bytes(d.id)))
+            ctx.service
+                .create_topic(who, name, partitions, config)
+                .await
+                .map(|d| (d.config, Uuid::from_bytes(d.id)))
         };
         let result = match created {
             Ok((config, id)) => {
                 let configs = (version >= 5).then(|| configs::creatable(&config));
-                base.with_num_partitions(partitions as i32).with_replication_factor(1).with_topic_id(id).with_configs(configs)
+                base.with_num_partitions(partitions as i32)
+                    .with_replication_factor(1)
+                    .with_topic_id(id)
+                    .with_configs(configs)
             }
             Err(e) => base.with_error_code(kafka_code(&e)).with_error_message(Some(sb(e.to_string()))),
         };
@@ -101,7 +115,12 @@ fn validate(
     Ok(config)
 }
 
-pub async fn delete_topics(ctx: &Ctx, who: &Principal, version: i16, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
+pub async fn delete_topics(
+    ctx: &Ctx,
+    who: &Principal,
+    version: i16,
+    req: DeleteTopicsRequest,
+) -> DeleteTopicsResponse {
     // v6 names topics by name or id in `topics`; earlier versions by name in `topic_names`.
     let wanted: Vec<(Option<String>, Uuid)> = if version >= 6 {
         req.topics.iter().map(|t| (t.name.as_ref().map(|n| n.as_str().to_owned()), t.topic_id)).collect()
@@ -110,10 +129,14 @@ pub async fn delete_topics(ctx: &Ctx, who: &Principal, version: i16, req: Delete
     };
     let mut responses = Vec::with_capacity(wanted.len());
     for (name, id) in wanted {
-        let resolved = name.clone().filter(|n| !n.is_empty()).or_else(|| ctx.service.topic_name_by_id(id.into_bytes()));
+        let resolved =
+            name.clone().filter(|n| !n.is_empty()).or_else(|| ctx.service.topic_name_by_id(id.into_bytes()));
         let base = DeletableTopicResult::default().with_name(name.clone().map(topic_name)).with_topic_id(id);
         let Some(resolved) = resolved else {
-            responses.push(base.with_error_code(code::UNKNOWN_TOPIC_ID).with_error_message(Some(sb("no topic has this id"))));
+            responses.push(
+                base.with_error_code(code::UNKNOWN_TOPIC_ID)
+                    .with_error_message(Some(sb("no topic has this id"))),
+            );
             continue;
         };
         let result = match ctx.service.delete_topic(who, resolved.clone()).await {
@@ -125,7 +148,11 @@ pub async fn delete_topics(ctx: &Ctx, who: &Principal, version: i16, req: Delete
     DeleteTopicsResponse::default().with_responses(responses)
 }
 
-pub async fn create_partitions(ctx: &Ctx, who: &Principal, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
+pub async fn create_partitions(
+    ctx: &Ctx,
+    who: &Principal,
+    req: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
     let mut results = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let base = CreatePartitionsTopicResult::default().with_name(t.name.clone());
@@ -134,7 +161,10 @@ pub async fn create_partitions(ctx: &Ctx, who: &Principal, req: CreatePartitions
             Err(_) => Err((code::INVALID_PARTITIONS, format!("{} partitions", t.count))),
             Ok(count) if req.validate_only => match ctx.service.describe_topic(who, &name) {
                 Ok(d) if count as usize > d.partitions.len() => Ok(()),
-                Ok(d) => Err((code::INVALID_PARTITIONS, format!("topic {name:?} already has {} partitions", d.partitions.len()))),
+                Ok(d) => Err((
+                    code::INVALID_PARTITIONS,
+                    format!("topic {name:?} already has {} partitions", d.partitions.len()),
+                )),
                 Err(e) => Err((kafka_code(&e), e.to_string())),
             },
             Ok(count) => ctx.service.add_partitions(who, name, count).await.map(|_| ()).map_err(|e| {
@@ -180,7 +210,9 @@ pub fn delete_records(req: DeleteRecordsRequest) -> DeleteRecordsResponse {
 /// One log directory, the data directory, with each partition's size.
 pub fn describe_log_dirs(ctx: &Ctx, who: &Principal, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
     let names: Vec<(String, Option<Vec<i32>>)> = match req.topics {
-        None => ctx.service.list_topics(who).unwrap_or_default().into_iter().map(|t| (t.name, None)).collect(),
+        None => {
+            ctx.service.list_topics(who).unwrap_or_default().into_iter().map(|t| (t.name, None)).collect()
+        }
         Some(list) => list.into_iter().map(|t| (t.topic.as_str().to_owned(), Some(t.partitions))).collect(),
     };
     let mut topics = Vec::new();
@@ -200,6 +232,10 @@ pub fn describe_log_dirs(ctx: &Ctx, who: &Principal, req: DescribeLogDirsRequest
         topics.push(DescribeLogDirsTopic::default().with_name(topic_name(name)).with_partitions(parts));
     }
     let dir = ctx.service.registry().options().data_dir.join("partitions").display().to_string();
-    let result = DescribeLogDirsResult::default().with_log_dir(sb(dir)).with_topics(topics).with_total_bytes(-1).with_usable_bytes(-1);
+    let result = DescribeLogDirsResult::default()
+        .with_log_dir(sb(dir))
+        .with_topics(topics)
+        .with_total_bytes(-1)
+        .with_usable_bytes(-1);
     DescribeLogDirsResponse::default().with_results(vec![result])
 }

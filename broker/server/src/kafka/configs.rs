@@ -90,7 +90,12 @@ pub fn creatable(config: &TopicConfig) -> Vec<CreatableTopicConfigs> {
         .collect()
 }
 
-pub fn describe_configs(ctx: &Ctx, who: &Principal, version: i16, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
+pub fn describe_configs(
+    ctx: &Ctx,
+    who: &Principal,
+    version: i16,
+    req: DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
     let results = req
         .resources
         .into_iter()
@@ -102,7 +107,10 @@ pub fn describe_configs(ctx: &Ctx, who: &Principal, version: i16, req: DescribeC
                 return base;
             }
             if r.resource_type != RESOURCE_TOPIC {
-                let message = format!("es describes topic and broker configs; resource type {} is neither", r.resource_type);
+                let message = format!(
+                    "es describes topic and broker configs; resource type {} is neither",
+                    r.resource_type
+                );
                 return base.with_error_code(code::INVALID_REQUEST).with_error_message(Some(sb(message)));
             }
             match ctx.service.topic_config(who, r.resource_name.as_str()) {
@@ -149,10 +157,14 @@ pub async fn alter_configs(ctx: &Ctx, who: &Principal, req: AlterConfigsRequest)
     for r in req.resources {
         let mut changes: BTreeMap<String, Value> = defaults();
         for c in &r.configs {
-            changes.insert(c.name.as_str().to_owned(), c.value.as_ref().map_or(Value::Null, |v| Value::String(v.as_str().to_owned())));
+            changes.insert(
+                c.name.as_str().to_owned(),
+                c.value.as_ref().map_or(Value::Null, |v| Value::String(v.as_str().to_owned())),
+            );
         }
         changes.retain(|_, v| !v.is_null());
-        let done = apply(ctx, who, r.resource_type, r.resource_name.as_str(), changes, req.validate_only).await;
+        let done =
+            apply(ctx, who, r.resource_type, r.resource_name.as_str(), changes, req.validate_only).await;
         let (error, message) = super::error::code_and_message(&done);
         responses.push(
             AlterConfigsResourceResponse::default()
@@ -227,13 +239,18 @@ fn incremental_changes(
 }
 
 fn unknown(key: &str) -> BrokerError {
-    BrokerError::InvalidConfig(format!("unknown setting {key:?}; known settings: {}", crate::config::KEYS.join(", ")))
+    BrokerError::InvalidConfig(format!(
+        "unknown setting {key:?}; known settings: {}",
+        crate::config::KEYS.join(", ")
+    ))
 }
 
 /// `cleanup.policy` with `value` appended or removed.
 fn edit_list(key: &str, current: &TopicConfig, value: &str, append: bool) -> Result<String> {
     if key != "cleanup.policy" {
-        return Err(BrokerError::InvalidConfig(format!("{key} is not a list setting; only cleanup.policy is")));
+        return Err(BrokerError::InvalidConfig(format!(
+            "{key} is not a list setting; only cleanup.policy is"
+        )));
     }
     let mut items: Vec<String> = current.cleanup_policy.split(',').map(str::to_owned).collect();
     for v in value.split(',').filter(|v| !v.is_empty()) {

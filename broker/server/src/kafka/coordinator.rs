@@ -18,7 +18,9 @@ fn lookup(key_type: i8) -> Result<(), (i16, String)> {
     } else {
         Err((
             code::INVALID_REQUEST,
-            format!("es has no transaction coordinator (key type {key_type}); transactions are not supported yet"),
+            format!(
+                "es has no transaction coordinator (key type {key_type}); transactions are not supported yet"
+            ),
         ))
     }
 }
@@ -26,11 +28,8 @@ fn lookup(key_type: i8) -> Result<(), (i16, String)> {
 pub fn find_coordinator(ctx: &Ctx, version: i16, req: FindCoordinatorRequest) -> FindCoordinatorResponse {
     let node = &ctx.node;
     if version >= 4 {
-        let coordinators = req
-            .coordinator_keys
-            .into_iter()
-            .map(|key| coordinator(ctx, key, req.key_type))
-            .collect();
+        let coordinators =
+            req.coordinator_keys.into_iter().map(|key| coordinator(ctx, key, req.key_type)).collect();
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
     match lookup(req.key_type) {

@@ -139,11 +139,18 @@ mod tests {
         assert_eq!(kafka_code(&BrokerError::TopicNotFound("t".into())), code::UNKNOWN_TOPIC_OR_PARTITION);
         let refused = BrokerError::ValidationFailed { topic: "t".into(), findings: vec![] };
         assert_eq!(kafka_code(&refused), code::INVALID_RECORD);
-        assert_eq!(kafka_code(&BrokerError::InternalTopic("__es_offsets".into())), code::INVALID_TOPIC_EXCEPTION);
+        assert_eq!(
+            kafka_code(&BrokerError::InternalTopic("__es_offsets".into())),
+            code::INVALID_TOPIC_EXCEPTION
+        );
         assert_eq!(kafka_code(&BrokerError::UnknownProducerId(7)), code::UNKNOWN_PRODUCER_ID);
         assert_eq!(kafka_code(&BrokerError::ProducerFenced("x".into())), code::INVALID_PRODUCER_EPOCH);
-        assert_eq!(kafka_code(&BrokerError::OutOfOrderSequence("x".into())), code::OUT_OF_ORDER_SEQUENCE_NUMBER);
-        let oor = BrokerError::OffsetOutOfRange { partition: 0, requested: 9, log_start: 0, high_watermark: 1 };
+        assert_eq!(
+            kafka_code(&BrokerError::OutOfOrderSequence("x".into())),
+            code::OUT_OF_ORDER_SEQUENCE_NUMBER
+        );
+        let oor =
+            BrokerError::OffsetOutOfRange { partition: 0, requested: 9, log_start: 0, high_watermark: 1 };
         assert_eq!(kafka_code(&oor), code::OFFSET_OUT_OF_RANGE);
         assert_eq!(kafka_code(&BrokerError::TopicExists("t".into())), code::TOPIC_ALREADY_EXISTS);
         assert_eq!(code_and_message::<()>(&Ok(())), (0, None));

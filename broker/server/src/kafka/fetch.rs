@@ -13,9 +13,9 @@ use uuid::Uuid;
 use super::Ctx;
 use super::error::{code, kafka_code};
 use crate::limits::WAIT_MS_MAX;
+use crate::service::Principal;
 use crate::service::error::BrokerError;
 use crate::service::fetch::{self, FetchPartition};
-use crate::service::Principal;
 
 /// One requested partition: where its answer goes, and what to read (or why not).
 struct Slot {
@@ -115,7 +115,11 @@ fn served(index: i32, read: ReadResult) -> PartitionData {
 }
 
 fn failed(index: i32, error: i16) -> PartitionData {
-    base(index).with_error_code(error).with_high_watermark(-1).with_last_stable_offset(-1).with_log_start_offset(-1)
+    base(index)
+        .with_error_code(error)
+        .with_high_watermark(-1)
+        .with_last_stable_offset(-1)
+        .with_log_start_offset(-1)
 }
 
 fn from_error(index: i32, e: &BrokerError) -> PartitionData {

@@ -39,7 +39,9 @@ pub fn metadata(ctx: &Ctx, who: &Principal, version: i16, req: MetadataRequest) 
         Wanted::All => match ctx.service.list_topics(who) {
             Ok(list) => list.into_iter().map(|t| topic(ctx, who, Some(t.name), Uuid::nil())).collect(),
             Err(e) => {
-                return MetadataResponse::default().with_error_code(kafka_code(&e)).with_brokers(brokers(ctx));
+                return MetadataResponse::default()
+                    .with_error_code(kafka_code(&e))
+                    .with_brokers(brokers(ctx));
             }
         },
         Wanted::Named(list) => list.into_iter().map(|(name, id)| topic(ctx, who, name, id)).collect(),
@@ -66,7 +68,11 @@ fn topic(ctx: &Ctx, who: &Principal, name: Option<String>, id: Uuid) -> Metadata
         Some(n) => n,
         None => match ctx.service.topic_name_by_id(id.into_bytes()) {
             Some(n) => n,
-            None => return MetadataResponseTopic::default().with_topic_id(id).with_error_code(code::UNKNOWN_TOPIC_ID),
+            None => {
+                return MetadataResponseTopic::default()
+                    .with_topic_id(id)
+                    .with_error_code(code::UNKNOWN_TOPIC_ID);
+            }
         },
     };
     let described: Result<TopicDescription> = ctx.service.describe_topic(who, &name);

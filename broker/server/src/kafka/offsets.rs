@@ -16,16 +16,21 @@ use es_kafka::kafka_protocol::messages::{
 
 use super::Ctx;
 use super::error::{code, kafka_code};
+use crate::service::Principal;
 use crate::service::error::{BrokerError, Result};
 use crate::service::fetch::{FetchPartition, FetchRequest};
 use crate::service::offsets::OffsetSpec;
-use crate::service::Principal;
 
 /// Kafka's "max timestamp" (KIP-734) and "earliest local" (KIP-405) specs.
 const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 
-pub async fn list_offsets(ctx: &Ctx, who: &Principal, version: i16, req: ListOffsetsRequest) -> ListOffsetsResponse {
+pub async fn list_offsets(
+    ctx: &Ctx,
+    who: &Principal,
+    version: i16,
+    req: ListOffsetsRequest,
+) -> ListOffsetsResponse {
     // kafka-protocol refuses to encode a field the version lacks unless it holds its
     // default: the leader epoch exists from v4.
     let epoch = if version >= 4 { ctx.service.leader_epoch().0 } else { -1 };
@@ -40,7 +45,11 @@ pub async fn list_offsets(ctx: &Ctx, who: &Principal, version: i16, req: ListOff
                 }
                 // No record at or after the timestamp: Kafka's "no offset".
                 Ok(None) => base.with_offset(-1).with_timestamp(-1).with_leader_epoch(-1),
-                Err(e) => base.with_error_code(kafka_code(&e)).with_offset(-1).with_timestamp(-1).with_leader_epoch(-1),
+                Err(e) => base
+                    .with_error_code(kafka_code(&e))
+                    .with_offset(-1)
+                    .with_timestamp(-1)
+                    .with_leader_epoch(-1),
             };
             parts.push(answer);
         }
@@ -50,9 +59,18 @@ pub async fn list_offsets(ctx: &Ctx, who: &Principal, version: i16, req: ListOff
 }
 
 /// One partition's (offset, timestamp) for a ListOffsets timestamp.
-async fn lookup(ctx: &Ctx, who: &Principal, topic: &str, partition: i32, ts: i64) -> Result<Option<(u64, i64)>> {
-    let partition = u32::try_from(partition)
-        .map_err(|_| BrokerError::PartitionNotFound { topic: topic.to_owned(), partition: 0, count: 0 })?;
+async fn lookup(
+    ctx: &Ctx,
+    who: &Principal,
+    topic: &str,
+    partition: i32,
+    ts: i64,
+) -> Result<Option<(u64, i64)>> {
+    let partition = u32::try_from(partition).map_err(|_| BrokerError::PartitionNotFound {
+        topic: topic.to_owned(),
+        partition: 0,
+        count: 0,
+    })?;
     let spec = match ts {
         MAX_TIMESTAMP => {
             return Err(BrokerError::InvalidRequest(
@@ -74,11 +92,19 @@ async fn lookup(ctx: &Ctx, who: &Principal, topic: &str, partition: i32, ts: i64
 }
 
 /// The timestamp of the record at `offset`: one read of the batch holding it.
-async fn record_timestamp(ctx: &Ctx, who: &Principal, topic: &str, partition: u32, offset: u64) -> Result<i64> {
+async fn record_timestamp(
+    ctx: &Ctx,
+    who: &Principal,
+    topic: &str,
+    partition: u32,
+    offset: u64,
+) -> Result<i64> {
     let at = FetchPartition { topic: topic.to_owned(), partition, offset, max_bytes: 1 };
     let req = FetchRequest { partitions: vec![at], max_wait_ms: 0, min_bytes: 0, max_bytes: 1 };
-    let read = ctx.service.fetch(who, req).await?.pop().ok_or_else(|| BrokerError::Internal("no read".into()))??;
-    let invalid = |e: es_core::CodecError| BrokerError::Internal(format!("a stored batch does not decode: {e}"));
+    let read =
+        ctx.service.fetch(who, req).await?.pop().ok_or_else(|| BrokerError::Internal("no read".into()))??;
+    let invalid =
+        |e: es_core::CodecError| BrokerError::Internal(format!("a stored batch does not decode: {e}"));
     let view = BatchView::parse(&read.data, read.data.len()).map_err(invalid)?;
     let records = view.plain_records(es_core::limits::BATCH_BYTES_MAX_HARD).map_err(invalid)?;
     for r in records.iter() {
@@ -92,7 +118,11 @@ async fn record_timestamp(ctx: &Ctx, who: &Principal, topic: &str, partition: u3
 
 /// One leader epoch on a single node: the end offset of the current epoch is the
 /// log end; an epoch older than the first is unknown (-1, -1), as in Kafka.
-pub fn offset_for_leader_epoch(ctx: &Ctx, who: &Principal, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
+pub fn offset_for_leader_epoch(
+    ctx: &Ctx,
+    who: &Principal,
+    req: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
     let current = ctx.service.leader_epoch().0;
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
@@ -101,7 +131,10 @@ pub fn offset_for_leader_epoch(ctx: &Ctx, who: &Principal, req: OffsetForLeaderE
             .partitions
             .iter()
             .map(|p| {
-                let base = EpochEndOffset::default().with_partition(p.partition).with_leader_epoch(-1).with_end_offset(-1);
+                let base = EpochEndOffset::default()
+                    .with_partition(p.partition)
+                    .with_leader_epoch(-1)
+                    .with_end_offset(-1);
                 let d = match &described {
                     Ok(d) => d,
                     Err(e) => return base.with_error_code(kafka_code(e)),

@@ -78,7 +78,9 @@ async fn begin_topic(svc: &Service, who: &Principal, t: TopicProduceData, bad_ac
     let mut parts = Vec::with_capacity(t.partition_data.len());
     for p in t.partition_data {
         let started = match (&name, bad_acks) {
-            (_, true) => Started::Failed(code::INVALID_REQUIRED_ACKS, "acks must be -1, 0 or 1".into(), vec![]),
+            (_, true) => {
+                Started::Failed(code::INVALID_REQUIRED_ACKS, "acks must be -1, 0 or 1".into(), vec![])
+            }
             (None, false) => Started::Failed(code::UNKNOWN_TOPIC_ID, "no topic has this id".into(), vec![]),
             (Some(name), false) => begin_partition(svc, who, name, p.index, p.records).await,
         };
@@ -88,7 +90,13 @@ async fn begin_topic(svc: &Service, who: &Principal, t: TopicProduceData, bad_ac
 }
 
 /// Appends one partition's batches in order; the first refusal stops it.
-async fn begin_partition(svc: &Service, who: &Principal, topic: &str, index: i32, records: Option<Bytes>) -> Started {
+async fn begin_partition(
+    svc: &Service,
+    who: &Principal,
+    topic: &str,
+    index: i32,
+    records: Option<Bytes>,
+) -> Started {
     let Ok(partition) = u32::try_from(index) else {
         return Started::Failed(code::UNKNOWN_TOPIC_OR_PARTITION, format!("no partition {index}"), vec![]);
     };
@@ -121,7 +129,10 @@ fn record_errors(e: &BrokerError) -> Vec<BatchIndexAndErrorMessage> {
             .with_batch_index_error_message(Some(sb(message)))
     };
     if let BrokerError::ValidationFailed { findings, .. } = e {
-        return findings.iter().map(|f| one(f.index, format!("{} ({}): {}", f.plugin, f.code, f.reason))).collect();
+        return findings
+            .iter()
+            .map(|f| one(f.index, format!("{} ({}): {}", f.plugin, f.code, f.reason)))
+            .collect();
     }
     if let BrokerError::RecordTooLarge { index, .. } = e {
         return vec![one(*index, e.to_string())];
@@ -156,13 +167,21 @@ async fn finish(topics: Vec<TopicParts>, deadline: Option<Instant>) -> Vec<Topic
         for p in t.parts {
             parts.push(answer(p, deadline).await);
         }
-        out.push(TopicProduceResponse::default().with_name(t.name).with_topic_id(t.id).with_partition_responses(parts));
+        out.push(
+            TopicProduceResponse::default()
+                .with_name(t.name)
+                .with_topic_id(t.id)
+                .with_partition_responses(parts),
+        );
     }
     out
 }
 
 async fn answer(part: Part, deadline: Option<Instant>) -> PartitionProduceResponse {
-    let base = PartitionProduceResponse::default().with_index(part.index).with_log_append_time_ms(-1).with_log_start_offset(-1);
+    let base = PartitionProduceResponse::default()
+        .with_index(part.index)
+        .with_log_append_time_ms(-1)
+        .with_log_start_offset(-1);
     let pending = match part.started {
         Started::Failed(error, message, record_errors) => {
             return base
@@ -181,11 +200,18 @@ async fn answer(part: Part, deadline: Option<Instant>) -> PartitionProduceRespon
         };
         let ack = match acked {
             Err(_) => {
-                let message = "the batch was not durable within the request's timeout_ms; it may still be written";
-                return base.with_error_code(code::REQUEST_TIMED_OUT).with_error_message(Some(sb(message))).with_base_offset(-1);
+                let message =
+                    "the batch was not durable within the request's timeout_ms; it may still be written";
+                return base
+                    .with_error_code(code::REQUEST_TIMED_OUT)
+                    .with_error_message(Some(sb(message)))
+                    .with_base_offset(-1);
             }
             Ok(Err(e)) => {
-                return base.with_error_code(kafka_code(&e)).with_error_message(Some(sb(e.to_string()))).with_base_offset(-1);
+                return base
+                    .with_error_code(kafka_code(&e))
+                    .with_error_message(Some(sb(e.to_string())))
+                    .with_base_offset(-1);
             }
             Ok(Ok(ack)) => ack,
         };

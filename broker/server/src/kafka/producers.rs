@@ -13,18 +13,28 @@ use super::error::{code, kafka_code};
 use super::{Ctx, sb};
 use crate::service::Principal;
 
-pub async fn init_producer_id(ctx: &Ctx, who: &Principal, req: InitProducerIdRequest) -> InitProducerIdResponse {
+pub async fn init_producer_id(
+    ctx: &Ctx,
+    who: &Principal,
+    req: InitProducerIdRequest,
+) -> InitProducerIdResponse {
     let refused = InitProducerIdResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
     if req.transactional_id.as_ref().is_some_and(|t| !t.is_empty()) {
         return refused.with_error_code(code::INVALID_REQUEST);
     }
     match ctx.service.init_producer_id(who).await {
-        Ok((id, epoch)) => InitProducerIdResponse::default().with_producer_id(ProducerId(id)).with_producer_epoch(epoch),
+        Ok((id, epoch)) => {
+            InitProducerIdResponse::default().with_producer_id(ProducerId(id)).with_producer_epoch(epoch)
+        }
         Err(e) => refused.with_error_code(kafka_code(&e)),
     }
 }
 
-pub fn describe_producers(_ctx: &Ctx, _who: &Principal, req: DescribeProducersRequest) -> DescribeProducersResponse {
+pub fn describe_producers(
+    _ctx: &Ctx,
+    _who: &Principal,
+    req: DescribeProducersRequest,
+) -> DescribeProducersResponse {
     let topics = req
         .topics
         .into_iter()
