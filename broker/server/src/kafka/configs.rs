@@ -284,8 +284,7 @@ mod tests {
 
     #[test]
     fn settings_show_kafka_names_values_and_sources() {
-        let mut config = TopicConfig::default();
-        config.retention_ms = 1234;
+        let config = TopicConfig { retention_ms: 1234, ..TopicConfig::default() };
         let e = entries(&config);
         let retention = e.iter().find(|e| e.name == "retention.ms").unwrap();
         assert_eq!((retention.value.as_str(), retention.default, retention.kind), ("1234", false, TYPE_LONG));
