@@ -690,6 +690,30 @@ mod tests {
     }
 
     #[test]
+    fn topic_ids_are_unique_durable_and_given_to_old_topics_at_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = open(dir.path());
+        let (a, b) =
+            (r.create("a", 1, &BTreeMap::new()).unwrap().id, r.create("b", 1, &BTreeMap::new()).unwrap().id);
+        assert!(a != b && a != [0; 16]);
+        assert_eq!(r.topic_by_id(b).map(|t| t.name()).as_deref(), Some("b"));
+        r.shutdown().unwrap();
+        drop(r);
+        // A topic file from before topic ids: no "topic_id" key.
+        let path = dir.path().join("topics/b.json");
+        let mut meta: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        meta.as_object_mut().unwrap().remove("topic_id");
+        std::fs::write(&path, serde_json::to_vec(&meta).unwrap()).unwrap();
+        let r = open(dir.path());
+        assert_eq!(r.topic("a").unwrap().id, a, "an id survives a restart");
+        let given = r.topic("b").unwrap().id;
+        assert!(given != [0; 16] && given != b);
+        r.shutdown().unwrap();
+        drop(r);
+        assert_eq!(open(dir.path()).topic("b").unwrap().id, given, "the id given at load was persisted");
+    }
+
+    #[test]
     fn refused_changes_leave_nothing_behind() {
         let dir = tempfile::tempdir().unwrap();
         let r = open(dir.path());
