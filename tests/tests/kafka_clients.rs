@@ -214,3 +214,19 @@ fn a_hostile_frame_closes_only_its_connection() {
     let out = kcat(&b, &["-L", "-t", "alive"], "");
     assert!(String::from_utf8_lossy(&out.stdout).contains("alive"));
 }
+
+#[test]
+fn the_readme_python_snippet_runs_as_written() {
+    let readme = include_str!("../../README.md");
+    let section = &readme[readme.find("## Kafka clients").expect("README has a Kafka clients section")..];
+    let start = section.find("```python\n").expect("a Python block") + "```python\n".len();
+    let code = &section[start..start + section[start..].find("```").unwrap()];
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path());
+    let script = dir.path().join("snippet.py");
+    std::fs::write(&script, code.replace("127.0.0.1:9092", &b.kafka_addr)).unwrap();
+    let out = run(Command::new(es_tests::python::python()).arg(&script), "");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout.trim(), "b'hello'");
+}
