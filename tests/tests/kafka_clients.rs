@@ -230,3 +230,20 @@ fn the_readme_python_snippet_runs_as_written() {
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(stdout.trim(), "b'hello'");
 }
+
+#[test]
+fn kafka_python_round_trips_with_its_default_idempotent_producer() {
+    es_tests::python::python();
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path());
+    let (ok, output) = run_script("kafka_python_client.py", &[&b.kafka_addr], SCRIPT_TIMEOUT);
+    assert!(ok, "kafka_python_client.py failed:\n{output}\nbroker stderr:\n{}", b.stderr());
+    let lines: Vec<Value> = output.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    assert_eq!(lines.len(), 3, "{output}");
+    for r in &lines[..2] {
+        assert_eq!(r["offsets"], json!([0, 1, 2]), "{r}");
+        assert!(r["same"].as_bool().unwrap(), "{r}");
+        assert_eq!((r["by_time"].as_i64(), r["end"].as_i64()), (Some(0), Some(3)), "{r}");
+    }
+    assert_eq!(lines[2]["deleted"], true, "{output}");
+}
