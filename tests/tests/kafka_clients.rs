@@ -247,3 +247,17 @@ fn kafka_python_round_trips_with_its_default_idempotent_producer() {
     }
     assert_eq!(lines[2]["deleted"], true, "{output}");
 }
+
+#[test]
+fn acks_0_produces_get_no_response_and_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path());
+    b.create_topic("fire", 1);
+    // A stray response to an acks=0 produce would shift librdkafka's correlation ids
+    // and fail the metadata exchange that follows on the same connection.
+    let out = kcat(&b, &["-P", "-t", "fire", "-p", "0", "-X", "acks=0", "-X", "debug=protocol"], "a\nb\nc\n");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(!log.contains("unknown CorrId"), "{log}");
+    let read = kcat(&b, &["-C", "-t", "fire", "-p", "0", "-o", "beginning", "-e", "-f", "%s\n"], "");
+    assert_eq!(String::from_utf8(read.stdout).unwrap(), "a\nb\nc\n");
+}
