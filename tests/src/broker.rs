@@ -88,6 +88,8 @@ pub struct Broker {
     pub url: String,
     /// host:port of the binary-protocol listener.
     pub binary_addr: String,
+    /// host:port of the Kafka listener.
+    pub kafka_addr: String,
     pub data_dir: PathBuf,
     stderr: Arc<Mutex<String>>,
     agent: ureq::Agent,
@@ -138,7 +140,7 @@ impl Broker {
             .arg(data_dir)
             .env("ES_PLUGIN_CACHE_DIR", shared_plugin_cache())
             .envs(env.iter().copied())
-            .args(["--bind", "127.0.0.1:0", "--bind-binary", "127.0.0.1:0"])
+            .args(["--bind", "127.0.0.1:0", "--bind-binary", "127.0.0.1:0", "--bind-kafka", "127.0.0.1:0"])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -157,14 +159,16 @@ impl Broker {
             }
         });
         let deadline = Instant::now() + START_TIMEOUT;
-        // The broker prints its binary address, then its HTTP address.
-        let mut binary_addr = String::new();
+        // The broker prints its binary and Kafka addresses, then its HTTP address.
+        let (mut binary_addr, mut kafka_addr) = (String::new(), String::new());
         let url = loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
                 Ok(line) => {
                     if let Some(addr) = line.strip_prefix("listening on es://") {
                         binary_addr = addr.trim().to_owned();
+                    } else if let Some(addr) = line.strip_prefix("listening on kafka://") {
+                        kafka_addr = addr.split_whitespace().next().unwrap_or_default().to_owned();
                     } else if let Some(url) = line.strip_prefix("listening on ") {
                         break url.trim().to_owned();
                     }
@@ -179,7 +183,7 @@ impl Broker {
                 }
             }
         };
-        Broker { child, url, binary_addr, data_dir: data_dir.to_owned(), stderr, agent: agent() }
+        Broker { child, url, binary_addr, kafka_addr, data_dir: data_dir.to_owned(), stderr, agent: agent() }
     }
 
     pub fn pid(&self) -> u32 {

@@ -419,7 +419,7 @@ fn a_data_directory_of_the_old_batch_format_is_refused_with_what_to_do() {
     let mut child = std::process::Command::new(es_tests::broker::broker_bin())
         .arg("--data-dir")
         .arg(dir.path())
-        .args(["--bind", "127.0.0.1:0", "--bind-binary", "127.0.0.1:0"])
+        .args(["--bind", "127.0.0.1:0", "--bind-binary", "127.0.0.1:0", "--bind-kafka", "127.0.0.1:0"])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())

@@ -39,7 +39,7 @@ impl Broker {
         let mut child = Command::new(bin)
             .arg("--data-dir")
             .arg(data_dir)
-            .args(["--bind", "127.0.0.1:0", "--bind-binary", "127.0.0.1:0"])
+            .args(["--bind", "127.0.0.1:0", "--bind-binary", "127.0.0.1:0", "--bind-kafka", "127.0.0.1:0"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -66,6 +66,8 @@ impl Broker {
             };
             if let Some(addr) = line.strip_prefix("listening on es://") {
                 broker.binary_addr = addr.trim().to_owned();
+            } else if line.starts_with("listening on kafka://") {
+                // The Kafka listener; the suite does not measure it yet.
             } else if let Some(url) = line.strip_prefix("listening on ") {
                 broker.url = url.trim().to_owned();
             }

@@ -52,9 +52,6 @@ pub enum KafkaWireError {
     /// none is allowed, ...).
     #[error("{api_key:?} v{version} body does not decode: {reason}")]
     Decode { api_key: ApiKey, version: i16, reason: String },
-    /// Bytes left over after the body decoded.
-    #[error("{api_key:?} v{version}: {extra} trailing bytes after the body")]
-    TrailingBytes { api_key: ApiKey, version: i16, extra: usize },
     /// kafka-protocol could not encode a response es built (a field the version lacks).
     #[error("response for {api_key:?} v{version} does not encode: {reason}")]
     Encode { api_key: ApiKey, version: i16, reason: String },

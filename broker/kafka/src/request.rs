@@ -33,6 +33,9 @@ pub struct Header {
 pub struct DecodedRequest {
     pub header: Header,
     pub request: KafkaRequest,
+    /// Bytes left after the body, ignored as Apache Kafka's parser ignores them
+    /// (librdkafka 2.16 sends three after an all-topics Metadata v12 body).
+    pub trailing_bytes: usize,
 }
 
 /// For each API es decodes: the enum variant (named as the `ApiKey`), the crate's
@@ -218,8 +221,5 @@ pub fn decode_request(frame: Bytes) -> Result<DecodedRequest, KafkaWireError> {
     let request = decode_body(key, &mut body, version)
         .ok_or(KafkaWireError::UnsupportedApi { api_key: key, correlation_id: header.correlation_id })?
         .map_err(|reason| KafkaWireError::Decode { api_key: key, version, reason })?;
-    if body.has_remaining() {
-        return Err(KafkaWireError::TrailingBytes { api_key: key, version, extra: body.remaining() });
-    }
-    Ok(DecodedRequest { header, request })
+    Ok(DecodedRequest { header, request, trailing_bytes: body.remaining() })
 }

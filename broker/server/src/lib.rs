@@ -1,5 +1,5 @@
 //! The es broker's serving side: the topic registry with durable metadata, the
-//! HTTP/JSON API (axum), the Kafka-compatible partitioner and graceful shutdown.
+//! HTTP/JSON API (axum), the binary and Kafka wire-protocol listeners, the Kafka-compatible partitioner and graceful shutdown.
 //!
 //! The binary (`es-broker` in es-cli) parses flags, binds the listener and hands it
 //! to [`serve`] together with a shutdown future, so tests can drive the same code.
@@ -25,6 +25,7 @@ pub use binary::{BinaryState, serve_binary};
 pub use config::TopicConfig;
 pub use es_groups::classic::ClassicConfig as KafkaGroupConfig;
 pub use http::{router, serve};
+pub use kafka::{KafkaNode, serve_kafka};
 pub use producer_ids::ProducerIds;
 pub use registry::{BrokerOptions, Registry, StartupReport};
 pub use service::{BrokerError, Result, Service};

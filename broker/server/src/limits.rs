@@ -41,3 +41,11 @@ pub const CLASSIC_WAIT_TICK_MS_MAX: u64 = 1_000;
 /// Longest a parked Kafka JoinGroup or SyncGroup waits in all: past the longest
 /// rebalance timeout a member may ask for, it is answered REBALANCE_IN_PROGRESS.
 pub const CLASSIC_WAIT_MS_MAX: u64 = es_groups::limits::REBALANCE_TIMEOUT_MS_MAX + 10_000;
+/// Kafka listener: requests in flight per connection (read stops while the window
+/// is full, so a client past it is slowed, not failed).
+pub const KAFKA_IN_FLIGHT_MAX: usize = 256;
+/// Kafka listener: connections served at once; more are refused at accept.
+pub const KAFKA_CONNECTIONS_MAX: usize = 1024;
+/// Kafka listener: partitions a topic gets when CreateTopics asks for the broker's
+/// default (-1), as Kafka's `num.partitions`.
+pub const KAFKA_DEFAULT_PARTITIONS: u32 = 1;

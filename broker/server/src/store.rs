@@ -27,6 +27,15 @@ pub struct TopicMeta {
     /// Record validators run on every produce, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub validators: Vec<crate::plugins::binding::ValidatorBinding>,
+    /// The topic's UUID (hyphenated), as Kafka clients name topics from Fetch v13 and
+    /// DeleteTopics v6 on. A topic stored before ids existed gets one on its first load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic_id: Option<String>,
+}
+
+/// A fresh random (version 4) topic id, never the nil UUID Kafka reads as "none".
+pub fn new_topic_id() -> String {
+    uuid::Builder::from_random_bytes(rand::random()).into_uuid().hyphenated().to_string()
 }
 
 /// An item stored as one JSON file named after it.
@@ -152,6 +161,7 @@ mod tests {
             config: TopicConfig::default(),
             created_ms: 7,
             validators: Vec::new(),
+            topic_id: Some(new_topic_id()),
         };
         store.save(&meta).unwrap();
         fs::write(dir.path().join("topics/half.json.tmp"), b"{").unwrap();

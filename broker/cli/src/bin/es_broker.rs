@@ -1,5 +1,5 @@
 //! es-broker: the single-node broker. Zero-config start (data in ./data, HTTP on
-//! 127.0.0.1:9000), log recovery on startup, graceful shutdown on SIGINT/SIGTERM.
+//! 127.0.0.1:9000, binary on 9001, Kafka on 9092), log recovery on startup, graceful shutdown on SIGINT/SIGTERM.
 
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -25,6 +25,16 @@ struct Args {
     /// address needs --auth.
     #[arg(long, env = "ES_BIND_BINARY", default_value = "127.0.0.1:9001")]
     bind_binary: String,
+    /// Address for the Kafka wire protocol; port 0 picks a free port. Loopback only.
+    #[arg(long, env = "ES_BIND_KAFKA", default_value = "127.0.0.1:9092")]
+    bind_kafka: String,
+    /// The host Kafka clients are told to connect to (Metadata, FindCoordinator)
+    /// [default: the bound address]. Never 0.0.0.0.
+    #[arg(long)]
+    kafka_advertised_host: Option<String>,
+    /// The port Kafka clients are told to connect to [default: the bound port].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    kafka_advertised_port: Option<u16>,
     /// Directory for the cold tier (topics with cold.tier.enable=true).
     #[arg(long)]
     cold_dir: Option<PathBuf>,
@@ -90,6 +100,10 @@ fn main() -> ExitCode {
 fn run(args: Args) -> anyhow::Result<()> {
     let addr = listen_addr("--bind", &args.bind, args.auth_enabled)?;
     let binary_addr = listen_addr("--bind-binary", &args.bind_binary, args.auth_enabled)?;
+    let kafka_addr = kafka_listen_addr(&args.bind_kafka, args.auth_enabled)?;
+    if let Some(host) = &args.kafka_advertised_host {
+        check_advertised_host(host)?;
+    }
     if !(1..=1_000_000).contains(&args.max_in_flight_requests) {
         bail!("--max-in-flight-requests must be between 1 and 1000000");
     }
@@ -122,7 +136,12 @@ fn run(args: Args) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     let state = es_server::BinaryState::new(registry.clone());
-    runtime.block_on(serve(addr, binary_addr, state))?;
+    let kafka = Kafka {
+        addr: kafka_addr,
+        host: args.kafka_advertised_host.clone(),
+        port: args.kafka_advertised_port,
+    };
+    runtime.block_on(serve(addr, binary_addr, kafka, state))?;
     // Every acknowledged record is already durable; this closes segments cleanly
     // so the next start has nothing to recover.
     registry.shutdown().context("flushing and closing the logs")?;
@@ -133,27 +152,67 @@ fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The Kafka listener's address and what it advertises.
+struct Kafka {
+    addr: SocketAddr,
+    host: Option<String>,
+    port: Option<u16>,
+}
+
+/// Clients connect to the advertised host, so a wildcard would send them nowhere.
+fn check_advertised_host(host: &str) -> anyhow::Result<()> {
+    let wildcard = host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified());
+    if host.is_empty() || wildcard {
+        bail!(
+            "--kafka-advertised-host {host:?} is not an address clients can connect to; give the host name or IP \
+             they should use (for example 127.0.0.1)"
+        );
+    }
+    Ok(())
+}
+
+/// The node Kafka clients are told about: the advertised host and port, else the
+/// bound ones.
+fn kafka_node(kafka: &Kafka, bound: SocketAddr) -> es_server::KafkaNode {
+    es_server::KafkaNode {
+        node_id: 0,
+        host: kafka.host.clone().unwrap_or_else(|| bound.ip().to_string()),
+        port: i32::from(kafka.port.unwrap_or(bound.port())),
+        cluster_id: "es".into(),
+    }
+}
+
 async fn serve(
     addr: SocketAddr,
     binary_addr: SocketAddr,
+    kafka: Kafka,
     state: es_server::BinaryState,
 ) -> anyhow::Result<()> {
     let registry = state.service.registry().clone();
     let binary = tokio::net::TcpListener::bind(binary_addr)
         .await
         .with_context(|| format!("binding {binary_addr} for the binary protocol (--bind-binary)"))?;
+    let kafka_listener = tokio::net::TcpListener::bind(kafka.addr)
+        .await
+        .with_context(|| format!("binding {} for the Kafka protocol (--bind-kafka)", kafka.addr))?;
+    let kafka_local = kafka_listener.local_addr().context("reading the bound address")?;
+    let node = kafka_node(&kafka, kafka_local);
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
     let local = listener.local_addr().context("reading the bound address")?;
     let binary_local = binary.local_addr().context("reading the bound address")?;
     // Tests and scripts read these lines to find the ports (the HTTP one comes last).
     let mut out = std::io::stdout().lock();
     writeln!(out, "listening on es://{binary_local}")?;
+    writeln!(out, "listening on kafka://{kafka_local} (advertised as {}:{})", node.host, node.port)?;
     writeln!(out, "listening on http://{local}")?;
     out.flush()?;
     drop(out);
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let kafka_service = state.service.clone();
+    let kafka_task =
+        tokio::spawn(es_server::serve_kafka(kafka_listener, kafka_service, node, stop_rx.clone()));
     let binary = tokio::spawn(es_server::serve_binary(binary, state, stop_rx));
     let draining = registry.clone();
     let shutdown = async move {
@@ -175,7 +234,8 @@ async fn serve(
         });
     };
     es_server::serve(listener, registry, shutdown).await.context("serving HTTP")?;
-    binary.await.context("the binary listener failed")
+    binary.await.context("the binary listener failed")?;
+    kafka_task.await.context("the Kafka listener failed")
 }
 
 /// Auth settings from flags and the environment. The bootstrap key comes from
@@ -206,6 +266,29 @@ fn auth_options(args: &Args) -> anyhow::Result<es_server::auth::AuthOptions> {
 
 /// Resolves a listen address. A non-loopback one is refused unless auth is on:
 /// without it, listening elsewhere would open the data to the network.
+/// Kafka clients cannot authenticate to es yet (SASL is not built): the Kafka listener
+/// is loopback only, and with auth on its anonymous callers are refused everything.
+fn kafka_listen_addr(bind: &str, auth: bool) -> anyhow::Result<SocketAddr> {
+    let addrs: Vec<SocketAddr> = bind
+        .to_socket_addrs()
+        .with_context(|| format!("--bind-kafka {bind:?} is not a host:port address"))?
+        .collect();
+    if let Some(open) = addrs.iter().find(|a| !a.ip().is_loopback()) {
+        bail!(
+            "refusing to listen on {open} (from --bind-kafka {bind}): Kafka clients cannot authenticate \
+             to es yet (SASL is not built), so the Kafka listener takes a loopback address such as 127.0.0.1"
+        );
+    }
+    let addr = listen_addr("--bind-kafka", bind, false)?;
+    if auth {
+        eprintln!(
+            "es-broker: warning: --auth is on and Kafka clients cannot authenticate yet (no SASL): \
+             the Kafka listener refuses them everything; use HTTP or the binary protocol with a key"
+        );
+    }
+    Ok(addr)
+}
+
 fn listen_addr(flag: &str, bind: &str, auth: bool) -> anyhow::Result<SocketAddr> {
     let addrs: Vec<SocketAddr> = bind
         .to_socket_addrs()

@@ -8,7 +8,6 @@
 use bytes::Bytes;
 use es_groups::GroupError;
 use es_groups::classic::{ClassicDescription, JoinGroup, MemberRef, Protocol, SyncGroup};
-use es_kafka::kafka_protocol::ResponseError as E;
 use es_kafka::kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use es_kafka::kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use es_kafka::kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
@@ -46,69 +45,7 @@ fn opt(v: Option<StrBytes>) -> Option<String> {
 
 /// Kafka's error code for a refusal of a group call.
 pub fn error_code(e: &BrokerError) -> i16 {
-    let err = match e {
-        BrokerError::Group(g) => return group_code(g),
-        BrokerError::Unauthorized { .. } => E::GroupAuthorizationFailed,
-        BrokerError::Unauthenticated => E::SaslAuthenticationFailed,
-        BrokerError::Throttled { .. } => E::ThrottlingQuotaExceeded,
-        BrokerError::NotLeader { .. } => E::NotCoordinator,
-        BrokerError::ShuttingDown | BrokerError::Overloaded { .. } => E::CoordinatorNotAvailable,
-        BrokerError::TopicNotFound(_) | BrokerError::PartitionNotFound { .. } => E::UnknownTopicOrPartition,
-        BrokerError::Storage(_) => E::KafkaStorageError,
-        BrokerError::InvalidRequest(m) if m.starts_with("commit metadata") => E::OffsetMetadataTooLarge,
-        BrokerError::InvalidRequest(_)
-        | BrokerError::InvalidTopicName { .. }
-        | BrokerError::InvalidConfig(_)
-        | BrokerError::BadJson(_)
-        | BrokerError::BadEncoding(_)
-        | BrokerError::RequestTooLarge { .. }
-        | BrokerError::InvalidBatch(_) => E::InvalidRequest,
-        BrokerError::InternalTopic(_)
-        | BrokerError::TopicExists(_)
-        | BrokerError::OffsetOutOfRange { .. }
-        | BrokerError::BatchTooLarge { .. }
-        | BrokerError::RecordTooLarge { .. }
-        | BrokerError::NotFound(_)
-        | BrokerError::MethodNotAllowed
-        | BrokerError::DataDirInUse(_)
-        | BrokerError::OutOfOrderSequence(_)
-        | BrokerError::ProducerFenced(_)
-        | BrokerError::UnknownProducerId(_)
-        | BrokerError::Internal(_)
-        | BrokerError::PluginNotFound(_)
-        | BrokerError::PluginExists(_)
-        | BrokerError::PluginInUse { .. }
-        | BrokerError::TopicInUse { .. }
-        | BrokerError::Plugin(_)
-        | BrokerError::PluginConfig { .. }
-        | BrokerError::ValidationFailed { .. }
-        | BrokerError::PluginFailed { .. }
-        | BrokerError::KeyNotFound(_) => E::UnknownServerError,
-    };
-    err.code()
-}
-
-fn group_code(e: &GroupError) -> i16 {
-    let err = match e {
-        GroupError::UnknownMember { .. } => E::UnknownMemberId,
-        GroupError::IllegalGeneration { .. } => E::IllegalGeneration,
-        GroupError::RebalanceInProgress(_) => E::RebalanceInProgress,
-        // A group id of the other kind: Kafka clients see the protocols disagree.
-        GroupError::InconsistentSubscription { .. }
-        | GroupError::InconsistentGroupProtocol { .. }
-        | GroupError::WrongKind { .. } => E::InconsistentGroupProtocol,
-        GroupError::GroupNotFound(_) => E::GroupIdNotFound,
-        GroupError::GroupNotEmpty(_) => E::NonEmptyGroup,
-        GroupError::InvalidRequest(_) => E::InvalidGroupId,
-        GroupError::MemberIdRequired { .. } => E::MemberIdRequired,
-        GroupError::FencedInstanceId { .. } => E::FencedInstanceId,
-        GroupError::InvalidSessionTimeout { .. } => E::InvalidSessionTimeout,
-        GroupError::GroupFull { .. } => E::GroupMaxSizeReached,
-        GroupError::SubscribedToTopic { .. } => E::GroupSubscribedToTopic,
-        GroupError::Storage(_) => E::KafkaStorageError,
-        GroupError::Corrupt { .. } => E::UnknownServerError,
-    };
-    err.code()
+    super::error::coordinator_code(e)
 }
 
 fn code_of(r: &Result<(), BrokerError>) -> i16 {

@@ -1,3 +1,90 @@
-//! The Kafka listener's request handlers.
+//! The Kafka wire-protocol listener (`--bind-kafka`, default 127.0.0.1:9092).
+//!
+//! `es-kafka` frames, pre-scans and decodes; this module maps each request onto the
+//! one [`Service`] and encodes the answer, one file per API family. Per connection,
+//! requests are read in order and answered strictly in request order (Kafka clients
+//! match responses by position, not only by correlation id), while produces' fsync
+//! waits overlap: a produce is appended before the next frame is read, and its reply
+//! is a task the writer awaits in turn (`connection.rs`). Metadata and
+//! FindCoordinator name the same node, the advertised host and port.
 
+mod admin;
+mod configs;
+mod connection;
+mod coordinator;
+mod dispatch;
+pub mod error;
+mod fetch;
 pub mod groups;
+mod metadata;
+mod offsets;
+mod produce;
+mod producers;
+
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+
+use crate::service::Service;
+
+/// The broker as Kafka clients see it: one node, at the advertised address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaNode {
+    pub node_id: i32,
+    /// Never 0.0.0.0: clients connect to what Metadata says.
+    pub host: String,
+    pub port: i32,
+    /// The cluster id Metadata and DescribeCluster answer.
+    pub cluster_id: String,
+}
+
+/// Shared state of the Kafka listener.
+pub(crate) struct Ctx {
+    pub service: Service,
+    pub node: KafkaNode,
+}
+
+/// Accepts Kafka connections until `shutdown` turns true, then lets open connections
+/// finish their in-flight requests (bounded) and returns.
+pub async fn serve_kafka(
+    listener: TcpListener,
+    service: Service,
+    node: KafkaNode,
+    shutdown: watch::Receiver<bool>,
+) {
+    let ctx = Arc::new(Ctx { service, node });
+    let slots = Arc::new(Semaphore::new(crate::limits::KAFKA_CONNECTIONS_MAX));
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut stop = shutdown.clone();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, peer)) = accepted else { continue };
+                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                    tracing::warn!(%peer, "kafka listener: connection limit reached; refusing");
+                    continue;
+                };
+                let (ctx, shutdown) = (ctx.clone(), shutdown.clone());
+                tasks.spawn(async move {
+                    connection::run(stream, peer, ctx, shutdown).await;
+                    drop(slot);
+                });
+            }
+            _ = stop.wait_for(|s| *s) => break,
+        }
+        while tasks.try_join_next().is_some() {}
+    }
+    let drain = std::time::Duration::from_millis(crate::limits::SHUTDOWN_DRAIN_MS);
+    let _ = tokio::time::timeout(drain, async { while tasks.join_next().await.is_some() {} }).await;
+}
+
+/// A Kafka string from an owned one.
+pub(crate) fn sb(s: impl Into<String>) -> es_kafka::kafka_protocol::protocol::StrBytes {
+    es_kafka::kafka_protocol::protocol::StrBytes::from_string(s.into())
+}
+
+/// A Kafka topic name from an owned string.
+pub(crate) fn topic_name(s: impl Into<String>) -> es_kafka::kafka_protocol::messages::TopicName {
+    es_kafka::kafka_protocol::messages::TopicName(sb(s))
+}

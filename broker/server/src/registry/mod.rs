@@ -86,6 +86,8 @@ impl TopicKind {
 /// One topic: its metadata and one log per partition.
 pub struct Topic {
     pub kind: TopicKind,
+    /// The topic's UUID (Kafka's topic id), fixed for its life.
+    pub id: [u8; 16],
     pub meta: Mutex<TopicMeta>,
     pub partitions: Vec<Arc<PartitionLog>>,
     /// Round-robin start for unkeyed batches (sticky per batch).
@@ -206,7 +208,12 @@ impl Registry {
             auth,
             _lock: lock,
         };
-        for meta in registry.store.load_all()? {
+        for mut meta in registry.store.load_all()? {
+            if meta.topic_id.is_none() {
+                // Topics from before topic ids get one now, kept durably so it never changes.
+                meta.topic_id = Some(store::new_topic_id());
+                registry.store.save(&meta)?;
+            }
             let log_config = meta.config.to_log_config()?;
             let mut partitions = Vec::new();
             for p in 0..meta.partitions {
@@ -257,8 +264,10 @@ impl Registry {
         partitions: Vec<Arc<PartitionLog>>,
         chain: Arc<Chain>,
     ) -> Arc<Topic> {
+        let id = meta.topic_id.as_deref().and_then(|s| uuid::Uuid::parse_str(s).ok()).unwrap_or_default();
         let topic = Arc::new(Topic {
             kind: TopicKind::of(&meta.name),
+            id: id.into_bytes(),
             meta: Mutex::new(meta.clone()),
             partitions,
             sticky: AtomicU32::new(0),
@@ -356,6 +365,11 @@ impl Registry {
             .ok_or_else(|| BrokerError::TopicNotFound(name.to_owned()))
     }
 
+    /// The topic whose id is `id` (Kafka's topic ids); internal topics included.
+    pub fn topic_by_id(&self, id: [u8; 16]) -> Option<Arc<Topic>> {
+        self.topics.read().expect("topics lock").values().find(|t| t.id == id).cloned()
+    }
+
     /// A new producer id (epoch 0) for an idempotent producer; durable before it returns.
     pub fn allocate_producer_id(&self) -> Result<(i64, i16)> {
         self.producer_ids.allocate()
@@ -414,6 +428,7 @@ impl Registry {
             config,
             created_ms: SystemClock.now_ms(),
             validators: Vec::new(),
+            topic_id: Some(store::new_topic_id()),
         };
         if let Err(e) = self.store.save(&meta) {
             self.discard(&logs);
@@ -689,6 +704,30 @@ mod tests {
         assert_eq!(names, vec!["b".to_owned()]);
         assert_eq!(r.topic("b").unwrap().config().segment_bytes, 65536);
         assert_eq!(r.topic("a").err().unwrap().code(), "topic_not_found");
+    }
+
+    #[test]
+    fn topic_ids_are_unique_durable_and_given_to_old_topics_at_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = open(dir.path());
+        let (a, b) =
+            (r.create("a", 1, &BTreeMap::new()).unwrap().id, r.create("b", 1, &BTreeMap::new()).unwrap().id);
+        assert!(a != b && a != [0; 16]);
+        assert_eq!(r.topic_by_id(b).map(|t| t.name()).as_deref(), Some("b"));
+        r.shutdown().unwrap();
+        drop(r);
+        // A topic file from before topic ids: no "topic_id" key.
+        let path = dir.path().join("topics/b.json");
+        let mut meta: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        meta.as_object_mut().unwrap().remove("topic_id");
+        std::fs::write(&path, serde_json::to_vec(&meta).unwrap()).unwrap();
+        let r = open(dir.path());
+        assert_eq!(r.topic("a").unwrap().id, a, "an id survives a restart");
+        let given = r.topic("b").unwrap().id;
+        assert!(given != [0; 16] && given != b);
+        r.shutdown().unwrap();
+        drop(r);
+        assert_eq!(open(dir.path()).topic("b").unwrap().id, given, "the id given at load was persisted");
     }
 
     #[test]

@@ -18,6 +18,10 @@ use crate::service::error::Result;
 #[derive(Debug, Clone)]
 pub struct TopicDescription {
     pub name: String,
+    /// The topic's UUID (Kafka's topic id).
+    pub id: [u8; 16],
+    /// An internal (`__es_*`) topic, written by the broker alone.
+    pub internal: bool,
     pub config: TopicConfig,
     /// Partition `i` is `partitions[i]`.
     pub partitions: Vec<PartitionInfo>,
@@ -44,6 +48,8 @@ pub struct JoinGroup {
 fn describe(topic: &Topic) -> TopicDescription {
     TopicDescription {
         name: topic.name(),
+        id: topic.id,
+        internal: topic.kind == crate::registry::TopicKind::Internal,
         config: topic.config(),
         partitions: topic.partitions.iter().map(|log| log.info()).collect(),
     }
@@ -60,6 +66,17 @@ impl Service {
             .filter(|t| super::authz::may_describe_topic(auth, principal, &t.name()))
             .map(|t| TopicSummary { name: t.name(), partition_count: t.partition_count() })
             .collect())
+    }
+
+    /// The name of the topic whose Kafka topic id is `id`. A name resolution, not an
+    /// access: callers go on with the name, which every call authorizes.
+    pub fn topic_name_by_id(&self, id: [u8; 16]) -> Option<String> {
+        self.registry.topic_by_id(id).map(|t| t.name())
+    }
+
+    /// The leader epoch of every partition this node leads (one, until replication).
+    pub fn leader_epoch(&self) -> es_core::LeaderEpoch {
+        super::partition::LOCAL_LEADER_EPOCH
     }
 
     pub fn describe_topic(&self, principal: &Principal, name: &str) -> Result<TopicDescription> {

@@ -12,7 +12,7 @@ use crate::service::error::{BrokerError, Result};
 
 /// A single node is the leader of every partition it has, in one epoch that never
 /// changes. The one place the epoch is set.
-const LOCAL_LEADER_EPOCH: LeaderEpoch = LeaderEpoch::INITIAL;
+pub(crate) const LOCAL_LEADER_EPOCH: LeaderEpoch = LeaderEpoch::INITIAL;
 
 /// This broker's role for a partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

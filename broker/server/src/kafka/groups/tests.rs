@@ -24,6 +24,7 @@ use es_kafka::kafka_protocol::protocol::Encodable;
 
 use super::*;
 use crate::registry::{BrokerOptions, Registry};
+use es_kafka::kafka_protocol::ResponseError as E;
 
 const WHO: &Principal = &Principal::ANONYMOUS;
 

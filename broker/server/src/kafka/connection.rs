@@ -1,0 +1,138 @@
+//! One Kafka connection: a reader that frames and decodes requests in order and
+//! starts each (a produce is appended before the next frame is read), and a writer
+//! that sends the replies strictly in request order. A malformed frame closes this
+//! connection only, after the replies before it are written.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use es_kafka::{FrameLimits, KafkaWireError, api_versions_response, decode_request, frame_size, split_frame};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::sync::{mpsc, watch};
+
+use super::Ctx;
+use super::dispatch::{self, Pending, Reply};
+use crate::limits::{KAFKA_IN_FLIGHT_MAX, SHUTDOWN_DRAIN_MS};
+
+/// Replies coalesced into one write at most.
+const WRITE_COALESCE_BYTES: usize = 1 << 20;
+
+pub async fn run(stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>, mut shutdown: watch::Receiver<bool>) {
+    stream.set_nodelay(true).ok();
+    let (mut read, write) = stream.into_split();
+    let (tx, rx) = mpsc::channel::<Pending>(KAFKA_IN_FLIGHT_MAX);
+    let writer = tokio::spawn(write_loop(write, rx, peer));
+    // No SASL yet: every connection is treated as authenticated (100 MiB cap).
+    let limits = FrameLimits::authenticated();
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    loop {
+        let frame = match split_frame(&mut buf, limits) {
+            Ok(Some(frame)) => frame,
+            Ok(None) => {
+                // Grow to the announced (capped) frame at most, never to a wire count.
+                if let Ok(Some(size)) = frame_size(&buf, limits) {
+                    buf.reserve((size + 4).saturating_sub(buf.len()));
+                }
+                tokio::select! {
+                    n = read.read_buf(&mut buf) => match n {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => continue,
+                    },
+                    _ = shutdown.wait_for(|s| *s) => break,
+                    _ = tx.closed() => break,
+                }
+            }
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "kafka: closing the connection");
+                break;
+            }
+        };
+        let pending = match start(&ctx, peer, frame).await {
+            Ok(pending) => pending,
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "kafka: refusing a request; closing the connection");
+                break;
+            }
+        };
+        if tx.send(pending).await.is_err() {
+            break;
+        }
+    }
+    drop(tx);
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(SHUTDOWN_DRAIN_MS), writer).await;
+}
+
+/// Decodes one frame and starts it. The only faults answered rather than closed on
+/// are the ones Kafka answers too: ApiVersions at a version es does not know gets the
+/// KIP-511 v0 answer. Any other fault (unknown API, unsupported version, Produce
+/// v0-2, malformed body) closes the connection, as Apache Kafka does, since no
+/// response of the client's version can be typed.
+async fn start(ctx: &Arc<Ctx>, peer: SocketAddr, frame: Bytes) -> Result<Pending, KafkaWireError> {
+    match decode_request(frame) {
+        Ok(req) => Ok(dispatch::begin(ctx, peer, req).await),
+        Err(KafkaWireError::UnsupportedVersion {
+            api_key: es_kafka::kafka_protocol::messages::ApiKey::ApiVersions,
+            version,
+            correlation_id,
+        }) => {
+            let (body, at) = api_versions_response(version);
+            let header = es_kafka::Header {
+                api_key: es_kafka::kafka_protocol::messages::ApiKey::ApiVersions,
+                api_version: version,
+                correlation_id,
+                client_id: None,
+            };
+            Ok(dispatch::ready(dispatch::reply(&header, at, &body)))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes replies in request order, coalescing those already finished.
+async fn write_loop(mut write: OwnedWriteHalf, mut rx: mpsc::Receiver<Pending>, peer: SocketAddr) {
+    let mut out = Vec::new();
+    let mut next = rx.recv().await;
+    while let Some(pending) = next.take() {
+        out.clear();
+        let mut closing = push(&mut out, pending.await, peer);
+        while !closing && out.len() < WRITE_COALESCE_BYTES {
+            match rx.try_recv() {
+                Ok(p) if p.is_finished() => closing = push(&mut out, p.await, peer),
+                Ok(p) => {
+                    next = Some(p);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        if write.write_all(&out).await.is_err() || closing {
+            break;
+        }
+        if next.is_none() {
+            next = rx.recv().await;
+        }
+    }
+    let _ = write.shutdown().await;
+}
+
+/// Appends one reply; true when the connection must close after what is queued.
+fn push(out: &mut Vec<u8>, reply: Result<Reply, tokio::task::JoinError>, peer: SocketAddr) -> bool {
+    match reply {
+        Ok(Reply::Frame(bytes)) => {
+            out.extend_from_slice(&bytes);
+            false
+        }
+        Ok(Reply::Nothing) => false,
+        Ok(Reply::Close(why)) => {
+            tracing::warn!(%peer, reason = %why, "kafka: closing the connection");
+            true
+        }
+        Err(e) => {
+            tracing::warn!(%peer, error = %e, "kafka: a request task failed; closing the connection");
+            true
+        }
+    }
+}

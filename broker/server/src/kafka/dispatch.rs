@@ -1,0 +1,110 @@
+//! Routes each decoded request to its API family's handler and encodes the reply.
+//! Produce starts here, in frame order (the appends happen before the next frame is
+//! read); every other request runs in a task of its own. Each reply is a task the
+//! connection's writer awaits in request order.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use es_kafka::kafka_protocol::messages::{SaslAuthenticateResponse, SaslHandshakeResponse};
+use es_kafka::kafka_protocol::protocol::{Encodable, HeaderVersion};
+use es_kafka::{DecodedRequest, Header, KafkaRequest, api_versions_response, encode_response};
+
+use super::error::code;
+use super::{Ctx, admin, configs, coordinator, fetch, groups, metadata, offsets, produce, producers};
+use crate::service::Principal;
+
+/// What the writer does with one request's turn.
+pub enum Reply {
+    /// An encoded response frame, size prefix included.
+    Frame(Bytes),
+    /// Nothing (Produce with acks=0: a stray response would shift correlation ids).
+    Nothing,
+    /// Close the connection once the replies before this one are written.
+    Close(String),
+}
+
+/// A reply being computed; the writer awaits these in request order.
+pub type Pending = tokio::task::JoinHandle<Reply>;
+
+/// A reply known already, as a finished task.
+pub fn ready(reply: Reply) -> Pending {
+    tokio::spawn(async move { reply })
+}
+
+/// Encodes `response` for `header`'s request at `version`.
+pub fn reply<R: Encodable + HeaderVersion>(header: &Header, version: i16, response: &R) -> Reply {
+    match encode_response(header, version, response) {
+        Ok(frame) => Reply::Frame(frame),
+        Err(e) => Reply::Close(e.to_string()),
+    }
+}
+
+/// Starts one request: phase one of a produce now, everything else in a task.
+pub async fn begin(ctx: &Arc<Ctx>, peer: SocketAddr, req: DecodedRequest) -> Pending {
+    let DecodedRequest { header, request, .. } = req;
+    match request {
+        KafkaRequest::Produce(r) => produce::begin(ctx, header, r).await,
+        other => {
+            let ctx = ctx.clone();
+            tokio::spawn(async move { answer(&ctx, peer, &header, other).await })
+        }
+    }
+}
+
+/// Answers every request but Produce. Exhaustive: an API the codec decodes does not
+/// compile without its arm here.
+async fn answer(ctx: &Ctx, peer: SocketAddr, h: &Header, req: KafkaRequest) -> Reply {
+    let v = h.api_version;
+    let who = &Principal::ANONYMOUS;
+    match req {
+        KafkaRequest::ApiVersions(_) => {
+            let (body, at) = api_versions_response(v);
+            reply(h, at, &body)
+        }
+        KafkaRequest::Metadata(r) => reply(h, v, &metadata::metadata(ctx, who, v, r)),
+        KafkaRequest::DescribeCluster(r) => reply(h, v, &metadata::describe_cluster(ctx, v, r)),
+        KafkaRequest::Fetch(r) => reply(h, v, &fetch::fetch(ctx, who, v, r).await),
+        KafkaRequest::ListOffsets(r) => reply(h, v, &offsets::list_offsets(ctx, who, v, r).await),
+        KafkaRequest::OffsetForLeaderEpoch(r) => reply(h, v, &offsets::offset_for_leader_epoch(ctx, who, r)),
+        KafkaRequest::InitProducerId(r) => reply(h, v, &producers::init_producer_id(ctx, who, r).await),
+        KafkaRequest::DescribeProducers(r) => reply(h, v, &producers::describe_producers(ctx, who, r)),
+        KafkaRequest::FindCoordinator(r) => reply(h, v, &coordinator::find_coordinator(ctx, v, r)),
+        KafkaRequest::CreateTopics(r) => reply(h, v, &admin::create_topics(ctx, who, v, r).await),
+        KafkaRequest::DeleteTopics(r) => reply(h, v, &admin::delete_topics(ctx, who, v, r).await),
+        KafkaRequest::CreatePartitions(r) => reply(h, v, &admin::create_partitions(ctx, who, r).await),
+        KafkaRequest::DeleteRecords(r) => reply(h, v, &admin::delete_records(r)),
+        KafkaRequest::DescribeLogDirs(r) => reply(h, v, &admin::describe_log_dirs(ctx, who, r)),
+        KafkaRequest::DescribeConfigs(r) => reply(h, v, &configs::describe_configs(ctx, who, v, r)),
+        KafkaRequest::AlterConfigs(r) => reply(h, v, &configs::alter_configs(ctx, who, r).await),
+        KafkaRequest::IncrementalAlterConfigs(r) => {
+            reply(h, v, &configs::incremental_alter_configs(ctx, who, r).await)
+        }
+        // ---- Consumer groups: Kafka's classic protocol (`groups.rs`).
+        KafkaRequest::JoinGroup(r) => {
+            let client_id = h.client_id.as_ref().map_or("", |c| c.as_str());
+            let host = format!("/{}", peer.ip());
+            reply(h, v, &groups::join_group_as(&ctx.service, who, client_id, &host, v, r).await)
+        }
+        KafkaRequest::SyncGroup(r) => reply(h, v, &groups::sync_group(&ctx.service, who, v, r).await),
+        KafkaRequest::Heartbeat(r) => reply(h, v, &groups::heartbeat(&ctx.service, who, v, r).await),
+        KafkaRequest::LeaveGroup(r) => reply(h, v, &groups::leave_group(&ctx.service, who, v, r).await),
+        KafkaRequest::OffsetCommit(r) => reply(h, v, &groups::offset_commit(&ctx.service, who, v, r).await),
+        KafkaRequest::OffsetFetch(r) => reply(h, v, &groups::offset_fetch(&ctx.service, who, v, r).await),
+        KafkaRequest::OffsetDelete(r) => reply(h, v, &groups::offset_delete(&ctx.service, who, v, r).await),
+        KafkaRequest::DescribeGroups(r) => {
+            reply(h, v, &groups::describe_groups(&ctx.service, who, v, r).await)
+        }
+        KafkaRequest::ListGroups(r) => reply(h, v, &groups::list_groups(&ctx.service, who, v, r).await),
+        KafkaRequest::DeleteGroups(r) => reply(h, v, &groups::delete_groups(&ctx.service, who, v, r).await),
+        // SASL comes with the security work; not advertised until then.
+        KafkaRequest::SaslHandshake(_) => {
+            reply(h, v, &SaslHandshakeResponse::default().with_error_code(code::UNSUPPORTED_VERSION))
+        }
+        KafkaRequest::SaslAuthenticate(_) => {
+            reply(h, v, &SaslAuthenticateResponse::default().with_error_code(code::UNSUPPORTED_VERSION))
+        }
+        KafkaRequest::Produce(_) => Reply::Close("a produce reached the non-produce path".into()),
+    }
+}

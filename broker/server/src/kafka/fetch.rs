@@ -1,0 +1,135 @@
+//! Fetch (4-16): stored batches served as stored, whole, at least one even over
+//! `max_bytes` (KIP-74); records are never null (librdkafka fails a whole response
+//! on a null); `preferred_read_replica` -1; the long poll is the service's. No fetch
+//! sessions: session id 0 tells clients to send full fetches. Topics are named by
+//! id from v13.
+
+use es_kafka::kafka_protocol::messages::fetch_request::FetchTopic;
+use es_kafka::kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use es_kafka::kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use es_log::ReadResult;
+use uuid::Uuid;
+
+use super::Ctx;
+use super::error::{code, kafka_code};
+use crate::limits::WAIT_MS_MAX;
+use crate::service::Principal;
+use crate::service::error::BrokerError;
+use crate::service::fetch::{self, FetchPartition};
+
+/// One requested partition: where its answer goes, and what to read (or why not).
+struct Slot {
+    topic: usize,
+    index: i32,
+    read: Result<FetchPartition, i16>,
+}
+
+pub async fn fetch(ctx: &Ctx, who: &Principal, _version: i16, req: FetchRequest) -> FetchResponse {
+    let mut topics: Vec<FetchableTopicResponse> = Vec::with_capacity(req.topics.len());
+    let mut slots = Vec::new();
+    for t in &req.topics {
+        let name = resolve(ctx, t);
+        for p in &t.partitions {
+            slots.push(Slot { topic: topics.len(), index: p.partition, read: target(&name, p) });
+        }
+        let topic = TopicName(t.topic.0.clone());
+        topics.push(FetchableTopicResponse::default().with_topic(topic).with_topic_id(t.topic_id));
+    }
+    let reads: Vec<FetchPartition> = slots.iter().filter_map(|s| s.read.clone().ok()).collect();
+    // A refusal of the whole fetch (its shape) answers every partition with its code.
+    let (mut results, whole) = match read(ctx, who, &req, reads).await {
+        Ok(r) => (r.into_iter(), None),
+        Err(e) => (Vec::new().into_iter(), Some(kafka_code(&e))),
+    };
+    for slot in slots {
+        let data = match (slot.read, whole) {
+            (Err(c), _) | (Ok(_), Some(c)) => failed(slot.index, c),
+            (Ok(_), None) => match results.next() {
+                Some(Ok(read)) => served(slot.index, read),
+                Some(Err(e)) => from_error(slot.index, &e),
+                None => failed(slot.index, code::UNKNOWN_SERVER_ERROR),
+            },
+        };
+        topics[slot.topic].partitions.push(data);
+    }
+    FetchResponse::default().with_responses(topics)
+}
+
+/// The service's long poll over every readable partition (none: nothing to wait for).
+async fn read(
+    ctx: &Ctx,
+    who: &Principal,
+    req: &FetchRequest,
+    reads: Vec<FetchPartition>,
+) -> crate::service::Result<fetch::Fetched> {
+    if reads.is_empty() {
+        return Ok(Vec::new());
+    }
+    // A client's wait beyond the broker's bound is shortened, not refused: the answer
+    // comes sooner than it allowed, which every client handles.
+    let wait = u64::try_from(req.max_wait_ms).unwrap_or(0).min(WAIT_MS_MAX);
+    let shape = fetch::FetchRequest {
+        partitions: reads,
+        max_wait_ms: wait,
+        min_bytes: usize::try_from(req.min_bytes).unwrap_or(0),
+        max_bytes: usize::try_from(req.max_bytes).unwrap_or(0).max(1),
+    };
+    ctx.service.fetch(who, shape).await
+}
+
+/// The topic's name: as given, or (v13+) from its id; `None` for an unknown id.
+fn resolve(ctx: &Ctx, t: &FetchTopic) -> Option<String> {
+    if t.topic_id != Uuid::nil() {
+        return ctx.service.topic_name_by_id(t.topic_id.into_bytes());
+    }
+    Some(t.topic.as_str().to_owned())
+}
+
+fn target(
+    name: &Option<String>,
+    p: &es_kafka::kafka_protocol::messages::fetch_request::FetchPartition,
+) -> Result<FetchPartition, i16> {
+    let name = name.clone().ok_or(code::UNKNOWN_TOPIC_ID)?;
+    let partition = u32::try_from(p.partition).map_err(|_| code::UNKNOWN_TOPIC_OR_PARTITION)?;
+    let offset = u64::try_from(p.fetch_offset).map_err(|_| code::OFFSET_OUT_OF_RANGE)?;
+    let max_bytes = usize::try_from(p.partition_max_bytes).unwrap_or(0).max(1);
+    Ok(FetchPartition { topic: name, partition, offset, max_bytes })
+}
+
+fn base(index: i32) -> PartitionData {
+    PartitionData::default()
+        .with_partition_index(index)
+        .with_preferred_read_replica(BrokerId(-1))
+        .with_aborted_transactions(Some(Vec::new()))
+        .with_records(Some(bytes::Bytes::new()))
+}
+
+fn served(index: i32, read: ReadResult) -> PartitionData {
+    let hw = read.high_watermark as i64;
+    base(index)
+        .with_high_watermark(hw)
+        // No transactions: everything durable is stable.
+        .with_last_stable_offset(hw)
+        .with_log_start_offset(read.log_start_offset as i64)
+        .with_records(Some(read.data))
+}
+
+fn failed(index: i32, error: i16) -> PartitionData {
+    base(index)
+        .with_error_code(error)
+        .with_high_watermark(-1)
+        .with_last_stable_offset(-1)
+        .with_log_start_offset(-1)
+}
+
+fn from_error(index: i32, e: &BrokerError) -> PartitionData {
+    if let BrokerError::OffsetOutOfRange { log_start, high_watermark, .. } = e {
+        let hw = *high_watermark as i64;
+        return base(index)
+            .with_error_code(code::OFFSET_OUT_OF_RANGE)
+            .with_high_watermark(hw)
+            .with_last_stable_offset(hw)
+            .with_log_start_offset(*log_start as i64);
+    }
+    failed(index, kafka_code(e))
+}

@@ -1,0 +1,117 @@
+//! Metadata and DescribeCluster: one node (the advertised address) leads every
+//! partition; topics carry their ids and leader epoch; internal topics are flagged
+//! and appear only when asked for by name. Topics are never auto-created: an unknown
+//! topic is UNKNOWN_TOPIC_OR_PARTITION whatever `allow_auto_topic_creation` says.
+
+use es_kafka::kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use es_kafka::kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use es_kafka::kafka_protocol::messages::{
+    BrokerId, DescribeClusterRequest, DescribeClusterResponse, MetadataRequest, MetadataResponse,
+};
+use uuid::Uuid;
+
+use super::error::{code, kafka_code};
+use super::{Ctx, sb, topic_name};
+use crate::service::admin::TopicDescription;
+use crate::service::{Principal, Result};
+
+/// Which topics a request names: all of them, or a list (by name, or by id).
+enum Wanted {
+    All,
+    Named(Vec<(Option<String>, Uuid)>),
+}
+
+fn wanted(version: i16, req: &MetadataRequest) -> Wanted {
+    match &req.topics {
+        None => Wanted::All,
+        // v0 has no null: an empty list means every topic.
+        Some(list) if list.is_empty() && version == 0 => Wanted::All,
+        Some(list) => Wanted::Named(
+            list.iter().map(|t| (t.name.as_ref().map(|n| n.as_str().to_owned()), t.topic_id)).collect(),
+        ),
+    }
+}
+
+pub fn metadata(ctx: &Ctx, who: &Principal, version: i16, req: MetadataRequest) -> MetadataResponse {
+    let topics = match wanted(version, &req) {
+        Wanted::All => match ctx.service.list_topics(who) {
+            Ok(list) => list.into_iter().map(|t| topic(ctx, who, Some(t.name), Uuid::nil())).collect(),
+            Err(e) => {
+                return MetadataResponse::default()
+                    .with_error_code(kafka_code(&e))
+                    .with_brokers(brokers(ctx));
+            }
+        },
+        Wanted::Named(list) => list.into_iter().map(|(name, id)| topic(ctx, who, name, id)).collect(),
+    };
+    MetadataResponse::default()
+        .with_brokers(brokers(ctx))
+        .with_cluster_id(Some(sb(ctx.node.cluster_id.clone())))
+        .with_controller_id(BrokerId(ctx.node.node_id))
+        .with_topics(topics)
+}
+
+fn brokers(ctx: &Ctx) -> Vec<MetadataResponseBroker> {
+    vec![
+        MetadataResponseBroker::default()
+            .with_node_id(BrokerId(ctx.node.node_id))
+            .with_host(sb(ctx.node.host.clone()))
+            .with_port(ctx.node.port),
+    ]
+}
+
+/// One topic's answer, by name or (when the name is absent) by id.
+fn topic(ctx: &Ctx, who: &Principal, name: Option<String>, id: Uuid) -> MetadataResponseTopic {
+    let name = match name.filter(|n| !n.is_empty()) {
+        Some(n) => n,
+        None => match ctx.service.topic_name_by_id(id.into_bytes()) {
+            Some(n) => n,
+            None => {
+                return MetadataResponseTopic::default()
+                    .with_topic_id(id)
+                    .with_error_code(code::UNKNOWN_TOPIC_ID);
+            }
+        },
+    };
+    let described: Result<TopicDescription> = ctx.service.describe_topic(who, &name);
+    match described {
+        Ok(d) => described_topic(ctx, d),
+        Err(e) => MetadataResponseTopic::default()
+            .with_name(Some(topic_name(name)))
+            .with_topic_id(id)
+            .with_error_code(kafka_code(&e)),
+    }
+}
+
+fn described_topic(ctx: &Ctx, d: TopicDescription) -> MetadataResponseTopic {
+    let node = BrokerId(ctx.node.node_id);
+    let epoch = ctx.service.leader_epoch().0;
+    let partitions = (0..d.partitions.len() as i32)
+        .map(|p| {
+            MetadataResponsePartition::default()
+                .with_partition_index(p)
+                .with_leader_id(node)
+                .with_leader_epoch(epoch)
+                .with_replica_nodes(vec![node])
+                .with_isr_nodes(vec![node])
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(topic_name(d.name)))
+        .with_topic_id(Uuid::from_bytes(d.id))
+        .with_is_internal(d.internal)
+        .with_partitions(partitions)
+}
+
+pub fn describe_cluster(ctx: &Ctx, _version: i16, _req: DescribeClusterRequest) -> DescribeClusterResponse {
+    let broker = DescribeClusterBroker::default()
+        .with_broker_id(BrokerId(ctx.node.node_id))
+        .with_host(sb(ctx.node.host.clone()))
+        .with_port(ctx.node.port);
+    DescribeClusterResponse::default()
+        .with_cluster_id(sb(ctx.node.cluster_id.clone()))
+        .with_controller_id(BrokerId(ctx.node.node_id))
+        .with_brokers(vec![broker])
+}

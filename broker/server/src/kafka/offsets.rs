@@ -1,0 +1,154 @@
+//! ListOffsets (1-8) and OffsetForLeaderEpoch (2-4). Offsets resolve once, in the
+//! service (Kafka's -1 latest, -2 earliest, a timestamp: the first record at or
+//! after it). A timestamp lookup answers the found record's own timestamp, as Kafka
+//! does (the Java client refuses a negative one). -3 (max timestamp) is refused.
+
+use es_core::batch::BatchView;
+use es_kafka::kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use es_kafka::kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
+use es_kafka::kafka_protocol::messages::{
+    ListOffsetsRequest, ListOffsetsResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+};
+
+use super::Ctx;
+use super::error::{code, kafka_code};
+use crate::service::Principal;
+use crate::service::error::{BrokerError, Result};
+use crate::service::fetch::{FetchPartition, FetchRequest};
+use crate::service::offsets::OffsetSpec;
+
+/// Kafka's "max timestamp" (KIP-734) and "earliest local" (KIP-405) specs.
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+
+pub async fn list_offsets(
+    ctx: &Ctx,
+    who: &Principal,
+    version: i16,
+    req: ListOffsetsRequest,
+) -> ListOffsetsResponse {
+    // kafka-protocol refuses to encode a field the version lacks unless it holds its
+    // default: the leader epoch exists from v4.
+    let epoch = if version >= 4 { ctx.service.leader_epoch().0 } else { -1 };
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let mut parts = Vec::with_capacity(t.partitions.len());
+        for p in t.partitions {
+            let base = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
+            let answer = match lookup(ctx, who, t.name.as_str(), p.partition_index, p.timestamp).await {
+                Ok(Some((offset, timestamp))) => {
+                    base.with_offset(offset as i64).with_timestamp(timestamp).with_leader_epoch(epoch)
+                }
+                // No record at or after the timestamp: Kafka's "no offset".
+                Ok(None) => base.with_offset(-1).with_timestamp(-1).with_leader_epoch(-1),
+                Err(e) => base
+                    .with_error_code(kafka_code(&e))
+                    .with_offset(-1)
+                    .with_timestamp(-1)
+                    .with_leader_epoch(-1),
+            };
+            parts.push(answer);
+        }
+        topics.push(ListOffsetsTopicResponse::default().with_name(t.name).with_partitions(parts));
+    }
+    ListOffsetsResponse::default().with_topics(topics)
+}
+
+/// One partition's (offset, timestamp) for a ListOffsets timestamp.
+async fn lookup(
+    ctx: &Ctx,
+    who: &Principal,
+    topic: &str,
+    partition: i32,
+    ts: i64,
+) -> Result<Option<(u64, i64)>> {
+    let partition = u32::try_from(partition).map_err(|_| BrokerError::PartitionNotFound {
+        topic: topic.to_owned(),
+        partition: 0,
+        count: 0,
+    })?;
+    let spec = match ts {
+        MAX_TIMESTAMP => {
+            return Err(BrokerError::InvalidRequest(
+                "ListOffsets by max timestamp (-3) is not supported yet".into(),
+            ));
+        }
+        // Every segment es serves is local: earliest local is earliest.
+        EARLIEST_LOCAL => OffsetSpec::Earliest,
+        ts => OffsetSpec::from_timestamp(ts)?,
+    };
+    let Some(offset) = ctx.service.list_offset(who, topic, partition, spec).await? else {
+        return Ok(None);
+    };
+    let timestamp = match spec {
+        OffsetSpec::Timestamp(_) => record_timestamp(ctx, who, topic, partition, offset).await?,
+        OffsetSpec::Earliest | OffsetSpec::Latest => -1,
+    };
+    Ok(Some((offset, timestamp)))
+}
+
+/// The timestamp of the record at `offset`: one read of the batch holding it.
+async fn record_timestamp(
+    ctx: &Ctx,
+    who: &Principal,
+    topic: &str,
+    partition: u32,
+    offset: u64,
+) -> Result<i64> {
+    let at = FetchPartition { topic: topic.to_owned(), partition, offset, max_bytes: 1 };
+    let req = FetchRequest { partitions: vec![at], max_wait_ms: 0, min_bytes: 0, max_bytes: 1 };
+    let read =
+        ctx.service.fetch(who, req).await?.pop().ok_or_else(|| BrokerError::Internal("no read".into()))??;
+    let invalid =
+        |e: es_core::CodecError| BrokerError::Internal(format!("a stored batch does not decode: {e}"));
+    let view = BatchView::parse(&read.data, read.data.len()).map_err(invalid)?;
+    let records = view.plain_records(es_core::limits::BATCH_BYTES_MAX_HARD).map_err(invalid)?;
+    for r in records.iter() {
+        let r = r.map_err(invalid)?;
+        if r.offset == offset {
+            return Ok(r.timestamp);
+        }
+    }
+    Ok(view.header.max_timestamp)
+}
+
+/// One leader epoch on a single node: the end offset of the current epoch is the
+/// log end; an epoch older than the first is unknown (-1, -1), as in Kafka.
+pub fn offset_for_leader_epoch(
+    ctx: &Ctx,
+    who: &Principal,
+    req: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
+    let current = ctx.service.leader_epoch().0;
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let described = ctx.service.describe_topic(who, t.topic.as_str());
+        let parts = t
+            .partitions
+            .iter()
+            .map(|p| {
+                let base = EpochEndOffset::default()
+                    .with_partition(p.partition)
+                    .with_leader_epoch(-1)
+                    .with_end_offset(-1);
+                let d = match &described {
+                    Ok(d) => d,
+                    Err(e) => return base.with_error_code(kafka_code(e)),
+                };
+                let Some(info) = usize::try_from(p.partition).ok().and_then(|i| d.partitions.get(i)) else {
+                    return base.with_error_code(code::UNKNOWN_TOPIC_OR_PARTITION);
+                };
+                if p.leader_epoch < current {
+                    return base;
+                }
+                base.with_leader_epoch(current).with_end_offset(info.high_watermark as i64)
+            })
+            .collect();
+        topics.push(OffsetForLeaderTopicResult::default().with_topic(t.topic).with_partitions(parts));
+    }
+    OffsetForLeaderEpochResponse::default().with_topics(topics)
+}
