@@ -1,0 +1,136 @@
+//! Real Kafka peers for the compatibility tests: the Apache Kafka Java client and
+//! franz-go scenario programs of `tests/kafka-clients/`, and Apache Kafka's own CLI
+//! tools, built or fetched once per machine (Maven and Go caches under ~/.cache/es)
+//! and run with a bound on time.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The pinned Kafka release of the Java client and the CLI tools.
+pub const KAFKA_VERSION: &str = "4.4.0";
+
+/// `tests/kafka-clients/`.
+pub fn clients_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("kafka-clients")
+}
+
+/// `~/.cache/es`, where downloads outlive a checkout.
+pub fn cache_dir() -> PathBuf {
+    let home = std::env::var_os("HOME").expect("HOME is set");
+    Path::new(&home).join(".cache/es")
+}
+
+/// Runs `cmd` with `stdin` to completion within `limit`: its stdout, or a panic that
+/// shows its stderr.
+pub fn run(cmd: &mut Command, stdin: Option<&[u8]>, limit: Duration, what: &str) -> String {
+    let mut child = cmd
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: cannot start ({e}); see tests/kafka-clients/README.md"));
+    if let Some(input) = stdin {
+        // Dropped at the end of the statement: the tool sees end of input.
+        child.stdin.take().expect("piped stdin").write_all(input).expect("writing stdin");
+    }
+    let deadline = Instant::now() + limit;
+    while child.try_wait().expect("waiting on a child").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("collecting a killed child");
+            panic!("{what}: no answer within {limit:?}; stderr: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("collecting a child's output");
+    assert!(out.status.success(), "{what} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
+/// A directory of this test process's own for built programs.
+fn scratch() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("es-kafka-peers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("creating a scratch directory");
+    dir
+}
+
+fn maven(dir: &Path, goals: &[&str], what: &str) {
+    let repo = format!("-Dmaven.repo.local={}", cache_dir().join("m2").display());
+    run(
+        Command::new("mvn").current_dir(dir).args(["-q", "-B", &repo]).args(goals),
+        None,
+        Duration::from_secs(900),
+        what,
+    );
+}
+
+/// The Java scenarios' classpath, compiled once per test binary (Maven resolves
+/// kafka-clients on a machine's first run).
+pub fn java_classpath() -> &'static str {
+    static CP: OnceLock<String> = OnceLock::new();
+    CP.get_or_init(|| {
+        let dir = clients_dir().join("java");
+        let out = scratch().join("java-classpath.txt");
+        let goal = format!("-Dmdep.outputFile={}", out.display());
+        maven(
+            &dir,
+            &["compile", "dependency:build-classpath", &goal],
+            "mvn compile (tests/kafka-clients/java)",
+        );
+        let deps = std::fs::read_to_string(&out).expect("the classpath Maven wrote");
+        format!("{}:{}", dir.join("target/classes").display(), deps.trim())
+    })
+}
+
+/// The franz-go scenarios, built once per test binary.
+pub fn go_binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let bin = scratch().join("franz-go-scenarios");
+        let go = cache_dir().join("go");
+        run(
+            Command::new("go")
+                .current_dir(clients_dir().join("go"))
+                .env("GOMODCACHE", go.join("mod"))
+                .env("GOCACHE", go.join("build"))
+                .env("GOFLAGS", "-mod=mod")
+                .args(["build", "-o"])
+                .arg(&bin)
+                .arg("."),
+            None,
+            Duration::from_secs(900),
+            "go build (tests/kafka-clients/go)",
+        );
+        bin
+    })
+}
+
+/// The jars of Apache Kafka's CLI tools (`tests/kafka-clients/tools/pom.xml`), fetched
+/// once per machine.
+pub fn kafka_tools_libs() -> &'static Path {
+    static LIBS: OnceLock<PathBuf> = OnceLock::new();
+    LIBS.get_or_init(|| {
+        let libs = cache_dir().join(format!("kafka-tools-{KAFKA_VERSION}-libs"));
+        if !libs.join(format!("kafka-tools-{KAFKA_VERSION}.jar")).exists() {
+            let goal = format!("-DoutputDirectory={}", libs.display());
+            let dir = clients_dir().join("tools");
+            maven(&dir, &["dependency:copy-dependencies", &goal], "mvn (tests/kafka-clients/tools)");
+        }
+        libs
+    })
+}
+
+/// Runs one of Kafka's CLI tools (`class`, e.g. `org.apache.kafka.tools.TopicCommand`,
+/// what `kafka-topics.sh` runs) with `args` and optional stdin; its stdout.
+pub fn kafka_tool(class: &str, args: &[&str], stdin: Option<&[u8]>) -> String {
+    let cp = format!("{}/*", kafka_tools_libs().display());
+    run(
+        Command::new("java").args(["-Xmx256m", "-cp", &cp, class]).args(args),
+        stdin,
+        Duration::from_secs(120),
+        &format!("{class} {args:?}"),
+    )
+}

@@ -1,0 +1,99 @@
+//! Unmodified Kafka clients against es's Kafka listener, diffed against Apache Kafka:
+//! the Apache Kafka Java client 4.4.0 (producer with default idempotence and acks=all,
+//! consumer, AdminClient) and franz-go run the scenarios of `tests/kafka-clients/`, and
+//! every field they observe on es is compared with what the same scenario observed on
+//! a real Apache Kafka 4.4.0 broker (`tests/kafka-clients/observed/`).
+//!
+//! Needs Java 17 + Maven and Go (the machine's requirements, see README.md); the jars
+//! and modules are downloaded once and cached under ~/.cache/es.
+
+use std::process::Command;
+use std::time::Duration;
+
+use es_tests::broker::Broker;
+use es_tests::peers::{clients_dir, go_binary, java_classpath, run};
+use serde_json::Value;
+
+const CODECS: [&str; 5] = ["none", "gzip", "snappy", "lz4", "zstd"];
+
+fn java(args: &[&str]) -> Value {
+    let out = run(
+        Command::new("java").args(["-Xmx256m", "-cp", java_classpath(), "es.kafka.Scenarios"]).args(args),
+        None,
+        Duration::from_secs(180),
+        &format!("java Scenarios {args:?}"),
+    );
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("java printed no JSON ({e}): {out}"))
+}
+
+fn franz(args: &[&str]) -> Value {
+    let out = run(
+        Command::new(go_binary()).args(args),
+        None,
+        Duration::from_secs(180),
+        &format!("franz-go {args:?}"),
+    );
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("franz-go printed no JSON ({e}): {out}"))
+}
+
+/// What Apache Kafka 4.4.0 observed for `name`.
+fn reference(name: &str) -> Value {
+    let path = clients_dir().join("observed").join(format!("kafka-4.4.0-{name}.json"));
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+/// Every field es's run observed equals Apache Kafka's, and no field is missing.
+fn assert_same_as_kafka(client: &str, observed: &Value, kafka: &Value) {
+    let (Some(es), Some(reference)) = (observed.as_object(), kafka.as_object()) else {
+        panic!("{client}: not JSON objects: {observed} / {kafka}");
+    };
+    let mut diffs = Vec::new();
+    for (field, want) in reference {
+        match es.get(field) {
+            Some(got) if got == want => {}
+            got => diffs.push(format!("{field}: es {got:?}, Apache Kafka {want}")),
+        }
+    }
+    for field in es.keys().filter(|f| !reference.contains_key(*f)) {
+        diffs.push(format!("{field}: only es reported it: {}", es[field]));
+    }
+    assert!(diffs.is_empty(), "{client} observed es differ from Apache Kafka:\n  {}", diffs.join("\n  "));
+}
+
+#[test]
+fn java_client_round_trips_with_every_codec_as_on_kafka() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path());
+    let kafka = reference("java-roundtrip");
+    for codec in CODECS {
+        let seen = java(&["roundtrip", &b.kafka_addr, &format!("java-{codec}"), codec]);
+        assert_same_as_kafka(&format!("java ({codec})"), &seen, &kafka);
+    }
+}
+
+#[test]
+fn java_consumer_group_divides_partitions_as_on_kafka() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path());
+    let seen = java(&["group", &b.kafka_addr, "java-group"]);
+    assert_same_as_kafka("java group", &seen, &reference("java-group"));
+}
+
+#[test]
+fn franz_go_round_trips_with_every_codec_as_on_kafka() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path());
+    let kafka = reference("franz-go-roundtrip");
+    for codec in CODECS {
+        let seen = franz(&["roundtrip", &b.kafka_addr, &format!("franz-{codec}"), codec]);
+        assert_same_as_kafka(&format!("franz-go ({codec})"), &seen, &kafka);
+    }
+}
+
+#[test]
+fn franz_go_consumer_group_divides_partitions_as_on_kafka() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path());
+    let seen = franz(&["group", &b.kafka_addr, "franz-group"]);
+    assert_same_as_kafka("franz-go group", &seen, &reference("franz-go-group"));
+}

@@ -1,0 +1,99 @@
+//! Apache Kafka's own command-line tools against es's Kafka listener, unchanged:
+//! kafka-topics, kafka-configs, kafka-console-producer and -consumer and
+//! kafka-consumer-groups (the classes their shell scripts run, from kafka-tools 4.4.0).
+//! What they do is checked on es's side too (HTTP API and the `es` CLI): one topic,
+//! one set of offsets and groups, whatever the protocol.
+
+use std::process::Command;
+use std::time::Duration;
+
+use es_tests::broker::{Broker, es_bin};
+use es_tests::peers::{kafka_tool, run};
+
+const TOPICS: &str = "org.apache.kafka.tools.TopicCommand";
+const CONFIGS: &str = "org.apache.kafka.tools.ConfigCommand";
+const PRODUCER: &str = "org.apache.kafka.tools.ConsoleProducer";
+const CONSUMER: &str = "org.apache.kafka.tools.consumer.ConsoleConsumer";
+const GROUPS: &str = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand";
+
+fn es(b: &Broker, args: &[&str]) -> String {
+    run(Command::new(es_bin()).env("ES_BROKER", &b.url).args(args), None, Duration::from_secs(30), "es")
+}
+
+#[test]
+fn kafka_topics_and_kafka_configs_manage_es_topics() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path());
+    let bs = ["--bootstrap-server", b.kafka_addr.as_str()];
+    let topics = |args: &[&str]| kafka_tool(TOPICS, &[&bs[..], args].concat(), None);
+
+    let out = topics(&["--create", "--topic", "tools", "--partitions", "3"]);
+    assert!(out.contains("Created topic tools."), "{out}");
+    assert!(topics(&["--list"]).lines().any(|l| l == "tools"));
+    let described = topics(&["--describe", "--topic", "tools"]);
+    assert!(described.contains("PartitionCount: 3") && described.contains("TopicId:"), "{described}");
+    topics(&["--alter", "--topic", "tools", "--partitions", "4"]);
+    assert!(topics(&["--describe", "--topic", "tools"]).contains("PartitionCount: 4"));
+    let http = b.get("/topics/tools");
+    assert_eq!(http.body["partitions"].as_array().map(Vec::len), Some(4), "{:?}", http.body);
+
+    let configs =
+        |args: &[&str]| kafka_tool(CONFIGS, &[&bs[..], &["--entity-type", "topics"], args].concat(), None);
+    let out = configs(&["--entity-name", "tools", "--alter", "--add-config", "retention.ms=12345"]);
+    assert!(out.contains("Completed updating config for topic tools."), "{out}");
+    let out = configs(&["--entity-name", "tools", "--describe"]);
+    assert!(out.contains("retention.ms=12345"), "{out}");
+    let http = b.get("/topics/tools");
+    assert_eq!(http.body["config"]["retention.ms"], 12345, "{:?}", http.body);
+
+    let out = topics(&["--delete", "--topic", "tools"]);
+    assert!(!out.contains("Error"), "{out}");
+    assert_eq!(b.get("/topics/tools").status, 404);
+}
+
+#[test]
+fn console_producer_consumer_and_consumer_groups_share_es_records_and_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path());
+    b.create_topic("lines", 2);
+    let bs = ["--bootstrap-server", b.kafka_addr.as_str()];
+    let produce = [
+        &bs[..],
+        &["--topic", "lines", "--reader-property", "parse.key=true", "--reader-property", "key.separator=:"],
+    ]
+    .concat();
+    kafka_tool(PRODUCER, &produce, Some(b"k1:v1\nk2:v2\nk3:v3\n"));
+
+    let consume = [
+        &bs[..],
+        &["--topic", "lines", "--from-beginning", "--max-messages", "3", "--group", "cg"],
+        &["--formatter-property", "print.key=true"],
+    ]
+    .concat();
+    let mut read: Vec<String> = kafka_tool(CONSUMER, &consume, None).lines().map(str::to_owned).collect();
+    read.sort();
+    assert_eq!(read, ["k1\tv1", "k2\tv2", "k3\tv3"]);
+
+    // The records are es's: the es CLI reads what the Kafka producer wrote.
+    let mut values: Vec<String> = es(&b, &["consume", "lines", "--format", "json"])
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["value"].as_str().unwrap().to_owned())
+        .collect();
+    values.sort();
+    assert_eq!(values, ["v1", "v2", "v3"]);
+
+    // The group's committed offsets, through Kafka's tool and through es.
+    let groups = |args: &[&str]| kafka_tool(GROUPS, &[&bs[..], args].concat(), None);
+    assert!(groups(&["--list"]).lines().any(|l| l.trim() == "cg"));
+    let described = groups(&["--describe", "--group", "cg"]);
+    let committed: u64 = described
+        .lines()
+        .filter(|l| l.starts_with("cg "))
+        .filter_map(|l| l.split_whitespace().nth(3)?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(committed, 3, "{described}");
+    let es_view = es(&b, &["group", "describe", "cg"]);
+    assert!(es_view.contains("lines"), "{es_view}");
+    let out = groups(&["--delete", "--group", "cg"]);
+    assert!(out.contains("Deletion of requested consumer groups ('cg') was successful."), "{out}");
+}
