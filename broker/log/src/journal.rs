@@ -232,16 +232,18 @@ pub(crate) struct Journal {
     stopping: AtomicBool,
     closed: AtomicBool,
     stats: Arc<FlushStats>,
+    /// Rotate past this size (normally [`limits::JOURNAL_FILE_BYTES`]).
+    file_bytes: u64,
     pub faults: Faults,
 }
 
 impl Journal {
     /// Starts a fresh journal in `dir`; any older files must have been replayed and
     /// removed first (see `journal_replay`).
-    pub fn open(dir: &Path, first_seq: u64, stats: Arc<FlushStats>) -> Result<Arc<Journal>> {
+    pub fn open(dir: &Path, first_seq: u64, file_bytes: u64, stats: Arc<FlushStats>) -> Result<Arc<Journal>> {
         std::fs::create_dir_all(dir).ctx(|| format!("creating {}", dir.display()))?;
         let faults = Faults::default();
-        let file = create_file(dir, first_seq, &faults)?;
+        let file = create_file(dir, first_seq, file_bytes, &faults)?;
         Ok(Arc::new(Journal {
             dir: dir.to_owned(),
             current: Mutex::new(Current { file, seq: first_seq, position: 0 }),
@@ -252,6 +254,7 @@ impl Journal {
             stopping: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             stats,
+            file_bytes,
             faults,
         }))
     }
@@ -277,7 +280,7 @@ impl Journal {
             return Ok(());
         }
         if let Ok(mut cur) = self.current.try_lock() {
-            if cur.position >= limits::JOURNAL_FILE_BYTES {
+            if cur.position >= self.file_bytes {
                 self.rotate(&mut cur);
             } else {
                 self.full.store(false, Ordering::Release);
@@ -317,7 +320,7 @@ impl Journal {
         self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
         self.stats.bytes.fetch_add(records.len() as u64, Ordering::Relaxed);
         cur.position += records.len() as u64;
-        if cur.position >= limits::JOURNAL_FILE_BYTES {
+        if cur.position >= self.file_bytes {
             self.rotate(&mut cur);
         } else {
             self.full.store(false, Ordering::Release);
@@ -370,7 +373,7 @@ impl Journal {
         if self.check_failed().is_err() {
             return;
         }
-        let file = match create_file(&self.dir, cur.seq + 1, &self.faults) {
+        let file = match create_file(&self.dir, cur.seq + 1, self.file_bytes, &self.faults) {
             Ok(f) => f,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot start a new journal file; appends are refused until it can");
@@ -439,7 +442,7 @@ impl Journal {
 }
 
 /// Creates and preallocates journal file `seq` and makes its name durable.
-fn create_file(dir: &Path, seq: u64, faults: &Faults) -> Result<File> {
+fn create_file(dir: &Path, seq: u64, bytes: u64, faults: &Faults) -> Result<File> {
     let path = file_path(dir, seq);
     let file = OpenOptions::new()
         .create(true)
@@ -451,7 +454,7 @@ fn create_file(dir: &Path, seq: u64, faults: &Faults) -> Result<File> {
     let allocated = if faults.enospc() {
         Err(rustix::io::Errno::NOSPC)
     } else {
-        rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, limits::JOURNAL_FILE_BYTES)
+        rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, bytes)
     };
     match allocated {
         Ok(()) => {}
@@ -570,7 +573,8 @@ mod tests {
     #[test]
     fn a_failed_sync_poisons_and_enospc_is_retried_until_space_returns() {
         let dir = tempfile::tempdir().unwrap();
-        let j = Journal::open(dir.path(), 1, Arc::new(FlushStats::default())).unwrap();
+        let j = Journal::open(dir.path(), 1, limits::JOURNAL_FILE_BYTES, Arc::new(FlushStats::default()))
+            .unwrap();
         let mut rec = Vec::new();
         encode_batch(&mut rec, "p", &batch(0, 1, 30));
         // Two refused writes, then space returns: the commit succeeds.
@@ -586,10 +590,11 @@ mod tests {
     #[test]
     fn no_space_for_a_new_file_refuses_appends_until_a_retry_works() {
         let dir = tempfile::tempdir().unwrap();
-        let j = Journal::open(dir.path(), 1, Arc::new(FlushStats::default())).unwrap();
+        let j = Journal::open(dir.path(), 1, limits::JOURNAL_FILE_BYTES, Arc::new(FlushStats::default()))
+            .unwrap();
         {
             let mut cur = j.current.lock().unwrap();
-            cur.position = limits::JOURNAL_FILE_BYTES;
+            cur.position = j.file_bytes;
             j.faults.enospc.store(1, Ordering::Release);
             j.rotate(&mut cur);
             assert_eq!(cur.seq, 1, "no new file without space");

@@ -31,6 +31,8 @@ pub struct ManagerOptions {
     pub journal: bool,
     /// Where the journal lives (another disk, say); default `<root>/journal`.
     pub journal_dir: Option<PathBuf>,
+    /// Journal file size: past it the journal rotates and checkpoints.
+    pub journal_file_bytes: u64,
 }
 
 /// The journal's directory under the data directory when none is configured.
@@ -45,6 +47,7 @@ impl Default for ManagerOptions {
             clock: Arc::new(SystemClock),
             journal: true,
             journal_dir: None,
+            journal_file_bytes: es_core::limits::JOURNAL_FILE_BYTES,
         }
     }
 }
@@ -98,7 +101,12 @@ impl LogManager {
         let replayed = journal_replay::replay(&root, &journal_dir, &options)?;
         let stats = Arc::new(FlushStats::default());
         let journal = match options.journal {
-            true => Some(Journal::open(&journal_dir, replayed.next_seq, stats.clone())?),
+            true => Some(Journal::open(
+                &journal_dir,
+                replayed.next_seq,
+                options.journal_file_bytes,
+                stats.clone(),
+            )?),
             false => None,
         };
         let shared = Arc::new(Shared {
