@@ -482,3 +482,115 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod fault_tests {
+    use std::sync::atomic::Ordering;
+    use std::time::{Duration, Instant};
+
+    use es_core::{LeaderEpoch, Record};
+
+    use crate::config::LogConfig;
+    use crate::error::LogError;
+    use crate::manager::{LogManager, ManagerOptions};
+
+    const EPOCH: LeaderEpoch = LeaderEpoch(1);
+
+    fn manager(root: &std::path::Path) -> LogManager {
+        LogManager::new(root, ManagerOptions { housekeeping_interval: None, ..ManagerOptions::default() })
+            .unwrap()
+    }
+
+    fn append(p: &crate::PartitionLog, v: &'static str) -> crate::Result<crate::Appended> {
+        p.append_records(&[Record::from_value(v)], EPOCH)?.wait()
+    }
+
+    /// A failed journal fsync fails what it covered, serves none of it, and stops
+    /// every partition of the journal from acknowledging more.
+    #[test]
+    fn a_failed_journal_sync_fails_its_appends_and_poisons_the_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path());
+        let (a, _) = m.open_partition("a", LogConfig::default()).unwrap();
+        let (b, _) = m.open_partition("b", LogConfig::default()).unwrap();
+        append(&a, "durable").unwrap();
+        m.shared.flusher.journal().unwrap().faults.fail_sync.store(true, Ordering::Release);
+        assert!(matches!(append(&a, "lost"), Err(LogError::Io { .. })));
+        assert_eq!(a.high_watermark(), 1, "the batch the failed sync covered is never visible");
+        assert_eq!(a.read(0, 1 << 20).unwrap().batches().count(), 1);
+        assert!(
+            matches!(append(&b, "after"), Err(LogError::Failed(_))),
+            "the journal acknowledges nothing more"
+        );
+        assert_eq!(b.high_watermark(), 0);
+        m.stop_without_checkpoint();
+        drop((a, b, m));
+        let m = manager(dir.path());
+        let (a, _) = m.open_partition("a", LogConfig::default()).unwrap();
+        let first = a.read(0, 1 << 20).unwrap();
+        let rec = first.batches().next().unwrap().plain_records(1 << 20).unwrap();
+        assert_eq!(rec.iter().next().unwrap().unwrap().value.as_deref(), Some(&b"durable"[..]));
+        append(&a, "again").unwrap();
+    }
+
+    /// A full journal disk refuses new appends with a typed error while the ones
+    /// already taken wait; when space returns they are acknowledged and appends resume.
+    #[test]
+    fn a_full_journal_refuses_appends_and_recovers_when_space_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path());
+        let (p, _) = m.open_partition("p", LogConfig::default()).unwrap();
+        append(&p, "before").unwrap();
+        let journal = m.shared.flusher.journal().unwrap().clone();
+        journal.faults.enospc.store(u32::MAX, Ordering::Release);
+        let waiting = p.append_records(&[Record::from_value("waits")], EPOCH).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let refused = loop {
+            match p.append_records(&[Record::from_value("refused")], EPOCH) {
+                Err(e @ LogError::JournalFull { .. }) => break e,
+                Ok(pending) => drop(pending),
+                Err(e) => panic!("unexpected {e:?}"),
+            }
+            assert!(Instant::now() < deadline, "the journal never reported it was full");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert!(refused.to_string().contains("no disk space"), "{refused}");
+        assert_eq!(p.high_watermark(), 1, "nothing is acknowledged while the journal is full");
+        journal.faults.enospc.store(0, Ordering::Release);
+        let got = waiting.wait().unwrap();
+        assert_eq!(got.base_offset, 1);
+        let after = append(&p, "after").unwrap();
+        assert_eq!(p.high_watermark(), after.last_offset + 1);
+        m.shutdown().unwrap();
+    }
+
+    /// A segment write refused for lack of space fails the append (nothing of it is
+    /// journaled) and stops that partition only.
+    #[test]
+    fn enospc_on_a_segment_fails_that_partition_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path());
+        let (a, _) = m.open_partition("a", LogConfig::default()).unwrap();
+        let (b, _) = m.open_partition("b", LogConfig::default()).unwrap();
+        append(&a, "ok").unwrap();
+        {
+            let inner = a.inner.lock().unwrap();
+            let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+            *inner.active().writer.as_ref().unwrap().file.lock().unwrap() = Some(full);
+        }
+        let err = append(&a, "no space").unwrap_err();
+        assert!(
+            matches!(&err, LogError::Io { source, .. } if source.raw_os_error() == Some(28)),
+            "ENOSPC, typed: {err:?}"
+        );
+        assert!(matches!(append(&a, "again"), Err(LogError::Failed(_))));
+        assert_eq!(a.high_watermark(), 1);
+        append(&b, "other partitions go on").unwrap();
+        m.stop_without_checkpoint();
+        drop((a, b, m));
+        let m = manager(dir.path());
+        let (a, _) = m.open_partition("a", LogConfig::default()).unwrap();
+        assert_eq!(a.high_watermark(), 1, "the refused batch was never journaled");
+        append(&a, "recovered").unwrap();
+    }
+}

@@ -67,7 +67,7 @@ struct Housekeeper {
 pub struct LogManager {
     root: PathBuf,
     cold_dir: Option<PathBuf>,
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     housekeeper: Arc<Housekeeper>,
     thread: Mutex<Option<JoinHandle<()>>>,
     replayed: JournalReplay,
