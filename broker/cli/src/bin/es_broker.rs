@@ -39,6 +39,13 @@ struct Args {
     /// atomically); keep it writable only by the user running the brokers.
     #[arg(long, env = "ES_PLUGIN_CACHE_DIR")]
     plugin_cache_dir: Option<PathBuf>,
+    /// journal.enabled: one journal fdatasync per flush round for all partitions;
+    /// false syncs every dirty segment instead (slower with many partitions).
+    #[arg(long, env = "ES_JOURNAL_ENABLED", default_value_t = true, action = clap::ArgAction::Set)]
+    journal_enabled: bool,
+    /// Where the journal lives, e.g. another disk [default: DATA_DIR/journal].
+    #[arg(long, env = "ES_JOURNAL_DIR")]
+    journal_dir: Option<PathBuf>,
     /// Requests served at once (long polls included); more get 503 overloaded.
     #[arg(long, default_value_t = es_server::limits::IN_FLIGHT_REQUESTS_MAX_DEFAULT)]
     max_in_flight_requests: usize,
@@ -75,6 +82,8 @@ fn run(args: Args) -> anyhow::Result<()> {
         in_flight_requests_max: args.max_in_flight_requests,
         housekeeping_interval: std::time::Duration::from_millis(args.housekeeping_interval_ms),
         plugin_cache_dir: args.plugin_cache_dir.clone(),
+        journal: args.journal_enabled,
+        journal_dir: args.journal_dir.clone(),
     };
     let (registry, report) = Registry::open(options)
         .with_context(|| format!("opening the data directory {}", args.data_dir.display()))?;

@@ -38,6 +38,11 @@ pub struct BrokerOptions {
     /// it must be writable only by whoever runs the brokers, since a cached
     /// artifact is loaded as native code.
     pub plugin_cache_dir: Option<PathBuf>,
+    /// `journal.enabled`: one journal fdatasync per flush round for all partitions
+    /// (off: one per dirty segment).
+    pub journal: bool,
+    /// Where the journal lives, e.g. on another disk [default: `<data>/journal`].
+    pub journal_dir: Option<PathBuf>,
 }
 
 impl BrokerOptions {
@@ -49,6 +54,8 @@ impl BrokerOptions {
             in_flight_requests_max: limits::IN_FLIGHT_REQUESTS_MAX_DEFAULT,
             housekeeping_interval: std::time::Duration::from_millis(limits::HOUSEKEEPING_INTERVAL_MS_DEFAULT),
             plugin_cache_dir: None,
+            journal: true,
+            journal_dir: None,
         }
     }
 }
@@ -177,6 +184,8 @@ impl Registry {
             ManagerOptions {
                 cold_dir: options.cold_dir.clone(),
                 housekeeping_interval: Some(options.housekeeping_interval),
+                journal: options.journal,
+                journal_dir: options.journal_dir.clone(),
                 ..ManagerOptions::default()
             },
         )?;
@@ -270,7 +279,7 @@ impl Registry {
         for entry in entries {
             let entry = entry.map_err(|e| io(format!("listing {}", root.display()), e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            if owned.contains(&name) || name == es_log::FORMAT_FILE {
+            if owned.contains(&name) || name == es_log::FORMAT_FILE || name == es_log::JOURNAL_DIR {
                 continue;
             }
             std::fs::remove_dir_all(entry.path())
