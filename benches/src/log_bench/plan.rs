@@ -28,7 +28,7 @@ impl RowSpec {
         match self {
             RowSpec::Raw { batches_per_fsync } => format!("raw {batches_per_fsync} batch/fdatasync"),
             RowSpec::Log { partitions, writers, journal } => {
-                let mode = if journal { "journal" } else { "no journal" };
+                let mode = if *journal { "journal" } else { "no journal" };
                 format!("log {partitions}p x {writers}w {mode}")
             }
         }

@@ -354,12 +354,18 @@ impl Flusher {
 }
 
 /// Groups a round's jobs by partition, keeping queue order inside each group.
+/// (A round may hold a thousand partitions: indexed, not searched.)
 fn group_by_partition(jobs: Vec<Job>) -> Vec<Vec<Job>> {
     let mut groups: Vec<Vec<Job>> = Vec::new();
+    let mut index: std::collections::HashMap<*const Progress, usize> = std::collections::HashMap::new();
     for job in jobs {
-        match groups.iter_mut().find(|g| Arc::ptr_eq(&g[0].progress, &job.progress)) {
-            Some(g) => g.push(job),
-            None => groups.push(vec![job]),
+        let key = Arc::as_ptr(&job.progress);
+        match index.get(&key) {
+            Some(&g) => groups[g].push(job),
+            None => {
+                index.insert(key, groups.len());
+                groups.push(vec![job]);
+            }
         }
     }
     groups
