@@ -487,7 +487,7 @@ pub(crate) fn sync_files(paths: &[PathBuf], stats: &FlushStats) -> Result<()> {
     let per_lane = paths.len().div_ceil(CHECKPOINT_WORKERS_MAX).max(1);
     std::thread::scope(|s| {
         let handles: Vec<_> = paths.chunks(per_lane).map(|lane| s.spawn(move || sync(lane))).collect();
-        handles.into_iter().map(|h| h.join().expect("checkpoint worker")).collect::<Result<()>>()
+        handles.into_iter().try_for_each(|h| h.join().expect("checkpoint worker"))
     })
 }
 

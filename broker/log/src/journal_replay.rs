@@ -529,7 +529,7 @@ mod fault_tests {
         let (a, _) = m.open_partition("a", LogConfig::default()).unwrap();
         let first = a.read(0, 1 << 20).unwrap();
         let rec = first.batches().next().unwrap().plain_records(1 << 20).unwrap();
-        assert_eq!(rec.iter().next().unwrap().unwrap().value.as_deref(), Some(&b"durable"[..]));
+        assert_eq!(rec.iter().next().unwrap().unwrap().value, Some(&b"durable"[..]));
         append(&a, "again").unwrap();
     }
 
