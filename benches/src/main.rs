@@ -24,6 +24,8 @@ struct Cli {
 enum Command {
     /// Partition log throughput and latency with fsync, against raw write + fdatasync.
     Log(log_bench::LogArgs),
+    /// Start-up time after a crash left a large journal to replay.
+    LogRecovery(log_bench::recovery::RecoveryArgs),
     /// The broker over loopback with fsync on: raw-disk baseline, binary and HTTP
     /// produce, binary consume and pipelined small writes, in one run.
     Suite(suite::SuiteArgs),
@@ -35,6 +37,7 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Log(args) => log_bench::run(&args),
+        Command::LogRecovery(args) => log_bench::recovery::run(&args),
         Command::Suite(args) => suite::run(&args),
         Command::Validators(args) => validators::run(&args),
     }

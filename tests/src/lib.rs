@@ -19,6 +19,12 @@ pub mod crashload {
 
     /// The partition directory name the child and the checker share.
     pub const PARTITION: &str = "crash-0";
+
+    /// The partition writer `thread` appends to when the child runs `partitions`
+    /// partitions (partition 0 is [`PARTITION`]).
+    pub fn partition_of(thread: u32, partitions: u32) -> String {
+        format!("crash-{}", thread % partitions.max(1))
+    }
     /// The leader epoch every batch is appended with.
     pub const EPOCH: LeaderEpoch = LeaderEpoch::INITIAL;
     /// The writer "thread" id the checker uses for its own post-recovery appends.

@@ -4,7 +4,12 @@
 //! byte for byte, at its offsets, with contiguous offsets up to the high watermark and
 //! nothing served past it; it must then accept appends again.
 //!
-//! `ES_CRASH_CYCLES` sets the number of cycles (default 100), `ES_CRASH_SEED` the
+//! A second test does the same with 64 partitions and 64 writer threads, which all
+//! share the per-disk journal: every acknowledged batch of every partition must be
+//! there after the kill, byte for byte, in order.
+//!
+//! `ES_CRASH_CYCLES` sets the number of cycles (default 100), `ES_CRASH_MANY_CYCLES`
+//! those of the 64-partition test (default 100, about 45 s here), `ES_CRASH_SEED` the
 //! random seed (printed), `ES_CRASH_KEEP=1` keeps the directory for inspection.
 
 use std::collections::{BTreeMap, HashMap};
@@ -66,7 +71,7 @@ fn acknowledged_appends_survive_sigkill() {
         let cycle_start = Instant::now();
         let generation = cycle + 1;
         let run_ms = rng.random_range(10..=60);
-        let run = run_child(&root, &stderr_path, generation, run_ms);
+        let run = run_child(&root, &stderr_path, generation, run_ms, (WRITER_THREADS, 1));
         assert_eq!(
             run.ready_hw, expected_end,
             "cycle {cycle}: the child reopened the log at a different high watermark than the checker left it"
@@ -128,13 +133,15 @@ enum Line {
 
 /// Starts the child, lets it acknowledge appends for about `run_ms`, kills it with
 /// SIGKILL and returns every complete line it printed.
-fn run_child(root: &Path, stderr_path: &Path, generation: u32, run_ms: u64) -> ChildRun {
+fn run_child(root: &Path, stderr_path: &Path, generation: u32, run_ms: u64, shape: (u32, u32)) -> ChildRun {
+    let (threads, partitions) = shape;
     let stderr = std::fs::File::create(stderr_path).unwrap();
     let mut child = Command::new(CHILD)
         .arg(root)
         .arg(generation.to_string())
-        .arg(WRITER_THREADS.to_string())
+        .arg(threads.to_string())
         .arg(CHILD_MAX_SECS)
+        .arg(partitions.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(stderr))
@@ -397,4 +404,94 @@ fn newest_segment_is_empty(dir: &Path) -> bool {
         .unwrap_or_default();
     logs.sort();
     logs.len() > 1 && logs.last().is_some_and(|l| l.1 == 0)
+}
+
+/// Partitions and writer threads of the many-partition crash test.
+const MANY: u32 = 64;
+
+/// 64 partitions, 64 writers, one journal: kill -9 at random moments; after each
+/// kill every acknowledged batch of every partition is there byte for byte at its
+/// offset, offsets are contiguous, each writer's batches are a gap-free prefix of
+/// its sequence, and nothing is served past any high watermark.
+#[test]
+fn acknowledged_appends_survive_sigkill_across_64_partitions() {
+    let cycles: u32 = std::env::var("ES_CRASH_MANY_CYCLES")
+        .ok()
+        .map_or(100, |s| s.parse().expect("ES_CRASH_MANY_CYCLES is a number"));
+    let seed: u64 = std::env::var("ES_CRASH_SEED")
+        .ok()
+        .map_or_else(|| rand::rng().random(), |s| s.parse().expect("ES_CRASH_SEED"));
+    let mut rng = StdRng::seed_from_u64(seed);
+    let tmp = tempfile::tempdir().unwrap();
+    let base = if std::env::var_os("ES_CRASH_KEEP").is_some() { tmp.keep() } else { tmp.path().to_owned() };
+    let root = base.join("data");
+    let stderr_path = base.join("child.stderr");
+    eprintln!("many-partition crash test: {cycles} cycles, seed {seed}, dir {}", root.display());
+    // Per partition: acknowledged batches by base offset.
+    let mut acked: Vec<BTreeMap<u64, (BatchId, u64)>> = vec![BTreeMap::new(); MANY as usize];
+    let (mut total_acks, mut replayed, started) = (0usize, 0u64, Instant::now());
+    for cycle in 0..cycles {
+        let generation = cycle + 1;
+        let run = run_child(&root, &stderr_path, generation, rng.random_range(20..=120), (MANY, MANY));
+        for ack in &run.acks {
+            let id = BatchId { generation, thread: ack.thread, seq: ack.seq };
+            let part = (ack.thread % MANY) as usize;
+            if let Some(prev) = acked[part].insert(ack.base_offset, (id, ack.last_offset)) {
+                panic!(
+                    "cycle {cycle}: partition {part} offset {} acknowledged twice: {prev:?}, {id:?}",
+                    ack.base_offset
+                );
+            }
+        }
+        total_acks += run.acks.len();
+        replayed += check_partitions(&root, &acked, cycle);
+    }
+    eprintln!(
+        "many-partition crash test: {cycles} cycles in {:.1?}; {total_acks} acknowledged batches over {MANY} partitions, all found; {replayed} batches replayed from the journal",
+        started.elapsed()
+    );
+}
+
+/// Reopens the log (replaying the journal) and checks every partition; returns the
+/// number of batches the replay had to append.
+fn check_partitions(root: &Path, acked: &[BTreeMap<u64, (BatchId, u64)>], cycle: u32) -> u64 {
+    let manager =
+        LogManager::new(root, ManagerOptions { housekeeping_interval: None, ..ManagerOptions::default() })
+            .unwrap_or_else(|e| panic!("cycle {cycle}: recovery failed: {e}"));
+    let replayed = manager.journal_replay().appended;
+    for (part, acked) in acked.iter().enumerate() {
+        let name = crashload::partition_of(part as u32, MANY);
+        let (log, report) = manager.open_partition(&name, crashload::config()).unwrap();
+        assert!(report.corrupt_segments.is_empty(), "cycle {cycle}: {name}: {report:?}");
+        let hw = log.high_watermark();
+        assert_eq!(log.info().log_end_offset, hw, "cycle {cycle}: {name}: log end past the watermark");
+        let mut found: HashMap<u64, (BatchId, u64)> = HashMap::new();
+        let mut next_seq: HashMap<(u32, u32), u64> = HashMap::new();
+        let mut offset = 0u64;
+        while offset < hw {
+            let r = log.read(offset, 1 << 20).unwrap();
+            assert!(
+                !r.data.is_empty(),
+                "cycle {cycle}: {name}: nothing at {offset} below the watermark {hw}"
+            );
+            for view in r.batches() {
+                check_batch(&view, offset, cycle, &mut next_seq);
+                found.insert(offset, (crashload::id_of(&view).unwrap(), view.header.last_offset()));
+                offset = view.header.next_offset();
+            }
+        }
+        for (base, (id, last)) in acked {
+            assert_eq!(
+                found.get(base),
+                Some(&(*id, *last)),
+                "cycle {cycle}: {name}: acknowledged batch {id:?} at {base}..={last} lost (watermark {hw})"
+            );
+        }
+        assert!(
+            log.read(hw, 1 << 20).unwrap().data.is_empty(),
+            "cycle {cycle}: {name}: data at the watermark"
+        );
+    }
+    manager.shutdown().unwrap();
+    replayed
 }

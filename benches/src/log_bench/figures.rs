@@ -19,6 +19,8 @@ pub struct Counters {
     pub fsyncs: u64,
     /// Flusher rounds (log); equal to `fsyncs` for raw rows.
     pub rounds: u64,
+    /// Segment syncs of journal checkpoints, outside the append path (log rows).
+    pub checkpoint_fsyncs: u64,
 }
 
 impl Counters {
@@ -27,6 +29,7 @@ impl Counters {
             batches: self.batches + o.batches,
             fsyncs: self.fsyncs + o.fsyncs,
             rounds: self.rounds + o.rounds,
+            checkpoint_fsyncs: self.checkpoint_fsyncs + o.checkpoint_fsyncs,
         }
     }
 }

@@ -5,6 +5,7 @@ pub(crate) mod figures;
 mod log_row;
 mod plan;
 pub(crate) mod raw_row;
+pub(crate) mod recovery;
 mod table;
 
 use std::path::{Path, PathBuf};
@@ -21,7 +22,7 @@ use plan::{Row, RowSpec};
 /// The log should reach this fraction of the group-commit-sized raw baseline.
 const TARGET_RATIO: f64 = 0.8;
 /// Where rows write when `--dir` is not given: on the build disk, not /tmp (often tmpfs).
-const DEFAULT_DIR: &str = "target/bench-tmp";
+pub(crate) const DEFAULT_DIR: &str = "target/bench-tmp";
 
 #[derive(Debug, Clone, clap::Args, Serialize)]
 pub struct LogArgs {
@@ -31,6 +32,12 @@ pub struct LogArgs {
     /// Writer threads; each appends one batch and waits for it to be durable.
     #[arg(long, default_value_t = 8)]
     pub writers: usize,
+    /// Give a row max(--writers, partitions) writers, so every partition has one.
+    #[arg(long)]
+    pub writers_follow_partitions: bool,
+    /// Journal modes to run, one row each per partition count: on, off or on,off.
+    #[arg(long, value_delimiter = ',', default_value = "on", value_parser = parse_on_off)]
+    pub journal: Vec<bool>,
     /// Records per batch.
     #[arg(long, default_value_t = 500)]
     pub batch: usize,
@@ -54,12 +61,21 @@ pub struct LogArgs {
 impl LogArgs {
     fn validate(&self) -> Result<()> {
         ensure!(!self.partitions.is_empty(), "--partitions needs at least one count");
+        ensure!(!self.journal.is_empty(), "--journal needs on, off or both");
         ensure!(self.partitions.iter().all(|&p| p >= 1), "--partitions counts must be at least 1");
         ensure!(self.writers >= 1, "--writers must be at least 1");
         ensure!(self.batch >= 1, "--batch must be at least 1");
         ensure!(self.rounds >= 1, "--rounds must be at least 1");
         ensure!(self.seconds.is_finite() && self.seconds > 0.0, "--seconds must be positive");
         Ok(())
+    }
+}
+
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        other => Err(format!("expected on or off, got {other:?}")),
     }
 }
 
@@ -86,7 +102,7 @@ pub fn run(args: &LogArgs) -> Result<()> {
     let mut machine = Machine::probe(&root);
     let workload = Workload::encode(args.batch, args.record_bytes)?;
     print_header(args, &machine, &workload);
-    let specs = plan::rows(&args.partitions, args.writers);
+    let specs = plan::rows(&args.partitions, args.writers, &args.journal, args.writers_follow_partitions);
     let duration = Duration::from_secs_f64(args.seconds);
     let rows = plan::run_all(&specs, args.rounds, &root, &workload, duration)?;
     machine.note_end();
@@ -156,8 +172,13 @@ fn print_verdict(rows: &[Row], machine: &Machine) {
         let met = if ratio >= TARGET_RATIO { "met" } else { "NOT met" };
         let f = &row.figures;
         println!(
-            "{}: {ratio:.2} of raw (target >= {TARGET_RATIO}: {met}); {} appends in {} fsyncs ({:.2} per fsync, {:.2} per flusher round)",
-            row.label, f.counters.batches, f.counters.fsyncs, f.batches_per_fsync, f.batches_per_round,
+            "{}: {ratio:.2} of raw (target >= {TARGET_RATIO}: {met}); {} appends in {} fsyncs ({:.2} per fsync, {:.2} per flusher round); {} checkpoint segment syncs",
+            row.label,
+            f.counters.batches,
+            f.counters.fsyncs,
+            f.batches_per_fsync,
+            f.batches_per_round,
+            f.counters.checkpoint_fsyncs,
         );
         if row.rounds.len() > 1 {
             let each: Vec<String> =

@@ -18,23 +18,27 @@ use crate::workload::Workload;
 pub enum RowSpec {
     /// One thread, `batches_per_fsync` batches per write + fdatasync.
     Raw { batches_per_fsync: usize },
-    /// `writers` threads appending to `partitions` partitions of the log.
-    Log { partitions: usize, writers: usize },
+    /// `writers` threads appending to `partitions` partitions of the log, with the
+    /// per-disk journal on (one fdatasync per round) or off (one per segment).
+    Log { partitions: usize, writers: usize, journal: bool },
 }
 
 impl RowSpec {
     pub fn label(&self) -> String {
         match self {
             RowSpec::Raw { batches_per_fsync } => format!("raw {batches_per_fsync} batch/fdatasync"),
-            RowSpec::Log { partitions, writers } => format!("log {partitions}p x {writers}w"),
+            RowSpec::Log { partitions, writers, journal } => {
+                let mode = if *journal { "journal" } else { "no journal" };
+                format!("log {partitions}p x {writers}w {mode}")
+            }
         }
     }
 
     fn run(&self, label: &str, root: &Path, w: &Workload, duration: Duration) -> Result<RunResult> {
         match *self {
             RowSpec::Raw { batches_per_fsync } => raw_row::run(label, root, w, batches_per_fsync, duration),
-            RowSpec::Log { partitions, writers } => {
-                log_row::run(label, root, w, partitions, writers, duration)
+            RowSpec::Log { partitions, writers, journal } => {
+                log_row::run(label, root, w, log_row::Shape { partitions, writers, journal }, duration)
             }
         }
     }
@@ -46,6 +50,8 @@ pub struct Row {
     pub label: String,
     pub spec: RowSpec,
     pub figures: Figures,
+    /// The median over rounds of each round's records/s.
+    pub median_records_per_s: f64,
     /// MB/s over the first row's (the group-commit-sized raw baseline); log rows only.
     pub vs_raw: Option<f64>,
     pub rounds: Vec<RoundFigures>,
@@ -62,13 +68,18 @@ pub struct RoundFigures {
 }
 
 /// The baselines first (the ratios divide by the first one), then one log row per
-/// partition count.
-pub fn rows(partitions: &[usize], writers: usize) -> Vec<RowSpec> {
+/// partition count and journal mode, the modes of one count next to each other (so
+/// the alternating order runs them back to back). With `writers_follow`, a row has
+/// max(writers, partitions) writers, so every partition has one.
+pub fn rows(partitions: &[usize], writers: usize, journals: &[bool], writers_follow: bool) -> Vec<RowSpec> {
     let mut specs = vec![RowSpec::Raw { batches_per_fsync: writers }];
     if writers > 1 {
         specs.push(RowSpec::Raw { batches_per_fsync: 1 });
     }
-    specs.extend(partitions.iter().map(|&p| RowSpec::Log { partitions: p, writers }));
+    for &p in partitions {
+        let writers = if writers_follow { writers.max(p) } else { writers };
+        specs.extend(journals.iter().map(|&journal| RowSpec::Log { partitions: p, writers, journal }));
+    }
     specs
 }
 
@@ -116,7 +127,17 @@ fn pool(spec: RowSpec, runs: &[(usize, RunResult)], w: &Workload) -> Result<Row>
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(Row { label: spec.label(), spec, figures: Figures::pool(&all, w)?, vs_raw: None, rounds })
+    let mut each: Vec<f64> = rounds.iter().map(|r| r.figures.records_per_s).collect();
+    each.sort_by(f64::total_cmp);
+    let median_records_per_s = each.get(each.len() / 2).copied().unwrap_or(0.0);
+    Ok(Row {
+        label: spec.label(),
+        spec,
+        figures: Figures::pool(&all, w)?,
+        median_records_per_s,
+        vs_raw: None,
+        rounds,
+    })
 }
 
 /// Log rows' MB/s over the first row's, pooled and round by round.

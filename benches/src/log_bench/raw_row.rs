@@ -35,7 +35,12 @@ pub fn run(
     let syncs = latency.len();
     Ok(RunResult {
         elapsed: timed.elapsed,
-        counters: Counters { batches: syncs * batches_per_fsync as u64, fsyncs: syncs, rounds: syncs },
+        counters: Counters {
+            batches: syncs * batches_per_fsync as u64,
+            fsyncs: syncs,
+            rounds: syncs,
+            checkpoint_fsyncs: 0,
+        },
         latency,
         mb_per_s_by_second: timed.mb_per_s_by_second,
     })

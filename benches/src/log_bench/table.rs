@@ -2,11 +2,12 @@
 
 use super::plan::{Row, RowSpec};
 
-const HEADINGS: [&str; 10] = [
+const HEADINGS: [&str; 11] = [
     "row",
     "partitions",
     "writers",
     "records/s",
+    "median rec/s",
     "MB/s",
     "fsyncs/s",
     "appends/fsync",
@@ -25,7 +26,7 @@ pub fn render(rows: &[Row]) -> String {
 fn cells(row: &Row) -> Vec<String> {
     let (partitions, writers) = match row.spec {
         RowSpec::Raw { .. } => ("-".to_owned(), "1".to_owned()),
-        RowSpec::Log { partitions, writers } => (partitions.to_string(), writers.to_string()),
+        RowSpec::Log { partitions, writers, .. } => (partitions.to_string(), writers.to_string()),
     };
     let f = &row.figures;
     vec![
@@ -33,6 +34,7 @@ fn cells(row: &Row) -> Vec<String> {
         partitions,
         writers,
         format!("{:.0}", f.records_per_s),
+        format!("{:.0}", row.median_records_per_s),
         format!("{:.1}", f.mb_per_s),
         format!("{:.1}", f.fsyncs_per_s),
         format!("{:.2}", f.batches_per_fsync),

@@ -40,3 +40,12 @@ pub const ZSTD_WINDOW_LOG_MIN: u32 = 23;
 /// Largest zstd window (log2 bytes) any decompression accepts: zstd's own default
 /// limit (128 MiB). A budget below it lowers the limit to the budget.
 pub const ZSTD_WINDOW_LOG_MAX: u32 = 27;
+
+/// Size a journal file is preallocated to; past it the journal rotates and the
+/// segments written while it was current are checkpointed (fdatasync), after which
+/// the file is deleted. With at most two files live, this bounds journal space.
+pub const JOURNAL_FILE_BYTES: u64 = 256 * 1024 * 1024;
+/// Longest partition name a journal record carries.
+pub const JOURNAL_NAME_BYTES_MAX: usize = 1024;
+/// How long the flusher waits before retrying a journal write refused for lack of space.
+pub const JOURNAL_FULL_RETRY_MS: u64 = 20;

@@ -46,6 +46,10 @@ pub enum LogError {
         "the log stopped accepting writes after a failed flush ({0}); restart the broker to recover from disk"
     )]
     Failed(String),
+    #[error(
+        "the journal in {dir} has no disk space; appends are refused until space is freed (they resume by themselves)"
+    )]
+    JournalFull { dir: PathBuf },
     #[error("the log is shut down")]
     ShutDown,
 }

@@ -1,9 +1,12 @@
-//! Group commit. One flusher thread per [`crate::LogManager`] (one per disk): each
-//! round takes every segment with pending bytes, writes each one's bytes with one
-//! `writev` and makes them durable with one `fdatasync`, then acknowledges every
-//! append that was waiting on them. Appends that arrive during a round join the next
-//! one, so N concurrent writers share one write and one fsync per segment per round.
-//! The flusher waits on nothing but the disk: no plugin, no network, no log lock.
+//! Group commit. One flusher thread per [`crate::LogManager`] (one per disk). Each
+//! round takes every segment with pending bytes. With the journal on (the default),
+//! it writes each segment's bytes behind (no sync), appends one journal record per
+//! batch and makes the whole round durable with one `fdatasync` of the journal,
+//! whatever the number of partitions; segments are synced later, at checkpoints
+//! (`journal.rs`). With the journal off, each segment's bytes get one `writev` and one
+//! `fdatasync`. Either way every append waiting on the round is then acknowledged;
+//! appends that arrive during a round join the next one. The flusher waits on
+//! nothing but the disk: no plugin, no network, no log lock.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,7 +15,8 @@ use std::thread::JoinHandle;
 
 use crate::error::{LogError, Result};
 use crate::files;
-use crate::segment::Segment;
+use crate::journal::{self, Journal};
+use crate::segment::{Segment, Waiter};
 
 /// Most threads one flush round uses to sync partitions in parallel.
 const FLUSH_WORKERS_MAX: usize = 8;
@@ -56,6 +60,8 @@ impl Progress {
 /// A segment with pending bytes, queued for the next round.
 pub(crate) struct Job {
     pub segment: Arc<Segment>,
+    /// The partition's name: its identity in journal records.
+    pub name: String,
     pub progress: Arc<Progress>,
     pub dir: PathBuf,
 }
@@ -67,6 +73,20 @@ pub struct FlushStats {
     pub fsyncs: AtomicU64,
     pub appends: AtomicU64,
     pub bytes: AtomicU64,
+    /// Segment syncs done by checkpoints (journal on), not counted in `fsyncs`.
+    pub checkpoint_fsyncs: AtomicU64,
+}
+
+/// One segment's share of a round: what was taken from its pending queue.
+struct Take {
+    job: Job,
+    chunks: Vec<Vec<u8>>,
+    waiters: Vec<Waiter>,
+    end_position: u64,
+    end_offset: u64,
+    /// The segment was rolled: sync it before anything reaches its successor.
+    seal: bool,
+    result: Result<()>,
 }
 
 #[derive(Default)]
@@ -78,7 +98,8 @@ struct QueueState {
 pub(crate) struct Flusher {
     state: Mutex<QueueState>,
     wake: Condvar,
-    pub stats: FlushStats,
+    pub stats: Arc<FlushStats>,
+    journal: Option<Arc<Journal>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     /// Index writers of recently sealed segments; joined at shutdown so no writer
     /// outlives the log that started it.
@@ -86,11 +107,12 @@ pub(crate) struct Flusher {
 }
 
 impl Flusher {
-    pub fn start() -> Arc<Flusher> {
+    pub fn start(journal: Option<Arc<Journal>>, stats: Arc<FlushStats>) -> Arc<Flusher> {
         let flusher = Arc::new(Flusher {
             state: Mutex::new(QueueState::default()),
             wake: Condvar::new(),
-            stats: FlushStats::default(),
+            stats,
+            journal,
             thread: Mutex::new(None),
             sealers: Mutex::new(Vec::new()),
         });
@@ -114,8 +136,31 @@ impl Flusher {
         Ok(())
     }
 
-    /// Finishes every queued round, then stops the thread.
+    pub fn journal(&self) -> Option<&Arc<Journal>> {
+        self.journal.as_ref()
+    }
+
+    /// Refuses an append before it takes offsets when the journal cannot take it.
+    pub fn admit(&self) -> Result<()> {
+        self.journal.as_ref().map_or(Ok(()), |j| j.admit())
+    }
+
+    /// Finishes every queued round, then stops the thread; with the journal on, a
+    /// final checkpoint leaves nothing to replay.
     pub fn shutdown(&self) {
+        self.stop(true);
+    }
+
+    /// Like a crash for the journal: stops the thread but leaves the journal files
+    /// and the unsynced segment bytes as they are (tests of recovery).
+    pub fn shutdown_without_checkpoint(&self) {
+        self.stop(false);
+    }
+
+    fn stop(&self, checkpoint: bool) {
+        if let Some(j) = &self.journal {
+            j.stop();
+        }
         self.state.lock().expect("flusher lock").shutdown = true;
         self.wake.notify_all();
         if let Some(h) = self.thread.lock().expect("thread lock").take() {
@@ -123,6 +168,9 @@ impl Flusher {
         }
         for h in std::mem::take(&mut *self.sealers.lock().expect("sealers lock")) {
             let _ = h.join();
+        }
+        if let Some(j) = &self.journal {
+            j.close(checkpoint);
         }
     }
 
@@ -148,41 +196,92 @@ impl Flusher {
     /// order: a rolled segment comes before its successor, so the new segment's bytes
     /// never reach its file before the old ones are durable.
     fn flush_round(&self, jobs: Vec<Job>) {
-        let mut groups: Vec<Vec<Job>> = Vec::new();
-        for job in jobs {
-            match groups.iter_mut().find(|g| Arc::ptr_eq(&g[0].progress, &job.progress)) {
-                Some(g) => g.push(job),
-                None => groups.push(vec![job]),
-            }
+        let mut groups = group_by_partition(jobs);
+        if let Some(journal) = &self.journal {
+            return self.journal_round(journal, groups);
         }
         let per_worker = groups.len().div_ceil(FLUSH_WORKERS_MAX);
         let mut lanes: Vec<Vec<Job>> = Vec::new();
         for chunk in groups.chunks_mut(per_worker.max(1)) {
             lanes.push(chunk.iter_mut().flat_map(std::mem::take).collect());
         }
-        let flush_lane = |lane: &Vec<Job>| lane.iter().for_each(|job| self.flush_one(job));
-        match lanes.split_first() {
-            None => {}
-            Some((first, [])) => flush_lane(first),
-            Some((first, rest)) => std::thread::scope(|s| {
-                for lane in rest {
-                    s.spawn(move || flush_lane(lane));
+        let flush_lane = |lane: Vec<Job>| lane.into_iter().for_each(|job| self.flush_one(job));
+        let mut lanes = lanes.into_iter();
+        let Some(first) = lanes.next() else {
+            return;
+        };
+        std::thread::scope(|s| {
+            for lane in lanes {
+                s.spawn(move || flush_lane(lane));
+            }
+            flush_lane(first);
+        });
+    }
+
+    fn flush_one(&self, job: Job) {
+        let mut take = take(job);
+        take.result = self.write_and_sync(&take.job, &take.chunks);
+        self.complete(take);
+    }
+
+    /// A journal round: every segment's bytes written behind, in queue order per
+    /// partition (a failed write fails the rest of its partition's share), then one
+    /// journal record per batch and one journal fdatasync for all of them.
+    fn journal_round(&self, journal: &Arc<Journal>, groups: Vec<Vec<Job>>) {
+        let mut takes: Vec<Take> = Vec::new();
+        for group in groups {
+            let mut failed: Option<LogError> = None;
+            for job in group {
+                let mut t = take(job);
+                t.result = match &failed {
+                    Some(e) => Err(e.clone()),
+                    None => self.write_behind(&t),
+                };
+                if let Err(e) = &t.result {
+                    failed = Some(e.clone());
                 }
-                flush_lane(first);
-            }),
+                takes.push(t);
+            }
+        }
+        let mut records = Vec::new();
+        for t in takes.iter().filter(|t| t.result.is_ok()) {
+            for chunk in &t.chunks {
+                journal::encode_batch(&mut records, &t.job.name, chunk);
+            }
+            if !t.chunks.is_empty() {
+                journal.note_dirty(&t.job.segment.log_path);
+            }
+        }
+        // A round with no bytes (a retried batch's waiter) still needs a healthy journal.
+        let committed = if records.is_empty() { journal.check_failed() } else { journal.commit(&records) };
+        for mut t in takes {
+            t.result = t.result.and_then(|()| committed.clone());
+            self.complete(t);
         }
     }
 
-    fn flush_one(&self, job: &Job) {
+    /// Writes a take's bytes to its segment without syncing them; a rolled segment is
+    /// synced too, so its successor's bytes never reach disk before its own.
+    fn write_behind(&self, t: &Take) -> Result<()> {
+        let writer = t.job.segment.writer.as_ref().expect("queued segment has a writer");
+        let mut file = writer.file.lock().expect("writer file lock");
+        let file = file.as_mut().ok_or(LogError::ShutDown)?;
+        let path = &t.job.segment.log_path;
+        if !t.chunks.is_empty() {
+            files::write_all_vectored(file, &t.chunks)
+                .map_err(|e| LogError::io(format!("writing {}", path.display()), e))?;
+        }
+        if t.seal {
+            file.sync_data().map_err(|e| LogError::io(format!("syncing {}", path.display()), e))?;
+            self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Acknowledges (or fails) a take's waiters and seals a rolled segment.
+    fn complete(&self, t: Take) {
+        let Take { job, waiters, end_position, end_offset, result, .. } = t;
         let writer = job.segment.writer.as_ref().expect("queued segment has a writer");
-        let (chunks, waiters, end_position, end_offset) = {
-            let mut p = writer.pending.lock().expect("pending lock");
-            p.queued = false;
-            p.flushing = true;
-            p.bytes = 0;
-            (std::mem::take(&mut p.chunks), std::mem::take(&mut p.waiters), p.end_position, p.end_offset)
-        };
-        let result = self.write_and_sync(job, &chunks);
         self.stats.appends.fetch_add(waiters.len() as u64, Ordering::Relaxed);
         match &result {
             Ok(()) => {
@@ -203,7 +302,7 @@ impl Flusher {
             p.seal && p.chunks.is_empty() && !p.queued && result.is_ok()
         };
         if seal {
-            self.seal(job);
+            self.seal(&job);
         }
         writer.drained.notify_all();
     }
@@ -252,4 +351,35 @@ impl Flusher {
             }
         }
     }
+}
+
+/// Groups a round's jobs by partition, keeping queue order inside each group.
+/// (A round may hold a thousand partitions: indexed, not searched.)
+fn group_by_partition(jobs: Vec<Job>) -> Vec<Vec<Job>> {
+    let mut groups: Vec<Vec<Job>> = Vec::new();
+    let mut index: std::collections::HashMap<*const Progress, usize> = std::collections::HashMap::new();
+    for job in jobs {
+        let key = Arc::as_ptr(&job.progress);
+        match index.get(&key) {
+            Some(&g) => groups[g].push(job),
+            None => {
+                index.insert(key, groups.len());
+                groups.push(vec![job]);
+            }
+        }
+    }
+    groups
+}
+
+/// Takes a segment's pending bytes and waiters for this round.
+fn take(job: Job) -> Take {
+    let writer = job.segment.writer.as_ref().expect("queued segment has a writer");
+    let (chunks, waiters, end_position, end_offset, seal) = {
+        let mut p = writer.pending.lock().expect("pending lock");
+        p.queued = false;
+        p.flushing = true;
+        p.bytes = 0;
+        (std::mem::take(&mut p.chunks), std::mem::take(&mut p.waiters), p.end_position, p.end_offset, p.seal)
+    };
+    Take { job, chunks, waiters, end_position, end_offset, seal, result: Ok(()) }
 }

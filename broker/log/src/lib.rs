@@ -1,8 +1,9 @@
 //! The es partition log: durable, group-committed, recoverable.
 //!
 //! A [`LogManager`] owns one data directory, the flusher thread that turns many
-//! concurrent appends into one write and one `fdatasync` per segment per round, and
-//! a housekeeping thread for retention, tiering and compaction. Each
+//! concurrent appends into one round, made durable by one `fdatasync` of the
+//! directory's journal whatever the number of partitions (or, journal off, one per
+//! segment), and a housekeeping thread for retention, tiering and compaction. Each
 //! [`PartitionLog`] is a directory of segments. An append returns its offsets at
 //! once and resolves only when the batch is on disk; readers never see past the
 //! durable high watermark. The log knows nothing of HTTP, Kafka, Raft or Wasm.
@@ -14,6 +15,8 @@ mod error;
 mod files;
 mod flusher;
 mod index;
+mod journal;
+mod journal_replay;
 mod manager;
 mod open_files;
 mod partition;
@@ -25,7 +28,8 @@ mod segment;
 pub use config::{CleanupPolicy, LogConfig};
 pub use error::{LogError, Result};
 pub use flusher::FlushStats;
-pub use manager::{FORMAT_FILE, LogManager, ManagerOptions};
+pub use journal_replay::JournalReplay;
+pub use manager::{FORMAT_FILE, JOURNAL_DIR, LogManager, ManagerOptions};
 pub use partition::{Appended, PartitionInfo, PartitionLog, PendingAppend, ReadResult, RecoveryReport};
 pub use producers::{BATCHES_KEPT, ProducerBatch};
 pub use replay::ReplayError;

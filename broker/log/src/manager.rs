@@ -13,6 +13,8 @@ use crate::config::LogConfig;
 use crate::error::{IoContext, LogError, Result};
 use crate::files;
 use crate::flusher::{FlushStats, Flusher};
+use crate::journal::Journal;
+use crate::journal_replay::{self, JournalReplay};
 use crate::open_files::OpenFiles;
 use crate::partition::{PartitionLog, RecoveryReport};
 
@@ -24,7 +26,17 @@ pub struct ManagerOptions {
     /// How often retention and compaction run; `None` disables the background thread.
     pub housekeeping_interval: Option<Duration>,
     pub clock: Arc<dyn Clock>,
+    /// One journal for all partitions (one fdatasync per round); off keeps one
+    /// fdatasync per dirty segment per round.
+    pub journal: bool,
+    /// Where the journal lives (another disk, say); default `<root>/journal`.
+    pub journal_dir: Option<PathBuf>,
+    /// Journal file size: past it the journal rotates and checkpoints.
+    pub journal_file_bytes: u64,
 }
+
+/// The journal's directory under the data directory when none is configured.
+pub const JOURNAL_DIR: &str = "journal";
 
 impl Default for ManagerOptions {
     fn default() -> Self {
@@ -33,6 +45,9 @@ impl Default for ManagerOptions {
             open_segment_files_max: es_core::limits::OPEN_SEGMENT_FILES_MAX_DEFAULT,
             housekeeping_interval: Some(Duration::from_secs(30)),
             clock: Arc::new(SystemClock),
+            journal: true,
+            journal_dir: None,
+            journal_file_bytes: es_core::limits::JOURNAL_FILE_BYTES,
         }
     }
 }
@@ -52,9 +67,10 @@ struct Housekeeper {
 pub struct LogManager {
     root: PathBuf,
     cold_dir: Option<PathBuf>,
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     housekeeper: Arc<Housekeeper>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    replayed: JournalReplay,
 }
 
 impl std::fmt::Debug for LogManager {
@@ -72,13 +88,29 @@ impl LogManager {
     /// Opens the data directory `root`, creating it if needed. A fresh directory gets
     /// a [`FORMAT_FILE`] marker; one that holds partitions without it was written by
     /// an earlier format and is refused (see [`LogError::OldFormat`]).
+    ///
+    /// Before anything is served, the journal tail left by a crash is replayed into
+    /// the partitions' segments (even with the journal now off), which are synced
+    /// before the journal files are removed.
     pub fn new(root: impl Into<PathBuf>, options: ManagerOptions) -> Result<LogManager> {
         let root = root.into();
         std::fs::create_dir_all(&root)
             .map_err(|e| LogError::io(format!("creating {}", root.display()), e))?;
         check_format(&root)?;
+        let journal_dir = options.journal_dir.clone().unwrap_or_else(|| root.join(JOURNAL_DIR));
+        let replayed = journal_replay::replay(&root, &journal_dir, &options)?;
+        let stats = Arc::new(FlushStats::default());
+        let journal = match options.journal {
+            true => Some(Journal::open(
+                &journal_dir,
+                replayed.next_seq,
+                options.journal_file_bytes,
+                stats.clone(),
+            )?),
+            false => None,
+        };
         let shared = Arc::new(Shared {
-            flusher: Flusher::start(),
+            flusher: Flusher::start(journal, stats),
             open_files: OpenFiles::new(options.open_segment_files_max),
             clock: options.clock.clone(),
         });
@@ -94,7 +126,14 @@ impl LogManager {
                 .spawn(move || housekeeping_loop(&hk, every))
                 .expect("spawning the housekeeping thread")
         });
-        Ok(LogManager { root, cold_dir: options.cold_dir, shared, housekeeper, thread: Mutex::new(thread) })
+        Ok(LogManager {
+            root,
+            cold_dir: options.cold_dir,
+            shared,
+            housekeeper,
+            thread: Mutex::new(thread),
+            replayed,
+        })
     }
 
     pub fn root(&self) -> &Path {
@@ -112,10 +151,33 @@ impl LogManager {
             return Err(LogError::InvalidConfig(format!("{name:?} is not a valid partition directory name")));
         }
         let cold = self.cold_dir.as_ref().map(|c| c.join(name));
+        let fresh = !self.root.join(name).exists();
         let (log, report) =
             PartitionLog::open(name.to_owned(), self.root.join(name), cold, config, self.shared.clone())?;
+        if fresh && let Some(journal) = self.shared.flusher.journal() {
+            // Marks the birth of this partition in the journal, so that a replay never
+            // applies records of a deleted partition that had the same name.
+            journal.record_truncate(name, 0)?;
+        }
         self.housekeeper.partitions.lock().expect("partitions lock").push(Arc::downgrade(&log));
         Ok((log, report))
+    }
+
+    /// What replaying the journal found when this manager started.
+    pub fn journal_replay(&self) -> &JournalReplay {
+        &self.replayed
+    }
+
+    /// Stops like a crash would, as far as the journal goes: no final checkpoint,
+    /// no index or producer snapshot written (tests of recovery).
+    #[doc(hidden)]
+    pub fn stop_without_checkpoint(&self) {
+        *self.housekeeper.stop.lock().expect("stop lock") = true;
+        self.housekeeper.wake.notify_all();
+        if let Some(t) = self.thread.lock().expect("thread lock").take() {
+            let _ = t.join();
+        }
+        self.shared.flusher.shutdown_without_checkpoint();
     }
 
     /// Flush counters shared by every partition of this manager.

@@ -304,6 +304,7 @@ impl PartitionLog {
         assign: impl FnOnce(u64) -> (u64, LeaderEpoch),
     ) -> Result<PendingAppend> {
         self.progress.check()?;
+        self.shared.flusher.admit()?;
         self.wait_for_flusher_room();
         let now = self.shared.clock.now_ms();
         let (segment_bytes, segment_ms, interval) = {
@@ -391,7 +392,12 @@ impl PartitionLog {
     }
 
     fn job(&self, segment: &Arc<Segment>) -> Job {
-        Job { segment: segment.clone(), progress: self.progress.clone(), dir: self.dir.clone() }
+        Job {
+            segment: segment.clone(),
+            name: self.name.clone(),
+            progress: self.progress.clone(),
+            dir: self.dir.clone(),
+        }
     }
 
     /// Rolls the active segment when the batch would push it past `segment.bytes` or
@@ -575,6 +581,11 @@ impl PartitionLog {
             wait_drained(seg);
         }
         self.progress.check()?;
+        // Journal first: a replay then applies the truncation even if the crash comes
+        // before the segment files below are changed.
+        if let Some(journal) = self.shared.flusher.journal() {
+            journal.record_truncate(&self.name, offset)?;
+        }
         let target = inner
             .segments
             .range(..=offset)
@@ -639,6 +650,11 @@ impl PartitionLog {
         let path = self.dir.join(PRODUCER_STATE_FILE);
         let text = inner.producers.encode(inner.next_offset);
         files::write_atomic(&path, text.as_bytes()).ctx(|| format!("writing {}", path.display()))
+    }
+
+    /// The offset the next append gets.
+    pub(crate) fn log_end(&self) -> u64 {
+        self.inner.lock().expect("partition lock").next_offset
     }
 
     /// The epoch and last sequence this partition knows for a producer.

@@ -3,9 +3,11 @@
 //! is killed, printing `ack <base_offset> <last_offset> <thread> <seq>` for every
 //! append once it is durable.
 //!
-//! Usage: `es-log-crash-child <data dir> <generation> [threads] [max seconds]`.
-//! It prints `ready <high watermark>` once the log is open. It exits by itself after
-//! `max seconds` (default 60) so an abandoned child cannot run forever.
+//! Usage: `es-log-crash-child <data dir> <generation> [threads] [max seconds] [partitions]`.
+//! It prints `ready <high watermark of partition 0>` once the log is open. It exits
+//! by itself after `max seconds` (default 60) so an abandoned child cannot run
+//! forever. With `partitions` (default 1), writer `t` appends to partition
+//! `crash-<t mod partitions>`.
 
 use std::io::Write;
 use std::sync::Mutex;
@@ -24,13 +26,14 @@ fn main() {
 
 fn run() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.len() < 2 || args.len() > 4 {
-        bail!("usage: es-log-crash-child <data dir> <generation> [threads] [max seconds]");
+    if args.len() < 2 || args.len() > 5 {
+        bail!("usage: es-log-crash-child <data dir> <generation> [threads] [max seconds] [partitions]");
     }
     let dir = &args[0];
     let generation: u32 = args[1].parse().context("generation")?;
     let threads: u32 = args.get(2).map_or(Ok(4), |s| s.parse()).context("threads")?;
     let max_secs: u64 = args.get(3).map_or(Ok(60), |s| s.parse()).context("max seconds")?;
+    let partitions: u32 = args.get(4).map_or(Ok(1), |s| s.parse()).context("partitions")?;
 
     std::thread::spawn(move || {
         std::thread::sleep(Duration::from_secs(max_secs));
@@ -41,9 +44,14 @@ fn run() -> Result<()> {
     let manager =
         LogManager::new(dir, ManagerOptions { housekeeping_interval: None, ..ManagerOptions::default() })
             .context("creating the log manager")?;
-    let (log, _report) = manager
-        .open_partition(crashload::PARTITION, crashload::config())
-        .context("opening the crash partition")?;
+    let logs = (0..partitions.max(1))
+        .map(|p| {
+            let name = crashload::partition_of(p, partitions);
+            manager.open_partition(&name, crashload::config()).with_context(|| format!("opening {name}"))
+        })
+        .map(|r| r.map(|(log, _)| log))
+        .collect::<Result<Vec<_>>>()?;
+    let log = &logs[0];
 
     let out = Mutex::new(std::io::stdout());
     let say = |line: &str| {
@@ -59,7 +67,7 @@ fn run() -> Result<()> {
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|thread| {
-                let log = &log;
+                let log = &logs[(thread % partitions.max(1)) as usize];
                 let say = &say;
                 s.spawn(move || -> Result<()> {
                     for seq in 0.. {

@@ -50,6 +50,13 @@ struct Args {
     /// atomically); keep it writable only by the user running the brokers.
     #[arg(long, env = "ES_PLUGIN_CACHE_DIR")]
     plugin_cache_dir: Option<PathBuf>,
+    /// journal.enabled: one journal fdatasync per flush round for all partitions;
+    /// false syncs every dirty segment instead (slower with many partitions).
+    #[arg(long, env = "ES_JOURNAL_ENABLED", default_value_t = true, action = clap::ArgAction::Set)]
+    journal_enabled: bool,
+    /// Where the journal lives, e.g. another disk [default: DATA_DIR/journal].
+    #[arg(long, env = "ES_JOURNAL_DIR")]
+    journal_dir: Option<PathBuf>,
     /// Requests served at once (long polls included); more get 503 overloaded.
     #[arg(long, default_value_t = es_server::limits::IN_FLIGHT_REQUESTS_MAX_DEFAULT)]
     max_in_flight_requests: usize,
@@ -119,6 +126,8 @@ fn run(args: Args) -> anyhow::Result<()> {
             ..Default::default()
         },
         auth: auth_options(&args)?,
+        journal: args.journal_enabled,
+        journal_dir: args.journal_dir.clone(),
     };
     let (registry, report) = Registry::open(options)
         .with_context(|| format!("opening the data directory {}", args.data_dir.display()))?;

@@ -63,7 +63,10 @@ fn log_code(e: &LogError) -> ErrorCode {
         LogError::ProducerFenced { .. } => ErrorCode::ProducerFenced,
         LogError::InvalidConfig(_) => ErrorCode::InvalidConfig,
         LogError::ShutDown => ErrorCode::ShuttingDown,
-        LogError::Io { .. } | LogError::Failed(_) | LogError::Corrupt { .. } => ErrorCode::StorageError,
+        LogError::Io { .. }
+        | LogError::Failed(_)
+        | LogError::JournalFull { .. }
+        | LogError::Corrupt { .. } => ErrorCode::StorageError,
         LogError::StaleEpoch { .. }
         | LogError::UnknownEpoch { .. }
         | LogError::OldFormat { .. }

@@ -108,6 +108,7 @@ fn storage_code(e: &LogError) -> &'static str {
         LogError::Io { .. }
         | LogError::Corrupt { .. }
         | LogError::Failed(_)
+        | LogError::JournalFull { .. }
         | LogError::OffsetMismatch { .. }
         | LogError::StaleEpoch { .. }
         | LogError::UnknownEpoch { .. }
@@ -122,7 +123,8 @@ fn storage_status(e: &LogError) -> StatusCode {
         LogError::OffsetOutOfRange { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
         LogError::InvalidBatch(_) | LogError::InvalidConfig(_) => StatusCode::BAD_REQUEST,
         LogError::OutOfOrderSequence { .. } | LogError::ProducerFenced { .. } => StatusCode::CONFLICT,
-        LogError::ShutDown => StatusCode::SERVICE_UNAVAILABLE,
+        // The journal's disk is full: retryable, appends resume once space returns.
+        LogError::ShutDown | LogError::JournalFull { .. } => StatusCode::SERVICE_UNAVAILABLE,
         LogError::Io { .. }
         | LogError::Corrupt { .. }
         | LogError::Failed(_)

@@ -110,7 +110,10 @@ fn log_code(e: &LogError) -> i16 {
         LogError::ProducerFenced { .. } => INVALID_PRODUCER_EPOCH,
         LogError::InvalidConfig(_) => INVALID_CONFIG,
         LogError::ShutDown => NOT_LEADER_OR_FOLLOWER,
-        LogError::Io { .. } | LogError::Failed(_) | LogError::Corrupt { .. } => KAFKA_STORAGE_ERROR,
+        LogError::Io { .. }
+        | LogError::Failed(_)
+        | LogError::Corrupt { .. }
+        | LogError::JournalFull { .. } => KAFKA_STORAGE_ERROR,
         LogError::StaleEpoch { .. }
         | LogError::UnknownEpoch { .. }
         | LogError::OldFormat { .. }

@@ -43,6 +43,11 @@ pub struct BrokerOptions {
     pub kafka_groups: es_groups::classic::ClassicConfig,
     /// Authentication, grants and quotas (off by default: the loopback quickstart).
     pub auth: crate::auth::AuthOptions,
+    /// `journal.enabled`: one journal fdatasync per flush round for all partitions
+    /// (off: one per dirty segment).
+    pub journal: bool,
+    /// Where the journal lives, e.g. on another disk [default: `<data>/journal`].
+    pub journal_dir: Option<PathBuf>,
 }
 
 impl BrokerOptions {
@@ -56,6 +61,8 @@ impl BrokerOptions {
             plugin_cache_dir: None,
             kafka_groups: es_groups::classic::ClassicConfig::default(),
             auth: crate::auth::AuthOptions::default(),
+            journal: true,
+            journal_dir: None,
         }
     }
 }
@@ -190,6 +197,8 @@ impl Registry {
             ManagerOptions {
                 cold_dir: options.cold_dir.clone(),
                 housekeeping_interval: Some(options.housekeeping_interval),
+                journal: options.journal,
+                journal_dir: options.journal_dir.clone(),
                 ..ManagerOptions::default()
             },
         )?;
@@ -291,7 +300,7 @@ impl Registry {
         for entry in entries {
             let entry = entry.map_err(|e| io(format!("listing {}", root.display()), e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            if owned.contains(&name) || name == es_log::FORMAT_FILE {
+            if owned.contains(&name) || name == es_log::FORMAT_FILE || name == es_log::JOURNAL_DIR {
                 continue;
             }
             std::fs::remove_dir_all(entry.path())

@@ -177,7 +177,8 @@ impl From<LogError> for BrokerError {
             | LogError::UnknownEpoch { .. }
             | LogError::OldFormat { .. }
             | LogError::NotBatchBoundary { .. }
-            | LogError::Failed(_)) => BrokerError::Storage(e),
+            | LogError::Failed(_)
+            | LogError::JournalFull { .. }) => BrokerError::Storage(e),
         }
     }
 }

@@ -103,6 +103,7 @@ impl PartitionHandle {
             | es_log::LogError::ProducerFenced { .. }
             | es_log::LogError::InvalidConfig(_)
             | es_log::LogError::Failed(_)
+            | es_log::LogError::JournalFull { .. }
             | es_log::LogError::ShutDown) => other.into(),
         }
     }
