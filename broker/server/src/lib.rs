@@ -13,6 +13,7 @@ pub mod groups;
 mod http;
 pub mod kafka;
 pub mod limits;
+mod listener;
 pub use es_core::partitioner;
 pub mod plugins;
 pub mod producer_ids;

@@ -16,7 +16,7 @@ mod groups;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 
 use crate::registry::Registry;
 use crate::service::Service;
@@ -36,29 +36,15 @@ impl BinaryState {
 /// Accepts connections until `shutdown` turns true, then lets open connections
 /// finish their in-flight requests (bounded) and returns.
 pub async fn serve_binary(listener: TcpListener, state: BinaryState, shutdown: watch::Receiver<bool>) {
-    let slots = Arc::new(Semaphore::new(crate::limits::BINARY_CONNECTIONS_MAX));
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut stop = shutdown.clone();
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let Ok((stream, peer)) = accepted else { continue };
-                let Ok(slot) = slots.clone().try_acquire_owned() else {
-                    tracing::warn!(%peer, "binary listener: connection limit reached; refusing");
-                    continue;
-                };
-                let (state, shutdown) = (state.clone(), shutdown.clone());
-                tasks.spawn(async move {
-                    connection::run(stream, peer, state, shutdown).await;
-                    drop(slot);
-                });
-            }
-            _ = stop.wait_for(|s| *s) => break,
-        }
-        while tasks.try_join_next().is_some() {}
-    }
-    let drain = std::time::Duration::from_millis(crate::limits::SHUTDOWN_DRAIN_MS);
-    let _ = tokio::time::timeout(drain, async { while tasks.join_next().await.is_some() {} }).await;
+    let max = crate::limits::BINARY_CONNECTIONS_MAX;
+    crate::listener::accept_until_shutdown(
+        listener,
+        "binary",
+        max,
+        shutdown,
+        move |stream, peer, shutdown| connection::run(stream, peer, state.clone(), shutdown),
+    )
+    .await;
 }
 
 /// Which service call every binary op is: the binary side of the one

@@ -24,7 +24,7 @@ mod producers;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 
 use crate::service::Service;
 
@@ -54,29 +54,15 @@ pub async fn serve_kafka(
     shutdown: watch::Receiver<bool>,
 ) {
     let ctx = Arc::new(Ctx { service, node });
-    let slots = Arc::new(Semaphore::new(crate::limits::KAFKA_CONNECTIONS_MAX));
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut stop = shutdown.clone();
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let Ok((stream, peer)) = accepted else { continue };
-                let Ok(slot) = slots.clone().try_acquire_owned() else {
-                    tracing::warn!(%peer, "kafka listener: connection limit reached; refusing");
-                    continue;
-                };
-                let (ctx, shutdown) = (ctx.clone(), shutdown.clone());
-                tasks.spawn(async move {
-                    connection::run(stream, peer, ctx, shutdown).await;
-                    drop(slot);
-                });
-            }
-            _ = stop.wait_for(|s| *s) => break,
-        }
-        while tasks.try_join_next().is_some() {}
-    }
-    let drain = std::time::Duration::from_millis(crate::limits::SHUTDOWN_DRAIN_MS);
-    let _ = tokio::time::timeout(drain, async { while tasks.join_next().await.is_some() {} }).await;
+    let max = crate::limits::KAFKA_CONNECTIONS_MAX;
+    crate::listener::accept_until_shutdown(
+        listener,
+        "kafka",
+        max,
+        shutdown,
+        move |stream, peer, shutdown| connection::run(stream, peer, ctx.clone(), shutdown),
+    )
+    .await;
 }
 
 /// A Kafka string from an owned one.
