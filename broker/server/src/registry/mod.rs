@@ -61,7 +61,8 @@ impl BrokerOptions {
             plugin_cache_dir: None,
             kafka_groups: es_groups::classic::ClassicConfig::default(),
             auth: crate::auth::AuthOptions::default(),
-            journal: true,
+            // Off until the journal's replay property test passes reliably (issue 16).
+            journal: false,
             journal_dir: None,
         }
     }
