@@ -51,9 +51,8 @@ struct Args {
     #[arg(long, env = "ES_PLUGIN_CACHE_DIR")]
     plugin_cache_dir: Option<PathBuf>,
     /// journal.enabled: one journal fdatasync per flush round for all partitions;
-    /// false (the default for now) syncs every dirty segment instead (slower with many
-    /// partitions). Off until the journal's replay property test passes reliably.
-    #[arg(long, env = "ES_JOURNAL_ENABLED", default_value_t = false, action = clap::ArgAction::Set)]
+    /// false syncs every dirty segment instead (slower with many partitions).
+    #[arg(long, env = "ES_JOURNAL_ENABLED", default_value_t = true, action = clap::ArgAction::Set)]
     journal_enabled: bool,
     /// Where the journal lives, e.g. another disk [default: DATA_DIR/journal].
     #[arg(long, env = "ES_JOURNAL_DIR")]

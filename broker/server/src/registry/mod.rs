@@ -61,8 +61,7 @@ impl BrokerOptions {
             plugin_cache_dir: None,
             kafka_groups: es_groups::classic::ClassicConfig::default(),
             auth: crate::auth::AuthOptions::default(),
-            // Off until the journal's replay property test passes reliably (issue 16).
-            journal: false,
+            journal: true,
             journal_dir: None,
         }
     }
