@@ -1,7 +1,8 @@
 //! Durable metadata: one JSON file per item (topics in `<data>/topics/`, plugin
 //! manifests in `<data>/plugins/manifests/`), written as temp file, fsync, rename,
 //! fsync of the directory, so a crash at any point leaves either the old file or the
-//! new one, never a torn one.
+//! new one, never a torn one. `MetadataStore` is the seam the registry's commands go
+//! through: these files today, a replicated log once the cluster has one.
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -12,6 +13,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::config::TopicConfig;
+use crate::registry::metadata::{Command, Metadata};
 use crate::service::error::{BrokerError, Result};
 
 const META_EXT: &str = "json";
@@ -142,6 +144,84 @@ impl<T: Stored> MetaStore<T> {
     }
 }
 
+/// Where the registry's metadata commands are made durable before they are applied.
+/// A replicated implementation appends the command to the metadata log and returns
+/// once a majority has it; this crate's implementation writes the files it changes.
+pub trait MetadataStore: Send + Sync {
+    /// The state as stored.
+    fn load(&self) -> Result<Metadata>;
+    /// Makes `command` durable; `after` is the state once it is applied.
+    fn persist(&self, command: &Command, after: &Metadata) -> Result<()>;
+}
+
+/// The metadata in files: `<data>/topics/<name>.json` per topic and
+/// `<data>/producer-ids` (the end of the reserved producer-id blocks).
+#[derive(Debug)]
+pub struct FileMetadataStore {
+    topics: MetaStore<TopicMeta>,
+    producer_ids: PathBuf,
+}
+
+const PRODUCER_IDS_FILE: &str = "producer-ids";
+
+impl FileMetadataStore {
+    pub fn open(data_dir: &Path) -> Result<FileMetadataStore> {
+        Ok(FileMetadataStore {
+            topics: MetaStore::open(data_dir.join("topics"))?,
+            producer_ids: data_dir.join(PRODUCER_IDS_FILE),
+        })
+    }
+
+    fn producer_ids_reserved(&self) -> Result<i64> {
+        let path = &self.producer_ids;
+        match fs::read_to_string(path) {
+            Ok(text) => text.trim().parse::<i64>().map_err(|_| {
+                BrokerError::Internal(format!("{} is corrupt: expected one number", path.display()))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+            Err(e) => Err(io(format!("reading {}", path.display()), e)),
+        }
+    }
+
+    fn save_producer_ids(&self, reserved: i64) -> Result<()> {
+        let path = &self.producer_ids;
+        let tmp = path.with_extension("tmp");
+        let write = || -> std::io::Result<()> {
+            let mut f = File::create(&tmp)?;
+            writeln!(f, "{reserved}")?;
+            f.sync_all()?;
+            fs::rename(&tmp, path)?;
+            fsync_dir(path.parent().unwrap_or(Path::new(".")))
+        };
+        write().map_err(|e| io(format!("reserving producer ids in {}", path.display()), e))
+    }
+}
+
+impl MetadataStore for FileMetadataStore {
+    fn load(&self) -> Result<Metadata> {
+        Ok(Metadata::new(self.topics.load_all()?, self.producer_ids_reserved()?))
+    }
+
+    fn persist(&self, command: &Command, after: &Metadata) -> Result<()> {
+        match command {
+            Command::DeleteTopic { name } => self.topics.remove(name),
+            Command::ReserveProducerIds { .. } => self.save_producer_ids(after.producer_ids_reserved()),
+            Command::CreateTopic(_)
+            | Command::SetPartitions { .. }
+            | Command::SetConfig { .. }
+            | Command::SetValidators { .. }
+            | Command::SetTopicId { .. } => {
+                let name = command.topic().expect("a topic command");
+                match after.topic(name) {
+                    Some(meta) => self.topics.save(meta),
+                    // The topic is gone: the command changed nothing.
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+}
+
 /// Makes a directory's entries (creates, renames, removes) durable.
 pub fn fsync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
@@ -170,5 +250,31 @@ mod tests {
         assert!(!dir.path().join("topics/half.json.tmp").exists());
         store.remove("orders").unwrap();
         assert!(store.load_all().unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_file_store_persists_each_command_and_loads_the_state() {
+        use crate::registry::metadata::Origin;
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileMetadataStore::open(dir.path()).unwrap();
+        let mut state = store.load().unwrap();
+        assert_eq!(state, Metadata::default());
+        let create =
+            state.create_topic(Origin::Client, "t", 2, &Default::default(), 5, new_topic_id()).unwrap();
+        let reserve = state.reserve_producer_ids();
+        for cmd in [create, reserve] {
+            let mut after = state.clone();
+            after.apply(&cmd);
+            store.persist(&cmd, &after).unwrap();
+            state = after;
+        }
+        let reopened = FileMetadataStore::open(dir.path()).unwrap();
+        assert_eq!(reopened.load().unwrap(), state);
+        let delete = state.delete_topic("t").unwrap();
+        state.apply(&delete);
+        reopened.persist(&delete, &state).unwrap();
+        assert!(FileMetadataStore::open(dir.path()).unwrap().load().unwrap().topic("t").is_none());
+        std::fs::write(dir.path().join(PRODUCER_IDS_FILE), "x").unwrap();
+        assert!(reopened.load().unwrap_err().to_string().contains("corrupt"));
     }
 }

@@ -125,45 +125,15 @@ impl Registry {
         chain
     }
 
-    /// Loads a chain for new bindings; any failure refuses the change.
+    /// Loads a chain for bindings the metadata accepted; any failure refuses the change.
     pub(super) fn build_chain(
         &self,
         topic: &str,
         specs: &[ValidatorBinding],
         replacing: Option<(&Manifest, &[u8])>,
     ) -> Result<Chain> {
-        if specs.len() > limits::VALIDATORS_PER_TOPIC_MAX {
-            return Err(BrokerError::InvalidRequest(format!(
-                "a topic has at most {} validators",
-                limits::VALIDATORS_PER_TOPIC_MAX
-            )));
-        }
         let mut links = Vec::new();
         for spec in specs {
-            match (spec.on_failure, spec.dead_letter_topic.as_deref()) {
-                (FailurePolicy::DeadLetter, None) => {
-                    return Err(BrokerError::InvalidRequest(format!(
-                        "validator {:?}: on_failure dead-letter needs a dead_letter_topic",
-                        spec.plugin
-                    )));
-                }
-                (FailurePolicy::DeadLetter, Some(dlq)) => {
-                    if dlq == topic || is_internal(dlq) {
-                        return Err(BrokerError::InvalidRequest(format!(
-                            "validator {:?}: the dead-letter topic must be another, non-internal topic",
-                            spec.plugin
-                        )));
-                    }
-                    self.topic(dlq)?;
-                }
-                (_, Some(_)) => {
-                    return Err(BrokerError::InvalidRequest(format!(
-                        "validator {:?}: dead_letter_topic is only used with on_failure dead-letter",
-                        spec.plugin
-                    )));
-                }
-                (_, None) => {}
-            }
             let (manifest, wasm) = match replacing {
                 Some((m, wasm)) if m.name == spec.plugin => (m.clone(), Arc::from(wasm)),
                 _ => {
@@ -184,13 +154,11 @@ impl Registry {
     /// chain is swapped in. Batches in flight finish on the old chain.
     pub fn set_validators(&self, name: &str, specs: Vec<ValidatorBinding>) -> Result<Vec<ValidatorBinding>> {
         self.check_running()?;
-        refuse_internal(name)?;
         let _admin = self.admin.lock().expect("admin lock");
+        let command = self.metadata().bind_validators(name, specs.clone())?;
         let topic = self.topic(name)?;
         let chain = self.build_chain(name, &specs, None)?;
-        let mut next = topic.meta.lock().expect("meta lock").clone();
-        next.validators = specs.clone();
-        self.store.save(&next)?;
+        let next = self.commit(&command)?.topic(name).expect("the topic the command bound").clone();
         *topic.meta.lock().expect("meta lock") = next;
         *topic.validators.write().expect("validators lock") = Arc::new(chain);
         tracing::info!(topic = name, validators = ?specs.iter().map(|s| &s.plugin).collect::<Vec<_>>(), "bound validators");

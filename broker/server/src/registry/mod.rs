@@ -1,9 +1,13 @@
 //! The topic registry: which topics exist, their partitions' logs and their config.
+//! Changes are commands of the metadata state machine (`metadata.rs`, no I/O) made
+//! durable through the metadata store seam (`store.rs`) before they are applied;
+//! this module does the local part: partition directories, logs, validator chains.
 //! Metadata is written only after every partition directory exists, and removed
 //! before any data is deleted, so a crash never leaves a half-created topic visible;
 //! startup deletes partition directories that no topic owns.
 
 mod bindings;
+pub(crate) mod metadata;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -16,10 +20,11 @@ use serde_json::Value;
 
 use crate::config::TopicConfig;
 use crate::limits;
-use crate::plugins::binding::{Chain, FailurePolicy, Link, ValidatorBinding};
+use crate::plugins::binding::{Chain, Link, ValidatorBinding};
 use crate::plugins::{Manifest, Plugins, Upload};
 use crate::service::error::{BrokerError, Result};
-use crate::store::{self, MetaStore, TopicMeta};
+use crate::store::{self, FileMetadataStore, MetadataStore, TopicMeta};
+use metadata::{Command, Metadata, Origin, is_internal};
 
 /// How the broker was started.
 #[derive(Debug, Clone)]
@@ -146,17 +151,22 @@ impl Topic {
 pub struct Registry {
     options: BrokerOptions,
     manager: LogManager,
-    store: MetaStore,
+    /// Where metadata commands are made durable (files now, a replicated log later).
+    store: Box<dyn MetadataStore>,
+    /// The metadata every command is checked against; changed only under `admin`,
+    /// after the store made the command durable.
+    metadata: RwLock<Metadata>,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
-    /// Serialises create, delete and alter. Their disk work happens under this lock
+    /// Serialises every metadata command. Their disk work happens under this lock
     /// only, so lookups by produce and consume never wait for an fsync.
     admin: Mutex<()>,
     /// Long polls parked now, over every listener's service.
     polls: Arc<crate::service::fetch::PollGauge>,
     /// True once shutdown begins; long polls watch it to return at once.
     shutting_down: tokio::sync::watch::Sender<bool>,
-    /// Durable producer ids for idempotent producers (HTTP and binary).
-    producer_ids: crate::producer_ids::ProducerIds,
+    /// The next producer id to hand out; ids up to the metadata's reserved end are
+    /// handed out without a disk write. A restart starts at the reserved end.
+    producer_next: Mutex<i64>,
     /// Uploaded and built-in plugins, and the engine that runs them.
     plugins: Plugins,
     /// Consumer groups; set once the internal offsets topic is open.
@@ -182,8 +192,8 @@ impl Registry {
     /// partition and removes partition directories no topic owns.
     pub fn open(options: BrokerOptions) -> Result<(Arc<Registry>, StartupReport)> {
         let lock = lock_data_dir(&options.data_dir)?;
-        let store = MetaStore::open(options.data_dir.join("topics"))?;
-        let producer_ids = crate::producer_ids::ProducerIds::open(&options.data_dir)?;
+        let store = FileMetadataStore::open(&options.data_dir)?;
+        let metadata = store.load()?;
         let clock: Arc<dyn es_core::Clock> = Arc::new(es_core::SystemClock);
         let auth = Arc::new(crate::auth::Auth::open(&options.data_dir, &options.auth, clock)?);
         let mut report = StartupReport::default();
@@ -205,24 +215,23 @@ impl Registry {
         let registry = Registry {
             options,
             manager,
-            store,
+            store: Box::new(store),
+            producer_next: Mutex::new(metadata.producer_ids_reserved()),
+            metadata: RwLock::new(metadata),
             topics: RwLock::new(BTreeMap::new()),
             admin: Mutex::new(()),
             polls: Arc::default(),
             shutting_down: tokio::sync::watch::Sender::new(false),
-            producer_ids,
             plugins,
             groups: std::sync::OnceLock::new(),
             schemas: std::sync::OnceLock::new(),
             auth,
             _lock: lock,
         };
-        for mut meta in registry.store.load_all()? {
-            if meta.topic_id.is_none() {
-                // Topics from before topic ids get one now, kept durably so it never changes.
-                meta.topic_id = Some(store::new_topic_id());
-                registry.store.save(&meta)?;
-            }
+        registry.assign_missing_topic_ids()?;
+        let stored: Vec<TopicMeta> =
+            registry.metadata.read().expect("metadata lock").topics().cloned().collect();
+        for meta in stored {
             let log_config = meta.config.to_log_config()?;
             let mut partitions = Vec::new();
             for p in 0..meta.partitions {
@@ -244,6 +253,37 @@ impl Registry {
         registry.install_uploaded_checkers(&mut report.repairs);
         registry.load_chains(&mut report.repairs);
         Ok((Arc::new(registry), report))
+    }
+
+    /// Topics from before topic ids get one now, kept durably so it never changes.
+    fn assign_missing_topic_ids(&self) -> Result<()> {
+        let _admin = self.admin.lock().expect("admin lock");
+        let missing: Vec<String> = self
+            .metadata
+            .read()
+            .expect("metadata lock")
+            .topics()
+            .filter(|t| t.topic_id.is_none())
+            .map(|t| t.name.clone())
+            .collect();
+        for name in missing {
+            self.commit(&Command::SetTopicId { name, id: store::new_topic_id() })?;
+        }
+        Ok(())
+    }
+
+    /// Makes `command` durable, then applies it. The caller holds the admin lock.
+    fn commit(&self, command: &Command) -> Result<Metadata> {
+        let mut after = self.metadata.read().expect("metadata lock").clone();
+        after.apply(command);
+        self.store.persist(command, &after)?;
+        *self.metadata.write().expect("metadata lock") = after.clone();
+        Ok(after)
+    }
+
+    /// The metadata as it stands (a copy: commands change it under the admin lock).
+    fn metadata(&self) -> std::sync::RwLockReadGuard<'_, Metadata> {
+        self.metadata.read().expect("metadata lock")
     }
 
     /// Loads every topic's validators once everything they may need is open. No
@@ -321,7 +361,7 @@ impl Registry {
                     ("cleanup.policy".to_owned(), Value::from("compact")),
                     ("segment.bytes".to_owned(), Value::from(64 * 1024 * 1024)),
                 ]);
-                self.create_any(name, 1, &compact)
+                self.create_any(Origin::Broker, name, 1, &compact)
             }
         }
     }
@@ -379,14 +419,27 @@ impl Registry {
         self.topics.read().expect("topics lock").values().find(|t| t.id == id).cloned()
     }
 
-    /// A new producer id (epoch 0) for an idempotent producer; durable before it returns.
+    /// A new producer id (epoch 0) for an idempotent producer; durable before it
+    /// returns: ids come from blocks the metadata reserves before any is used, so a
+    /// restart, even after kill -9, never hands one out twice.
     pub fn allocate_producer_id(&self) -> Result<(i64, i16)> {
-        self.producer_ids.allocate()
+        let mut next = self.producer_next.lock().expect("producer ids lock");
+        if *next >= self.metadata().producer_ids_reserved() {
+            // Lock order: producer ids, then admin (no admin holder takes the first).
+            let _admin = self.admin.lock().expect("admin lock");
+            let reserve = self.metadata().reserve_producer_ids();
+            self.commit(&reserve)?;
+        }
+        let id = *next;
+        *next += 1;
+        Ok((id, 0))
     }
 
-    /// True when this broker (in any run) handed out producer id `id`.
+    /// True when this broker (in any run) handed out producer id `id`. Ids of a
+    /// block reserved but not reached before a restart count as issued: the store
+    /// keeps only the block's end, and no one else can hold them.
     pub fn producer_id_issued(&self, id: i64) -> bool {
-        self.producer_ids.issued(id)
+        (0..*self.producer_next.lock().expect("producer ids lock")).contains(&id)
     }
 
     pub fn list(&self) -> Vec<Arc<Topic>> {
@@ -406,45 +459,30 @@ impl Registry {
         partitions: u32,
         changes: &BTreeMap<String, Value>,
     ) -> Result<Arc<Topic>> {
-        refuse_internal(name)?;
-        self.create_any(name, partitions, changes)
+        self.create_any(Origin::Client, name, partitions, changes)
     }
 
     fn create_any(
         &self,
+        origin: Origin,
         name: &str,
         partitions: u32,
         changes: &BTreeMap<String, Value>,
     ) -> Result<Arc<Topic>> {
         self.check_running()?;
-        validate_topic_name(name)?;
-        if !(1..=limits::PARTITIONS_MAX).contains(&partitions) {
-            return Err(BrokerError::InvalidRequest(format!(
-                "partitions must be between 1 and {}; got {partitions}",
-                limits::PARTITIONS_MAX
-            )));
-        }
-        let config = TopicConfig::default().with_changes(changes)?;
-        let log_config = self.log_config(&config)?;
         let _admin = self.admin.lock().expect("admin lock");
-        if self.topic(name).is_ok() {
-            return Err(BrokerError::TopicExists(name.to_owned()));
-        }
+        let id = store::new_topic_id();
+        let command =
+            self.metadata().create_topic(origin, name, partitions, changes, SystemClock.now_ms(), id)?;
+        let Command::CreateTopic(meta) = &command else { unreachable!("create_topic plans a CreateTopic") };
+        let log_config = self.log_config(&meta.config)?;
         let logs = self.open_new_partitions(name, 0..partitions, &log_config)?;
-        let meta = TopicMeta {
-            name: name.to_owned(),
-            partitions,
-            config,
-            created_ms: SystemClock.now_ms(),
-            validators: Vec::new(),
-            topic_id: Some(store::new_topic_id()),
-        };
-        if let Err(e) = self.store.save(&meta) {
+        if let Err(e) = self.commit(&command) {
             self.discard(&logs);
             return Err(e);
         }
         tracing::info!(topic = name, partitions, "created topic");
-        Ok(self.insert(meta, logs, Chain::default()))
+        Ok(self.insert(meta.clone(), logs, Chain::default()))
     }
 
     /// Opens fresh, empty partitions `range` of `name` (a leftover directory is
@@ -475,21 +513,9 @@ impl Registry {
     /// Removes a topic: metadata first (durably), then its partitions' data.
     pub fn delete(&self, name: &str) -> Result<()> {
         self.check_running()?;
-        refuse_internal(name)?;
         let _admin = self.admin.lock().expect("admin lock");
-        self.topic(name)?;
-        let users: Vec<String> = self
-            .list()
-            .iter()
-            .filter(|t| {
-                t.validators().links.iter().any(|l| l.spec.dead_letter_topic.as_deref() == Some(name))
-            })
-            .map(|t| t.name())
-            .collect();
-        if !users.is_empty() {
-            return Err(BrokerError::TopicInUse { topic: name.to_owned(), users });
-        }
-        self.store.remove(name)?;
+        let command = self.metadata().delete_topic(name)?;
+        self.commit(&command)?;
         let topic = self
             .topics
             .write()
@@ -528,24 +554,19 @@ impl Registry {
     /// is swapped whole, so a produce in flight finishes on the partitions it saw.
     pub fn add_partitions(&self, name: &str, count: u32) -> Result<Arc<Topic>> {
         self.check_running()?;
-        refuse_internal(name)?;
         let _admin = self.admin.lock().expect("admin lock");
+        let command = self.metadata().add_partitions(name, count)?;
         let topic = self.topic(name)?;
         let current = topic.partition_count();
-        if count <= current || count > limits::PARTITIONS_MAX {
-            return Err(BrokerError::InvalidRequest(format!(
-                "topic {name:?} has {current} partitions; the new count must be above that and at most {}; got {count}",
-                limits::PARTITIONS_MAX
-            )));
-        }
-        let mut next = topic.meta.lock().expect("meta lock").clone();
-        let log_config = self.log_config(&next.config)?;
+        let log_config = self.log_config(&topic.config())?;
         let added = self.open_new_partitions(name, current..count, &log_config)?;
-        next.partitions = count;
-        if let Err(e) = self.store.save(&next) {
-            self.discard(&added);
-            return Err(e);
-        }
+        let next = match self.commit(&command) {
+            Ok(after) => after.topic(name).expect("the topic the command grew").clone(),
+            Err(e) => {
+                self.discard(&added);
+                return Err(e);
+            }
+        };
         let mut logs = topic.partitions.clone();
         logs.extend(added);
         tracing::info!(topic = name, from = current, to = count, "added partitions");
@@ -555,14 +576,15 @@ impl Registry {
     /// Changes a topic's config: validated, persisted, then applied to every partition.
     pub fn alter(&self, name: &str, changes: &BTreeMap<String, Value>) -> Result<TopicConfig> {
         self.check_running()?;
-        refuse_internal(name)?;
         let _admin = self.admin.lock().expect("admin lock");
+        let command = self.metadata().alter_config(name, changes)?;
+        let Command::SetConfig { config, .. } = &command else {
+            unreachable!("alter_config plans a SetConfig")
+        };
+        let log_config = self.log_config(config)?;
         let topic = self.topic(name)?;
-        let mut next = topic.meta.lock().expect("meta lock").clone();
-        let config = next.config.with_changes(changes)?;
-        let log_config = self.log_config(&config)?;
-        next.config = config.clone();
-        self.store.save(&next)?;
+        let next = self.commit(&command)?.topic(name).expect("the topic the command altered").clone();
+        let config = next.config.clone();
         for log in &topic.partitions {
             log.set_config(log_config.clone())?;
         }
@@ -651,36 +673,6 @@ fn describe_recovery(dir_name: &str, recovery: &RecoveryReport, repairs: &mut Ve
     }
 }
 
-fn is_internal(name: &str) -> bool {
-    name.starts_with(crate::groups::INTERNAL_PREFIX)
-}
-
-/// Internal topics (the committed offsets) are the broker's own: no create, alter or delete.
-fn refuse_internal(name: &str) -> Result<()> {
-    if is_internal(name) {
-        return Err(BrokerError::InvalidTopicName {
-            name: name.to_owned(),
-            reason: "names starting with \"__es_\" are reserved for the broker's internal topics",
-        });
-    }
-    Ok(())
-}
-
-/// Kafka's topic name rule: 1 to 249 of `[A-Za-z0-9._-]`, and not `.` or `..`.
-fn validate_topic_name(name: &str) -> Result<()> {
-    let bad = |reason| Err(BrokerError::InvalidTopicName { name: name.to_owned(), reason });
-    if name.is_empty() || name.len() > limits::TOPIC_NAME_CHARS_MAX {
-        return bad("a topic name has 1 to 249 characters");
-    }
-    if name == "." || name == ".." {
-        return bad("\".\" and \"..\" are reserved");
-    }
-    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')) {
-        return bad("use only ASCII letters, digits, '.', '_' and '-'");
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -753,13 +745,20 @@ mod tests {
     }
 
     #[test]
-    fn topic_names_follow_kafkas_rule() {
-        for ok in ["a", "A.b_c-9", &"x".repeat(249)] {
-            validate_topic_name(ok).unwrap();
-        }
-        for bad in ["", ".", "..", "a/b", "a b", "é", &"x".repeat(250)] {
-            assert!(validate_topic_name(bad).is_err(), "{bad:?}");
-        }
+    fn producer_ids_are_unique_across_restarts_and_only_issued_ones_are_known() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = open(dir.path());
+        assert!(!r.producer_id_issued(0), "nothing is issued before the first allocation");
+        let first: Vec<i64> = (0..3).map(|_| r.allocate_producer_id().unwrap().0).collect();
+        assert_eq!(first, vec![0, 1, 2]);
+        assert!(r.producer_id_issued(2) && !r.producer_id_issued(3) && !r.producer_id_issued(-1));
+        r.shutdown().unwrap();
+        drop(r);
+        let r = open(dir.path());
+        assert!(r.producer_id_issued(2), "an id issued before a restart stays known");
+        let block = metadata::PRODUCER_ID_BLOCK;
+        assert!(!r.producer_id_issued(block), "the next block's ids are not issued yet");
+        assert_eq!(r.allocate_producer_id().unwrap().0, block, "a restart skips the whole reserved block");
     }
 
     /// A produce refreshing its schema-enforcing chain never waits for the admin
