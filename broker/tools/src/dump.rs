@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use crate::error::{IoContext, Result, ToolsError};
 use crate::layout::{self, Layout, PARTITIONS_DIR};
 use crate::limits::COPY_BUFFER_BYTES;
-use crate::manifest::{FORMAT, FORMAT_VERSION, FileEntry, MANIFEST_NAME, Manifest, PartitionEntry, TopicEntry};
+use crate::manifest::{
+    FORMAT, FORMAT_VERSION, FileEntry, MANIFEST_NAME, Manifest, PartitionEntry, TopicEntry,
+};
 use crate::progress::Progress;
 use crate::stamp::Stamp;
 use crate::verify::{BatchChecker, Hasher, SegmentSpan};
@@ -62,8 +64,10 @@ pub fn dump(options: &DumpOptions) -> Result<DumpReport> {
 
 /// Refuses an archive path inside the data directory: the dump would read itself.
 fn check_output(options: &DumpOptions) -> Result<()> {
-    let data = fs::canonicalize(&options.data_dir)
-        .map_err(|_| ToolsError::NotADataDir { dir: options.data_dir.clone(), reason: "no such directory".into() })?;
+    let data = fs::canonicalize(&options.data_dir).map_err(|_| ToolsError::NotADataDir {
+        dir: options.data_dir.clone(),
+        reason: "no such directory".into(),
+    })?;
     let parent = parent_of(&options.out);
     let out_dir = fs::canonicalize(parent).ctx(|| format!("finding the directory {}", parent.display()))?;
     if out_dir.starts_with(&data) {
@@ -137,7 +141,12 @@ fn segment_of(rel: &str) -> Option<(&str, &str)> {
     (name.ends_with(".log") && !name.contains('/')).then_some((dir, name))
 }
 
-fn survey_file(root: &Path, rel: &str, segment: bool, progress: &Progress) -> Result<(FileEntry, Option<SegmentSpan>)> {
+fn survey_file(
+    root: &Path,
+    rel: &str,
+    segment: bool,
+    progress: &Progress,
+) -> Result<(FileEntry, Option<SegmentSpan>)> {
     let path = root.join(rel);
     let mut file = File::open(&path).ctx(|| format!("opening {}", path.display()))?;
     let mode = file.metadata().ctx(|| format!("reading {}", path.display()))?.permissions().mode() & 0o777;
@@ -165,7 +174,10 @@ fn corrupt(rel: &str, fault: verify::BatchFault) -> ToolsError {
     ToolsError::CorruptSegment { path: rel.to_owned(), position: fault.position, reason: fault.reason }
 }
 
-fn topic_entries(layout: &Layout, spans: &BTreeMap<String, Vec<(String, u64, SegmentSpan)>>) -> Vec<TopicEntry> {
+fn topic_entries(
+    layout: &Layout,
+    spans: &BTreeMap<String, Vec<(String, u64, SegmentSpan)>>,
+) -> Vec<TopicEntry> {
     let mut topics: BTreeMap<&str, Vec<PartitionEntry>> =
         layout.topics.keys().map(|name| (name.as_str(), Vec::new())).collect();
     for (dir, segments) in spans {
@@ -203,19 +215,24 @@ fn write_archive(options: &DumpOptions, manifest: &Manifest, partial: &Path) -> 
     let mtime = Stamp::now().unix_secs;
     let json = serde_json::to_vec_pretty(manifest).expect("a manifest serializes");
     let what = || format!("writing {}", partial.display());
-    tar.append_data(&mut header(json.len() as u64, 0o644, mtime), MANIFEST_NAME, json.as_slice()).ctx(what)?;
-    let progress =
-        if options.progress { Progress::bytes("writing", manifest.total_bytes()) } else { Progress::hidden() };
+    tar.append_data(&mut header(json.len() as u64, 0o644, mtime), MANIFEST_NAME, json.as_slice())
+        .ctx(what)?;
+    let progress = if options.progress {
+        Progress::bytes("writing", manifest.total_bytes())
+    } else {
+        Progress::hidden()
+    };
     for entry in &manifest.files {
         let path = options.data_dir.join(&entry.path);
         let file = File::open(&path).ctx(|| format!("opening {}", path.display()))?;
-        let mut reader = Exact { inner: file, left: entry.size, hasher: Hasher::default(), progress: &progress };
-        tar.append_data(&mut header(entry.size, entry.mode, mtime), &entry.path, &mut reader).map_err(|e| {
-            match e.kind() {
+        let mut reader =
+            Exact { inner: file, left: entry.size, hasher: Hasher::default(), progress: &progress };
+        tar.append_data(&mut header(entry.size, entry.mode, mtime), &entry.path, &mut reader).map_err(
+            |e| match e.kind() {
                 io::ErrorKind::UnexpectedEof => changed(&entry.path, "it shrank"),
                 _ => ToolsError::io(what(), e),
-            }
-        })?;
+            },
+        )?;
         let mut probe = [0u8; 1];
         if reader.inner.read(&mut probe).ctx(|| format!("reading {}", path.display()))? != 0 {
             return Err(changed(&entry.path, "it grew"));

@@ -31,7 +31,9 @@ pub enum ToolsError {
          partition, start the broker once (recovery trims a torn tail) and stop it, then dump again"
     )]
     CorruptSegment { path: String, position: u64, reason: String },
-    #[error("{path} changed while it was being dumped ({reason}); is something else writing to the data directory?")]
+    #[error(
+        "{path} changed while it was being dumped ({reason}); is something else writing to the data directory?"
+    )]
     ChangedDuringDump { path: String, reason: String },
     #[error("the archive has no manifest: its first entry is {found:?}, not {expected:?}")]
     NoManifest { found: String, expected: &'static str },
@@ -51,7 +53,9 @@ pub enum ToolsError {
     Truncated { path: String, read: u64, declared: u64 },
     #[error("the archive is truncated or damaged after {after}: {reason}")]
     ArchiveDamaged { after: String, reason: String },
-    #[error("the archive lacks {count} file(s) the manifest names, the first being {first} (a truncated archive)")]
+    #[error(
+        "the archive lacks {count} file(s) the manifest names, the first being {first} (a truncated archive)"
+    )]
     Missing { first: String, count: usize },
     #[error("refused {path}: its sha256 is {actual}, the manifest says {expected} (the file was altered)")]
     HashMismatch { path: String, expected: String, actual: String },

@@ -48,7 +48,8 @@ pub struct Layout {
 /// Lists what to dump from `data_dir`; with `prefix`, only user topics whose name
 /// starts with it (and every internal topic and the broker-wide state).
 pub fn scan(data_dir: &Path, prefix: Option<&str>) -> Result<Layout> {
-    let not_data = |reason: &str| ToolsError::NotADataDir { dir: data_dir.to_owned(), reason: reason.to_owned() };
+    let not_data =
+        |reason: &str| ToolsError::NotADataDir { dir: data_dir.to_owned(), reason: reason.to_owned() };
     if !data_dir.is_dir() {
         return Err(not_data("no such directory"));
     }
@@ -57,7 +58,8 @@ pub fn scan(data_dir: &Path, prefix: Option<&str>) -> Result<Layout> {
     }
     let all = read_topics(data_dir)?;
     let wanted = |name: &str| name.starts_with(INTERNAL_PREFIX) || prefix.is_none_or(|p| name.starts_with(p));
-    let topics: BTreeMap<String, u32> = all.iter().filter(|(n, _)| wanted(n)).map(|(n, p)| (n.clone(), *p)).collect();
+    let topics: BTreeMap<String, u32> =
+        all.iter().filter(|(n, _)| wanted(n)).map(|(n, p)| (n.clone(), *p)).collect();
     let mut layout = Layout { topics, ..Layout::default() };
     walk(data_dir, "", &all, &mut layout)?;
     layout.files.sort();

@@ -15,11 +15,11 @@ use std::path::{Path, PathBuf};
 use crate::dump::{parent_of, sync_dir};
 use crate::error::{IoContext, Result, ToolsError};
 use crate::limits::{COPY_BUFFER_BYTES, MANIFEST_BYTES_MAX};
+use crate::lock;
 use crate::manifest::{FileEntry, MANIFEST_NAME, Manifest};
 use crate::progress::Progress;
 use crate::stamp::Stamp;
 use crate::verify::{BatchChecker, Hasher};
-use crate::lock;
 
 #[derive(Debug, Clone)]
 pub struct RestoreOptions {
@@ -44,7 +44,8 @@ pub fn restore(options: &RestoreOptions) -> Result<RestoreReport> {
     let archive = File::open(&options.archive).ctx(|| format!("opening {}", options.archive.display()))?;
     let size = archive.metadata().ctx(|| format!("reading {}", options.archive.display()))?.len();
     let progress = if options.progress { Progress::bytes("restoring", size) } else { Progress::hidden() };
-    let reader = Counted { inner: io::BufReader::with_capacity(COPY_BUFFER_BYTES, archive), progress: &progress };
+    let reader =
+        Counted { inner: io::BufReader::with_capacity(COPY_BUFFER_BYTES, archive), progress: &progress };
     if options.verify_only {
         let manifest = extract(reader, None)?;
         progress.finish();
@@ -87,7 +88,9 @@ impl Target {
         match fs::symlink_metadata(dir) {
             Ok(m) if m.is_dir() => Ok(Target { dir: dir.to_owned(), exists: true }),
             Ok(_) => Err(bad("it exists and is not a directory")),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Target { dir: dir.to_owned(), exists: false }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                Ok(Target { dir: dir.to_owned(), exists: false })
+            }
             Err(e) => Err(ToolsError::io(format!("reading {}", dir.display()), e)),
         }
     }
@@ -117,7 +120,9 @@ impl Target {
             &self.dir,
             rustix::fs::RenameFlags::EXCHANGE,
         ) {
-            Ok(()) => fs::rename(staging, &old).ctx(|| format!("moving the old data to {}", old.display()))?,
+            Ok(()) => {
+                fs::rename(staging, &old).ctx(|| format!("moving the old data to {}", old.display()))?
+            }
             Err(_) => {
                 fs::rename(&self.dir, &old).ctx(|| format!("moving the old data to {}", old.display()))?;
                 fs::rename(staging, &self.dir).ctx(what)?;
@@ -145,7 +150,7 @@ pub fn extract(reader: impl Read, staging: Option<&Path>) -> Result<Manifest> {
     }
     let mut seen: HashSet<String> = HashSet::with_capacity(declared.len());
     let mut last = MANIFEST_NAME.to_owned();
-    while let Some(entry) = entries.next() {
+    for entry in entries {
         let mut entry = entry.map_err(|e| damaged(&last, &e))?;
         let file = admit(&entry, &declared, &seen)?;
         copy_entry(&mut entry, file, staging)?;
@@ -175,14 +180,21 @@ fn read_manifest<R: Read>(entries: &mut tar::Entries<'_, R>) -> Result<Manifest>
     }
     let size = first.header().size().map_err(|e| damaged("the manifest's header", &e))?;
     if size > MANIFEST_BYTES_MAX {
-        return Err(ToolsError::BadManifest { reason: format!("it claims {size} bytes, over {MANIFEST_BYTES_MAX}") });
+        return Err(ToolsError::BadManifest {
+            reason: format!("it claims {size} bytes, over {MANIFEST_BYTES_MAX}"),
+        });
     }
     let mut text = Vec::with_capacity(size as usize);
     first.read_to_end(&mut text).map_err(|e| damaged(MANIFEST_NAME, &e))?;
     if text.len() as u64 != size {
-        return Err(ToolsError::Truncated { path: MANIFEST_NAME.into(), read: text.len() as u64, declared: size });
+        return Err(ToolsError::Truncated {
+            path: MANIFEST_NAME.into(),
+            read: text.len() as u64,
+            declared: size,
+        });
     }
-    serde_json::from_slice(&text).map_err(|e| ToolsError::BadManifest { reason: format!("it is not valid: {e}") })
+    serde_json::from_slice(&text)
+        .map_err(|e| ToolsError::BadManifest { reason: format!("it is not valid: {e}") })
 }
 
 fn is_regular(kind: tar::EntryType) -> bool {
@@ -260,7 +272,11 @@ fn copy_entry(entry: &mut impl Read, file: &FileEntry, staging: Option<&Path>) -
     }
     let actual = hasher.finish();
     if actual != file.sha256 {
-        return Err(ToolsError::HashMismatch { path: file.path.clone(), expected: file.sha256.clone(), actual });
+        return Err(ToolsError::HashMismatch {
+            path: file.path.clone(),
+            expected: file.sha256.clone(),
+            actual,
+        });
     }
     checker.map(BatchChecker::finish).transpose().map_err(|f| bad_batch(file, f))?;
     if let Some((f, path)) = out {
@@ -292,7 +308,8 @@ fn create(root: &Path, file: &FileEntry) -> Result<(File, PathBuf)> {
         .mode(file.mode)
         .open(&path)
         .ctx(|| format!("creating {}", path.display()))?;
-    f.set_permissions(fs::Permissions::from_mode(file.mode)).ctx(|| format!("setting the mode of {}", path.display()))?;
+    f.set_permissions(fs::Permissions::from_mode(file.mode))
+        .ctx(|| format!("setting the mode of {}", path.display()))?;
     Ok((f, path))
 }
 
@@ -384,7 +401,12 @@ mod tests {
             dirs: vec![],
             files: files
                 .iter()
-                .map(|(p, d)| FileEntry { path: (*p).into(), size: d.len() as u64, sha256: sha(d), mode: 0o644 })
+                .map(|(p, d)| FileEntry {
+                    path: (*p).into(),
+                    size: d.len() as u64,
+                    sha256: sha(d),
+                    mode: 0o644,
+                })
                 .collect(),
         }
     }
@@ -404,8 +426,11 @@ mod tests {
     fn archive(manifest: &Manifest, entries: &[(&[u8], tar::EntryType, u64, &[u8])]) -> Vec<u8> {
         let mut b = tar::Builder::new(Vec::new());
         let json = serde_json::to_vec(manifest).unwrap();
-        b.append(&raw_header(MANIFEST_NAME.as_bytes(), json.len() as u64, tar::EntryType::Regular), json.as_slice())
-            .unwrap();
+        b.append(
+            &raw_header(MANIFEST_NAME.as_bytes(), json.len() as u64, tar::EntryType::Regular),
+            json.as_slice(),
+        )
+        .unwrap();
         for (name, kind, size, data) in entries {
             b.append(&raw_header(name, *size, *kind), *data).unwrap();
         }
@@ -531,7 +556,8 @@ mod tests {
     }
 
     fn listing(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        let mut names: Vec<String> =
+            fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         names.sort();
         names
     }
@@ -543,7 +569,9 @@ mod tests {
         let target = dir.path().join("restored");
         let report = restore_into(&dir.path().join("backup.tar"), &target, true).unwrap();
         assert!(report.kept.is_none(), "nothing was there to keep");
-        for rel in ["topics/a.json", "partitions/FORMAT", "partitions/a-0/00000000000000000000.log", "auth-pepper"] {
+        for rel in
+            ["topics/a.json", "partitions/FORMAT", "partitions/a-0/00000000000000000000.log", "auth-pepper"]
+        {
             assert_eq!(fs::read(source.join(rel)).unwrap(), fs::read(target.join(rel)).unwrap(), "{rel}");
         }
         let mode = fs::metadata(target.join("auth-pepper")).unwrap().permissions().mode() & 0o777;
@@ -557,7 +585,11 @@ mod tests {
         fs::write(target.join("marker"), b"old").unwrap();
         assert!(restore_into(&dir.path().join("backup.tar"), &target, false).unwrap().kept.is_none());
         assert!(!target.join("marker").exists());
-        assert_eq!(listing(dir.path()), ["backup.tar", "data", "restored"], "--no-keep leaves nothing beside");
+        assert_eq!(
+            listing(dir.path()),
+            ["backup.tar", "data", "restored"],
+            "--no-keep leaves nothing beside"
+        );
     }
 
     #[test]

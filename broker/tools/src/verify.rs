@@ -104,7 +104,8 @@ pub(crate) mod tests {
 
     /// A valid v2 batch of `count` records starting at `base`.
     pub(crate) fn batch(base: u64, count: usize) -> Vec<u8> {
-        let records: Vec<Record> = (0..count).map(|i| Record::from_value(format!("value {i}").into_bytes())).collect();
+        let records: Vec<Record> =
+            (0..count).map(|i| Record::from_value(format!("value {i}").into_bytes())).collect();
         let mut bytes = es_core::batch::encode(&records, 1_700_000_000_000, ProducerInfo::NONE).unwrap();
         es_core::batch::stamp(&mut bytes, base, LeaderEpoch(0));
         bytes

@@ -61,9 +61,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let progress = !cli.quiet && std::io::stderr().is_terminal();
     let result = match cli.command {
-        Command::Dump { data_dir, out, topics, journal_dir, replay_journal } => {
-            run_dump(&DumpOptions { data_dir, out, topics_prefix: topics, journal_dir, replay_journal, progress })
-        }
+        Command::Dump { data_dir, out, topics, journal_dir, replay_journal } => run_dump(&DumpOptions {
+            data_dir,
+            out,
+            topics_prefix: topics,
+            journal_dir,
+            replay_journal,
+            progress,
+        }),
         Command::Restore { archive, data_dir, verify_only, no_keep } => {
             run_restore(&RestoreOptions { archive, data_dir, verify_only, keep_old: !no_keep, progress })
         }
@@ -119,7 +124,10 @@ fn run_restore(options: &RestoreOptions) -> Result<(), String> {
     }
     println!("restored {} into {}: {summary}", options.archive.display(), options.data_dir.display());
     if let Some(kept) = &report.kept {
-        println!("the previous data directory is kept in {} (delete it when no longer needed)", kept.display());
+        println!(
+            "the previous data directory is kept in {} (delete it when no longer needed)",
+            kept.display()
+        );
     }
     Ok(())
 }
