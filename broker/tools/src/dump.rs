@@ -46,6 +46,7 @@ pub struct DumpReport {
 /// Dumps `options.data_dir` into `options.out` (written as `<out>.partial`, then
 /// renamed, so a failed dump never leaves a file that looks complete).
 pub fn dump(options: &DumpOptions) -> Result<DumpReport> {
+    layout::check_data_dir(&options.data_dir)?;
     check_output(options)?;
     let _lock = lock::lock(&options.data_dir)?;
     let replayed = settle_journal(options)?;

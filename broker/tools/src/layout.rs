@@ -48,14 +48,7 @@ pub struct Layout {
 /// Lists what to dump from `data_dir`; with `prefix`, only user topics whose name
 /// starts with it (and every internal topic and the broker-wide state).
 pub fn scan(data_dir: &Path, prefix: Option<&str>) -> Result<Layout> {
-    let not_data =
-        |reason: &str| ToolsError::NotADataDir { dir: data_dir.to_owned(), reason: reason.to_owned() };
-    if !data_dir.is_dir() {
-        return Err(not_data("no such directory"));
-    }
-    if !data_dir.join(TOPICS_DIR).is_dir() && !data_dir.join(PARTITIONS_DIR).is_dir() {
-        return Err(not_data("it has neither a topics/ nor a partitions/ directory"));
-    }
+    check_data_dir(data_dir)?;
     let all = read_topics(data_dir)?;
     let wanted = |name: &str| name.starts_with(INTERNAL_PREFIX) || prefix.is_none_or(|p| name.starts_with(p));
     let topics: BTreeMap<String, u32> =
@@ -65,6 +58,20 @@ pub fn scan(data_dir: &Path, prefix: Option<&str>) -> Result<Layout> {
     layout.files.sort();
     layout.dirs.sort();
     Ok(layout)
+}
+
+/// Refuses a directory that is not a broker's data directory, before anything
+/// (even the lock file) is written into it.
+pub fn check_data_dir(data_dir: &Path) -> Result<()> {
+    let not_data =
+        |reason: &str| ToolsError::NotADataDir { dir: data_dir.to_owned(), reason: reason.to_owned() };
+    if !data_dir.is_dir() {
+        return Err(not_data("no such directory"));
+    }
+    if !data_dir.join(TOPICS_DIR).is_dir() && !data_dir.join(PARTITIONS_DIR).is_dir() {
+        return Err(not_data("it has neither a topics/ nor a partitions/ directory"));
+    }
+    Ok(())
 }
 
 /// The topic that owns partition directory `dir`, if any: `<topic>-<n>` with
