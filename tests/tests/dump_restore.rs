@@ -249,3 +249,39 @@ fn the_operations_guide_backup_block_runs_as_written() {
     assert_eq!(all_records(&b), records);
     stop(&mut b);
 }
+
+fn journal_files(data: &Path) -> usize {
+    let dir = data.join("partitions/journal");
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".journal")).count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_journal_left_by_kill_9_is_refused_then_replayed_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut b = Broker::start_with(&data, &["--journal-enabled", "true"]);
+    create_topic(&b);
+    produce_http(&b);
+    let acknowledged = all_records(&b);
+    b.kill9();
+    assert!(journal_files(&data) > 0, "kill -9 left no journal file");
+    let refused = tools(&["dump", "--data-dir", "data", "--out", "backup.tar"], dir.path());
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("a crash left unreplayed") && text(&refused).contains("--replay-journal")
+    );
+    assert!(!dir.path().join("backup.tar").exists());
+    let out = tools(&["dump", "--data-dir", "data", "--out", "backup.tar", "--replay-journal"], dir.path());
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("replayed the journal first"), "{}", text(&out));
+    assert_eq!(journal_files(&data), 0, "the replay removes the journal files");
+    let restore = tools(&["restore", "--archive", "backup.tar", "--data-dir", "restored"], dir.path());
+    assert!(restore.status.success(), "{}", text(&restore));
+    let mut b = Broker::start(&dir.path().join("restored"));
+    assert_eq!(all_records(&b), acknowledged, "an acknowledged record is missing from the restored copy");
+    stop(&mut b);
+}
