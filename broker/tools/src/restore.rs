@@ -19,7 +19,7 @@ use crate::lock;
 use crate::manifest::{FileEntry, MANIFEST_NAME, Manifest};
 use crate::progress::Progress;
 use crate::stamp::Stamp;
-use crate::verify::{BatchChecker, Hasher};
+use crate::verify::{BatchChecker, Hasher, SegmentSpan};
 
 #[derive(Debug, Clone)]
 pub struct RestoreOptions {
@@ -149,11 +149,14 @@ pub fn extract(reader: impl Read, staging: Option<&Path>) -> Result<Manifest> {
         }
     }
     let mut seen: HashSet<String> = HashSet::with_capacity(declared.len());
+    let mut spans = Spans::new();
     let mut last = MANIFEST_NAME.to_owned();
     for entry in entries {
         let mut entry = entry.map_err(|e| damaged(&last, &e))?;
         let file = admit(&entry, &declared, &seen)?;
-        copy_entry(&mut entry, file, staging)?;
+        if let Some(span) = copy_entry(&mut entry, file, staging)? {
+            spans.add(&file.path, span);
+        }
         seen.insert(file.path.clone());
         last.clone_from(&file.path);
     }
@@ -161,7 +164,44 @@ pub fn extract(reader: impl Read, staging: Option<&Path>) -> Result<Manifest> {
     if let Some(first) = missing.first() {
         return Err(ToolsError::Missing { first: first.path.clone(), count: missing.len() });
     }
+    spans.check(&manifest)?;
     Ok(manifest)
+}
+
+/// The offsets each partition's restored segments hold: (first, next).
+struct Spans(HashMap<String, (u64, u64)>);
+
+impl Spans {
+    fn new() -> Spans {
+        Spans(HashMap::new())
+    }
+
+    fn add(&mut self, segment: &str, span: SegmentSpan) {
+        let (Some(first), Some(next)) = (span.first_offset, span.next_offset) else {
+            return;
+        };
+        let dir = segment.rsplit_once('/').map_or(segment, |(dir, _)| dir).to_owned();
+        let range = self.0.entry(dir).or_insert((first, next));
+        *range = (range.0.min(first), range.1.max(next));
+    }
+
+    /// The manifest's offset ranges must be what the segments hold.
+    fn check(&self, manifest: &Manifest) -> Result<()> {
+        for partition in manifest.topics.iter().flat_map(|t| &t.partitions) {
+            let Some(&(first, next)) = self.0.get(&partition.dir) else {
+                continue;
+            };
+            if (first, next) != (partition.log_start, partition.log_end) {
+                return Err(ToolsError::BadManifest {
+                    reason: format!(
+                        "{} holds offsets [{first}, {next}), the manifest says [{}, {})",
+                        partition.dir, partition.log_start, partition.log_end
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 fn damaged(after: &str, e: &io::Error) -> ToolsError {
@@ -242,8 +282,12 @@ fn admit<'m, R: Read>(
     Ok(file)
 }
 
-/// Streams one entry through its checks (and into `staging`).
-fn copy_entry(entry: &mut impl Read, file: &FileEntry, staging: Option<&Path>) -> Result<()> {
+/// Streams one entry through its checks (and into `staging`); a segment's span.
+fn copy_entry(
+    entry: &mut impl Read,
+    file: &FileEntry,
+    staging: Option<&Path>,
+) -> Result<Option<SegmentSpan>> {
     let mut out = match staging {
         Some(root) => Some(create(root, file)?),
         None => None,
@@ -278,11 +322,11 @@ fn copy_entry(entry: &mut impl Read, file: &FileEntry, staging: Option<&Path>) -
             actual,
         });
     }
-    checker.map(BatchChecker::finish).transpose().map_err(|f| bad_batch(file, f))?;
+    let span = checker.map(BatchChecker::finish).transpose().map_err(|f| bad_batch(file, f))?;
     if let Some((f, path)) = out {
         f.sync_all().ctx(|| format!("syncing {}", path.display()))?;
     }
-    Ok(())
+    Ok(span)
 }
 
 fn bad_batch(file: &FileEntry, fault: crate::verify::BatchFault) -> ToolsError {
@@ -508,6 +552,27 @@ mod tests {
         let m = manifest_of(&[(path, &segment)]);
         let err = refused(&archive(&m, &[(path.as_bytes(), REG, segment.len() as u64, &segment)]));
         assert!(matches!(&err, ToolsError::BadBatch { reason, .. } if reason.contains("crc")), "{err}");
+    }
+
+    #[test]
+    fn offset_ranges_that_disagree_with_the_segments_are_refused() {
+        let segment = [batch(0, 3), batch(3, 2)].concat();
+        let path = "partitions/a-0/00000000000000000000.log";
+        let mut m = manifest_of(&[(path, &segment)]);
+        let partition = crate::manifest::PartitionEntry {
+            partition: 0,
+            dir: "partitions/a-0".into(),
+            log_start: 0,
+            log_end: 5,
+            segments: 1,
+            bytes: segment.len() as u64,
+        };
+        m.topics = vec![crate::manifest::TopicEntry { name: "a".into(), partitions: vec![partition] }];
+        let entries = [(path.as_bytes(), REG, segment.len() as u64, segment.as_slice())];
+        extract(archive(&m, &entries).as_slice(), None).unwrap();
+        m.topics[0].partitions[0].log_end = 9;
+        let err = refused(&archive(&m, &entries));
+        assert!(err.to_string().contains("holds offsets [0, 5), the manifest says [0, 9)"), "{err}");
     }
 
     #[test]
