@@ -63,8 +63,12 @@ pub fn dump(options: &DumpOptions) -> Result<DumpReport> {
     Ok(DumpReport { manifest, replayed, orphans: layout.orphans })
 }
 
-/// Refuses an archive path inside the data directory: the dump would read itself.
+/// Refuses to overwrite a file (an earlier backup, say) and an archive path inside
+/// the data directory, which the dump would read itself.
 fn check_output(options: &DumpOptions) -> Result<()> {
+    if fs::symlink_metadata(&options.out).is_ok() {
+        return Err(ToolsError::OutputExists { path: options.out.clone() });
+    }
     let data = fs::canonicalize(&options.data_dir).map_err(|_| ToolsError::NotADataDir {
         dir: options.data_dir.clone(),
         reason: "no such directory".into(),
@@ -309,4 +313,58 @@ pub(crate) fn sync_parent(path: &Path) -> Result<()> {
 
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir).and_then(|d| d.sync_all()).ctx(|| format!("syncing the directory {}", dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data_dir(root: &Path) -> PathBuf {
+        let d = root.join("data");
+        fs::create_dir_all(d.join("topics")).unwrap();
+        fs::create_dir_all(d.join("partitions")).unwrap();
+        fs::write(d.join("partitions/FORMAT"), b"es-log 2\n").unwrap();
+        d
+    }
+
+    fn options(data_dir: PathBuf, out: PathBuf) -> DumpOptions {
+        DumpOptions {
+            data_dir,
+            out,
+            topics_prefix: None,
+            journal_dir: None,
+            replay_journal: false,
+            progress: false,
+        }
+    }
+
+    #[test]
+    fn an_existing_archive_or_one_inside_the_data_dir_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = data_dir(dir.path());
+        fs::write(dir.path().join("old.tar"), b"an earlier backup").unwrap();
+        let err = dump(&options(d.clone(), dir.path().join("old.tar"))).unwrap_err();
+        assert!(matches!(err, ToolsError::OutputExists { .. }), "{err}");
+        assert_eq!(fs::read(dir.path().join("old.tar")).unwrap(), b"an earlier backup");
+        let err = dump(&options(d.clone(), d.join("topics/backup.tar"))).unwrap_err();
+        assert!(err.to_string().contains("inside the data directory"), "{err}");
+    }
+
+    #[test]
+    fn a_crash_journal_is_refused_unless_replayed() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = data_dir(dir.path());
+        let journal = d.join("partitions/journal");
+        fs::create_dir_all(&journal).unwrap();
+        // A preallocated file with no record yet: what a crash right after a rotation leaves.
+        fs::write(journal.join("00000000000000000001.journal"), vec![0u8; 4096]).unwrap();
+        let out = dir.path().join("backup.tar");
+        let err = dump(&options(d.clone(), out.clone())).unwrap_err();
+        assert!(matches!(err, ToolsError::JournalNotReplayed { files: 1, .. }), "{err}");
+        assert!(!out.exists() && !partial_path(&out).exists());
+        let report = dump(&DumpOptions { replay_journal: true, ..options(d.clone(), out.clone()) }).unwrap();
+        assert_eq!(report.replayed.map(|r| r.files), Some(1));
+        assert!(es_log::pending_journal_files(&journal).unwrap().is_empty());
+        assert!(out.exists());
+    }
 }

@@ -63,6 +63,13 @@ pub enum ToolsError {
     BadBatch { path: String, position: u64, reason: String },
     #[error("cannot restore into {dir}: {reason}")]
     BadTarget { dir: PathBuf, reason: String },
+    #[error(
+        "the swap into {dir} stopped half way ({reason}): the old data is in {old} and the checked \
+         copy in {restored}; move one of them to {dir} before starting the broker"
+    )]
+    SwapIncomplete { dir: PathBuf, old: PathBuf, restored: PathBuf, reason: String },
+    #[error("{path} already exists; remove it or choose another --out")]
+    OutputExists { path: PathBuf },
 }
 
 impl ToolsError {

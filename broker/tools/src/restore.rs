@@ -9,7 +9,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::dump::{parent_of, sync_dir};
@@ -86,7 +86,18 @@ impl Target {
             return Err(bad("its parent directory does not exist"));
         }
         match fs::symlink_metadata(dir) {
-            Ok(m) if m.is_dir() => Ok(Target { dir: dir.to_owned(), exists: true }),
+            Ok(m) if m.is_dir() => {
+                let parent =
+                    fs::metadata(parent_of(dir)).ctx(|| format!("reading {}", parent_of(dir).display()))?;
+                if parent.dev() != m.dev() {
+                    // The new directory is made beside the target; a mount point cannot
+                    // be swapped by a rename.
+                    return Err(bad(
+                        "it is a mount point; restore into a directory inside it, and point the broker's --data-dir there",
+                    ));
+                }
+                Ok(Target { dir: dir.to_owned(), exists: true })
+            }
             Ok(_) => Err(bad("it exists and is not a directory")),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 Ok(Target { dir: dir.to_owned(), exists: false })
@@ -103,30 +114,33 @@ impl Target {
     }
 
     /// Puts `staging` in place of the data directory; returns where the old one went.
+    /// A failure before the target changed removes the new copy; a failure after it
+    /// keeps both and says where they are.
     fn swap_in(&self, staging: &Path, stamp: &str, keep_old: bool) -> Result<Option<PathBuf>> {
-        let what = || format!("moving {} into place at {}", staging.display(), self.dir.display());
         if !self.exists {
-            fs::rename(staging, &self.dir).ctx(what)?;
-            sync_dir(parent_of(&self.dir))?;
-            return Ok(None);
+            return match fs::rename(staging, &self.dir) {
+                Ok(()) => sync_dir(parent_of(&self.dir)).map(|()| None),
+                Err(e) => Err(discard(staging, self.moving(staging, e))),
+            };
         }
-        let old = self.sibling(&format!(".bak-{stamp}"));
+        let mut old = self.sibling(&format!(".bak-{stamp}"));
         // One atomic exchange where the filesystem has it: the data directory is
         // never missing, not even for an instant.
-        match rustix::fs::renameat_with(
+        let exchanged = rustix::fs::renameat_with(
             rustix::fs::CWD,
             staging,
             rustix::fs::CWD,
             &self.dir,
             rustix::fs::RenameFlags::EXCHANGE,
-        ) {
-            Ok(()) => {
-                fs::rename(staging, &old).ctx(|| format!("moving the old data to {}", old.display()))?
+        );
+        if exchanged.is_ok() {
+            // The old data now sits at the staging path; if it cannot be renamed, it
+            // is kept there instead.
+            if fs::rename(staging, &old).is_err() {
+                old = staging.to_owned();
             }
-            Err(_) => {
-                fs::rename(&self.dir, &old).ctx(|| format!("moving the old data to {}", old.display()))?;
-                fs::rename(staging, &self.dir).ctx(what)?;
-            }
+        } else {
+            self.two_renames(staging, &old)?;
         }
         sync_dir(parent_of(&self.dir))?;
         if keep_old {
@@ -135,6 +149,37 @@ impl Target {
         fs::remove_dir_all(&old).ctx(|| format!("removing the old data in {}", old.display()))?;
         Ok(None)
     }
+
+    /// The swap without an atomic exchange: old away, new in, or back as it was.
+    fn two_renames(&self, staging: &Path, old: &Path) -> Result<()> {
+        if let Err(e) = fs::rename(&self.dir, old) {
+            let e = ToolsError::io(format!("moving the old data to {}", old.display()), e);
+            return Err(discard(staging, e));
+        }
+        let Err(e) = fs::rename(staging, &self.dir) else {
+            return Ok(());
+        };
+        let e = self.moving(staging, e);
+        match fs::rename(old, &self.dir) {
+            Ok(()) => Err(discard(staging, e)),
+            Err(_) => Err(ToolsError::SwapIncomplete {
+                dir: self.dir.clone(),
+                old: old.to_owned(),
+                restored: staging.to_owned(),
+                reason: e.to_string(),
+            }),
+        }
+    }
+
+    fn moving(&self, staging: &Path, e: io::Error) -> ToolsError {
+        ToolsError::io(format!("moving {} into place at {}", staging.display(), self.dir.display()), e)
+    }
+}
+
+/// Removes the checked copy after a swap that never changed the target.
+fn discard(staging: &Path, e: ToolsError) -> ToolsError {
+    let _ = fs::remove_dir_all(staging);
+    e
 }
 
 /// Reads and checks a whole archive; with `staging`, writes its files there.

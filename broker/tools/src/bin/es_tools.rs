@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use es_tools::ToolsError;
 use es_tools::dump::{DumpOptions, dump};
 use es_tools::restore::{RestoreOptions, restore};
 
@@ -106,9 +107,9 @@ fn run_dump(options: &DumpOptions) -> Result<(), String> {
 }
 
 fn run_restore(options: &RestoreOptions) -> Result<(), String> {
-    let report = restore(options).map_err(|e| match options.verify_only {
-        true => e.to_string(),
-        false => format!("{e}; nothing was replaced"),
+    let report = restore(options).map_err(|e| match (&e, options.verify_only) {
+        (ToolsError::SwapIncomplete { .. }, _) | (_, true) => e.to_string(),
+        (_, false) => format!("{e}; nothing was replaced"),
     })?;
     let m = &report.manifest;
     let summary = format!(
