@@ -172,6 +172,12 @@ fn a_restored_directory_serves_every_record_identically() {
     assert!(restore.status.success(), "{}", text(&restore));
     let mut b = Broker::start(&dir.path().join("restored"));
     assert_eq!(all_records(&b), records, "the restored broker serves other records");
+    let over_running = tools(&["restore", "--archive", "backup.tar", "--data-dir", "restored"], dir.path());
+    assert_eq!(over_running.status.code(), Some(1), "{}", text(&over_running));
+    assert!(
+        text(&over_running).contains("holds its LOCK")
+            && text(&over_running).contains("nothing was replaced")
+    );
     let again = b.get(&format!("/topics/{TOPIC}")).body;
     assert_eq!(again, described, "the topic's metadata and offsets differ");
     stop(&mut b);
