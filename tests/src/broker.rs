@@ -35,6 +35,20 @@ pub fn es_bin() -> PathBuf {
     binary("es", "ES_BIN")
 }
 
+/// The es-tools binary: `$ES_TOOLS_BIN`, else `es-tools` beside `$ES_BROKER_BIN`, else
+/// `es-tools` in the target directory.
+pub fn tools_bin() -> PathBuf {
+    if std::env::var_os("ES_TOOLS_BIN").is_none()
+        && let Some(broker) = std::env::var_os("ES_BROKER_BIN")
+    {
+        let sibling = PathBuf::from(broker).with_file_name("es-tools");
+        if sibling.exists() {
+            return sibling;
+        }
+    }
+    binary("es-tools", "ES_TOOLS_BIN")
+}
+
 /// One compiled-plugin cache for every broker the tests start, beside the broker
 /// binary (so inside this build's target directory): each guest is compiled
 /// once per build instead of once per test. A test that needs a cold cache

@@ -189,6 +189,13 @@ pub(crate) fn list_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     Ok(out)
 }
 
+/// The journal files in `dir`, oldest first: a journal left by a crash, which the
+/// next [`crate::LogManager::new`] replays. A clean shutdown leaves none, so tools
+/// that read a stopped broker's data directory (es-tools dump) check this first.
+pub fn pending_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    Ok(list_files(dir)?.into_iter().map(|(_, path)| path).collect())
+}
+
 /// Test hooks that make the next journal writes or syncs fail like a disk would.
 #[derive(Debug, Default)]
 pub(crate) struct Faults {
@@ -511,6 +518,19 @@ mod tests {
                 other => return (out, other),
             }
         }
+    }
+
+    #[test]
+    fn pending_files_lists_only_journal_files_oldest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(pending_files(&dir.path().join("absent")).unwrap().is_empty());
+        for name in ["00000000000000000002.journal", "00000000000000000001.journal", "notes.journal", "x.tmp"]
+        {
+            std::fs::write(dir.path().join(name), b"").unwrap();
+        }
+        let found = pending_files(dir.path()).unwrap();
+        let names: Vec<_> = found.iter().map(|p| p.file_name().unwrap().to_str().unwrap()).collect();
+        assert_eq!(names, ["00000000000000000001.journal", "00000000000000000002.journal"]);
     }
 
     #[test]

@@ -28,6 +28,7 @@ mod segment;
 pub use config::{CleanupPolicy, LogConfig};
 pub use error::{LogError, Result};
 pub use flusher::FlushStats;
+pub use journal::pending_files as pending_journal_files;
 pub use journal_replay::JournalReplay;
 pub use manager::{FORMAT_FILE, JOURNAL_DIR, LogManager, ManagerOptions};
 pub use partition::{Appended, PartitionInfo, PartitionLog, PendingAppend, ReadResult, RecoveryReport};
