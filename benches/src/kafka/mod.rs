@@ -163,6 +163,10 @@ struct Case {
     topic: String,
 }
 
+/// One round of a row: its figures, and the broker's and the clients' CPU
+/// nanoseconds per record.
+type RoundOf = (SuiteRow, Option<f64>, Option<f64>);
+
 /// One row's figures over every round.
 #[derive(Debug, Serialize)]
 struct KafkaRow {
@@ -366,8 +370,7 @@ fn measure(
         }
     }
     let d = Duration::from_secs_f64(args.seconds);
-    let mut by_case: Vec<Vec<(SuiteRow, Option<f64>, Option<f64>)>> =
-        cases.iter().map(|_| Vec::new()).collect();
+    let mut by_case: Vec<Vec<RoundOf>> = cases.iter().map(|_| Vec::new()).collect();
     for round in 0..args.rounds {
         let order: Vec<usize> =
             if round % 2 == 0 { (0..cases.len()).collect() } else { (0..cases.len()).rev().collect() };
@@ -472,7 +475,7 @@ fn run_case(
     }
 }
 
-fn summarize(case: Case, rounds: Vec<(SuiteRow, Option<f64>, Option<f64>)>) -> Result<KafkaRow> {
+fn summarize(case: Case, rounds: Vec<RoundOf>) -> Result<KafkaRow> {
     let broker: Vec<Option<f64>> = rounds.iter().map(|r| r.1).collect();
     let clients: Vec<Option<f64>> = rounds.iter().map(|r| r.2).collect();
     let rows: Vec<SuiteRow> = rounds.into_iter().map(|r| r.0).collect();
