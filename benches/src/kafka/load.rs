@@ -31,6 +31,8 @@ pub struct ProduceShape<'a> {
     pub partitions: usize,
     pub producers: usize,
     pub in_flight: usize,
+    /// Bytes after which the row stops early.
+    pub cap: Option<u64>,
 }
 
 /// `producers` connections, producer *i* on partition *i mod partitions*.
@@ -39,7 +41,7 @@ pub fn produce_row(rt: &Runtime, s: &ProduceShape<'_>, w: &Workload, duration: D
     let conns = (0..s.producers)
         .map(|_| rt.block_on(Conn::connect(s.addr)).map(|c| std::sync::Mutex::new(Some(c))))
         .collect::<Result<Vec<_>>>()?;
-    let timed = timed::run(s.label, duration, s.producers, |i, ctl| {
+    let timed = timed::run_capped(s.label, duration, s.cap, s.producers, |i, ctl| {
         let partition = (i % s.partitions) as i32;
         let taken = conns[i].lock().map_err(|_| anyhow!("a poisoned connection"))?.take();
         let Some(conn) = taken else { bail!("producer {i} has no connection") };

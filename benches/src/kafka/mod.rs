@@ -56,6 +56,13 @@ pub struct KafkaArgs {
     /// Partitions of the produce rows, comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = [1, 4])]
     pub partitions: Vec<usize>,
+    /// At most this many MiB per produce row: a row stops early once it wrote
+    /// them. Each produce row writes to a topic of its own, deleted after it.
+    #[arg(long, default_value_t = 256)]
+    pub row_mib: u64,
+    /// MiB written, before the rounds, to the topic each consume row reads.
+    #[arg(long, default_value_t = 256)]
+    pub consume_mib: u64,
     /// Produce requests in flight per Kafka connection (Kafka's default
     /// max.in.flight.requests.per.connection). The binary rows keep one.
     #[arg(long, default_value_t = 5)]
@@ -104,6 +111,8 @@ impl KafkaArgs {
             "--partitions: 1 to 64 each"
         );
         ensure!((1..=64).contains(&self.in_flight), "--in-flight is 1 to 64");
+        ensure!((1..=4096).contains(&self.row_mib), "--row-mib is 1 to 4096");
+        ensure!((1..=4096).contains(&self.consume_mib), "--consume-mib is 1 to 4096");
         ensure!(
             self.es_kafka.is_some() == self.es_binary.is_some(),
             "--es-kafka and --es-binary go together"
@@ -160,7 +169,15 @@ struct Case {
     system: System,
     /// (producers, partitions), or none for the consume row.
     produce: Option<(usize, usize)>,
+    /// The consume row's topic, or the prefix of the produce row's topics (one per
+    /// round, `<topic>-<round>`).
     topic: String,
+}
+
+impl Case {
+    fn partitions(&self) -> usize {
+        self.produce.map_or(1, |(_, p)| p)
+    }
 }
 
 /// One round of a row: its figures, and the broker's and the clients' CPU
@@ -325,7 +342,6 @@ fn cases(args: &KafkaArgs, targets: &Targets, run_id: u64) -> Vec<Case> {
     if targets.reference.is_some() {
         systems.extend([System::KafkaFlush, System::KafkaDefaults]);
     }
-    let topic = |s: System, p: usize| format!("kb-{run_id}-{}-{p}p", s.slug());
     let mut cases = Vec::new();
     for &producers in &args.producers {
         for &partitions in &args.partitions {
@@ -334,19 +350,18 @@ fn cases(args: &KafkaArgs, targets: &Targets, run_id: u64) -> Vec<Case> {
                     label: format!("{} produce {producers}x{partitions}p", system.name()),
                     system,
                     produce: Some((producers, partitions)),
-                    topic: topic(system, partitions),
+                    topic: format!("kb-{run_id}-{}-{producers}x{partitions}p", system.slug()),
                 });
             }
         }
     }
-    // The consume rows read partition 0 of the fewest-partition topic.
-    let p = args.partitions.iter().copied().min().unwrap_or(1);
+    // The consume rows read a topic of one partition, written before the rounds.
     for &system in &systems {
         cases.push(Case {
             label: format!("{} consume 1c", system.name()),
             system,
             produce: None,
-            topic: topic(system, p),
+            topic: format!("kb-{run_id}-{}-read", system.slug()),
         });
     }
     cases
@@ -361,12 +376,18 @@ fn measure(
 ) -> Result<Vec<KafkaRow>> {
     let rt = suite::runtime()?;
     let cases = cases(args, targets, run_id);
-    create_topics(&rt, targets, &cases)?;
     let per_record = w.batch_bytes() as f64 / w.records_per_batch as f64;
+    let run = Run { rt: &rt, args, targets, w, per_record };
+    let cap = args.row_mib << 20;
+    for c in cases.iter().filter(|c| c.produce.is_none()) {
+        crate::machine::ensure_free_space(root, 4 * (args.consume_mib << 20), &c.label)?;
+        run.fill(c)?;
+    }
     if args.warmup_seconds > 0.0 {
         let d = Duration::from_secs_f64(args.warmup_seconds);
         for c in cases.iter().filter(|c| c.produce.is_some()) {
-            run_case(&rt, args, targets, c, &format!("warm-up {}", c.label), w, per_record, d)?;
+            crate::machine::ensure_free_space(root, 4 * cap, &c.label)?;
+            run.case(c, "w", &format!("warm-up {}", c.label), d)?;
         }
     }
     let d = Duration::from_secs_f64(args.seconds);
@@ -376,16 +397,13 @@ fn measure(
             if round % 2 == 0 { (0..cases.len()).collect() } else { (0..cases.len()).rev().collect() };
         for i in order {
             let c = &cases[i];
-            crate::machine::ensure_free_space(
-                root,
-                crate::validators::row_bytes_bound(args.seconds),
-                &c.label,
-            )?;
+            // Apache Kafka deletes a topic's files a minute after the topic: room for a few rows.
+            crate::machine::ensure_free_space(root, 4 * cap, &c.label)?;
             let pid = broker_pid(targets, c.system).map(|p| p.to_string());
             let load = Load::now().describe();
             let before = (pid.as_deref().and_then(cpu_ns), cpu_ns("self"));
             let label = format!("{}/{} {}", round + 1, args.rounds, c.label);
-            let mut row = run_case(&rt, args, targets, c, &label, w, per_record, d)?;
+            let mut row = run.case(c, &round.to_string(), &label, d)?;
             let after = (pid.as_deref().and_then(cpu_ns), cpu_ns("self"));
             let per = |b: Option<u64>, a: Option<u64>| {
                 Some(a?.saturating_sub(b?) as f64 / row.records.max(1) as f64)
@@ -417,61 +435,107 @@ fn kafka_addr(targets: &Targets, s: System) -> Result<&str> {
     }
 }
 
-/// Every topic of the run, once, with its system's configs.
-fn create_topics(rt: &Runtime, targets: &Targets, cases: &[Case]) -> Result<()> {
-    let mut done: Vec<&str> = Vec::new();
-    for c in cases {
-        if done.contains(&c.topic.as_str()) {
-            continue;
-        }
-        done.push(&c.topic);
-        let partitions = c.produce.map_or(1, |(_, p)| p);
-        if c.system == System::EsBinary {
-            let client = binary::connect(rt, &targets.es_binary, 1)?;
-            binary::create_topic(rt, &client, &c.topic, partitions)?;
-            continue;
-        }
-        let addr = kafka_addr(targets, c.system)?;
-        rt.block_on(async {
-            let mut conn = wire::Conn::connect(addr).await?;
-            conn.create_topic(&c.topic, partitions, c.system.topic_configs()).await
-        })
-        .with_context(|| format!("creating {} on {}", c.topic, c.system.name()))?;
-    }
-    Ok(())
+/// What every row needs.
+struct Run<'a> {
+    rt: &'a Runtime,
+    args: &'a KafkaArgs,
+    targets: &'a Targets,
+    w: &'a Workload,
+    per_record: f64,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_case(
-    rt: &Runtime,
-    args: &KafkaArgs,
-    targets: &Targets,
-    c: &Case,
-    label: &str,
-    w: &Workload,
-    per_record: f64,
-    d: Duration,
-) -> Result<SuiteRow> {
-    match (c.system, c.produce) {
-        (System::EsBinary, Some((producers, partitions))) => {
-            let client = binary::connect(rt, &targets.es_binary, producers)?;
-            binary::produce_on(rt, &client, label, &c.topic, partitions, producers, w, d)
+impl Run<'_> {
+    /// Creates `topic` on `system`, with the system's configs.
+    fn create(&self, system: System, topic: &str, partitions: usize) -> Result<()> {
+        if system == System::EsBinary {
+            let client = binary::connect(self.rt, &self.targets.es_binary, 1)?;
+            return binary::create_topic(self.rt, &client, topic, partitions);
         }
-        (System::EsBinary, None) => {
-            binary::consume_row(rt, label, &targets.es_binary, &c.topic, ConsumeMode::RawFetch, per_record, d)
+        let addr = kafka_addr(self.targets, system)?;
+        self.rt
+            .block_on(async {
+                let mut conn = wire::Conn::connect(addr).await?;
+                conn.create_topic(topic, partitions, system.topic_configs()).await
+            })
+            .with_context(|| format!("creating {topic} on {}", system.name()))
+    }
+
+    fn delete(&self, system: System, topic: &str) -> Result<()> {
+        if system == System::EsBinary {
+            let client = binary::connect(self.rt, &self.targets.es_binary, 1)?;
+            return self.rt.block_on(client.delete_topic(topic)).with_context(|| format!("deleting {topic}"));
         }
-        (s, Some((producers, partitions))) => {
-            let shape = load::ProduceShape {
-                label,
-                addr: kafka_addr(targets, s)?,
-                topic: &c.topic,
-                partitions,
-                producers,
-                in_flight: args.in_flight,
+        let addr = kafka_addr(self.targets, system)?;
+        self.rt
+            .block_on(async { wire::Conn::connect(addr).await?.delete_topic(topic).await })
+            .with_context(|| format!("deleting {topic} on {}", system.name()))
+    }
+
+    /// Writes `--consume-mib` to a consume row's topic, untimed.
+    fn fill(&self, c: &Case) -> Result<()> {
+        self.create(c.system, &c.topic, 1)?;
+        let label = format!("fill {}", c.system.name());
+        // Bounded in time too: a slow system fills less, and its consume row wraps sooner.
+        let d = Duration::from_secs(60);
+        let producers = self.args.producers.iter().copied().max().unwrap_or(1);
+        self.produce(c.system, &c.topic, (producers, 1), &label, d, self.args.consume_mib << 20)?;
+        Ok(())
+    }
+
+    /// Runs a row; a produce row on a fresh topic `<topic>-<tag>`, deleted after it.
+    fn case(&self, c: &Case, tag: &str, label: &str, d: Duration) -> Result<SuiteRow> {
+        let Some(shape) = c.produce else {
+            return match c.system {
+                System::EsBinary => binary::consume_row(
+                    self.rt,
+                    label,
+                    &self.targets.es_binary,
+                    &c.topic,
+                    ConsumeMode::RawFetch,
+                    self.per_record,
+                    d,
+                ),
+                s => load::consume_row(
+                    self.rt,
+                    label,
+                    kafka_addr(self.targets, s)?,
+                    &c.topic,
+                    self.per_record,
+                    d,
+                ),
             };
-            load::produce_row(rt, &shape, w, d)
+        };
+        let topic = format!("{}-{tag}", c.topic);
+        self.create(c.system, &topic, c.partitions())?;
+        let row = self.produce(c.system, &topic, shape, label, d, self.args.row_mib << 20);
+        self.delete(c.system, &topic)?;
+        row
+    }
+
+    fn produce(
+        &self,
+        system: System,
+        topic: &str,
+        (producers, partitions): (usize, usize),
+        label: &str,
+        d: Duration,
+        cap: u64,
+    ) -> Result<SuiteRow> {
+        if system == System::EsBinary {
+            let client = binary::connect(self.rt, &self.targets.es_binary, producers)?;
+            let shape = (partitions, producers);
+            return binary::produce_capped(self.rt, &client, label, topic, shape, self.w, d, Some(cap));
         }
-        (s, None) => load::consume_row(rt, label, kafka_addr(targets, s)?, &c.topic, per_record, d),
+        let shape = load::ProduceShape {
+            label,
+            addr: kafka_addr(self.targets, system)?,
+            topic,
+            partitions,
+            producers,
+            in_flight: self.args.in_flight,
+            cap: Some(cap),
+        };
+        load::produce_row(self.rt, &shape, self.w, d)
     }
 }
 
@@ -625,7 +689,7 @@ mod tests {
         assert!(c.iter().any(|c| c.system == System::KafkaFlush && c.produce == Some((8, 4))));
         let consume: Vec<&Case> = c.iter().filter(|c| c.produce.is_none()).collect();
         assert_eq!(consume.len(), 4);
-        assert!(consume.iter().all(|c| c.topic.ends_with("-1p")), "{consume:?}");
+        assert!(consume.iter().all(|c| c.topic.ends_with("-read") && c.partitions() == 1), "{consume:?}");
         let no_ref = Targets { reference: None, ..t };
         assert!(cases(&a, &no_ref, 1).iter().all(|c| matches!(c.system, System::EsBinary | System::EsKafka)));
     }

@@ -14,8 +14,8 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, CreateTopicsRequest, CreateTopicsResponse,
-    FetchRequest, FetchResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
-    RequestHeader, ResponseHeader, TopicName,
+    DeleteTopicsRequest, DeleteTopicsResponse, FetchRequest, FetchResponse, MetadataRequest,
+    MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -32,6 +32,7 @@ pub const PRODUCE_VERSION: i16 = 9;
 pub const FETCH_VERSION: i16 = 12;
 const METADATA_VERSION: i16 = 9;
 const CREATE_TOPICS_VERSION: i16 = 5;
+const DELETE_TOPICS_VERSION: i16 = 4;
 const API_VERSIONS_VERSION: i16 = 3;
 /// Kafka's NONE and TOPIC_ALREADY_EXISTS error codes.
 const NO_ERROR: i16 = 0;
@@ -137,6 +138,7 @@ impl Conn {
             (ApiKey::Fetch, FETCH_VERSION),
             (ApiKey::Metadata, METADATA_VERSION),
             (ApiKey::CreateTopics, CREATE_TOPICS_VERSION),
+            (ApiKey::DeleteTopics, DELETE_TOPICS_VERSION),
         ] {
             let served = resp.api_keys.iter().find(|a| a.api_key == key as i16);
             let ok = served.is_some_and(|a| (a.min_version..=a.max_version).contains(&v));
@@ -173,6 +175,21 @@ impl Conn {
             bail!("creating {topic}: error {} {:?}", r.error_code, r.error_message.as_deref());
         }
         self.wait_for_leaders(topic, partitions).await
+    }
+
+    /// Deletes `topic` (Apache Kafka removes its files a minute later,
+    /// `log.segment.delete.delay.ms`).
+    pub async fn delete_topic(&mut self, topic: &str) -> Result<()> {
+        let req = DeleteTopicsRequest::default().with_topic_names(vec![name(topic)]).with_timeout_ms(30_000);
+        let resp: DeleteTopicsResponse = self.call(ApiKey::DeleteTopics, DELETE_TOPICS_VERSION, &req).await?;
+        let r = resp.responses.first().context("DeleteTopics answered no topic")?;
+        ensure!(
+            r.error_code == NO_ERROR,
+            "deleting {topic}: error {} {:?}",
+            r.error_code,
+            r.error_message.as_deref()
+        );
+        Ok(())
     }
 
     async fn wait_for_leaders(&mut self, topic: &str, partitions: usize) -> Result<()> {

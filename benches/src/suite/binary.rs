@@ -63,8 +63,24 @@ pub fn produce_on(
     w: &Workload,
     duration: Duration,
 ) -> Result<SuiteRow> {
+    produce_capped(rt, client, label, topic, (partitions, connections), w, duration, None)
+}
+
+/// [`produce_on`] with `(partitions, connections)`, stopping early once `cap` bytes
+/// were written (a bound on the disk a row fills).
+#[allow(clippy::too_many_arguments)]
+pub fn produce_capped(
+    rt: &Runtime,
+    client: &Client,
+    label: &str,
+    topic: &str,
+    (partitions, connections): (usize, usize),
+    w: &Workload,
+    duration: Duration,
+    cap: Option<u64>,
+) -> Result<SuiteRow> {
     let batch = Bytes::from(w.batch.clone());
-    let timed = timed::run(label, duration, connections, |i, ctl| {
+    let timed = timed::run_capped(label, duration, cap, connections, |i, ctl| {
         let partition = (i % partitions) as u32;
         rt.block_on(produce_loop(client, i, topic, partition, &batch, w.records_per_batch, ctl))
     })?;
