@@ -455,7 +455,8 @@ impl Run<'_> {
         self.rt
             .block_on(async {
                 let mut conn = wire::Conn::connect(addr).await?;
-                conn.create_topic(topic, partitions, system.topic_configs()).await
+                conn.create_topic(topic, partitions, system.topic_configs()).await?;
+                conn.wait_writable(topic, partitions, &bytes::Bytes::from(self.w.batch.clone())).await
             })
             .with_context(|| format!("creating {topic} on {}", system.name()))
     }
@@ -478,7 +479,8 @@ impl Run<'_> {
         // Bounded in time too: a slow system fills less, and its consume row wraps sooner.
         let d = Duration::from_secs(60);
         let producers = self.args.producers.iter().copied().max().unwrap_or(1);
-        self.produce(c.system, &c.topic, (producers, 1), &label, d, self.args.consume_mib << 20)?;
+        self.produce(c.system, &c.topic, (producers, 1), &label, d, self.args.consume_mib << 20)
+            .with_context(|| label.clone())?;
         Ok(())
     }
 
@@ -507,7 +509,9 @@ impl Run<'_> {
         };
         let topic = format!("{}-{tag}", c.topic);
         self.create(c.system, &topic, c.partitions())?;
-        let row = self.produce(c.system, &topic, shape, label, d, self.args.row_mib << 20);
+        let row = self
+            .produce(c.system, &topic, shape, label, d, self.args.row_mib << 20)
+            .with_context(|| label.to_owned());
         self.delete(c.system, &topic)?;
         row
     }

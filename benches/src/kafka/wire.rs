@@ -37,6 +37,9 @@ const API_VERSIONS_VERSION: i16 = 3;
 /// Kafka's NONE and TOPIC_ALREADY_EXISTS error codes.
 const NO_ERROR: i16 = 0;
 const TOPIC_ALREADY_EXISTS: i16 = 36;
+/// UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER: a
+/// partition just created, not served yet.
+const RETRIABLE: [i16; 3] = [3, 5, 6];
 const CLIENT_ID: &str = "es-bench";
 
 /// The request frame of `body` (size prefix, header of the API's version, body).
@@ -175,6 +178,29 @@ impl Conn {
             bail!("creating {topic}: error {} {:?}", r.error_code, r.error_message.as_deref());
         }
         self.wait_for_leaders(topic, partitions).await
+    }
+
+    /// Sends `batch` to every partition of `topic` until each takes it: Apache
+    /// Kafka's metadata names a leader a moment before that broker serves the
+    /// partition (NOT_LEADER_OR_FOLLOWER meanwhile), and a client retries those.
+    pub async fn wait_writable(&mut self, topic: &str, partitions: usize, batch: &Bytes) -> Result<()> {
+        let deadline = Instant::now() + IO_TIMEOUT;
+        for p in 0..partitions as i32 {
+            loop {
+                let req = produce_request(topic, p, batch.clone());
+                let resp: ProduceResponse = self.call(ApiKey::Produce, PRODUCE_VERSION, &req).await?;
+                let code =
+                    resp.responses.first().and_then(|t| t.partition_responses.first()).map(|r| r.error_code);
+                match code {
+                    Some(NO_ERROR) => break,
+                    Some(c) if RETRIABLE.contains(&c) && Instant::now() < deadline => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    _ => bail!("{topic}-{p} does not take a produce: {:?}", produce_error(&resp)),
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Deletes `topic` (Apache Kafka removes its files a minute later,
