@@ -16,7 +16,7 @@ use super::wire::{self, Conn, PRODUCE_VERSION};
 use crate::latency;
 use crate::suite::row::{Shape, SuiteRow, Tally};
 use crate::timed::{self, Control};
-use crate::workload::Workload;
+use crate::workload::{Spread, Workload};
 
 /// Fetch size of the consume rows, as the binary suite's.
 const FETCH_BYTES: i32 = 4 << 20;
@@ -35,17 +35,18 @@ pub struct ProduceShape<'a> {
     pub cap: Option<u64>,
 }
 
-/// `producers` connections, producer *i* on partition *i mod partitions*.
+/// `producers` connections, producer *i* on partition *i mod partitions*, or on
+/// each partition in turn when there are fewer producers than partitions ([`Spread`]).
 pub fn produce_row(rt: &Runtime, s: &ProduceShape<'_>, w: &Workload, duration: Duration) -> Result<SuiteRow> {
     let batch = Bytes::from(w.batch.clone());
     let conns = (0..s.producers)
         .map(|_| rt.block_on(Conn::connect(s.addr)).map(|c| std::sync::Mutex::new(Some(c))))
         .collect::<Result<Vec<_>>>()?;
     let timed = timed::run_capped(s.label, duration, s.cap, s.producers, |i, ctl| {
-        let partition = (i % s.partitions) as i32;
+        let spread = Spread { worker: i, workers: s.producers, partitions: s.partitions };
         let taken = conns[i].lock().map_err(|_| anyhow!("a poisoned connection"))?.take();
         let Some(conn) = taken else { bail!("producer {i} has no connection") };
-        rt.block_on(produce_loop(conn, s.topic, partition, &batch, w.records_per_batch, s.in_flight, ctl))
+        rt.block_on(produce_loop(conn, s.topic, spread, &batch, w.records_per_batch, s.in_flight, ctl))
     })?;
     let shape = Shape {
         kind: "kafka_produce",
@@ -63,7 +64,7 @@ pub fn produce_row(rt: &Runtime, s: &ProduceShape<'_>, w: &Workload, duration: D
 async fn produce_loop(
     conn: Conn,
     topic: &str,
-    partition: i32,
+    spread: Spread,
     batch: &Bytes,
     records: usize,
     in_flight: usize,
@@ -84,12 +85,14 @@ async fn produce_loop(
     });
     let mut t = Tally::new()?;
     let mut outstanding = 0usize;
-    let req = wire::produce_request(topic, partition, batch.clone());
+    let mut sent = 0u64;
     let result = async {
         while ctl.running() || outstanding > 0 {
             if ctl.running() && outstanding < in_flight {
                 next_id = next_id.wrapping_add(1);
                 let id = next_id;
+                let req = wire::produce_request(topic, spread.partition(sent) as i32, batch.clone());
+                sent += 1;
                 let f = wire::frame(ApiKey::Produce, PRODUCE_VERSION, id, &req)?;
                 let start = Instant::now();
                 wire::write_frame(&mut write, &f).await?;

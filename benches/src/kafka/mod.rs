@@ -58,7 +58,7 @@ pub struct KafkaArgs {
     pub partitions: Vec<usize>,
     /// At most this many MiB per produce row: a row stops early once it wrote
     /// them. Each produce row writes to a topic of its own, deleted after it.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 1024)]
     pub row_mib: u64,
     /// MiB written, before the rounds, to the topic each consume row reads.
     #[arg(long, default_value_t = 256)]
