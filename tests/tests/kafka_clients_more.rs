@@ -4,7 +4,8 @@
 //! venv). Each runs one scenario: produce (idempotent where the client supports
 //! it, acks=all) to a 3-partition topic, consume with a group and commit, restart
 //! the broker, produce more, and a new member of the same group resumes exactly
-//! after the commit: nothing read twice, nothing missed.
+//! after the commit: nothing read twice, nothing missed. The stored batches show
+//! whether the producer was idempotent.
 //!
 //! Needs Node with npm, Go and Python (the machine's requirements, see README.md);
 //! KafkaJS, the Go modules and aiokafka are downloaded once and cached under
@@ -16,6 +17,8 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use es_client::{Client as EsClient, ClientOptions};
+use es_protocol::FetchPartition;
 use es_tests::broker::Broker;
 use es_tests::peers::{cache_dir, clients_dir, go_binary, run};
 use serde_json::Value;
@@ -100,6 +103,29 @@ fn consume(client: Client, b: &Broker, topic: &str, group: &str) -> Vec<String> 
     values.iter().map(|v| v.as_str().expect("string values").to_owned()).collect()
 }
 
+/// The producer ids of every batch es stored in `topic`, read back over the binary
+/// protocol: what the client's producer really sent, not what it says it did.
+fn stored_producer_ids(b: &Broker, topic: &str, partitions: u32) -> BTreeSet<i64> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let connect = EsClient::connect(&b.binary_addr, ClientOptions::default());
+        let client = tokio::time::timeout(EXIT_TIMEOUT, connect).await.expect("connecting in time").unwrap();
+        let mut ids = BTreeSet::new();
+        for partition in 0..partitions {
+            let part = FetchPartition { topic: topic.to_owned(), partition, offset: 0, max_bytes: 1 << 20 };
+            let fetch = client.fetch(0, 1 << 20, vec![part]);
+            let results = tokio::time::timeout(EXIT_TIMEOUT, fetch).await.expect("a fetch in time").unwrap();
+            let mut rest = &results[0].data[..];
+            while !rest.is_empty() {
+                let h = es_core::BatchHeader::parse(rest, usize::MAX).unwrap();
+                ids.insert(h.producer.producer_id);
+                rest = &rest[h.total_len()..];
+            }
+        }
+        ids
+    })
+}
+
 fn values(from: usize) -> BTreeSet<String> {
     (from..from + COUNT).map(|i| format!("v{i}")).collect()
 }
@@ -126,6 +152,18 @@ fn resume_after_restart(client: Client, name: &str) {
     produce(client, &b, &topic, COUNT);
     // The commit survived the restart: the new member starts after it.
     assert_read_once(client, &consume(client, &b, &topic, &group), COUNT, &b);
+
+    // Idempotent clients' batches carry the ids InitProducerId gave them (one per
+    // producer process); kafka-go's carry none.
+    let ids = stored_producer_ids(&b, &topic, 3);
+    if matches!(client, Client::KafkaGo) {
+        assert_eq!(ids, BTreeSet::from([-1]), "{client:?}");
+    } else {
+        assert!(
+            !ids.is_empty() && ids.iter().all(|&id| id >= 0),
+            "{client:?} sent batches without a producer id: {ids:?}"
+        );
+    }
 }
 
 #[test]
