@@ -705,4 +705,53 @@ mod tests {
         assert!(args(&["--producers", "1,0"]).validate().is_err());
         assert!(args(&["--es-kafka", "127.0.0.1:1"]).validate().is_err());
     }
+
+    /// A row of `records` records over one second.
+    fn round(records: u64) -> RoundOf {
+        let mut t = crate::suite::row::Tally::new().unwrap();
+        t.records = records;
+        let timed = crate::timed::Timed {
+            elapsed: Duration::from_secs(1),
+            results: vec![t],
+            mb_per_s_by_second: vec![],
+        };
+        let shape = crate::suite::row::Shape {
+            kind: "test",
+            connections: 1,
+            partitions: 1,
+            records_per_request: 1,
+            in_flight: 1,
+        };
+        (SuiteRow::from_timed("r", shape, timed).unwrap(), None, None)
+    }
+
+    fn row(system: System, produce: Option<(usize, usize)>, by_round: &[u64]) -> KafkaRow {
+        let case = Case { label: system.name().into(), system, produce, topic: "t".into() };
+        summarize(case, by_round.iter().map(|&r| round(r)).collect()).unwrap()
+    }
+
+    #[test]
+    fn ratios_are_the_median_of_same_round_ratios_with_a_verdict_each() {
+        let shape = Some((8, 4));
+        let rows = vec![
+            row(System::EsKafka, shape, &[200, 200, 200]),
+            row(System::EsBinary, shape, &[100, 400, 200]),
+            row(System::KafkaFlush, shape, &[100, 100, 200]),
+            row(System::EsKafka, None, &[90, 90, 90]),
+            row(System::KafkaDefaults, None, &[100, 100, 100]),
+        ];
+        assert_eq!(rows[1].median.records_per_s, 200.0);
+        let r = ratios(&rows, 3);
+        // No Apache Kafka defaults produce row: that target is left out.
+        let got: Vec<(System, Vec<f64>, f64, &str)> =
+            r.iter().map(|r| (r.baseline, r.by_round.clone(), r.median, r.verdict)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (System::EsBinary, vec![2.0, 0.5, 1.0], 1.0, "PASS"),
+                (System::KafkaFlush, vec![2.0, 2.0, 1.0], 2.0, "PASS"),
+                (System::KafkaDefaults, vec![0.9, 0.9, 0.9], 0.9, "MISS"),
+            ]
+        );
+    }
 }
