@@ -1,7 +1,9 @@
 //! `es-bench`: the es load generator. One subcommand per benchmark: the storage
-//! benchmark (`es-bench log`), the broker suite (`es-bench suite`) and the cost of
-//! record validators (`es-bench validators`).
+//! benchmark (`es-bench log`), the broker suite (`es-bench suite`), the cost of
+//! record validators (`es-bench validators`) and the Kafka listener against Apache
+//! Kafka (`es-bench kafka`).
 
+mod kafka;
 mod latency;
 mod log_bench;
 mod machine;
@@ -32,6 +34,10 @@ enum Command {
     /// Produce throughput with and without record validators (rules, json-schema,
     /// uploaded examples), rows interleaved in rounds; PASS/MISS against issue 4.
     Validators(validators::ValidatorsArgs),
+    /// Kafka-protocol produce and consume on es's Kafka listener, against es's binary
+    /// protocol and Apache Kafka 4.4 (flush.messages=1 and defaults), rows alternated
+    /// in rounds; PASS/MISS against issue 14.
+    Kafka(kafka::KafkaArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -40,5 +46,6 @@ fn main() -> anyhow::Result<()> {
         Command::LogRecovery(args) => log_bench::recovery::run(&args),
         Command::Suite(args) => suite::run(&args),
         Command::Validators(args) => validators::run(&args),
+        Command::Kafka(args) => kafka::run(&args),
     }
 }

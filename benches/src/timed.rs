@@ -16,6 +16,8 @@ const TICK: Duration = Duration::from_millis(100);
 pub struct Control {
     stop: AtomicBool,
     bytes: AtomicU64,
+    /// Bytes after which the row stops before its time (bounds what a row writes).
+    cap: Option<u64>,
 }
 
 impl Control {
@@ -25,7 +27,10 @@ impl Control {
     }
 
     pub fn add_bytes(&self, n: usize) {
-        self.bytes.fetch_add(n as u64, Ordering::Relaxed);
+        let total = self.bytes.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
+        if self.cap.is_some_and(|cap| total >= cap) {
+            self.stop();
+        }
     }
 
     fn stop(&self) {
@@ -58,7 +63,23 @@ where
     T: Send,
     F: Fn(usize, &Control) -> Result<T> + Sync,
 {
-    let ctl = Control::default();
+    run_capped(label, duration, None, workers, work)
+}
+
+/// [`run`], stopping early once the workers counted `cap` bytes (the elapsed time
+/// then ends there too, so the rates stay true).
+pub fn run_capped<T, F>(
+    label: &str,
+    duration: Duration,
+    cap: Option<u64>,
+    workers: usize,
+    work: F,
+) -> Result<Timed<T>>
+where
+    T: Send,
+    F: Fn(usize, &Control) -> Result<T> + Sync,
+{
+    let ctl = Control { cap, ..Control::default() };
     let start = Instant::now();
     let (results, by_second) = std::thread::scope(|s| {
         let mut handles = Vec::with_capacity(workers);

@@ -52,6 +52,25 @@ impl Workload {
     }
 }
 
+/// Which partitions a producer's requests go to: producer `worker` of `workers`
+/// sends its `request`-th batch to `(worker + request * workers) mod partitions`.
+/// With as many producers as partitions (or a multiple) each keeps one partition;
+/// with fewer, each moves on after every batch, as a Kafka producer's sticky
+/// partitioner does, so one producer still writes to every partition.
+#[derive(Debug, Clone, Copy)]
+pub struct Spread {
+    pub worker: usize,
+    pub workers: usize,
+    pub partitions: usize,
+}
+
+impl Spread {
+    pub fn partition(&self, request: u64) -> usize {
+        let step = (request as usize % self.partitions.max(1)) * self.workers;
+        (self.worker + step) % self.partitions.max(1)
+    }
+}
+
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
@@ -69,4 +88,22 @@ pub fn json_records(records: usize, record_bytes: usize) -> Result<Vec<(String, 
             Ok((format!("key{:05}", i % 100_000), format!("{head}{}\"}}", "x".repeat(pad))))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Spread;
+
+    fn first(worker: usize, workers: usize, partitions: usize) -> Vec<usize> {
+        let s = Spread { worker, workers, partitions };
+        (0..8).map(|r| s.partition(r)).collect()
+    }
+
+    #[test]
+    fn producers_keep_a_partition_when_they_cover_them_and_rotate_otherwise() {
+        assert_eq!(first(5, 8, 4), vec![1; 8]);
+        assert_eq!(first(3, 8, 1), vec![0; 8]);
+        assert_eq!(first(0, 1, 4), vec![0, 1, 2, 3, 0, 1, 2, 3]);
+        assert_eq!(first(1, 2, 4), vec![1, 3, 1, 3, 1, 3, 1, 3]);
+    }
 }

@@ -16,7 +16,7 @@ use tokio::task::JoinSet;
 use super::row::{Shape, SuiteRow, Tally};
 use crate::latency;
 use crate::timed::{self, Control};
-use crate::workload::Workload;
+use crate::workload::{Spread, Workload};
 
 /// Bound on every request, and on connecting.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -49,7 +49,8 @@ pub fn create_topic(rt: &Runtime, client: &Client, topic: &str, partitions: usiz
 
 /// Produce on an existing topic with a client of `connections` pooled connections:
 /// `connections` workers, worker *i* on connection *i* sending to partition
-/// *i mod partitions*, each waiting for its batch to be durable before the next.
+/// *i mod partitions* (or, with fewer workers than partitions, moving on after
+/// each batch: [`Spread`]), each waiting for its batch to be durable before the next.
 /// (`Client::produce` picks the connection by partition, which would put all eight
 /// workers of a one-partition topic on one connection; `call_on` picks it by worker.)
 #[allow(clippy::too_many_arguments)]
@@ -63,10 +64,26 @@ pub fn produce_on(
     w: &Workload,
     duration: Duration,
 ) -> Result<SuiteRow> {
+    produce_capped(rt, client, label, topic, (partitions, connections), w, duration, None)
+}
+
+/// [`produce_on`] with `(partitions, connections)`, stopping early once `cap` bytes
+/// were written (a bound on the disk a row fills).
+#[allow(clippy::too_many_arguments)]
+pub fn produce_capped(
+    rt: &Runtime,
+    client: &Client,
+    label: &str,
+    topic: &str,
+    (partitions, connections): (usize, usize),
+    w: &Workload,
+    duration: Duration,
+    cap: Option<u64>,
+) -> Result<SuiteRow> {
     let batch = Bytes::from(w.batch.clone());
-    let timed = timed::run(label, duration, connections, |i, ctl| {
-        let partition = (i % partitions) as u32;
-        rt.block_on(produce_loop(client, i, topic, partition, &batch, w.records_per_batch, ctl))
+    let timed = timed::run_capped(label, duration, cap, connections, |i, ctl| {
+        let spread = Spread { worker: i, workers: connections, partitions };
+        rt.block_on(produce_loop(client, i, topic, spread, &batch, w.records_per_batch, ctl))
     })?;
     let shape = Shape {
         kind: "binary_produce",
@@ -82,7 +99,7 @@ async fn produce_loop(
     client: &Client,
     slot: usize,
     topic: &str,
-    partition: u32,
+    spread: Spread,
     batch: &Bytes,
     records: usize,
     ctl: &Control,
@@ -90,6 +107,7 @@ async fn produce_loop(
     let mut t = Tally::new()?;
     while ctl.running() {
         let start = Instant::now();
+        let partition = spread.partition(t.requests) as u32;
         let req = Request::Produce { topic: topic.to_owned(), partition, batch: batch.clone() };
         match client.call_on(slot, req, false).await.context("produce")? {
             Response::Produce { .. } => {}

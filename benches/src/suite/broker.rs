@@ -20,6 +20,8 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 pub struct Broker {
     child: Option<Child>,
     pub binary_addr: String,
+    /// The Kafka listener's host:port (`es-bench kafka` measures it).
+    pub kafka_addr: String,
     pub url: String,
     pub data_dir: PathBuf,
     stderr: Arc<Mutex<String>>,
@@ -50,6 +52,7 @@ impl Broker {
         let mut broker = Broker {
             child: Some(child),
             binary_addr: String::new(),
+            kafka_addr: String::new(),
             url: String::new(),
             data_dir: data_dir.to_path_buf(),
             stderr,
@@ -66,8 +69,8 @@ impl Broker {
             };
             if let Some(addr) = line.strip_prefix("listening on es://") {
                 broker.binary_addr = addr.trim().to_owned();
-            } else if line.starts_with("listening on kafka://") {
-                // The Kafka listener; the suite does not measure it yet.
+            } else if let Some(addr) = line.strip_prefix("listening on kafka://") {
+                broker.kafka_addr = addr.split_whitespace().next().unwrap_or_default().to_owned();
             } else if let Some(url) = line.strip_prefix("listening on ") {
                 broker.url = url.trim().to_owned();
             }

@@ -256,7 +256,7 @@ pub struct CpuPerRecord {
 /// User + system CPU time of process `pid` ("self" for this one) so far, from
 /// /proc/PID/stat (fields 14 and 15, in USER_HZ = 100 ticks a second on Linux);
 /// none where /proc is missing.
-fn cpu_ns(pid: &str) -> Option<u64> {
+pub(crate) fn cpu_ns(pid: &str) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces; the fields after it are plain.
     let rest = &stat[stat.rfind(')')? + 2..];
@@ -334,7 +334,7 @@ fn summarize(
 }
 
 /// The median (the mean of the middle two for an even count); 0 for none.
-fn median(values: impl Iterator<Item = f64>) -> f64 {
+pub(crate) fn median(values: impl Iterator<Item = f64>) -> f64 {
     let mut v: Vec<f64> = values.collect();
     if v.is_empty() {
         return 0.0;

@@ -5,6 +5,8 @@
 //
 //	go run . roundtrip BOOTSTRAP TOPIC CODEC
 //	go run . group BOOTSTRAP TOPIC
+//	go run . sarama-produce|kafkago-produce BOOTSTRAP TOPIC FROM COUNT
+//	go run . sarama-consume|kafkago-consume BOOTSTRAP TOPIC GROUP COUNT
 //
 // Every wait is bounded; a scenario that cannot finish exits non-zero with the reason.
 package main
@@ -31,7 +33,8 @@ const fixedTS = int64(1_700_000_000_000)
 
 func main() {
 	if len(os.Args) < 4 {
-		fmt.Fprintln(os.Stderr, "usage: roundtrip BOOTSTRAP TOPIC CODEC | group BOOTSTRAP TOPIC")
+		fmt.Fprintln(os.Stderr, "usage: roundtrip BOOTSTRAP TOPIC CODEC | group BOOTSTRAP TOPIC | "+
+			"{sarama,kafkago}-produce BOOTSTRAP TOPIC FROM COUNT | {sarama,kafkago}-consume BOOTSTRAP TOPIC GROUP COUNT")
 		os.Exit(2)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -47,6 +50,8 @@ func main() {
 		out, err = roundtrip(ctx, os.Args[2], os.Args[3], codec)
 	case "group":
 		out, err = group(ctx, os.Args[2], os.Args[3])
+	case "sarama-produce", "sarama-consume", "kafkago-produce", "kafkago-consume":
+		out, err = resume(ctx, os.Args[1], os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown scenario %q", os.Args[1])
 	}
