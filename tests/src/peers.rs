@@ -3,9 +3,9 @@
 //! tools, built or fetched once per machine (Maven and Go caches under ~/.cache/es)
 //! and run with a bound on time.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -26,28 +26,54 @@ pub fn cache_dir() -> PathBuf {
 /// Runs `cmd` with `stdin` to completion within `limit`: its stdout, or a panic that
 /// shows its stderr.
 pub fn run(cmd: &mut Command, stdin: Option<&[u8]>, limit: Duration, what: &str) -> String {
+    let out = output(cmd, stdin, limit, what);
+    assert!(out.status.success(), "{what} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
+/// Runs `cmd` with `stdin` to completion within `limit`, whatever its exit status.
+/// Its output is read as it comes, so a chatty child never blocks on a full pipe;
+/// past `limit` it is killed and the test fails showing its stderr.
+pub fn output(cmd: &mut Command, stdin: Option<&[u8]>, limit: Duration, what: &str) -> Output {
     let mut child = cmd
         .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("{what}: cannot start ({e}); see tests/kafka-clients/README.md"));
-    if let Some(input) = stdin {
-        // Dropped at the end of the statement: the tool sees end of input.
-        child.stdin.take().expect("piped stdin").write_all(input).expect("writing stdin");
-    }
+    let writer = stdin.map(|input| {
+        let (mut pipe, input) = (child.stdin.take().expect("piped stdin"), input.to_vec());
+        // Dropped when written: the child sees end of input.
+        std::thread::spawn(move || {
+            let _closed_early = pipe.write_all(&input);
+        })
+    });
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = pipe.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().expect("piped stdout")));
+    let stderr = drain(Box::new(child.stderr.take().expect("piped stderr")));
     let deadline = Instant::now() + limit;
-    while child.try_wait().expect("waiting on a child").is_none() {
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting on a child") {
+            break status;
+        }
         if Instant::now() > deadline {
             let _ = child.kill();
-            let out = child.wait_with_output().expect("collecting a killed child");
-            panic!("{what}: no answer within {limit:?}; stderr: {}", String::from_utf8_lossy(&out.stderr));
+            let _ = child.wait();
+            let err = stderr.join().unwrap_or_default();
+            panic!("{what}: no answer within {limit:?}; stderr: {}", String::from_utf8_lossy(&err));
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    if let Some(w) = writer {
+        let _ = w.join();
     }
-    let out = child.wait_with_output().expect("collecting a child's output");
-    assert!(out.status.success(), "{what} failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).expect("UTF-8 output")
+    Output { status, stdout: stdout.join().unwrap_or_default(), stderr: stderr.join().unwrap_or_default() }
 }
 
 /// A directory of this test process's own for built programs.

@@ -2,7 +2,7 @@
 //! the Authenticate step, grants and ownership on every op, denied looking like
 //! missing, a producer id bound to its key, revocation on an open connection.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -141,14 +141,8 @@ fn es(b: &Broker, key: Option<&str>, args: &[&str]) -> Output {
     if let Some(key) = key {
         cmd.env("ES_API_KEY", key);
     }
-    let child = cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = child.spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "es {args:?} did not finish within 30 s");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child.wait_with_output().unwrap()
+    cmd.args(args);
+    es_tests::peers::output(&mut cmd, None, Duration::from_secs(30), &format!("es {args:?}"))
 }
 
 #[test]

@@ -19,27 +19,9 @@ fn es(url: &str, args: &[&str], stdin: Option<&str>) -> Output {
 
 /// Runs `es` with stdin as bytes; bounded in time.
 fn es_bytes(url: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
-    let mut child = Command::new(es_bin())
-        .env("ES_BROKER", url)
-        .args(args)
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawning es");
-    if let Some(input) = stdin {
-        let mut pipe = child.stdin.take().unwrap();
-        pipe.write_all(input).unwrap();
-    }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("es {args:?} did not finish within 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child.wait_with_output().unwrap()
+    let mut cmd = Command::new(es_bin());
+    cmd.env("ES_BROKER", url).args(args);
+    es_tests::peers::output(&mut cmd, stdin, Duration::from_secs(30), &format!("es {args:?}"))
 }
 
 fn ok(url: &str, args: &[&str], stdin: Option<&str>) -> String {

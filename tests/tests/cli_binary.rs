@@ -1,11 +1,11 @@
 //! `es produce|consume --protocol binary` against the real es-broker: the same
 //! commands over the binary protocol, lines kept in order, output identical to HTTP.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 use es_tests::broker::{Broker, es_bin};
+use es_tests::peers;
 
 fn es(b: &Broker, args: &[&str], stdin: Option<&str>) -> Output {
     let out = es_status(b, args, stdin);
@@ -15,24 +15,9 @@ fn es(b: &Broker, args: &[&str], stdin: Option<&str>) -> Output {
 
 /// Runs `es`, bounded in time, whatever its exit status.
 fn es_status(b: &Broker, args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(es_bin())
-        .env("ES_BROKER", &b.url)
-        .env("ES_BROKER_BINARY", &b.binary_addr)
-        .args(args)
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawning es");
-    if let Some(input) = stdin {
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "es {args:?} did not finish within 30 s");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child.wait_with_output().unwrap()
+    let mut cmd = Command::new(es_bin());
+    cmd.env("ES_BROKER", &b.url).env("ES_BROKER_BINARY", &b.binary_addr).args(args);
+    peers::output(&mut cmd, stdin.map(str::as_bytes), Duration::from_secs(30), &format!("es {args:?}"))
 }
 
 #[test]

@@ -81,38 +81,32 @@ impl ClassicGroups {
     }
 
     pub async fn join(&self, req: JoinGroup) -> Result<JoinResult> {
+        // A retried join replaces the old one, whose caller then hears
+        // REBALANCE_IN_PROGRESS (its sender is dropped).
         let group = req.group.clone();
-        let rx = {
-            let mut inner = self.lock();
-            let outcome = inner.coordinator.join(req);
-            let rx = match outcome {
-                Outcome::Done(r) => Err(r),
-                Outcome::Parked { member_id } => {
-                    let (tx, rx) = oneshot::channel();
-                    // A retried join replaces the old one, whose caller then hears
-                    // REBALANCE_IN_PROGRESS (its sender is dropped).
-                    inner.joins.insert((group.clone(), member_id), tx);
-                    Ok(rx)
-                }
-            };
-            inner.dispatch();
-            rx
-        };
-        match rx {
-            Err(done) => done,
-            Ok(rx) => self.wait(rx, &group).await,
-        }
+        self.park(group, |c| c.join(req), |inner| &mut inner.joins).await
     }
 
     pub async fn sync(&self, req: SyncGroup) -> Result<Synced> {
         let group = req.group.clone();
+        self.park(group, |c| c.sync(req), |inner| &mut inner.syncs).await
+    }
+
+    /// Runs a call that may park: a parked call's channel goes into `waiters` before
+    /// the lock is released (so its completion cannot be missed), then it waits.
+    async fn park<T>(
+        &self,
+        group: String,
+        call: impl FnOnce(&mut ClassicCoordinator) -> Outcome<T>,
+        waiters: impl FnOnce(&mut Inner) -> &mut Waiters<T>,
+    ) -> Result<T> {
         let rx = {
             let mut inner = self.lock();
-            let rx = match inner.coordinator.sync(req) {
+            let rx = match call(&mut inner.coordinator) {
                 Outcome::Done(r) => Err(r),
                 Outcome::Parked { member_id } => {
                     let (tx, rx) = oneshot::channel();
-                    inner.syncs.insert((group.clone(), member_id), tx);
+                    waiters(&mut inner).insert((group.clone(), member_id), tx);
                     Ok(rx)
                 }
             };
