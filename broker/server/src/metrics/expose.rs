@@ -171,7 +171,9 @@ impl Exposition {
             apis,
         )?;
         self.log(enc)?;
-        let conns = Protocol::ALL
+        // HTTP connections are axum's to accept; the binary and Kafka accept loops
+        // are counted.
+        let conns = [Protocol::Binary, Protocol::Kafka]
             .iter()
             .map(|p| (vec![("listener", p.label().to_owned())], m.connections[p.index()].load(RELAXED)));
         gauges(enc, "es_listener_connections", "Open connections per listener", conns)?;

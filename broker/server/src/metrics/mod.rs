@@ -250,7 +250,7 @@ impl KeyStats {
         Some(CounterRef::Key(c))
     }
 
-    /// Every row: (key id or `unknown`, counters), keys in order.
+    /// Every row: (key id, counters) in key order, then `unknown` if it counted anything.
     pub fn rows(&self) -> Vec<(String, [u64; 5])> {
         let read = |c: &KeyCounters| {
             [&c.auth_successes, &c.auth_failures, &c.denials, &c.throttle_ms, &c.throttled_requests]
@@ -259,7 +259,11 @@ impl KeyStats {
         let keys = self.keys.read().expect("key stats lock");
         let mut rows: Vec<(String, [u64; 5])> = keys.iter().map(|(k, c)| (k.clone(), read(c))).collect();
         rows.sort();
-        rows.push((UNKNOWN_KEY.to_owned(), read(&self.unknown)));
+        // The shared row shows only once something landed in it.
+        let unknown = read(&self.unknown);
+        if unknown.iter().any(|&v| v > 0) {
+            rows.push((UNKNOWN_KEY.to_owned(), unknown));
+        }
         rows
     }
 }
@@ -307,6 +311,7 @@ mod tests {
     #[test]
     fn unknown_keys_share_one_row_and_disabled_counts_nothing() {
         let stats = KeyStats::default();
+        assert!(stats.rows().is_empty(), "no `unknown` row until it counts something");
         let id = es_auth::KeyId::parse("0123456789abcdef").unwrap();
         add(&stats.key(Some(&id), true).unwrap().auth_successes, 1);
         add(&stats.key(Some(&id), false).unwrap().auth_failures, 1);
