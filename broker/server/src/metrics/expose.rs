@@ -90,7 +90,7 @@ impl Exposition {
                 let Ok(topic) = self.registry.topic(&c.topic) else { continue };
                 let Ok(log) = topic.partition(u64::from(c.partition)) else { continue };
                 if self.scope.topic(&c.topic) {
-                    let behind = log.high_watermark().saturating_sub(u64::try_from(c.offset).unwrap_or(0));
+                    let behind = log.high_watermark().saturating_sub(c.offset);
                     *lag.entry(c.topic).or_default() += behind;
                 }
             }
@@ -234,6 +234,9 @@ const RELAXED: std::sync::atomic::Ordering = std::sync::atomic::Ordering::Relaxe
 /// Nanoseconds to seconds.
 const SECONDS: f64 = 1e-9;
 
+/// One figure of a partition's info.
+type InfoField = fn(&es_log::PartitionInfo) -> u64;
+
 fn partitions(enc: &mut DescriptorEncoder, topics: &[(String, Arc<Topic>)]) -> Fmt {
     let infos: Vec<(Labels, es_log::PartitionInfo)> = topics
         .iter()
@@ -244,7 +247,7 @@ fn partitions(enc: &mut DescriptorEncoder, topics: &[(String, Arc<Topic>)]) -> F
                 .map(|(p, log)| (vec![("topic", n.clone()), ("partition", p.to_string())], log.info()))
         })
         .collect();
-    let fields: [(&str, &str, fn(&es_log::PartitionInfo) -> u64); 4] = [
+    let fields: [(&str, &str, InfoField); 4] = [
         ("es_partition_high_watermark", "The offset below which records are durable and readable", |i| {
             i.high_watermark
         }),

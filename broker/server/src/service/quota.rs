@@ -48,10 +48,11 @@ impl Quotas {
         let Some(key) = &principal.key else { return Throttle::default() };
         let ms = self.auth.charge(key, direction(d), bytes as u64);
         // A charge of 0 bytes is `check`'s look at the bucket, not a throttle told.
-        if ms > 0 && bytes > 0 {
-            if let Some(c) = self.auth.stats().key(Some(key), true) {
-                crate::metrics::add(&c.throttle_ms, ms);
-            }
+        if ms > 0
+            && bytes > 0
+            && let Some(c) = self.auth.stats().key(Some(key), true)
+        {
+            crate::metrics::add(&c.throttle_ms, ms);
         }
         Throttle { ms }
     }
