@@ -10,25 +10,26 @@ ROW_SECONDS=${ROW_SECONDS:-5}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
-start_broker() { # mode -> sets PID, BINARY, HTTP
-  local data=$WORK/data-$1-$RANDOM
+start_broker() { # run mode -> sets PID, BINARY, HTTP
+  # A file per start: the previous broker's addresses must never be read.
+  local data=$WORK/data-$1 addr=$WORK/addr-$1
   "$BIN/es-broker" --data-dir "$data" --bind 127.0.0.1:0 --bind-binary 127.0.0.1:0 \
-    --bind-kafka 127.0.0.1:0 --metrics="$1" >"$WORK/addr" 2>"$WORK/err" &
+    --bind-kafka 127.0.0.1:0 --metrics="$2" >"$addr" 2>"$WORK/err-$1" &
   PID=$!
   for _ in $(seq 1 300); do # bounded: 30 s
-    grep -q 'http://' "$WORK/addr" && break
+    grep -q 'http://' "$addr" 2>/dev/null && break
     sleep 0.1
   done
-  BINARY=$(grep -o 'es://[^ ]*' "$WORK/addr" | sed 's#es://##')
-  HTTP=$(grep -o 'http://[^ ]*' "$WORK/addr")
+  BINARY=$(grep -o 'es://[^ ]*' "$addr" | sed 's#es://##')
+  HTTP=$(grep -o 'http://[^ ]*' "$addr")
 }
 
 for round in $(seq 1 "$ROUNDS"); do
   for mode in true false; do
-    start_broker "$mode"
+    start_broker "$round-$mode" "$mode"
     echo "round $round, --metrics=$mode: broker $BINARY $HTTP" >&2
     "$BIN/es-bench" suite --seconds "$ROW_SECONDS" --binary-addr "$BINARY" --http-url "$HTTP" \
-      --dir "$WORK/bench" --out "$WORK/out-$round-$mode" >"$WORK/log-$round-$mode" 2>&1
+      --dir "$WORK/bench-$round-$mode" --out "$WORK/out-$round-$mode" >"$WORK/log-$round-$mode" 2>&1
     kill -TERM "$PID"
     wait "$PID" || true
   done
