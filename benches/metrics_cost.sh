@@ -8,7 +8,9 @@ BIN=${1:-target/release}
 ROUNDS=${ROUNDS:-3}
 ROW_SECONDS=${ROW_SECONDS:-5}
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+PID=""
+# A failed row must not leave its broker running.
+trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$WORK"' EXIT
 
 start_broker() { # run mode -> sets PID, BINARY, HTTP
   # A file per start: the previous broker's addresses must never be read.
@@ -32,6 +34,7 @@ for round in $(seq 1 "$ROUNDS"); do
       --dir "$WORK/bench-$round-$mode" --out "$WORK/out-$round-$mode" >"$WORK/log-$round-$mode" 2>&1
     kill -TERM "$PID"
     wait "$PID" || true
+    PID=""
   done
 done
 
