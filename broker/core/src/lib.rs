@@ -6,6 +6,7 @@ pub mod batch;
 pub mod clock;
 pub mod compression;
 pub mod epoch;
+pub mod histogram;
 pub mod limits;
 pub mod partitioner;
 pub mod record;

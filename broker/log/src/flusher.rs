@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
+use es_core::histogram::Histogram;
+
 use crate::error::{LogError, Result};
 use crate::files;
 use crate::journal::{self, Journal};
@@ -66,8 +68,8 @@ pub(crate) struct Job {
     pub dir: PathBuf,
 }
 
-/// Counters for benchmarks and metrics.
-#[derive(Debug, Default)]
+/// Counters for benchmarks and metrics (read at scrape time; atomics only).
+#[derive(Debug)]
 pub struct FlushStats {
     pub rounds: AtomicU64,
     pub fsyncs: AtomicU64,
@@ -75,6 +77,32 @@ pub struct FlushStats {
     pub bytes: AtomicU64,
     /// Segment syncs done by checkpoints (journal on), not counted in `fsyncs`.
     pub checkpoint_fsyncs: AtomicU64,
+    /// Appends acknowledged per group-commit round.
+    pub round_appends: Histogram,
+    /// How long each round-path fdatasync took (segment or journal).
+    pub fsync_latency: Histogram,
+}
+
+impl Default for FlushStats {
+    fn default() -> Self {
+        Self {
+            rounds: AtomicU64::new(0),
+            fsyncs: AtomicU64::new(0),
+            appends: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            checkpoint_fsyncs: AtomicU64::new(0),
+            round_appends: Histogram::counts(),
+            fsync_latency: Histogram::latency(),
+        }
+    }
+}
+
+/// Runs one fdatasync and records how long it took.
+pub(crate) fn timed_sync(stats: &FlushStats, file: &std::fs::File) -> std::io::Result<()> {
+    let started = std::time::Instant::now();
+    let synced = file.sync_data();
+    stats.fsync_latency.observe_duration(started.elapsed());
+    synced
 }
 
 /// One segment's share of a round: what was taken from its pending queue.
@@ -187,7 +215,10 @@ impl Flusher {
                 std::mem::take(&mut st.jobs)
             };
             self.stats.rounds.fetch_add(1, Ordering::Relaxed);
+            let before = self.stats.appends.load(Ordering::Relaxed);
             self.flush_round(jobs);
+            // Only this thread completes rounds, so the difference is this round's.
+            self.stats.round_appends.observe(self.stats.appends.load(Ordering::Relaxed) - before);
         }
     }
 
@@ -272,7 +303,8 @@ impl Flusher {
                 .map_err(|e| LogError::io(format!("writing {}", path.display()), e))?;
         }
         if t.seal {
-            file.sync_data().map_err(|e| LogError::io(format!("syncing {}", path.display()), e))?;
+            timed_sync(&self.stats, file)
+                .map_err(|e| LogError::io(format!("syncing {}", path.display()), e))?;
             self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
@@ -318,7 +350,7 @@ impl Flusher {
             let bytes: usize = chunks.iter().map(Vec::len).sum();
             self.stats.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         }
-        file.sync_data().map_err(|e| LogError::io(format!("syncing {}", path.display()), e))?;
+        timed_sync(&self.stats, file).map_err(|e| LogError::io(format!("syncing {}", path.display()), e))?;
         self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }

@@ -317,7 +317,7 @@ impl Journal {
         let synced = if self.faults.fail_sync.swap(false, Ordering::AcqRel) {
             Err(io::Error::from_raw_os_error(rustix::io::Errno::IO.raw_os_error()))
         } else {
-            cur.file.sync_data()
+            crate::flusher::timed_sync(&self.stats, &cur.file)
         };
         if let Err(e) = synced {
             let e = LogError::io(format!("syncing journal {}", file_path(&self.dir, cur.seq).display()), e);

@@ -267,6 +267,17 @@ fn concurrent_writers_share_fsyncs() {
     let fsyncs = stats.fsyncs.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!(appends, 8 * per_writer);
     assert!(fsyncs < appends, "group commit must merge fsyncs: {fsyncs} fsyncs for {appends} appends");
+    // The metrics' histograms saw every round and every fsync of them. A round is
+    // observed just after its waiters are woken, so wait (bounded) for the last.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while stats.round_appends.snapshot().sum < appends {
+        assert!(std::time::Instant::now() < deadline, "the last round was never observed");
+        std::thread::yield_now();
+    }
+    let rounds = stats.round_appends.snapshot();
+    assert_eq!(rounds.sum, appends, "round sizes add up to the appends");
+    assert_eq!(rounds.count, stats.rounds.load(std::sync::atomic::Ordering::Relaxed));
+    assert_eq!(stats.fsync_latency.snapshot().count, fsyncs);
     assert_eq!(p.high_watermark(), 8 * per_writer);
     let mut seen = offsets_from(&p, 0);
     seen.dedup();

@@ -14,6 +14,7 @@ mod http;
 pub mod kafka;
 pub mod limits;
 mod listener;
+pub mod metrics;
 pub use es_core::partitioner;
 pub mod plugins;
 mod registry;

@@ -84,6 +84,14 @@ struct Args {
     /// Default fetch quota of every key, in bytes per second [default: unlimited].
     #[arg(long, env = "ES_QUOTA_FETCH_BYTES_PER_S")]
     quota_fetch_bytes_per_s: Option<u64>,
+    /// Keep Prometheus metrics and serve GET /metrics; false skips every counter
+    /// on the hot paths (to measure their cost) and /metrics answers 404.
+    #[arg(long, env = "ES_METRICS", default_value_t = true, action = clap::ArgAction::Set)]
+    metrics: bool,
+    /// Also expose Kafka's JMX-exporter names on /metrics
+    /// (kafka_server_brokertopicmetrics_{messagesin,bytesin,bytesout}_total).
+    #[arg(long, env = "ES_METRICS_KAFKA_COMPAT")]
+    metrics_kafka_compat: bool,
 }
 
 fn main() -> ExitCode {
@@ -128,6 +136,10 @@ fn run(args: Args) -> anyhow::Result<()> {
         auth: auth_options(&args)?,
         journal: args.journal_enabled,
         journal_dir: args.journal_dir.clone(),
+        metrics: es_server::metrics::MetricsOptions {
+            enabled: args.metrics,
+            kafka_compat: args.metrics_kafka_compat,
+        },
     };
     let (registry, report) = Registry::open(options)
         .with_context(|| format!("opening the data directory {}", args.data_dir.display()))?;

@@ -81,6 +81,8 @@ pub struct Auth {
     clock: Arc<dyn Clock>,
     failures: Mutex<AuthFailureLimits>,
     quotas: Mutex<ByteQuotas>,
+    /// Per-key successes, failures, denials and throttling, for metrics.
+    stats: crate::metrics::KeyStats,
 }
 
 impl std::fmt::Debug for Auth {
@@ -112,6 +114,7 @@ impl Auth {
             clock: clock.clone(),
             failures: Mutex::new(AuthFailureLimits::new(clock.clone())),
             quotas: Mutex::new(ByteQuotas::new(quota, clock)),
+            stats: crate::metrics::KeyStats::default(),
         };
         if options.enabled {
             auth.bootstrap(options.bootstrap_key.as_deref())?;
@@ -193,8 +196,15 @@ impl Auth {
             let state = self.state();
             let matches = state.active_key(&key.id).is_some_and(|record| record.secret_hash.matches(&hash));
             if matches {
+                if let Some(c) = self.stats.key(Some(&key.id), true) {
+                    crate::metrics::add(&c.auth_successes, 1);
+                }
                 return Ok(key.id.clone());
             }
+        }
+        let known = id.as_ref().is_some_and(|id| self.state().active_key(id).is_some());
+        if let Some(c) = self.stats.key(id.as_ref(), known) {
+            crate::metrics::add(&c.auth_failures, 1);
         }
         let mut failures = self.failures.lock().expect("auth failures lock");
         failures.record_failure(from, id.as_ref());
@@ -202,6 +212,11 @@ impl Auth {
             0 => Err(AuthFailure::Invalid),
             ms => Err(AuthFailure::Throttled { ms }),
         }
+    }
+
+    /// Per-key counters for metrics.
+    pub fn stats(&self) -> &crate::metrics::KeyStats {
+        &self.stats
     }
 
     /// Charges `bytes` moved by `key` after the fact; the throttle it must honour.

@@ -37,12 +37,20 @@ impl BinaryState {
 /// finish their in-flight requests (bounded) and returns.
 pub async fn serve_binary(listener: TcpListener, state: BinaryState, shutdown: watch::Receiver<bool>) {
     let max = crate::limits::BINARY_CONNECTIONS_MAX;
+    let metrics = state.service.metrics().clone();
     crate::listener::accept_until_shutdown(
         listener,
         "binary",
         max,
         shutdown,
-        move |stream, peer, shutdown| connection::run(stream, peer, state.clone(), shutdown),
+        move |stream, peer, shutdown| {
+            let open = metrics.connection(crate::metrics::Protocol::Binary);
+            let served = connection::run(stream, peer, state.clone(), shutdown);
+            async move {
+                served.await;
+                drop(open);
+            }
+        },
     )
     .await;
 }

@@ -7,6 +7,7 @@ pub(crate) mod group_sessions;
 mod groups;
 mod groups_api;
 mod keys;
+mod metrics;
 mod openapi;
 mod plugins;
 mod records;
@@ -51,7 +52,7 @@ pub struct AppState {
 pub fn router(registry: Arc<Registry>, shutdown: watch::Receiver<bool>) -> Router {
     let body_max = registry.options().request_bytes_max;
     let in_flight = Arc::new(Semaphore::new(registry.options().in_flight_requests_max));
-    let service = Service::new(registry.clone());
+    let service = Service::new(registry.clone()).with_protocol(crate::metrics::Protocol::Http);
     let state = AppState { registry, service, shutdown, in_flight };
     // Probes and the document stay outside the in-flight limit, so an overloaded
     // broker still reports itself alive.
@@ -86,7 +87,10 @@ fn api_routes(state: AppState) -> Router<AppState> {
                 .layer(DefaultBodyLimit::max(limits::PLUGIN_BYTES_MAX)),
         )
         .route("/topics/{topic}/validators", get(plugins::get_validators).put(plugins::set_validators))
-        .nest("/registry", schemas::routes())
+        .nest(
+            "/registry",
+            schemas::routes().layer(middleware::from_fn_with_state(state.clone(), metrics::count_registry)),
+        )
         // The base URL with a slash, as clients given `.../registry/` ask for it; the
         // nested router serves `/registry` itself and everything below it.
         .route("/registry/", get(schemas::root).fallback(schemas::method_not_allowed))
@@ -94,6 +98,7 @@ fn api_routes(state: AppState) -> Router<AppState> {
         .route("/keys/{key}", get(keys::describe).delete(keys::revoke))
         .route("/keys/{key}/rotate", post(keys::rotate))
         .route("/keys/{key}/grants", post(keys::grant))
+        .route("/metrics", get(metrics::scrape))
         .route_layer(middleware::from_fn_with_state(state.clone(), limit_in_flight))
         .route_layer(middleware::from_fn_with_state(state, authorize_route))
 }

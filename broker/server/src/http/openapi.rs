@@ -93,6 +93,7 @@ use crate::config::TopicConfig;
         super::keys::revoke,
         super::keys::rotate,
         super::keys::grant,
+        super::metrics::scrape,
         openapi_json,
     ),
     components(schemas(

@@ -78,6 +78,7 @@ pub const ROUTES: &[(&str, &str, Call)] = &[
     ("delete", "/keys/{key}", Call::RevokeKey),
     ("post", "/keys/{key}/rotate", Call::RotateKey),
     ("post", "/keys/{key}/grants", Call::GrantKey),
+    ("get", "/metrics", Call::ScrapeMetrics),
 ];
 
 /// The call of a request, with the path's parameters (`{topic}`, `{group}`, ...).

@@ -44,11 +44,29 @@ pub fn reply<R: Encodable + HeaderVersion>(header: &Header, version: i16, respon
 /// Starts one request: phase one of a produce now, everything else in a task.
 pub async fn begin(ctx: &Arc<Ctx>, peer: SocketAddr, req: DecodedRequest) -> Pending {
     let DecodedRequest { header, request, .. } = req;
+    let (started, api) = (std::time::Instant::now(), header.api_key as i16);
+    let metrics = ctx.service.metrics().clone();
     match request {
-        KafkaRequest::Produce(r) => produce::begin(ctx, header, r).await,
+        KafkaRequest::Produce(r) => {
+            let pending = produce::begin(ctx, header, r).await;
+            if !metrics.enabled() {
+                return pending;
+            }
+            // The reply is ready once the appends are durable: time it there.
+            tokio::spawn(async move {
+                let reply =
+                    pending.await.unwrap_or_else(|e| Reply::Close(format!("the produce task failed: {e}")));
+                metrics.kafka_request(api, started.elapsed());
+                reply
+            })
+        }
         other => {
             let ctx = ctx.clone();
-            tokio::spawn(async move { answer(&ctx, peer, &header, other).await })
+            tokio::spawn(async move {
+                let reply = answer(&ctx, peer, &header, other).await;
+                metrics.kafka_request(api, started.elapsed());
+                reply
+            })
         }
     }
 }

@@ -53,6 +53,8 @@ pub async fn serve_kafka(
     node: KafkaNode,
     shutdown: watch::Receiver<bool>,
 ) {
+    let service = service.with_protocol(crate::metrics::Protocol::Kafka);
+    let metrics = service.metrics().clone();
     let ctx = Arc::new(Ctx { service, node });
     let max = crate::limits::KAFKA_CONNECTIONS_MAX;
     crate::listener::accept_until_shutdown(
@@ -60,7 +62,14 @@ pub async fn serve_kafka(
         "kafka",
         max,
         shutdown,
-        move |stream, peer, shutdown| connection::run(stream, peer, ctx.clone(), shutdown),
+        move |stream, peer, shutdown| {
+            let open = metrics.connection(crate::metrics::Protocol::Kafka);
+            let served = connection::run(stream, peer, ctx.clone(), shutdown);
+            async move {
+                served.await;
+                drop(open);
+            }
+        },
     )
     .await;
 }

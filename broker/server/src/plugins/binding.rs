@@ -88,13 +88,58 @@ pub struct Link {
 
 /// Per-binding counters, for describe and metrics. For a shadow binding,
 /// `rejected`, `dead_lettered` and `warned` count what it would have done.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct LinkCounters {
     pub batches: AtomicU64,
     pub rejected: AtomicU64,
     pub dead_lettered: AtomicU64,
     pub warned: AtomicU64,
     pub plugin_failures: AtomicU64,
+    /// Calls into the guest (a retry after a missed deadline is a second call).
+    pub calls: AtomicU64,
+    pub deadline_kills: AtomicU64,
+    pub memory_kills: AtomicU64,
+    pub latency: es_core::histogram::Histogram,
+}
+
+impl LinkCounters {
+    /// The counter of calls the host stopped for this error, if it is a kill.
+    fn kill_counter(&self, e: &PluginError) -> Option<&AtomicU64> {
+        match e {
+            PluginError::Deadline { .. } => Some(&self.deadline_kills),
+            PluginError::Memory { .. } => Some(&self.memory_kills),
+            PluginError::NotAComponent { .. }
+            | PluginError::Compile { .. }
+            | PluginError::WrongWorld { .. }
+            | PluginError::ForbiddenImport { .. }
+            | PluginError::Configure { .. }
+            | PluginError::Limits { .. }
+            | PluginError::Trap { .. }
+            | PluginError::Garbage { .. }
+            | PluginError::RecordTooLarge { .. }
+            | PluginError::Pack { .. }
+            | PluginError::Instantiate { .. }
+            | PluginError::Cache { .. }
+            | PluginError::Engine(_) => None,
+        }
+    }
+}
+
+impl Default for LinkCounters {
+    fn default() -> Self {
+        let zero = || AtomicU64::new(0);
+        Self {
+            batches: zero(),
+            rejected: zero(),
+            dead_lettered: zero(),
+            warned: zero(),
+            plugin_failures: zero(),
+            calls: zero(),
+            deadline_kills: zero(),
+            memory_kills: zero(),
+            latency: es_core::histogram::Histogram::latency(),
+        }
+    }
 }
 
 impl Link {
@@ -118,11 +163,29 @@ impl Link {
         batch: &PackedBatch<'_>,
     ) -> Result<Vec<es_plugin_host::Violation>, String> {
         let validator = self.validator.as_ref().map_err(Clone::clone)?;
-        match validator.validate_packed(target, batch) {
-            Err(PluginError::Deadline { .. }) => validator.validate_packed(target, batch),
+        match self.call(validator, target, batch) {
+            Err(PluginError::Deadline { .. }) => self.call(validator, target, batch),
             other => other,
         }
         .map_err(|e| e.to_string())
+    }
+
+    /// One call into the guest, counted and timed; deadline and memory kills noted.
+    fn call(
+        &self,
+        validator: &Validator,
+        target: BatchTarget<'_>,
+        batch: &PackedBatch<'_>,
+    ) -> Result<Vec<es_plugin_host::Violation>, PluginError> {
+        let started = std::time::Instant::now();
+        let result = validator.validate_packed(target, batch);
+        let c = &self.counters;
+        c.latency.observe_duration(started.elapsed());
+        c.calls.fetch_add(1, Ordering::Relaxed);
+        if let Some(kills) = result.as_ref().err().and_then(|e| c.kill_counter(e)) {
+            kills.fetch_add(1, Ordering::Relaxed);
+        }
+        result
     }
 
     /// Runs a shadow binding: its verdicts only move its counters (what its

@@ -53,6 +53,8 @@ pub struct BrokerOptions {
     pub journal: bool,
     /// Where the journal lives, e.g. on another disk [default: `<data>/journal`].
     pub journal_dir: Option<PathBuf>,
+    /// Whether metrics are kept, and the Kafka-compatible names.
+    pub metrics: crate::metrics::MetricsOptions,
 }
 
 impl BrokerOptions {
@@ -68,6 +70,7 @@ impl BrokerOptions {
             auth: crate::auth::AuthOptions::default(),
             journal: true,
             journal_dir: None,
+            metrics: crate::metrics::MetricsOptions::default(),
         }
     }
 }
@@ -106,6 +109,8 @@ pub struct Topic {
     sticky: AtomicU32,
     /// The validators a produce runs; swapped whole on rebinding.
     validators: RwLock<Arc<Chain>>,
+    /// Records and bytes in and out, for metrics; kept across add-partitions.
+    pub stats: Arc<crate::metrics::TopicStats>,
 }
 
 impl Topic {
@@ -175,6 +180,8 @@ pub struct Registry {
     schemas: std::sync::OnceLock<Arc<crate::schemas::Schemas>>,
     /// Keys, grants, owners and quotas (`auth.enabled` off: allows everything).
     auth: Arc<crate::auth::Auth>,
+    /// Broker-wide metrics the listeners and the service move.
+    metrics: Arc<crate::metrics::Metrics>,
     /// Held for the broker's life: two brokers on one data directory would corrupt it.
     _lock: std::fs::File,
 }
@@ -196,6 +203,7 @@ impl Registry {
         let metadata = store.load()?;
         let clock: Arc<dyn es_core::Clock> = Arc::new(es_core::SystemClock);
         let auth = Arc::new(crate::auth::Auth::open(&options.data_dir, &options.auth, clock)?);
+        auth.stats().set_enabled(options.metrics.enabled);
         let mut report = StartupReport::default();
         let plugins = Plugins::open(
             &options.data_dir.join("plugins"),
@@ -212,6 +220,7 @@ impl Registry {
                 ..ManagerOptions::default()
             },
         )?;
+        let metrics = Arc::new(crate::metrics::Metrics::new(options.metrics));
         let registry = Registry {
             options,
             manager,
@@ -226,6 +235,7 @@ impl Registry {
             groups: std::sync::OnceLock::new(),
             schemas: std::sync::OnceLock::new(),
             auth,
+            metrics,
             _lock: lock,
         };
         registry.assign_missing_topic_ids()?;
@@ -314,7 +324,12 @@ impl Registry {
         chain: Arc<Chain>,
     ) -> Arc<Topic> {
         let id = meta.topic_id.as_deref().and_then(|s| uuid::Uuid::parse_str(s).ok()).unwrap_or_default();
+        let stats = match self.topics.read().expect("topics lock").get(&meta.name) {
+            Some(old) => old.stats.clone(),
+            None => Arc::new(crate::metrics::TopicStats::new(self.options.metrics.enabled)),
+        };
         let topic = Arc::new(Topic {
+            stats,
             kind: TopicKind::of(&meta.name),
             id: id.into_bytes(),
             meta: Mutex::new(meta.clone()),
@@ -403,6 +418,16 @@ impl Registry {
 
     pub fn options(&self) -> &BrokerOptions {
         &self.options
+    }
+
+    /// Broker-wide metrics (`GET /metrics`).
+    pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+        &self.metrics
+    }
+
+    /// The log's group-commit counters (rounds, fsyncs and their latency).
+    pub fn log_stats(&self) -> &es_log::FlushStats {
+        self.manager.stats()
     }
 
     pub fn topic(&self, name: &str) -> Result<Arc<Topic>> {

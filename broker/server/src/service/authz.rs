@@ -111,6 +111,11 @@ pub enum Call {
     RevokeKey,
     RotateKey,
     GrantKey,
+    /// `GET /metrics`: any active key; the answer holds only the series it may
+    /// describe (`metrics::Scope`).
+    ScrapeMetrics,
+    /// Seeing broker-wide state (metrics not owned by a topic, group or key).
+    DescribeBroker,
 }
 
 impl Call {
@@ -134,7 +139,8 @@ impl Call {
             Call::ListTopics | Call::ListGroups | Call::ListPlugins | Call::DescribePlugin => {
                 Access::Authenticated
             }
-            Call::InitProducerId => Access::Authenticated,
+            Call::InitProducerId | Call::ScrapeMetrics => Access::Authenticated,
+            Call::DescribeBroker => Access::ClusterDescribe,
             Call::GroupJoin
             | Call::GroupSync
             | Call::GroupHeartbeat
@@ -254,6 +260,9 @@ pub fn check(auth: &Auth, principal: &Principal, op: &Operation) -> std::result:
     match decision {
         Decision::Allowed => Ok(()),
         Decision::Denied(reason) => {
+            if let Some(c) = auth.stats().key(principal.key.as_ref(), principal.key.is_some()) {
+                crate::metrics::add(&c.denials, 1);
+            }
             tracing::debug!(call = ?op.call, resource = ?op.resource, key = ?principal.key, ?reason, "denied");
             Err(Denied { resource: op.resource.clone() })
         }
@@ -297,6 +306,11 @@ pub fn denied_group(group: &str) -> BrokerError {
 pub fn may_describe_topic(auth: &Auth, principal: &Principal, topic: &str) -> bool {
     let op = Operation { call: Call::DescribeTopic, resource: Resource::Topic(topic.to_owned()) };
     check(auth, principal, &op).is_ok()
+}
+
+/// Whether `principal` may see broker-wide state (cluster `describe`).
+pub fn may_describe_broker(auth: &Auth, principal: &Principal) -> bool {
+    check(auth, principal, &Operation { call: Call::DescribeBroker, resource: Resource::Cluster }).is_ok()
 }
 
 /// Whether `principal` may see `group` in a listing.

@@ -63,6 +63,13 @@ impl Service {
     /// failed and the wait has time left, parks until any high watermark moves or
     /// shutdown begins, then reads again.
     pub async fn fetch(&self, principal: &Principal, req: FetchRequest) -> Result<Fetched> {
+        let started = Instant::now();
+        let fetched = self.fetch_polling(principal, req).await;
+        self.metrics().fetch_latency(self.protocol, started.elapsed());
+        fetched
+    }
+
+    async fn fetch_polling(&self, principal: &Principal, req: FetchRequest) -> Result<Fetched> {
         check_shape(&req)?;
         self.quotas.check(principal, Direction::Fetch)?;
         let handles: Vec<Result<PartitionHandle>> =
@@ -78,6 +85,7 @@ impl Service {
             let stopping = *shutdown.borrow();
             if total >= req.min_bytes || failed || now >= deadline || stopping {
                 let _ = self.quotas.charge(principal, Direction::Fetch, total);
+                count_out(&handles, &reads);
                 return Ok(answers(handles, reads));
             }
             let _parked = Parked::new(&self.polls);
@@ -160,6 +168,16 @@ async fn read_all(
     })
     .await
     .map_err(|e| BrokerError::Internal(format!("the fetch task failed: {e}")))
+}
+
+/// Counts each topic's records and bytes out (whole batches, as read).
+fn count_out(handles: &[Result<PartitionHandle>], reads: &[Option<Result<ReadResult>>]) {
+    for (handle, read) in handles.iter().zip(reads) {
+        if let (Ok(h), Some(Ok(r))) = (handle, read) {
+            let (records, bytes) = h.topic.stats.measure(&r.data);
+            h.topic.stats.fetched(records, bytes);
+        }
+    }
 }
 
 /// Each partition's answer: its lookup error, or its read.

@@ -24,6 +24,7 @@ pub use authz::{Access, Call, Principal, Resource};
 pub use error::{BrokerError, Result};
 pub use partition::PartitionHandle;
 
+use crate::metrics::Protocol;
 use crate::registry::{Registry, Topic};
 
 /// The broker as the listeners see it. Cheap to clone.
@@ -32,13 +33,25 @@ pub struct Service {
     registry: Arc<Registry>,
     quotas: Arc<quota::Quotas>,
     polls: Arc<fetch::PollGauge>,
+    /// The listener this service answers for: its latencies are counted under it.
+    protocol: Protocol,
 }
 
 impl Service {
     pub fn new(registry: Arc<Registry>) -> Service {
         let polls = registry.poll_gauge();
         let quotas = Arc::new(quota::Quotas::new(registry.auth().clone()));
-        Service { registry, quotas, polls }
+        Service { registry, quotas, polls, protocol: Protocol::Binary }
+    }
+
+    /// This service as `protocol`'s listener uses it (latency metrics per protocol).
+    pub fn with_protocol(mut self, protocol: Protocol) -> Service {
+        self.protocol = protocol;
+        self
+    }
+
+    pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+        self.registry.metrics()
     }
 
     pub fn registry(&self) -> &Arc<Registry> {

@@ -45,9 +45,12 @@ impl PartitionHandle {
 
     /// Appends an encoded batch as leader: offsets and epoch are stamped here.
     pub fn append(&self, batch: Vec<u8>) -> Result<PendingAppend> {
-        match self.role {
-            Role::Leader => self.log.append(batch, self.leader_epoch).map_err(|e| self.log_error(e)),
-        }
+        let (records, bytes) = self.topic.stats.measure(&batch);
+        let pending = match self.role {
+            Role::Leader => self.log.append(batch, self.leader_epoch).map_err(|e| self.log_error(e))?,
+        };
+        self.topic.stats.produced(records, bytes);
+        Ok(pending)
     }
 
     /// Whole batches from `offset`, at most `max_bytes` (at least one batch).

@@ -62,6 +62,15 @@ pub struct PendingProduce {
     dead: Vec<(String, u32, Vec<usize>, PendingAppend)>,
     findings: Vec<Finding>,
     throttle: Throttle,
+    /// When the produce began, for its latency once durable.
+    timer: LatencyTimer,
+}
+
+/// A produce's start, its protocol and where its latency is counted.
+struct LatencyTimer {
+    started: std::time::Instant,
+    protocol: crate::metrics::Protocol,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// The acknowledgement, sent once everything is durable.
@@ -131,6 +140,11 @@ impl Service {
         target: ProduceTarget,
         batches: Vec<PartitionBatch>,
     ) -> Result<PendingProduce> {
+        let timer = LatencyTimer {
+            started: std::time::Instant::now(),
+            protocol: self.protocol,
+            metrics: self.metrics().clone(),
+        };
         self.check_running()?;
         if batches.is_empty() {
             return Err(BrokerError::InvalidRequest("a produce carries at least one batch".into()));
@@ -159,7 +173,7 @@ impl Service {
             .map(|c| c.findings.into_iter().filter(|f| f.outcome != Outcome::Rejected).collect())
             .unwrap_or_default();
         let plan = self.plan_dead_letters(&topic, planned, &dead)?;
-        plan.append(findings, throttle)
+        plan.append(findings, throttle, timer)
     }
 
     /// Opens `topic` and begins a produce of `batches` (the binary path).
@@ -287,7 +301,12 @@ struct MainBatch {
 impl Plan {
     /// Appends in arrival order (the request's batches, then its dead letters);
     /// the fsyncs of all of them overlap.
-    fn append(self, findings: Vec<Finding>, throttle: Throttle) -> Result<PendingProduce> {
+    fn append(
+        self,
+        findings: Vec<Finding>,
+        throttle: Throttle,
+        timer: LatencyTimer,
+    ) -> Result<PendingProduce> {
         let mut main = Vec::with_capacity(self.main.len());
         for m in self.main {
             let pending = m.batch.map(|b| m.handle.append(b)).transpose()?;
@@ -297,7 +316,7 @@ impl Plan {
         for (topic, p) in self.dead {
             dead.push((topic, p.handle.partition, p.ids, p.handle.append(p.batch)?));
         }
-        Ok(PendingProduce { main, dead, findings, throttle })
+        Ok(PendingProduce { main, dead, findings, throttle, timer })
     }
 }
 
@@ -320,6 +339,8 @@ impl PendingProduce {
                 dead_letters.push(DeadLettered { id, topic: topic.clone(), partition, offset });
             }
         }
+        let t = &self.timer;
+        t.metrics.produce_latency(t.protocol, t.started.elapsed());
         Ok(ProduceAck { partitions, dead_letters, findings: self.findings, throttle: self.throttle })
     }
 }

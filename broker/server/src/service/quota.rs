@@ -46,14 +46,28 @@ impl Quotas {
     /// long it must wait before its next request.
     pub fn charge(&self, principal: &Principal, d: Direction, bytes: usize) -> Throttle {
         let Some(key) = &principal.key else { return Throttle::default() };
-        Throttle { ms: self.auth.charge(key, direction(d), bytes as u64) }
+        let ms = self.auth.charge(key, direction(d), bytes as u64);
+        // A charge of 0 bytes is `check`'s look at the bucket, not a throttle told.
+        if ms > 0
+            && bytes > 0
+            && let Some(c) = self.auth.stats().key(Some(key), true)
+        {
+            crate::metrics::add(&c.throttle_ms, ms);
+        }
+        Throttle { ms }
     }
 
     /// Refuses a request while the key's bucket for `d` is in debt.
     pub fn check(&self, principal: &Principal, d: Direction) -> Result<()> {
         match self.charge(principal, d, 0).ms {
             0 => Ok(()),
-            ms => Err(BrokerError::Throttled { ms }),
+            ms => {
+                if let Some(c) = self.auth.stats().key(principal.key.as_ref(), true) {
+                    crate::metrics::add(&c.throttled_requests, 1);
+                    crate::metrics::add(&c.throttle_ms, ms);
+                }
+                Err(BrokerError::Throttled { ms })
+            }
         }
     }
 }
