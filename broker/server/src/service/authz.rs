@@ -281,7 +281,7 @@ fn subject(
 /// What a refusal looks like: exactly the resource's "does not exist".
 pub fn denied(resource: &Resource) -> BrokerError {
     match resource {
-        Resource::Topic(t) => BrokerError::TopicNotFound(t.clone()),
+        Resource::Topic(t) => BrokerError::Denied(Box::new(BrokerError::TopicNotFound(t.clone()))),
         Resource::Group(g) => denied_group(g),
         Resource::Subject(_) | Resource::Cluster => {
             BrokerError::Unauthorized { resource: "this call (it needs a cluster grant)".into() }
@@ -290,7 +290,8 @@ pub fn denied(resource: &Resource) -> BrokerError {
 }
 
 pub fn denied_group(group: &str) -> BrokerError {
-    BrokerError::Group(es_groups::GroupError::GroupNotFound(group.to_owned()))
+    let missing = BrokerError::Group(es_groups::GroupError::GroupNotFound(group.to_owned()));
+    BrokerError::Denied(Box::new(missing))
 }
 
 /// Whether `principal` may see `topic` in a listing.
