@@ -276,3 +276,26 @@ fn a_proof_from_another_password_or_mechanism_fails() {
         Step::Failed(FailReason::Malformed("proof has the wrong length"))
     );
 }
+
+#[test]
+fn librdkafkas_doubled_client_nonce_is_accepted_and_nothing_else() {
+    let (state, keys) = state_with_keys(&["billing"]);
+    let key = &keys[0];
+    let run = |edit: &dyn Fn(&str) -> String| {
+        let mut client =
+            ScramClient::new(ScramMechanism::Sha256, key.id.as_str(), &key.secret.encode(), "cn");
+        let mut session = scram_session(&state, ScramMechanism::Sha256, 5);
+        let Step::Challenge(first) = session.step(&client.first()) else { panic!("no challenge") };
+        let text = String::from_utf8(first.clone()).unwrap();
+        let nonce = text.split(',').find_map(|a| a.strip_prefix("r=")).unwrap().to_owned();
+        // The client signs its final message as sent, so only the nonce check can refuse it.
+        let last = client.last_with_nonce(&first, &edit(&nonce));
+        session.step(&last)
+    };
+    assert!(matches!(run(&|n| n.to_owned()), Step::Done { .. }));
+    assert!(matches!(run(&|n| format!("cn{n}")), Step::Done { .. }), "librdkafka's form");
+    let refused = Step::Failed(FailReason::Malformed("the nonce differs from the server's"));
+    assert_eq!(run(&|n| format!("xx{n}")), refused);
+    assert_eq!(run(&|n| format!("cncn{n}")), refused);
+    assert_eq!(run(&|n| n[..n.len() - 1].to_owned()), refused);
+}
