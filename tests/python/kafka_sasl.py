@@ -73,6 +73,7 @@ def login(conf, topic):
         p.list_topics(topic=topic, timeout=5)
     except KafkaException as e:
         error = e.args[0].name()
+    p.poll(1.0)  # serves the error callbacks
     auth = [e for e in errors if e[0] == "_AUTHENTICATION"]
     emit(scenario="login", error=error, auth=auth[:1])
 

@@ -229,8 +229,10 @@ pub fn groups(c: &mut KafkaConn, a: &Tenant, v: &Tenant, ledger: &mut Ledger) {
             .with_topics(vec![t])
     };
     ledger.kafka("kafka group commit", g, c.call(8, &commit(g, &a.topics[0])), &[GROUP_DENIED], secrets);
-    let side = commit(&a.group, &v.topics[0]);
-    ledger.kafka("kafka group side door", &a.group, c.call(8, &side), &[TOPIC_DENIED], secrets);
+    // The attacker's own Kafka group (its first commit claims it) naming the victim's topic.
+    let own = format!("{}kafka-g", a.prefix);
+    let side = commit(&own, &v.topics[0]);
+    ledger.kafka("kafka group side door", &own, c.call(8, &side), &[TOPIC_DENIED], secrets);
     let fetch_offsets = |group_id: &str, topics: Option<&str>| {
         let topics = topics.map(|t| {
             vec![
@@ -245,6 +247,8 @@ pub fn groups(c: &mut KafkaConn, a: &Tenant, v: &Tenant, ledger: &mut Ledger) {
         OffsetFetchRequest::default().with_groups(vec![one])
     };
     ledger.kafka("kafka group offsets", g, c.call(8, &fetch_offsets(g, None)), &[GROUP_DENIED], secrets);
+    let side = fetch_offsets(&own, Some(&v.topics[0]));
+    ledger.kafka("kafka group side door", &own, c.call(8, &side), &[TOPIC_DENIED], secrets);
     let side = fetch_offsets(&a.group, Some(&v.topics[0]));
     ledger.kafka("kafka group side door", &a.group, c.call(8, &side), &[TOPIC_DENIED], secrets);
     let describe = DescribeGroupsRequest::default().with_groups(vec![group(g)]);

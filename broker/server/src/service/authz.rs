@@ -300,6 +300,12 @@ pub fn may_describe_topic(auth: &Auth, principal: &Principal, topic: &str) -> bo
     check(auth, principal, &op).is_ok()
 }
 
+/// Whether `principal` may make `call` on `topic` (for a listener that must answer
+/// a refusal in its own way before the service is asked).
+pub fn may_topic(auth: &Auth, principal: &Principal, call: Call, topic: &str) -> bool {
+    check(auth, principal, &Operation { call, resource: Resource::Topic(topic.to_owned()) }).is_ok()
+}
+
 /// Whether `principal` may see `group` in a listing.
 pub fn may_describe_group(auth: &Auth, principal: &Principal, group: &str) -> bool {
     let op = Operation { call: Call::DescribeGroup, resource: Resource::Group(group.to_owned()) };
