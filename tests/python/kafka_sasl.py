@@ -6,11 +6,14 @@ Scenarios:
   roundtrip TOPIC GROUP  produce three records (idempotent), consume them in GROUP, commit
   login TOPIC            one metadata request; reports the error the login ended with
   produce TOPIC          produce one record; reports the delivery error, if any
+  reauth TOPIC           produce a record every 0.25 s for 6 s on one connection (the
+                         broker's session lifetime is shorter: librdkafka re-authenticates)
 """
 
 import json
 import re
 import sys
+import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
@@ -86,6 +89,18 @@ def produce(conf, topic):
     emit(scenario="produce", left=left, reports=reports)
 
 
+def reauth(conf, topic):
+    errors = []
+    p = Producer(dict(conf, **{"error_cb": lambda e: errors.append(e.name()), "linger.ms": 0}))
+    reports = []
+    for i in range(24):
+        p.produce(topic, value=b"r%d" % i,
+                  on_delivery=lambda err, msg: reports.append(None if err is None else err.name()))
+        p.flush(TIMEOUT)
+        time.sleep(0.25)
+    emit(scenario="reauth", reports=reports, errors=errors)
+
+
 def main():
     bootstrap, mechanism, user, password, scenario, topic = sys.argv[1:7]
     conf = config(bootstrap, mechanism, user, password)
@@ -95,6 +110,8 @@ def main():
         login(conf, topic)
     elif scenario == "produce":
         produce(conf, topic)
+    elif scenario == "reauth":
+        reauth(conf, topic)
     else:
         raise SystemExit("unknown scenario " + scenario)
 

@@ -212,3 +212,20 @@ fn sessions_expire_and_re_authentication_keeps_a_connection_open() {
     // The other lapsed: the broker closed it.
     assert!(lapsed.closed_by_broker() || lapsed.call(1, &MetadataRequest::default()).is_err());
 }
+
+#[test]
+fn librdkafka_re_authenticates_before_its_session_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start(dir.path(), &["--kafka-session-lifetime-ms", "2000"]);
+    let key = make_key(&b, "app", &["topic:prefixed:app.:admin"]);
+    let admin = broker::Client::with_key(&b.url, ADMIN);
+    assert_eq!(admin.post("/topics", &json!({"name": "app.r", "partitions": 1})).status, 201);
+    let (user, password) = split_key(&key);
+    let got = script(&b, "SCRAM-SHA-512", user, password, &["reauth", "app.r"]);
+    let r = &got[0];
+    assert_eq!(r["reports"], json!(vec![Value::Null; 24]), "{r}");
+    assert_eq!(r["errors"], json!([]), "the connection survived its 2 s lifetime: {r}");
+    // Six seconds over a 2 s lifetime: the broker saw re-authentications, not new logins only.
+    let log = b.wait_for_stderr("re-authenticated");
+    assert!(log.matches("re-authenticated").count() >= 2, "{log}");
+}

@@ -199,8 +199,12 @@ impl SaslConn {
                 return Answer { pending: dispatch::ready(dispatch::reply(h, v, &response)), close: false };
             }
             Step::Done { principal: es_auth::Principal::Key(id), final_bytes } => {
+                let renewal = self.principal.is_some();
                 match self.logged_in(Principal::key(id), exchange.mechanism) {
                     Ok(lifetime_ms) => {
+                        if renewal {
+                            tracing::info!(%peer, "kafka: re-authenticated (KIP-368)");
+                        }
                         let response = SaslAuthenticateResponse::default()
                             .with_auth_bytes(final_bytes.into())
                             .with_session_lifetime_ms(lifetime_ms);
