@@ -3,7 +3,7 @@
 //! over HTTP and binary. Every attack must get an explicit refusal (a timeout is
 //! a failure), no canary byte may reach an attacker, and every victim's data must
 //! be intact at the end. Fixed seed in CI; `ES_HARNESS_SEED=<n>` replays or soaks.
-//! Kafka attacks come with the Kafka listener.
+//! Kafka attacks (SASL PLAIN on raw connections) are in `auth_harness/kafka.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,6 +18,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+#[path = "auth_harness/kafka.rs"]
+mod kafka;
 
 const ADMIN: &str = "es_00000000000000aa_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
 const SEED: u64 = 0x5eed_0015;
@@ -276,16 +279,24 @@ async fn seeded_attacks_find_no_breakout() {
     println!("auth harness seed: {seed} (replay with ES_HARNESS_SEED={seed})");
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
-    let b = Broker::start_env(dir.path(), &["--auth"], &[("ES_AUTH_BOOTSTRAP_KEY", ADMIN)]);
+    let args = ["--auth", "--kafka-allow-plaintext-plain"];
+    let b = Broker::start_env(dir.path(), &args, &[("ES_AUTH_BOOTSTRAP_KEY", ADMIN)]);
     let tenants = universe(&b, &mut rng).await;
     let canaries: Vec<String> = tenants.iter().flat_map(|t| t.canaries.clone()).collect();
+    let ids = topic_ids(&b, &tenants);
     let mut ledger = Ledger::default();
     for a in &tenants {
-        for v in tenants.iter().filter(|v| v.prefix != a.prefix) {
+        let mut kc = kafka::login(&b.kafka_addr, a);
+        for (j, v) in tenants.iter().enumerate().filter(|(_, v)| v.prefix != a.prefix) {
             let theirs = &v.canaries;
             http_attacks(a, v, theirs, &mut ledger);
             name_tricks(a, v, theirs, &mut ledger);
             binary_attacks(a, v, &mut ledger).await;
+            kafka::topics(&mut kc, a, v, &mut ledger);
+            kafka::topic_ids(&mut kc, v, &ids[j], &mut ledger);
+            kafka::groups(&mut kc, a, v, &mut ledger);
+            let (pid, epoch) = v.binary.init_producer_id().await.unwrap();
+            kafka::producer_id(&mut kc, a, pid, epoch, &mut ledger);
         }
         let listed = a.http.get("/topics").body.to_string() + &a.http.get("/groups").body.to_string();
         *ledger.attacks.entry("listing").or_default() += 1;
@@ -303,6 +314,10 @@ async fn seeded_attacks_find_no_breakout() {
         }
     }
     malformed_then_alive(&b, &tenants[0], &mut rng, &mut ledger).await;
+    let mut live = kafka::login(&b.kafka_addr, &tenants[0]);
+    kafka::malformed_sasl(&b.kafka_addr, &mut live, &mut rng, &mut ledger);
+    kafka::scram_enumeration(&b.kafka_addr, &tenants[1], &mut ledger);
+    kafka::sasl_guessing(&b.kafka_addr, &tenants[1], &mut ledger);
     revoke_then_write(&b, &tenants[TENANTS - 1], &mut ledger).await;
     brute_force(&b, &tenants[0], &mut ledger);
     // Every victim still holds exactly its canaries.
@@ -327,15 +342,31 @@ async fn seeded_attacks_find_no_breakout() {
     );
 }
 
-/// A revoked key is refused on its open connection and over HTTP at once.
+/// A revoked key is refused on its open connections (binary, Kafka) and over HTTP at once.
 async fn revoke_then_write(b: &Broker, t: &Tenant, ledger: &mut Ledger) {
     let admin = broker::Client::with_key(&b.url, ADMIN);
+    let mut kc = kafka::login(&b.kafka_addr, t);
     assert_eq!(admin.delete(&format!("/keys/{}", &t.key[3..19])).status, 200);
+    kafka::revoked_write(&mut kc, t, ledger);
     let own = &t.topics[0];
     let write = json!({"records": [{"value": "after revoke"}]});
     ledger.http("revoke then write", own, &t.http.post(&format!("/topics/{own}/records"), &write), &[]);
     let r = timed(t.binary.produce(own, 0, batch("after revoke", ProducerInfo::NONE))).await;
     ledger.binary("revoke then write", own, r);
+}
+
+/// Every tenant's topic ids, as the admin sees them over Kafka (Metadata v12).
+fn topic_ids(b: &Broker, tenants: &[Tenant]) -> Vec<Vec<uuid::Uuid>> {
+    let mut admin = es_tests::kafka_wire::KafkaConn::login(&b.kafka_addr, ADMIN).unwrap();
+    let all = kafka_protocol::messages::MetadataRequest::default().with_topics(None);
+    let md = admin.call(12, &all).unwrap();
+    let id_of = |name: &str| {
+        md.topics.iter().find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == name)).map(|t| t.topic_id)
+    };
+    tenants
+        .iter()
+        .map(|t| t.topics.iter().map(|n| id_of(n).expect("every topic has an id")).collect())
+        .collect()
 }
 
 /// Guesses from one address are refused, then throttled; a valid key still works.

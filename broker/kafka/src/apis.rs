@@ -67,7 +67,18 @@ pub static API_TABLE: &[ApiRow] = &[
     served_row(row(ApiKey::SyncGroup, 0, 5, "")),
     served_row(row(ApiKey::DescribeGroups, 0, 5, "")),
     served_row(row(ApiKey::ListGroups, 0, 5, "")),
-    row(ApiKey::SaslHandshake, 0, 1, "with the security work"),
+    // librdkafka looks for v0 in the range before it uses SASL at all, then sends v1.
+    ApiRow {
+        decodable_from: 1,
+        refused_reason: "SaslHandshake v0 (raw SASL tokens after the handshake) is not supported; use v1",
+        ..served_row(row(
+            ApiKey::SaslHandshake,
+            0,
+            1,
+            "v0 advertised (librdkafka requires it) but refused: v1 then SaslAuthenticate, as every \
+             client since Kafka 1.0",
+        ))
+    },
     served_row(row(ApiKey::ApiVersions, 0, 4, "KIP-511 fallback: newer requests get a v0 body, error 35")),
     served_row(row(ApiKey::CreateTopics, 2, 7, "Java floor 2")),
     served_row(row(ApiKey::DeleteTopics, 1, 6, "topic ids from 6")),
@@ -77,7 +88,12 @@ pub static API_TABLE: &[ApiRow] = &[
     served_row(row(ApiKey::DescribeConfigs, 1, 4, "")),
     row(ApiKey::AlterConfigs, 0, 2, "Kafka's CLI tools use IncrementalAlterConfigs"),
     row(ApiKey::DescribeLogDirs, 1, 4, ""),
-    row(ApiKey::SaslAuthenticate, 0, 2, "with the security work"),
+    served_row(row(
+        ApiKey::SaslAuthenticate,
+        0,
+        2,
+        "v1+ carries session_lifetime_ms (KIP-368 re-authentication)",
+    )),
     served_row(row(ApiKey::CreatePartitions, 0, 3, "")),
     served_row(row(ApiKey::DeleteGroups, 0, 2, "")),
     served_row(row(ApiKey::IncrementalAlterConfigs, 0, 1, "")),

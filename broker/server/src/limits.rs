@@ -44,6 +44,15 @@ pub const CLASSIC_WAIT_MS_MAX: u64 = es_groups::limits::REBALANCE_TIMEOUT_MS_MAX
 /// Kafka listener: requests in flight per connection (read stops while the window
 /// is full, so a client past it is slowed, not failed).
 pub const KAFKA_IN_FLIGHT_MAX: usize = 256;
+/// Kafka listener: the largest frame before SASL completes. Only ApiVersions and the
+/// SASL exchange are served then (a SASL message is at most 4 KiB), so a stranger
+/// cannot make the broker buffer a 100 MiB frame.
+pub const KAFKA_PRE_AUTH_FRAME_BYTES_MAX: usize = 16 * 1024;
+/// Kafka listener: how long a SASL login lasts by default (KIP-368): 1 hour.
+pub const KAFKA_SESSION_LIFETIME_MS_DEFAULT: u64 = 3_600_000;
+/// Kafka listener: the longest a failed login's answer is held back when its
+/// address or key id is over the auth-failure limit (the connection closes after).
+pub const KAFKA_AUTH_FAILURE_DELAY_MS_MAX: u64 = 2_000;
 /// Kafka listener: connections served at once; more are refused at accept.
 pub const KAFKA_CONNECTIONS_MAX: usize = 1024;
 /// Kafka listener: partitions a topic gets when CreateTopics asks for the broker's

@@ -130,4 +130,26 @@ mod tests {
         let huge = format!("\0{id}\0{}", "a".repeat(crate::limits::SASL_MESSAGE_BYTES_MAX));
         assert_eq!(step(&state, &huge), Step::Failed(FailReason::TooLarge));
     }
+
+    #[test]
+    fn nul_tricks_and_empty_fields_never_authenticate() {
+        let (state, keys) = state_with_keys(&["a", "b"]);
+        let (id, secret) = (keys[0].id.as_str(), keys[0].secret.encode());
+        let other = keys[1].id.as_str();
+        let malformed = |m: &str| matches!(step(&state, m), Step::Failed(FailReason::Malformed(_)));
+        // One NUL too many anywhere moves a field: the message is malformed.
+        assert!(malformed(&format!("\0{id}\0\0{secret}")), "NUL before the password");
+        assert!(malformed(&format!("\0\0{id}\0{secret}")), "NUL before the user");
+        assert!(malformed(&format!("{id}\0\0{secret}")), "authzid with an empty user");
+        assert!(malformed(""), "empty");
+        assert!(malformed("\0"), "one NUL");
+        // Acting as another key through the authzid is refused, whatever the password.
+        assert!(malformed(&format!("{other}\0{id}\0{secret}")));
+        // Empty fields and a NUL-padded password are just wrong credentials.
+        let invalid = |m: &str| step(&state, m) == Step::Failed(FailReason::InvalidCredentials);
+        assert!(invalid(&format!("\0\0{secret}")), "empty user");
+        assert!(invalid("\0\0"), "empty user and password");
+        assert!(invalid(&format!("\0{id}\0{secret}\u{1}")), "a control character after the secret");
+        assert!(invalid(&format!("\0{id} \0{secret}")), "a space after the id");
+    }
 }

@@ -53,6 +53,8 @@ struct Pending {
     client_first_bare: String,
     server_first: String,
     nonce: String,
+    /// Bytes of `nonce` that are the client's.
+    client_nonce_len: usize,
     credential: ScramCredential,
     /// `None` for a fake credential: the proof is checked, then refused anyway.
     key: Option<KeyId>,
@@ -118,6 +120,7 @@ impl ScramSession {
             gs2_header: first.gs2_header.to_owned(),
             client_first_bare: first.bare.to_owned(),
             server_first,
+            client_nonce_len: first.nonce.len(),
             nonce,
             credential,
             key,
@@ -134,7 +137,7 @@ impl ScramSession {
         if STANDARD.decode(binding).ok().as_deref() != Some(pending.gs2_header.as_bytes()) {
             return Err(FailReason::Malformed("c= is not the gs2 header of client-first"));
         }
-        if nonce != pending.nonce {
+        if !nonce_matches(pending, nonce) {
             return Err(FailReason::Malformed("the nonce differs from the server's"));
         }
         let proof = STANDARD.decode(proof).map_err(|_| FailReason::Malformed("proof is not base64"))?;
@@ -179,6 +182,16 @@ impl MechanismSession for ScramSession {
         }
         self.guard.finish(step)
     }
+}
+
+/// The final nonce must be the server's. librdkafka up to at least 2.0 sends the
+/// client's nonce twice (client nonce + the whole server nonce), which Kafka
+/// accepts (it checks that the final nonce ends with the server's); es accepts
+/// exactly that form too. Either way it holds the fresh server part, and the proof
+/// signs the final message as sent, so nothing about replay changes.
+fn nonce_matches(pending: &Pending, nonce: &str) -> bool {
+    let client = &pending.nonce[..pending.client_nonce_len];
+    nonce == pending.nonce || nonce.strip_prefix(client) == Some(pending.nonce.as_str())
 }
 
 /// Checks `proof` against the credential; returns the verdict and the server signature.

@@ -78,6 +78,13 @@ impl ScramClient {
 
     /// client-final for `server_first`, remembering the signature to expect.
     pub(crate) fn last(&mut self, server_first: &[u8]) -> Vec<u8> {
+        let text = std::str::from_utf8(server_first).unwrap();
+        let nonce = text.split(',').find_map(|a| a.strip_prefix("r=")).expect("r=").to_owned();
+        self.last_with_nonce(server_first, &nonce)
+    }
+
+    /// client-final sending `nonce` as its `r=` (a client may get it wrong).
+    pub(crate) fn last_with_nonce(&mut self, server_first: &[u8], nonce: &str) -> Vec<u8> {
         let server_first = std::str::from_utf8(server_first).unwrap();
         let attr = |name: &str| {
             server_first.split(',').find_map(|a| a.strip_prefix(name)).unwrap_or_else(|| panic!("{name}"))
@@ -88,7 +95,7 @@ impl ScramClient {
         let salted = m.salted_password(self.password.as_bytes(), &salt, iterations);
         let client_key = m.hmac(&salted, b"Client Key");
         let stored_key = m.hash(&client_key);
-        let without_proof = format!("c={},r={}", STANDARD.encode(&self.gs2_header), attr("r="));
+        let without_proof = format!("c={},r={nonce}", STANDARD.encode(&self.gs2_header));
         let auth_message = format!("{},{server_first},{without_proof}", self.first_bare);
         let signature = m.hmac(&stored_key, auth_message.as_bytes());
         let proof: Vec<u8> = client_key.iter().zip(&signature).map(|(k, s)| k ^ s).collect();

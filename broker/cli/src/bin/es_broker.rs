@@ -78,6 +78,16 @@ struct Args {
     /// of the data directory.
     #[arg(long, env = "ES_AUTH_PEPPER_FILE", value_name = "FILE")]
     auth_pepper_file: Option<PathBuf>,
+    /// Offer SASL PLAIN on the Kafka listener although it has no TLS
+    /// (auth.kafka_allow_plaintext_plain). PLAIN sends the key's secret itself, so
+    /// without this flag only SCRAM-SHA-256 and SCRAM-SHA-512 are offered.
+    #[arg(long, env = "ES_KAFKA_ALLOW_PLAINTEXT_PLAIN")]
+    kafka_allow_plaintext_plain: bool,
+    /// How long a Kafka SASL login lasts before the client must re-authenticate
+    /// (KIP-368, auth.kafka_session_lifetime_ms); 0: no limit.
+    #[arg(long, env = "ES_AUTH_KAFKA_SESSION_LIFETIME_MS",
+          default_value_t = es_server::limits::KAFKA_SESSION_LIFETIME_MS_DEFAULT)]
+    kafka_session_lifetime_ms: u64,
     /// Default produce quota of every key, in bytes per second [default: unlimited].
     #[arg(long, env = "ES_QUOTA_PRODUCE_BYTES_PER_S")]
     quota_produce_bytes_per_s: Option<u64>,
@@ -282,32 +292,18 @@ fn auth_options(args: &Args) -> anyhow::Result<es_server::auth::AuthOptions> {
         bootstrap_key: from_env.or(from_file),
         pepper_file: args.auth_pepper_file.clone(),
         quota,
+        kafka: es_server::auth::KafkaSaslOptions {
+            allow_plaintext_plain: args.kafka_allow_plaintext_plain,
+            session_lifetime_ms: args.kafka_session_lifetime_ms,
+        },
     })
 }
 
 /// Resolves a listen address. A non-loopback one is refused unless auth is on:
-/// without it, listening elsewhere would open the data to the network.
-/// Kafka clients cannot authenticate to es yet (SASL is not built): the Kafka listener
-/// is loopback only, and with auth on its anonymous callers are refused everything.
+/// without it, listening elsewhere would open the data to the network. With auth on,
+/// Kafka clients log in with SASL (SCRAM; PLAIN only when allowed, as there is no TLS).
 fn kafka_listen_addr(bind: &str, auth: bool) -> anyhow::Result<SocketAddr> {
-    let addrs: Vec<SocketAddr> = bind
-        .to_socket_addrs()
-        .with_context(|| format!("--bind-kafka {bind:?} is not a host:port address"))?
-        .collect();
-    if let Some(open) = addrs.iter().find(|a| !a.ip().is_loopback()) {
-        bail!(
-            "refusing to listen on {open} (from --bind-kafka {bind}): Kafka clients cannot authenticate \
-             to es yet (SASL is not built), so the Kafka listener takes a loopback address such as 127.0.0.1"
-        );
-    }
-    let addr = listen_addr("--bind-kafka", bind, false)?;
-    if auth {
-        eprintln!(
-            "es-broker: warning: --auth is on and Kafka clients cannot authenticate yet (no SASL): \
-             the Kafka listener refuses them everything; use HTTP or the binary protocol with a key"
-        );
-    }
-    Ok(addr)
+    listen_addr("--bind-kafka", bind, auth)
 }
 
 fn listen_addr(flag: &str, bind: &str, auth: bool) -> anyhow::Result<SocketAddr> {

@@ -18,8 +18,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
 use es_auth::{
-    ApiKey, AuthFailureLimits, AuthState, ByteQuotas, Command, Grant, Issuer, KeyId, Operation, PatternType,
-    Pepper, QuotaConfig, ResourceType,
+    ApiKey, AuthFailureLimits, AuthState, ByteQuotas, Command, CredentialSource, Grant, Issuer, KeyId,
+    MechanismSession, Operation, PatternType, Pepper, PlainSession, QuotaConfig, ResourceType,
+    ScramMechanism, ScramSession,
 };
 use es_core::Clock;
 use serde::{Deserialize, Serialize};
@@ -42,6 +43,28 @@ pub struct AuthOptions {
     pub pepper_file: Option<PathBuf>,
     /// The default byte-rate quotas of every key.
     pub quota: KeyQuota,
+    /// SASL on the Kafka listener.
+    pub kafka: KafkaSaslOptions,
+}
+
+/// How the Kafka listener runs SASL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KafkaSaslOptions {
+    /// Offer PLAIN on a listener without TLS (`--kafka-allow-plaintext-plain`): PLAIN
+    /// sends the secret itself, so by default it is offered only over TLS.
+    pub allow_plaintext_plain: bool,
+    /// KIP-368: how long a SASL login lasts (`auth.kafka_session_lifetime_ms`); a
+    /// connection that has not re-authenticated by then is closed. 0: no limit.
+    pub session_lifetime_ms: u64,
+}
+
+impl Default for KafkaSaslOptions {
+    fn default() -> Self {
+        KafkaSaslOptions {
+            allow_plaintext_plain: false,
+            session_lifetime_ms: crate::limits::KAFKA_SESSION_LIFETIME_MS_DEFAULT,
+        }
+    }
 }
 
 /// The one stored item of `<data>/auth`.
@@ -72,6 +95,7 @@ pub enum AuthFailure {
 
 pub struct Auth {
     enabled: bool,
+    kafka: KafkaSaslOptions,
     pepper: Pepper,
     /// Read by every request; replaced whole by [`Auth::commit`].
     state: RwLock<Arc<AuthState>>,
@@ -107,6 +131,7 @@ impl Auth {
         let quota = QuotaConfig { default: options.quota, per_key: Default::default() };
         let auth = Auth {
             enabled: options.enabled,
+            kafka: options.kafka,
             pepper,
             state: RwLock::new(Arc::new(state.unwrap_or_default())),
             writes: Mutex::new(()),
@@ -146,6 +171,27 @@ impl Auth {
 
     pub fn enabled(&self) -> bool {
         self.enabled
+    }
+
+    pub fn kafka_sasl(&self) -> KafkaSaslOptions {
+        self.kafka
+    }
+
+    /// A fresh server session for a SASL mechanism name (`PLAIN`, `SCRAM-SHA-256`,
+    /// `SCRAM-SHA-512`), over the current state; `None` for any other name. The
+    /// listener decides which names it offers.
+    pub fn sasl_session(&self, mechanism: &str) -> Option<Box<dyn MechanismSession>> {
+        use rand::SeedableRng as _;
+        let source: Arc<dyn CredentialSource> = self.state();
+        if mechanism == "PLAIN" {
+            return Some(Box::new(PlainSession::new(source, self.pepper.clone())));
+        }
+        let scram = ScramMechanism::from_name(mechanism)?;
+        // A CSPRNG seeded from the OS for each handshake: the server nonce must be
+        // unpredictable.
+        let rng = Box::new(rand::rngs::StdRng::from_os_rng());
+        let iterations = es_auth::limits::SCRAM_ITERATIONS_DEFAULT;
+        Some(Box::new(ScramSession::new(scram, source, self.pepper.clone(), rng, iterations)))
     }
 
     /// The current state: cheap (an `Arc`), and consistent for the whole request.
@@ -202,15 +248,21 @@ impl Auth {
                 return Ok(key.id.clone());
             }
         }
-        let known = id.as_ref().is_some_and(|id| self.state().active_key(id).is_some());
-        if let Some(c) = self.stats.key(id.as_ref(), known) {
+        Err(self.record_failure(from, id.as_ref()))
+    }
+
+    /// Charges one failed login to `from` and the key id it named (if any), and says
+    /// how to answer it. Every listener's failures share these limits and counters.
+    pub fn record_failure(&self, from: IpAddr, id: Option<&KeyId>) -> AuthFailure {
+        let known = id.is_some_and(|id| self.state().active_key(id).is_some());
+        if let Some(c) = self.stats.key(id, known) {
             crate::metrics::add(&c.auth_failures, 1);
         }
         let mut failures = self.failures.lock().expect("auth failures lock");
-        failures.record_failure(from, id.as_ref());
-        match failures.delay_ms(from, id.as_ref()) {
-            0 => Err(AuthFailure::Invalid),
-            ms => Err(AuthFailure::Throttled { ms }),
+        failures.record_failure(from, id);
+        match failures.delay_ms(from, id) {
+            0 => AuthFailure::Invalid,
+            ms => AuthFailure::Throttled { ms },
         }
     }
 

@@ -37,6 +37,7 @@ pub fn code(e: &BrokerError) -> ErrorCode {
         BrokerError::PluginFailed { .. } => ErrorCode::PluginFailed,
         BrokerError::Storage(l) => log_code(l),
         BrokerError::Group(g) => group_code(g),
+        BrokerError::Denied(missing) => code(missing),
         BrokerError::InvalidTopicName { .. }
         | BrokerError::InvalidRequest(_)
         | BrokerError::BadJson(_)

@@ -42,6 +42,7 @@ impl BrokerError {
             BrokerError::Storage(l) => storage_code(l),
             BrokerError::Internal(_) => "internal_error",
             BrokerError::Group(g) => crate::groups::error_code(g),
+            BrokerError::Denied(missing) => missing.code(),
             BrokerError::PluginNotFound(_) => "plugin_not_found",
             BrokerError::PluginExists(_) => "plugin_already_exists",
             BrokerError::PluginInUse { .. } => "plugin_in_use",
@@ -83,6 +84,7 @@ impl BrokerError {
             BrokerError::Storage(l) => storage_status(l),
             BrokerError::DataDirInUse(_) | BrokerError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             BrokerError::Group(g) => crate::groups::error_status(g),
+            BrokerError::Denied(missing) => missing.status(),
             BrokerError::PluginNotFound(_) => StatusCode::NOT_FOUND,
             BrokerError::PluginExists(_)
             | BrokerError::PluginInUse { .. }

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use es_kafka::{FrameLimits, KafkaWireError, api_versions_response, decode_request, frame_size, split_frame};
+use es_kafka::{KafkaWireError, api_versions_response, decode_request, frame_size, split_frame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::net::tcp::OwnedWriteHalf;
@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::Ctx;
 use super::dispatch::{self, Pending, Reply};
+use super::sasl::{Gate, SaslConn};
 use crate::limits::{KAFKA_IN_FLIGHT_MAX, SHUTDOWN_DRAIN_MS};
 
 /// Replies coalesced into one write at most.
@@ -25,10 +26,11 @@ pub async fn run(stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>, mut shutdow
     let (mut read, write) = stream.into_split();
     let (tx, rx) = mpsc::channel::<Pending>(KAFKA_IN_FLIGHT_MAX);
     let writer = tokio::spawn(write_loop(write, rx, peer));
-    // No SASL yet: every connection is treated as authenticated (100 MiB cap).
-    let limits = FrameLimits::authenticated();
+    // TLS is not built yet: every connection is plaintext.
+    let mut sasl = SaslConn::new(ctx.service.registry().auth(), false);
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
+        let limits = sasl.frame_limits();
         let frame = match split_frame(&mut buf, limits) {
             Ok(Some(frame)) => frame,
             Ok(None) => {
@@ -43,6 +45,10 @@ pub async fn run(stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>, mut shutdow
                     },
                     _ = shutdown.wait_for(|s| *s) => break,
                     _ = tx.closed() => break,
+                    _ = expiry(sasl.expires_at()) => {
+                        tracing::info!(%peer, "kafka: the SASL session expired; closing the connection");
+                        break;
+                    }
                 }
             }
             Err(e) => {
@@ -50,8 +56,8 @@ pub async fn run(stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>, mut shutdow
                 break;
             }
         };
-        let pending = match start(&ctx, peer, frame).await {
-            Ok(pending) => pending,
+        let (pending, close) = match start(&ctx, &mut sasl, peer, frame).await {
+            Ok(started) => started,
             Err(e) => {
                 tracing::warn!(%peer, error = %e, "kafka: refusing a request; closing the connection");
                 break;
@@ -60,19 +66,45 @@ pub async fn run(stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>, mut shutdow
         if tx.send(pending).await.is_err() {
             break;
         }
+        if close {
+            let _ = tx.send(dispatch::ready(Reply::Close("the SASL exchange failed".into()))).await;
+            break;
+        }
     }
     drop(tx);
     let _ = tokio::time::timeout(std::time::Duration::from_millis(SHUTDOWN_DRAIN_MS), writer).await;
 }
 
-/// Decodes one frame and starts it. The only faults answered rather than closed on
-/// are the ones Kafka answers too: ApiVersions at a version es does not know gets the
-/// KIP-511 v0 answer. Any other fault (unknown API, unsupported version, Produce
-/// v0-2, malformed body) closes the connection, as Apache Kafka does, since no
-/// response of the client's version can be typed.
-async fn start(ctx: &Arc<Ctx>, peer: SocketAddr, frame: Bytes) -> Result<Pending, KafkaWireError> {
+/// Waits until `at` (forever when there is no expiry).
+async fn expiry(at: Option<std::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Decodes one frame, passes it through the SASL gate and starts it; true when
+/// the connection closes after its answer. The only faults answered rather than
+/// closed on are the ones Kafka answers too: ApiVersions at a version es does not
+/// know gets the KIP-511 v0 answer. Any other fault (unknown API, unsupported
+/// version, Produce v0-2, malformed body, a request before SASL completes) closes
+/// the connection, as Apache Kafka does, since no response of the client's version
+/// can be typed.
+async fn start(
+    ctx: &Arc<Ctx>,
+    sasl: &mut SaslConn,
+    peer: SocketAddr,
+    frame: Bytes,
+) -> Result<(Pending, bool), String> {
     match decode_request(frame) {
-        Ok(req) => Ok(dispatch::begin(ctx, peer, req).await),
+        Ok(req) => match sasl.gate(req.header.api_key, std::time::Instant::now()) {
+            Gate::Serve(who) => Ok((dispatch::begin(ctx, peer, req, who).await, false)),
+            Gate::Sasl => {
+                let answer = sasl.answer(ctx.service.registry().auth(), peer, &req.header, req.request);
+                Ok((answer.pending, answer.close))
+            }
+            Gate::Close(why) => Err(why.to_owned()),
+        },
         Err(KafkaWireError::UnsupportedVersion {
             api_key: es_kafka::kafka_protocol::messages::ApiKey::ApiVersions,
             version,
@@ -85,9 +117,9 @@ async fn start(ctx: &Arc<Ctx>, peer: SocketAddr, frame: Bytes) -> Result<Pending
                 correlation_id,
                 client_id: None,
             };
-            Ok(dispatch::ready(dispatch::reply(&header, at, &body)))
+            Ok((dispatch::ready(dispatch::reply(&header, at, &body)), false))
         }
-        Err(e) => Err(e),
+        Err(e) => Err(e.to_string()),
     }
 }
 

@@ -7,11 +7,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use es_kafka::kafka_protocol::messages::{SaslAuthenticateResponse, SaslHandshakeResponse};
 use es_kafka::kafka_protocol::protocol::{Encodable, HeaderVersion};
 use es_kafka::{DecodedRequest, Header, KafkaRequest, api_versions_response, encode_response};
 
-use super::error::code;
 use super::{Ctx, admin, configs, coordinator, fetch, groups, metadata, offsets, produce, producers};
 use crate::service::Principal;
 
@@ -42,13 +40,14 @@ pub fn reply<R: Encodable + HeaderVersion>(header: &Header, version: i16, respon
 }
 
 /// Starts one request: phase one of a produce now, everything else in a task.
-pub async fn begin(ctx: &Arc<Ctx>, peer: SocketAddr, req: DecodedRequest) -> Pending {
+/// `who` is the connection's SASL principal (anonymous with auth off).
+pub async fn begin(ctx: &Arc<Ctx>, peer: SocketAddr, req: DecodedRequest, who: Principal) -> Pending {
     let DecodedRequest { header, request, .. } = req;
     let (started, api) = (std::time::Instant::now(), header.api_key as i16);
     let metrics = ctx.service.metrics().clone();
     match request {
         KafkaRequest::Produce(r) => {
-            let pending = produce::begin(ctx, header, r).await;
+            let pending = produce::begin(ctx, header, r, who).await;
             if !metrics.enabled() {
                 return pending;
             }
@@ -63,7 +62,7 @@ pub async fn begin(ctx: &Arc<Ctx>, peer: SocketAddr, req: DecodedRequest) -> Pen
         other => {
             let ctx = ctx.clone();
             tokio::spawn(async move {
-                let reply = answer(&ctx, peer, &header, other).await;
+                let reply = answer(&ctx, peer, &header, other, &who).await;
                 metrics.kafka_request(api, started.elapsed());
                 reply
             })
@@ -73,9 +72,8 @@ pub async fn begin(ctx: &Arc<Ctx>, peer: SocketAddr, req: DecodedRequest) -> Pen
 
 /// Answers every request but Produce. Exhaustive: an API the codec decodes does not
 /// compile without its arm here.
-async fn answer(ctx: &Ctx, peer: SocketAddr, h: &Header, req: KafkaRequest) -> Reply {
+async fn answer(ctx: &Ctx, peer: SocketAddr, h: &Header, req: KafkaRequest, who: &Principal) -> Reply {
     let v = h.api_version;
-    let who = &Principal::ANONYMOUS;
     match req {
         KafkaRequest::ApiVersions(_) => {
             let (body, at) = api_versions_response(v);
@@ -116,12 +114,9 @@ async fn answer(ctx: &Ctx, peer: SocketAddr, h: &Header, req: KafkaRequest) -> R
         }
         KafkaRequest::ListGroups(r) => reply(h, v, &groups::list_groups(&ctx.service, who, v, r).await),
         KafkaRequest::DeleteGroups(r) => reply(h, v, &groups::delete_groups(&ctx.service, who, v, r).await),
-        // SASL comes with the security work; not advertised until then.
-        KafkaRequest::SaslHandshake(_) => {
-            reply(h, v, &SaslHandshakeResponse::default().with_error_code(code::UNSUPPORTED_VERSION))
-        }
-        KafkaRequest::SaslAuthenticate(_) => {
-            reply(h, v, &SaslAuthenticateResponse::default().with_error_code(code::UNSUPPORTED_VERSION))
+        // The connection answers the SASL exchange itself (`sasl.rs`), in order.
+        KafkaRequest::SaslHandshake(_) | KafkaRequest::SaslAuthenticate(_) => {
+            Reply::Close("a SASL request reached the dispatcher".into())
         }
         KafkaRequest::Produce(_) => Reply::Close("a produce reached the non-produce path".into()),
     }

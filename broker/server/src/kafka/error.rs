@@ -41,6 +41,8 @@ pub mod code {
     pub const GROUP_AUTHORIZATION_FAILED: i16 = 30;
     pub const INVALID_GROUP_ID: i16 = 24;
     pub const KAFKA_STORAGE_ERROR: i16 = 56;
+    pub const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+    pub const ILLEGAL_SASL_STATE: i16 = 34;
     pub const SASL_AUTHENTICATION_FAILED: i16 = 58;
     pub const UNKNOWN_PRODUCER_ID: i16 = 59;
     pub const NON_EMPTY_GROUP: i16 = 68;
@@ -63,6 +65,7 @@ pub fn kafka_code(e: &BrokerError) -> i16 {
         BrokerError::NotLeader { .. } => NOT_LEADER_OR_FOLLOWER,
         BrokerError::Unauthorized { .. } => TOPIC_AUTHORIZATION_FAILED,
         BrokerError::Unauthenticated => SASL_AUTHENTICATION_FAILED,
+        BrokerError::Denied(missing) => denied_code(missing),
         BrokerError::Throttled { .. } => THROTTLING_QUOTA_EXCEEDED,
         // Kafka answers a client write to an internal topic this way too.
         BrokerError::InternalTopic(_) | BrokerError::InvalidTopicName { .. } => INVALID_TOPIC_EXCEPTION,
@@ -118,6 +121,15 @@ fn log_code(e: &LogError) -> i16 {
         | LogError::UnknownEpoch { .. }
         | LogError::OldFormat { .. }
         | LogError::NotBatchBoundary { .. } => UNKNOWN_SERVER_ERROR,
+    }
+}
+
+/// A topic or group the caller may not use: Kafka's authorization failure, which a
+/// Kafka broker answers alike whether the resource exists or not.
+fn denied_code(missing: &BrokerError) -> i16 {
+    match missing {
+        BrokerError::Group(_) => code::GROUP_AUTHORIZATION_FAILED,
+        _ => code::TOPIC_AUTHORIZATION_FAILED,
     }
 }
 
@@ -179,6 +191,8 @@ mod tests {
             (code::INVALID_SESSION_TIMEOUT, E::InvalidSessionTimeout),
             (code::GROUP_AUTHORIZATION_FAILED, E::GroupAuthorizationFailed),
             (code::SASL_AUTHENTICATION_FAILED, E::SaslAuthenticationFailed),
+            (code::UNSUPPORTED_SASL_MECHANISM, E::UnsupportedSaslMechanism),
+            (code::ILLEGAL_SASL_STATE, E::IllegalSaslState),
             (code::MEMBER_ID_REQUIRED, E::MemberIdRequired),
             (code::GROUP_MAX_SIZE_REACHED, E::GroupMaxSizeReached),
             (code::FENCED_INSTANCE_ID, E::FencedInstanceId),

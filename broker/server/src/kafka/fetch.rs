@@ -13,9 +13,9 @@ use uuid::Uuid;
 use super::Ctx;
 use super::error::{code, kafka_code};
 use crate::limits::WAIT_MS_MAX;
-use crate::service::Principal;
 use crate::service::error::BrokerError;
 use crate::service::fetch::{self, FetchPartition};
+use crate::service::{Call, Principal, authz};
 
 /// One requested partition: where its answer goes, and what to read (or why not).
 struct Slot {
@@ -27,10 +27,20 @@ struct Slot {
 pub async fn fetch(ctx: &Ctx, who: &Principal, _version: i16, req: FetchRequest) -> FetchResponse {
     let mut topics: Vec<FetchableTopicResponse> = Vec::with_capacity(req.topics.len());
     let mut slots = Vec::new();
+    let auth = ctx.service.registry().auth();
     for t in &req.topics {
         let name = resolve(ctx, t);
+        // Authorized before the partition's shape is checked, so a refused topic is
+        // refused whatever offset is asked; a refused id answers as an unknown one.
+        let refused = name.as_deref().filter(|n| !authz::may_topic(auth, who, Call::Fetch, n)).map(|_| {
+            if t.topic_id != Uuid::nil() { code::UNKNOWN_TOPIC_ID } else { code::TOPIC_AUTHORIZATION_FAILED }
+        });
         for p in &t.partitions {
-            slots.push(Slot { topic: topics.len(), index: p.partition, read: target(&name, p) });
+            let read = match refused {
+                Some(c) => Err(c),
+                None => target(&name, p),
+            };
+            slots.push(Slot { topic: topics.len(), index: p.partition, read });
         }
         let topic = TopicName(t.topic.0.clone());
         topics.push(FetchableTopicResponse::default().with_topic(topic).with_topic_id(t.topic_id));

@@ -32,8 +32,9 @@ use es_kafka::kafka_protocol::messages::{
 };
 use es_kafka::kafka_protocol::protocol::StrBytes;
 
+use super::error::code;
 use crate::service::kafka_groups::{KafkaCommit, KafkaPartition};
-use crate::service::{BrokerError, Principal, Service};
+use crate::service::{BrokerError, Principal, Service, authz};
 
 fn s(v: impl Into<String>) -> StrBytes {
     StrBytes::from_string(v.into())
@@ -253,7 +254,8 @@ pub async fn offset_commit(
 
 /// The committed offsets of one group, grouped by topic, in the request's order
 /// (all of them when `wanted` is `None`); a partition without a commit is -1.
-type FetchedTopics = Vec<(String, Vec<(i32, i64, i32, String)>)>;
+/// Per topic: (partition, offset, leader epoch, metadata, error code).
+type FetchedTopics = Vec<(String, Vec<(i32, i64, i32, String, i16)>)>;
 
 fn fetched(
     svc: &Service,
@@ -261,12 +263,21 @@ fn fetched(
     group: &str,
     wanted: Option<Vec<KafkaPartition>>,
 ) -> Result<FetchedTopics, BrokerError> {
+    let named = wanted.is_some();
     let rows = svc.kafka_fetch_offsets(who, group, wanted)?;
+    let auth = svc.registry().auth();
     let mut topics: FetchedTopics = Vec::new();
     for ((topic, p), c) in rows {
+        // As Kafka: a topic the caller may not describe is refused when named and
+        // left out of an "all topics" answer, so a group never reveals another
+        // key's topic or its offsets.
         let row = match c {
-            Some(c) => (p, c.offset as i64, c.leader_epoch.unwrap_or(-1), c.metadata),
-            None => (p, -1, -1, String::new()),
+            _ if !authz::may_describe_topic(auth, who, &topic) && !named => continue,
+            _ if !authz::may_describe_topic(auth, who, &topic) => {
+                (p, -1, -1, String::new(), code::TOPIC_AUTHORIZATION_FAILED)
+            }
+            Some(c) => (p, c.offset as i64, c.leader_epoch.unwrap_or(-1), c.metadata, code::NONE),
+            None => (p, -1, -1, String::new(), code::NONE),
         };
         match topics.last_mut() {
             Some((t, rows)) if *t == topic => rows.push(row),
@@ -306,9 +317,10 @@ pub async fn offset_fetch(
     match fetched(svc, who, &req.group_id, wanted) {
         Ok(topics) => {
             let topics = topics.into_iter().map(|(name, rows)| {
-                let partitions = rows.into_iter().map(|(p, offset, epoch, metadata)| {
+                let partitions = rows.into_iter().map(|(p, offset, epoch, metadata, error)| {
                     OffsetFetchResponsePartition::default()
                         .with_partition_index(p)
+                        .with_error_code(error)
                         .with_committed_offset(offset)
                         .with_committed_leader_epoch(if version >= 5 { epoch } else { -1 })
                         .with_metadata(Some(s(metadata)))
@@ -334,9 +346,10 @@ fn fetched_group(
     match fetched(svc, who, &group, wanted) {
         Ok(topics) => {
             let topics = topics.into_iter().map(|(name, rows)| {
-                let partitions = rows.into_iter().map(|(p, offset, epoch, metadata)| {
+                let partitions = rows.into_iter().map(|(p, offset, epoch, metadata, error)| {
                     OffsetFetchResponsePartitions::default()
                         .with_partition_index(p)
+                        .with_error_code(error)
                         .with_committed_offset(offset)
                         .with_committed_leader_epoch(epoch)
                         .with_metadata(Some(s(metadata)))

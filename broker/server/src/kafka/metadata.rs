@@ -2,6 +2,9 @@
 //! partition; topics carry their ids and leader epoch; internal topics are flagged
 //! and appear only when asked for by name. Topics are never auto-created: an unknown
 //! topic is UNKNOWN_TOPIC_OR_PARTITION whatever `allow_auto_topic_creation` says.
+//! With auth on, a listing shows only the topics the caller may describe; a topic
+//! named and refused is TOPIC_AUTHORIZATION_FAILED whether it exists or not (as in
+//! Kafka), and a refused topic id answers UNKNOWN_TOPIC_ID, without its name.
 
 use es_kafka::kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use es_kafka::kafka_protocol::messages::metadata_response::{
@@ -15,6 +18,7 @@ use uuid::Uuid;
 use super::error::{code, kafka_code};
 use super::{Ctx, sb, topic_name};
 use crate::service::admin::TopicDescription;
+use crate::service::error::BrokerError;
 use crate::service::{Principal, Result};
 
 /// Which topics a request names: all of them, or a list (by name, or by id).
@@ -64,20 +68,21 @@ fn brokers(ctx: &Ctx) -> Vec<MetadataResponseBroker> {
 
 /// One topic's answer, by name or (when the name is absent) by id.
 fn topic(ctx: &Ctx, who: &Principal, name: Option<String>, id: Uuid) -> MetadataResponseTopic {
-    let name = match name.filter(|n| !n.is_empty()) {
-        Some(n) => n,
+    let unknown_id =
+        || MetadataResponseTopic::default().with_topic_id(id).with_error_code(code::UNKNOWN_TOPIC_ID);
+    let (name, by_id) = match name.filter(|n| !n.is_empty()) {
+        Some(n) => (n, false),
         None => match ctx.service.topic_name_by_id(id.into_bytes()) {
-            Some(n) => n,
-            None => {
-                return MetadataResponseTopic::default()
-                    .with_topic_id(id)
-                    .with_error_code(code::UNKNOWN_TOPIC_ID);
-            }
+            Some(n) => (n, true),
+            None => return unknown_id(),
         },
     };
     let described: Result<TopicDescription> = ctx.service.describe_topic(who, &name);
     match described {
         Ok(d) => described_topic(ctx, d),
+        // Asked by id and refused: the name must not come back, and the id answers
+        // as one that does not exist.
+        Err(BrokerError::Denied(_)) if by_id => unknown_id(),
         Err(e) => MetadataResponseTopic::default()
             .with_name(Some(topic_name(name)))
             .with_topic_id(id)

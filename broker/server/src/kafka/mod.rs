@@ -20,6 +20,7 @@ mod metadata;
 mod offsets;
 mod produce;
 mod producers;
+mod sasl;
 
 use std::sync::Arc;
 

@@ -46,8 +46,7 @@ struct TopicParts {
 }
 
 /// Phase one: every append of the request, in frame order. Returns the reply's task.
-pub async fn begin(ctx: &Arc<Ctx>, header: Header, req: ProduceRequest) -> Pending {
-    let who = Principal::ANONYMOUS;
+pub async fn begin(ctx: &Arc<Ctx>, header: Header, req: ProduceRequest, who: Principal) -> Pending {
     let acks = req.acks;
     let bad_acks = !matches!(acks, -1..=1);
     let mut topics = Vec::with_capacity(req.topic_data.len());

@@ -290,7 +290,7 @@ fn subject(
 /// What a refusal looks like: exactly the resource's "does not exist".
 pub fn denied(resource: &Resource) -> BrokerError {
     match resource {
-        Resource::Topic(t) => BrokerError::TopicNotFound(t.clone()),
+        Resource::Topic(t) => BrokerError::Denied(Box::new(BrokerError::TopicNotFound(t.clone()))),
         Resource::Group(g) => denied_group(g),
         Resource::Subject(_) | Resource::Cluster => {
             BrokerError::Unauthorized { resource: "this call (it needs a cluster grant)".into() }
@@ -299,7 +299,8 @@ pub fn denied(resource: &Resource) -> BrokerError {
 }
 
 pub fn denied_group(group: &str) -> BrokerError {
-    BrokerError::Group(es_groups::GroupError::GroupNotFound(group.to_owned()))
+    let missing = BrokerError::Group(es_groups::GroupError::GroupNotFound(group.to_owned()));
+    BrokerError::Denied(Box::new(missing))
 }
 
 /// Whether `principal` may see `topic` in a listing.
@@ -311,6 +312,12 @@ pub fn may_describe_topic(auth: &Auth, principal: &Principal, topic: &str) -> bo
 /// Whether `principal` may see broker-wide state (cluster `describe`).
 pub fn may_describe_broker(auth: &Auth, principal: &Principal) -> bool {
     check(auth, principal, &Operation { call: Call::DescribeBroker, resource: Resource::Cluster }).is_ok()
+}
+
+/// Whether `principal` may make `call` on `topic` (for a listener that must answer
+/// a refusal in its own way before the service is asked).
+pub fn may_topic(auth: &Auth, principal: &Principal, call: Call, topic: &str) -> bool {
+    check(auth, principal, &Operation { call, resource: Resource::Topic(topic.to_owned()) }).is_ok()
 }
 
 /// Whether `principal` may see `group` in a listing.

@@ -14,6 +14,12 @@ pub enum BrokerError {
     /// answer never says whether the resource exists.
     #[error("not authorized for {resource}")]
     Unauthorized { resource: String },
+    /// A topic or group the caller may not use, carrying the "does not exist" error
+    /// it is shown as. HTTP and binary answer exactly the inner error (same status,
+    /// code and message); Kafka answers TOPIC_/GROUP_AUTHORIZATION_FAILED, as Kafka
+    /// does for any topic or group the caller may not describe, existing or not.
+    #[error("{0}")]
+    Denied(Box<BrokerError>),
     /// No credential, or one that is malformed, unknown, revoked or wrong (all
     /// alike, so the answer never says which).
     #[error(

@@ -105,7 +105,7 @@ impl Service {
         let mut answers = Vec::with_capacity(offsets.len());
         let mut entries = Vec::new();
         for o in offsets {
-            match self.commit_entry(o) {
+            match self.commit_entry(who, o) {
                 Ok(entry) => {
                     entries.push(entry);
                     answers.push(Ok(()));
@@ -117,7 +117,10 @@ impl Service {
         Ok(answers)
     }
 
-    fn commit_entry(&self, o: KafkaCommit) -> Result<(TopicPartition, Option<Committed>)> {
+    fn commit_entry(&self, who: &Principal, o: KafkaCommit) -> Result<(TopicPartition, Option<Committed>)> {
+        // Authorized before the lookup: a key's own group is never a way to learn
+        // whether another key's topic exists, nor to record offsets for it.
+        super::authz::authorize_topics(self.registry.auth(), who, [o.topic.as_str()])?;
         let partition = self.known_partition(&o.topic, o.partition)?;
         let metadata = o.metadata.unwrap_or_default();
         if metadata.len() > es_groups::limits::OFFSET_METADATA_BYTES_MAX {

@@ -234,3 +234,68 @@ fn sessions_are_chosen_by_mechanism_name_behind_one_trait() {
     let step = plain.step(format!("\0{}\0{}", keys[0].id, keys[0].secret.encode()).as_bytes());
     assert!(matches!(step, Step::Done { .. }));
 }
+
+#[test]
+fn a_replayed_final_message_fails_in_a_new_session_and_in_the_old_one() {
+    let (state, keys) = state_with_keys(&["billing"]);
+    let key = &keys[0];
+    let mut client = ScramClient::new(ScramMechanism::Sha256, key.id.as_str(), &key.secret.encode(), "abc");
+    let mut session = scram_session(&state, ScramMechanism::Sha256, 1);
+    let Step::Challenge(first) = session.step(&client.first()) else { panic!("no challenge") };
+    let last = client.last(&first);
+    assert!(matches!(session.step(&last), Step::Done { .. }));
+    // The same session is over: a second final is refused.
+    assert_eq!(session.step(&last), Step::Failed(FailReason::TooManySteps));
+    // A new session draws a fresh server nonce, so the recorded final no longer fits.
+    let mut replay = scram_session(&state, ScramMechanism::Sha256, 2);
+    assert!(matches!(replay.step(&client.first()), Step::Challenge(_)));
+    assert_eq!(
+        replay.step(&last),
+        Step::Failed(FailReason::Malformed("the nonce differs from the server's"))
+    );
+    // A final with no client-first before it is not a client-first either.
+    assert!(matches!(scram_session(&state, ScramMechanism::Sha256, 3).step(&last), Step::Failed(_)));
+}
+
+#[test]
+fn a_proof_from_another_password_or_mechanism_fails() {
+    let (state, keys) = state_with_keys(&["billing", "other"]);
+    let (key, other) = (&keys[0], &keys[1]);
+    // The right user with another key's secret.
+    let mut client = ScramClient::new(ScramMechanism::Sha512, key.id.as_str(), &other.secret.encode(), "n1");
+    assert_eq!(
+        exchange(&state, ScramMechanism::Sha512, &mut client),
+        Step::Failed(FailReason::InvalidCredentials)
+    );
+    // A SHA-256 proof sent to a SHA-512 session has the wrong length.
+    let mut client = ScramClient::new(ScramMechanism::Sha256, key.id.as_str(), &key.secret.encode(), "n2");
+    let mut session = scram_session(&state, ScramMechanism::Sha512, 4);
+    let Step::Challenge(first) = session.step(&client.first()) else { panic!("no challenge") };
+    assert_eq!(
+        session.step(&client.last(&first)),
+        Step::Failed(FailReason::Malformed("proof has the wrong length"))
+    );
+}
+
+#[test]
+fn librdkafkas_doubled_client_nonce_is_accepted_and_nothing_else() {
+    let (state, keys) = state_with_keys(&["billing"]);
+    let key = &keys[0];
+    let run = |edit: &dyn Fn(&str) -> String| {
+        let mut client =
+            ScramClient::new(ScramMechanism::Sha256, key.id.as_str(), &key.secret.encode(), "cn");
+        let mut session = scram_session(&state, ScramMechanism::Sha256, 5);
+        let Step::Challenge(first) = session.step(&client.first()) else { panic!("no challenge") };
+        let text = String::from_utf8(first.clone()).unwrap();
+        let nonce = text.split(',').find_map(|a| a.strip_prefix("r=")).unwrap().to_owned();
+        // The client signs its final message as sent, so only the nonce check can refuse it.
+        let last = client.last_with_nonce(&first, &edit(&nonce));
+        session.step(&last)
+    };
+    assert!(matches!(run(&|n| n.to_owned()), Step::Done { .. }));
+    assert!(matches!(run(&|n| format!("cn{n}")), Step::Done { .. }), "librdkafka's form");
+    let refused = Step::Failed(FailReason::Malformed("the nonce differs from the server's"));
+    assert_eq!(run(&|n| format!("xx{n}")), refused);
+    assert_eq!(run(&|n| format!("cncn{n}")), refused);
+    assert_eq!(run(&|n| n[..n.len() - 1].to_owned()), refused);
+}
