@@ -35,12 +35,18 @@ impl BinaryState {
 
 /// Accepts connections until `shutdown` turns true, then lets open connections
 /// finish their in-flight requests (bounded) and returns.
-pub async fn serve_binary(listener: TcpListener, state: BinaryState, shutdown: watch::Receiver<bool>) {
+pub async fn serve_binary(
+    listener: TcpListener,
+    state: BinaryState,
+    tls: Option<crate::tls::ServerTls>,
+    shutdown: watch::Receiver<bool>,
+) {
     let max = crate::limits::BINARY_CONNECTIONS_MAX;
     crate::listener::accept_until_shutdown(
         listener,
         "binary",
         max,
+        tls,
         shutdown,
         move |stream, peer, shutdown| connection::run(stream, peer, state.clone(), shutdown),
     )
