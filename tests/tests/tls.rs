@@ -33,11 +33,11 @@ impl Pki {
     fn new() -> Pki {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_owned();
-        let ca = ca(&root, "ca", "es test CA");
+        let ca = make_ca(&root, "ca", "es test CA");
         leaf(&root, "server", &ca, "es broker", &["127.0.0.1", "localhost"], ExtendedKeyUsagePurpose::ServerAuth);
         leaf(&root, "billing", &ca, "billing-client", &["billing.internal"], ExtendedKeyUsagePurpose::ClientAuth);
         leaf(&root, "stranger", &ca, "stranger", &[], ExtendedKeyUsagePurpose::ClientAuth);
-        let other = ca(&root, "other-ca", "someone else's CA");
+        let other = make_ca(&root, "other-ca", "someone else's CA");
         leaf(&root, "rogue", &other, "rogue", &["billing.internal"], ExtendedKeyUsagePurpose::ClientAuth);
         Pki { _dir: dir, root }
     }
@@ -64,7 +64,7 @@ impl Pki {
     }
 }
 
-fn ca(root: &Path, name: &str, cn: &str) -> Issuer<'static, KeyPair> {
+fn make_ca(root: &Path, name: &str, cn: &str) -> Issuer<'static, KeyPair> {
     let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params.distinguished_name.push(DnType::CommonName, cn);
@@ -114,7 +114,7 @@ fn es(b: &Broker, pki: &Pki, args: &[&str]) -> String {
     let out = run(
         Command::new(es_bin())
             .args(["--broker", &b.url, "--tls-ca", &pki.cert("ca")])
-            .args(["--binary-broker", &b.binary_addr])
+            .env("ES_BROKER_BINARY", &b.binary_addr)
             .args(args),
         "",
     );
