@@ -34,8 +34,22 @@ impl Pki {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_owned();
         let ca = make_ca(&root, "ca", "es test CA");
-        leaf(&root, "server", &ca, "es broker", &["127.0.0.1", "localhost"], ExtendedKeyUsagePurpose::ServerAuth);
-        leaf(&root, "billing", &ca, "billing-client", &["billing.internal"], ExtendedKeyUsagePurpose::ClientAuth);
+        leaf(
+            &root,
+            "server",
+            &ca,
+            "es broker",
+            &["127.0.0.1", "localhost"],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        );
+        leaf(
+            &root,
+            "billing",
+            &ca,
+            "billing-client",
+            &["billing.internal"],
+            ExtendedKeyUsagePurpose::ClientAuth,
+        );
         leaf(&root, "stranger", &ca, "stranger", &[], ExtendedKeyUsagePurpose::ClientAuth);
         let other = make_ca(&root, "other-ca", "someone else's CA");
         leaf(&root, "rogue", &other, "rogue", &["billing.internal"], ExtendedKeyUsagePurpose::ClientAuth);
@@ -56,7 +70,8 @@ impl Pki {
 
     /// The broker's TLS flags for every listener.
     fn server_flags(&self, mtls: bool) -> Vec<String> {
-        let mut flags = vec!["--tls-cert".into(), self.cert("server"), "--tls-key".into(), self.key("server")];
+        let mut flags =
+            vec!["--tls-cert".into(), self.cert("server"), "--tls-key".into(), self.key("server")];
         if mtls {
             flags.extend(["--tls-client-ca".into(), self.cert("ca")]);
         }
@@ -74,8 +89,16 @@ fn make_ca(root: &Path, name: &str, cn: &str) -> Issuer<'static, KeyPair> {
     Issuer::new(params, key)
 }
 
-fn leaf(root: &Path, name: &str, ca: &Issuer<'_, KeyPair>, cn: &str, sans: &[&str], usage: ExtendedKeyUsagePurpose) {
-    let mut params = CertificateParams::new(sans.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>()).unwrap();
+fn leaf(
+    root: &Path,
+    name: &str,
+    ca: &Issuer<'_, KeyPair>,
+    cn: &str,
+    sans: &[&str],
+    usage: ExtendedKeyUsagePurpose,
+) {
+    let mut params =
+        CertificateParams::new(sans.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>()).unwrap();
     params.distinguished_name.push(DnType::CommonName, cn);
     params.extended_key_usages = vec![usage];
     let key = KeyPair::generate().unwrap();
@@ -107,7 +130,13 @@ fn run(cmd: &mut Command, stdin: &str) -> Output {
 }
 
 fn curl(pki: &Pki, url: &str, extra: &[&str]) -> Output {
-    run(Command::new("curl").args(["-sS", "--max-time", "20", "--cacert", &pki.cert("ca")]).args(extra).arg(url), "")
+    run(
+        Command::new("curl")
+            .args(["-sS", "--max-time", "20", "--cacert", &pki.cert("ca")])
+            .args(extra)
+            .arg(url),
+        "",
+    )
 }
 
 fn es(b: &Broker, pki: &Pki, args: &[&str]) -> String {
@@ -126,7 +155,8 @@ fn es(b: &Broker, pki: &Pki, args: &[&str]) -> String {
 fn agent(pki: &Pki, client: Option<&str>) -> ureq::Agent {
     let pem = |p: String| std::fs::read(p).unwrap();
     let ca = ureq::tls::Certificate::from_pem(&pem(pki.cert("ca"))).unwrap();
-    let mut tls = ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::Specific(Arc::new(vec![ca])));
+    let mut tls =
+        ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::Specific(Arc::new(vec![ca])));
     if let Some(who) = client {
         let cert = ureq::tls::Certificate::from_pem(&pem(pki.cert(who))).unwrap();
         let key = ureq::tls::PrivateKey::from_pem(&pem(pki.key(who))).unwrap();
@@ -166,7 +196,9 @@ async fn binary(b: &Broker, tls: Option<ClientTls>) -> Result<Client, ClientErro
 }
 
 fn batch(value: &str) -> Bytes {
-    Bytes::from(es_core::batch::encode(&[Record::from_value(value.to_owned())], 1_000, ProducerInfo::NONE).unwrap())
+    Bytes::from(
+        es_core::batch::encode(&[Record::from_value(value.to_owned())], 1_000, ProducerInfo::NONE).unwrap(),
+    )
 }
 
 /// Sends plaintext to a TLS port: the broker answers nothing readable and closes.
@@ -216,13 +248,20 @@ async fn every_listener_speaks_tls_and_plaintext_fails_cleanly() {
         plaintext_is_refused(addr);
     }
     assert!(binary(&b, None).await.is_err(), "a plaintext binary client connected to a TLS port");
-    let out = run(Command::new("curl").args(["-sS", "--max-time", "20"]).arg(format!("http://{http_addr}/healthz")), "");
+    let out = run(
+        Command::new("curl").args(["-sS", "--max-time", "20"]).arg(format!("http://{http_addr}/healthz")),
+        "",
+    );
     assert!(!String::from_utf8_lossy(&out.stdout).contains("ok"), "plain HTTP was served");
     let tls = ClientTls::from_ca_file(Path::new(&pki.cert("ca"))).unwrap();
     let client = binary(&b, Some(tls)).await.unwrap();
     assert!(client.list_topics().await.unwrap().iter().any(|t| t.name == "secure"));
     let out = curl(&pki, &format!("{}/healthz", b.url), &[]);
-    assert!(out.status.success(), "curl after the plaintext attempts: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "curl after the plaintext attempts: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -233,12 +272,17 @@ async fn a_client_certificate_mapped_to_a_key_holds_its_grants() {
     // rule that names one comes with the second start).
     let mut b = start(dir.path(), &pki.server_flags(true), true);
     let admin = agent(&pki, Some("stranger"));
-    let (status, made) =
-        post(&admin, &format!("{}/keys", b.url), Some(ADMIN), &json!({"name": "billing", "grants": ["topic:prefixed:billing.:admin"]}));
+    let (status, made) = post(
+        &admin,
+        &format!("{}/keys", b.url),
+        Some(ADMIN),
+        &json!({"name": "billing", "grants": ["topic:prefixed:billing.:admin"]}),
+    );
     assert_eq!(status, 201, "{made}");
     let billing_id = made["id"].as_str().unwrap().to_owned();
     for topic in ["billing.invoices", "ops.secret"] {
-        let (status, body) = post(&admin, &format!("{}/topics", b.url), Some(ADMIN), &json!({"name": topic, "partitions": 1}));
+        let (status, body) =
+            post(&admin, &format!("{}/topics", b.url), Some(ADMIN), &json!({"name": topic, "partitions": 1}));
         assert_eq!(status, 201, "{body}");
     }
     b.signal("TERM");
@@ -257,7 +301,10 @@ async fn a_client_certificate_mapped_to_a_key_holds_its_grants() {
     assert_eq!((status, body["error"]["code"].as_str()), (404, Some("topic_not_found")), "{body}");
     let (status, body) = get(&billing, &format!("{}/topics", b.url), None).unwrap();
     assert_eq!(status, 200);
-    assert!(!body.to_string().contains("ops.secret") && body.to_string().contains("billing.invoices"), "{body}");
+    assert!(
+        !body.to_string().contains("ops.secret") && body.to_string().contains("billing.invoices"),
+        "{body}"
+    );
     // A verified certificate no rule maps is anonymous: refused with auth on.
     let (status, body) = get(&agent(&pki, Some("stranger")), &format!("{}/topics", b.url), None).unwrap();
     assert_eq!(status, 401, "{body}");
@@ -267,8 +314,12 @@ async fn a_client_certificate_mapped_to_a_key_holds_its_grants() {
 
     // Binary: the same identity, no Authenticate step.
     let with = |who: &str| {
-        ClientTls::with_client_cert(Path::new(&pki.cert("ca")), Path::new(&pki.cert(who)), Path::new(&pki.key(who)))
-            .unwrap()
+        ClientTls::with_client_cert(
+            Path::new(&pki.cert("ca")),
+            Path::new(&pki.cert(who)),
+            Path::new(&pki.key(who)),
+        )
+        .unwrap()
     };
     let client = binary(&b, Some(with("billing"))).await.unwrap();
     client.produce("billing.invoices", 0, batch("paid")).await.unwrap();

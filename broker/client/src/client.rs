@@ -83,7 +83,8 @@ impl Client {
         let n = options.connections.max(1);
         let mut pool = Vec::with_capacity(n);
         for _ in 0..n {
-            let conn = Connection::connect_with(addr, options.api_key.as_deref(), options.tls.as_ref()).await?;
+            let conn =
+                Connection::connect_with(addr, options.api_key.as_deref(), options.tls.as_ref()).await?;
             pool.push(Mutex::new(Some(Arc::new(conn))));
         }
         Ok(Client { addr: addr.to_owned(), options, pool, next: AtomicUsize::new(0) })
@@ -99,8 +100,10 @@ impl Client {
         if let Some(c) = guard.as_ref().filter(|c| !c.is_closed()) {
             return Ok(c.clone());
         }
-        let c = Arc::new(Connection::connect_with(&self.addr, self.options.api_key.as_deref(), self.options.tls.as_ref())
-                .await?);
+        let c = Arc::new(
+            Connection::connect_with(&self.addr, self.options.api_key.as_deref(), self.options.tls.as_ref())
+                .await?,
+        );
         *guard = Some(c.clone());
         Ok(c)
     }

@@ -152,7 +152,8 @@ fn main() -> ExitCode {
 fn run(args: Args) -> anyhow::Result<()> {
     let tls = listeners_tls(&args)?;
     let addr = listen_addr("--bind", &args.bind, args.auth_enabled, tls.http.is_some())?;
-    let binary_addr = listen_addr("--bind-binary", &args.bind_binary, args.auth_enabled, tls.binary.is_some())?;
+    let binary_addr =
+        listen_addr("--bind-binary", &args.bind_binary, args.auth_enabled, tls.binary.is_some())?;
     let kafka_addr = kafka_listen_addr(&args.bind_kafka, args.auth_enabled)?;
     if let Some(host) = &args.kafka_advertised_host {
         check_advertised_host(host)?;
@@ -247,7 +248,11 @@ struct ListenersTls {
 /// Reads every listener's PEM files and the principal rules, so a broken TLS setup
 /// stops the start before anything is opened.
 fn listeners_tls(args: &Args) -> anyhow::Result<ListenersTls> {
-    let shared = TlsFlags { cert: args.tls_cert.clone(), key: args.tls_key.clone(), client_ca: args.tls_client_ca.clone() };
+    let shared = TlsFlags {
+        cert: args.tls_cert.clone(),
+        key: args.tls_key.clone(),
+        client_ca: args.tls_client_ca.clone(),
+    };
     let rules = args
         .tls_principal_rules
         .iter()
@@ -265,17 +270,29 @@ fn listeners_tls(args: &Args) -> anyhow::Result<ListenersTls> {
     let tls = ListenersTls {
         http: load(
             "http",
-            TlsFlags { cert: args.http_tls_cert.clone(), key: args.http_tls_key.clone(), client_ca: args.http_tls_client_ca.clone() },
+            TlsFlags {
+                cert: args.http_tls_cert.clone(),
+                key: args.http_tls_key.clone(),
+                client_ca: args.http_tls_client_ca.clone(),
+            },
             &[b"http/1.1"],
         )?,
         binary: load(
             "binary",
-            TlsFlags { cert: args.binary_tls_cert.clone(), key: args.binary_tls_key.clone(), client_ca: args.binary_tls_client_ca.clone() },
+            TlsFlags {
+                cert: args.binary_tls_cert.clone(),
+                key: args.binary_tls_key.clone(),
+                client_ca: args.binary_tls_client_ca.clone(),
+            },
             &[],
         )?,
         kafka: load(
             "kafka",
-            TlsFlags { cert: args.kafka_tls_cert.clone(), key: args.kafka_tls_key.clone(), client_ca: args.kafka_tls_client_ca.clone() },
+            TlsFlags {
+                cert: args.kafka_tls_cert.clone(),
+                key: args.kafka_tls_key.clone(),
+                client_ca: args.kafka_tls_client_ca.clone(),
+            },
             &[],
         )?,
     };
@@ -319,7 +336,11 @@ async fn serve(
     writeln!(out, "listening on es://{binary_local}{}", tls_note(&tls.binary))?;
     // Kafka clients pick the listener's security protocol themselves: say which.
     let protocol = if tls.kafka.is_some() { "SSL" } else { "PLAINTEXT" };
-    writeln!(out, "listening on kafka://{kafka_local} (advertised as {}:{}, {protocol})", node.host, node.port)?;
+    writeln!(
+        out,
+        "listening on kafka://{kafka_local} (advertised as {}:{}, {protocol})",
+        node.host, node.port
+    )?;
     let scheme = if tls.http.is_some() { "https" } else { "http" };
     writeln!(out, "listening on {scheme}://{local}{}", tls_note(&tls.http))?;
     out.flush()?;

@@ -64,16 +64,21 @@ mod tests {
     use super::*;
 
     fn flags(cert: Option<&str>, key: Option<&str>, ca: Option<&str>) -> TlsFlags {
-        TlsFlags { cert: cert.map(PathBuf::from), key: key.map(PathBuf::from), client_ca: ca.map(PathBuf::from) }
+        TlsFlags {
+            cert: cert.map(PathBuf::from),
+            key: key.map(PathBuf::from),
+            client_ca: ca.map(PathBuf::from),
+        }
     }
 
     #[test]
     fn own_flags_override_the_shared_ones() {
         let none = TlsFlags::default();
         assert_eq!(resolve("http", &none, &none).unwrap(), None);
-        let files = resolve("kafka", &flags(Some("k.pem"), None, None), &flags(Some("c.pem"), Some("key.pem"), None))
-            .unwrap()
-            .unwrap();
+        let files =
+            resolve("kafka", &flags(Some("k.pem"), None, None), &flags(Some("c.pem"), Some("key.pem"), None))
+                .unwrap()
+                .unwrap();
         assert_eq!((files.cert_setting.as_str(), files.cert.to_str()), ("--kafka-tls-cert", Some("k.pem")));
         assert_eq!((files.key_setting.as_str(), files.key.to_str()), ("--tls-key", Some("key.pem")));
         assert_eq!(files.client_ca, None);

@@ -151,7 +151,11 @@ mod tests {
     #[test]
     fn names_compare_as_exact_bytes_and_unmatched_is_anonymous() {
         let c = cert("Billing", &["billing.internal"]);
-        let set = rules(&[&format!("cn:billing={A}"), &format!("san:dns:billing.internal.={A}"), &format!("san:uri:billing.internal={A}")]);
+        let set = rules(&[
+            &format!("cn:billing={A}"),
+            &format!("san:dns:billing.internal.={A}"),
+            &format!("san:uri:billing.internal={A}"),
+        ]);
         assert_eq!(principal_of(&set, &c), None);
         assert_eq!(principal_of(&set, b"not a certificate"), None);
     }

@@ -70,8 +70,10 @@ impl ServerTls {
     pub fn load(files: &TlsFiles, rules: &[PrincipalRule], alpn: &[&[u8]]) -> Result<ServerTls, TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let chain = read_certs(&files.cert_setting, &files.cert)?;
-        let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| pem_error(&files.key_setting, &files.key, e))?;
-        let config_error = |e: rustls::Error| TlsError::Config { listener: files.listener.clone(), message: e.to_string() };
+        let key = PrivateKeyDer::from_pem_file(&files.key)
+            .map_err(|e| pem_error(&files.key_setting, &files.key, e))?;
+        let config_error =
+            |e: rustls::Error| TlsError::Config { listener: files.listener.clone(), message: e.to_string() };
         let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
             .map_err(config_error)?;
@@ -81,9 +83,10 @@ impl ServerTls {
                 for cert in read_certs(&files.client_ca_setting, ca)? {
                     roots.add(cert).map_err(config_error)?;
                 }
-                let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                    .build()
-                    .map_err(|e| TlsError::Config { listener: files.listener.clone(), message: e.to_string() })?;
+                let verifier =
+                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider).build().map_err(
+                        |e| TlsError::Config { listener: files.listener.clone(), message: e.to_string() },
+                    )?;
                 builder.with_client_cert_verifier(verifier)
             }
             None => builder.with_no_client_auth(),

@@ -69,7 +69,9 @@ fn certs(path: &PathBuf) -> anyhow::Result<Vec<ureq::tls::Certificate<'static>>>
     let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     let mut out = Vec::new();
     for item in ureq::tls::parse_pem(&text) {
-        if let ureq::tls::PemItem::Certificate(c) = item.with_context(|| format!("{}: bad PEM", path.display()))? {
+        if let ureq::tls::PemItem::Certificate(c) =
+            item.with_context(|| format!("{}: bad PEM", path.display()))?
+        {
             out.push(c);
         }
     }
