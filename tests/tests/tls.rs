@@ -1,7 +1,8 @@
 //! TLS and mTLS on every listener, against the real broker: certificates made at
 //! test time with rcgen (a CA, a server certificate for 127.0.0.1 and localhost,
 //! client certificates; no key is ever committed); HTTPS with curl, the `es` CLI
-//! over HTTPS and the binary protocol, kcat with `security.protocol=ssl`; client
+//! over HTTPS and the binary protocol, kcat and confluent-kafka with
+//! `security.protocol=ssl`; client
 //! certificates mapped to keys; plaintext to a TLS port; half-configured TLS.
 
 use std::io::{Read, Write};
@@ -241,6 +242,14 @@ async fn every_listener_speaks_tls_and_plaintext_fails_cleanly() {
     let out = kcat(&["-C", "-t", "secure", "-p", "0", "-o", "beginning", "-e", "-f", "%s\n"], "");
     assert!(out.status.success(), "kcat -C over ssl: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "over https\nover binary tls\nfrom kcat\n");
+
+    // confluent-kafka over TLS: produce, then consume.
+    es(&b, &pki, &["topic", "create", "confluent", "--partitions", "1"]);
+    es_tests::python::python();
+    let args = [b.kafka_addr.as_str(), &pki.cert("ca"), "confluent", "3"];
+    let (ok, output) = es_tests::python::run_script("kafka_tls.py", &args, Duration::from_secs(120));
+    assert!(ok, "kafka_tls.py failed:\n{output}\nbroker stderr:\n{}", b.stderr());
+    assert!(output.contains(r#"{"values": ["tls-0", "tls-1", "tls-2"]}"#), "{output}");
 
     // Plaintext to each TLS port fails, and the broker keeps serving.
     let http_addr = b.url.trim_start_matches("https://").to_owned();
