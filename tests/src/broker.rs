@@ -180,11 +180,12 @@ impl Broker {
             match rx.recv_timeout(left) {
                 Ok(line) => {
                     if let Some(addr) = line.strip_prefix("listening on es://") {
-                        binary_addr = addr.trim().to_owned();
+                        // A TLS listener adds a note after its address: " (tls)".
+                        binary_addr = addr.split_whitespace().next().unwrap_or_default().to_owned();
                     } else if let Some(addr) = line.strip_prefix("listening on kafka://") {
                         kafka_addr = addr.split_whitespace().next().unwrap_or_default().to_owned();
                     } else if let Some(url) = line.strip_prefix("listening on ") {
-                        break url.trim().to_owned();
+                        break url.split_whitespace().next().unwrap_or_default().to_owned();
                     }
                 }
                 Err(_) => {

@@ -34,6 +34,7 @@ pub fn connect(rt: &Runtime, addr: &str, connections: usize) -> Result<Arc<Clien
         backoff_ms: 50,
         request_timeout_ms: REQUEST_TIMEOUT.as_millis() as u64,
         api_key: None,
+        tls: None,
     };
     let client = rt
         .block_on(async { tokio::time::timeout(REQUEST_TIMEOUT, Client::connect(addr, options)).await })

@@ -51,6 +51,9 @@ pub struct ClientOptions {
     /// The API key every connection logs in with after `Hello` (a broker with
     /// auth on refuses everything else without one).
     pub api_key: Option<String>,
+    /// TLS to the broker (its CA, and a client certificate for mTLS); `None` is
+    /// plaintext.
+    pub tls: Option<crate::ClientTls>,
 }
 
 impl Default for ClientOptions {
@@ -61,6 +64,7 @@ impl Default for ClientOptions {
             backoff_ms: 50,
             request_timeout_ms: 30_000,
             api_key: None,
+            tls: None,
         }
     }
 }
@@ -79,7 +83,8 @@ impl Client {
         let n = options.connections.max(1);
         let mut pool = Vec::with_capacity(n);
         for _ in 0..n {
-            let conn = Connection::connect_with_key(addr, options.api_key.as_deref()).await?;
+            let conn =
+                Connection::connect_with(addr, options.api_key.as_deref(), options.tls.as_ref()).await?;
             pool.push(Mutex::new(Some(Arc::new(conn))));
         }
         Ok(Client { addr: addr.to_owned(), options, pool, next: AtomicUsize::new(0) })
@@ -95,7 +100,10 @@ impl Client {
         if let Some(c) = guard.as_ref().filter(|c| !c.is_closed()) {
             return Ok(c.clone());
         }
-        let c = Arc::new(Connection::connect_with_key(&self.addr, self.options.api_key.as_deref()).await?);
+        let c = Arc::new(
+            Connection::connect_with(&self.addr, self.options.api_key.as_deref(), self.options.tls.as_ref())
+                .await?,
+        );
         *guard = Some(c.clone());
         Ok(c)
     }

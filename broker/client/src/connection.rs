@@ -9,9 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use bytes::BytesMut;
 use es_protocol::{FRAME_BYTES_MAX, Frame, Op, PROTOCOL_VERSION, Request, Response, decode_frame};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use crate::error::{ClientError, Result};
@@ -37,7 +36,17 @@ impl Connection {
 
     /// Connects, performs the handshake and, given a key, logs in with it.
     pub async fn connect_with_key(addr: &str, api_key: Option<&str>) -> Result<Connection> {
-        let conn = Self::handshake(addr).await?;
+        Self::connect_with(addr, api_key, None).await
+    }
+
+    /// Connects (over TLS when `tls` is set), performs the handshake and, given a
+    /// key, logs in with it.
+    pub async fn connect_with(
+        addr: &str,
+        api_key: Option<&str>,
+        tls: Option<&crate::ClientTls>,
+    ) -> Result<Connection> {
+        let conn = Self::handshake(addr, tls).await?;
         if let Some(key) = api_key {
             conn.authenticate(key).await?;
         }
@@ -54,16 +63,17 @@ impl Connection {
         }
     }
 
-    async fn handshake(addr: &str) -> Result<Connection> {
+    async fn handshake(addr: &str, tls: Option<&crate::ClientTls>) -> Result<Connection> {
         let stream = TcpStream::connect(addr)
             .await
             .map_err(|e| ClientError::Connect { addr: addr.to_owned(), reason: e.to_string() })?;
         stream.set_nodelay(true).ok();
-        let (read, write) = stream.into_split();
         let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
         let (out, rx) = mpsc::channel::<Vec<u8>>(1024);
-        tokio::spawn(write_loop(write, rx, pending.clone()));
-        tokio::spawn(read_loop(read, pending.clone()));
+        match tls {
+            Some(tls) => start_io(tls.connect(addr, stream).await?, rx, &pending),
+            None => start_io(stream, rx, &pending),
+        }
         let mut conn = Connection {
             out,
             pending,
@@ -133,6 +143,16 @@ impl Connection {
     }
 }
 
+/// Runs the writer and the reader of one connection's stream.
+fn start_io<S>(stream: S, rx: mpsc::Receiver<Vec<u8>>, pending: &Pending)
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let (read, write) = tokio::io::split(stream);
+    tokio::spawn(write_loop(write, rx, pending.clone()));
+    tokio::spawn(read_loop(read, pending.clone()));
+}
+
 /// Fails every waiting request and marks the connection closed.
 fn fail_all(pending: &Pending, reason: &str) {
     if let Some(map) = pending.lock().expect("pending lock").take() {
@@ -142,7 +162,7 @@ fn fail_all(pending: &Pending, reason: &str) {
     }
 }
 
-async fn write_loop(mut write: OwnedWriteHalf, mut rx: mpsc::Receiver<Vec<u8>>, pending: Pending) {
+async fn write_loop(mut write: impl AsyncWrite + Unpin, mut rx: mpsc::Receiver<Vec<u8>>, pending: Pending) {
     let mut buf = Vec::new();
     while let Some(frame) = rx.recv().await {
         buf.clear();
@@ -161,7 +181,7 @@ async fn write_loop(mut write: OwnedWriteHalf, mut rx: mpsc::Receiver<Vec<u8>>, 
     }
 }
 
-async fn read_loop(mut read: OwnedReadHalf, pending: Pending) {
+async fn read_loop(mut read: impl AsyncRead + Unpin, pending: Pending) {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
         match decode_frame(&mut buf, FRAME_BYTES_MAX) {

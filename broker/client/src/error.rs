@@ -6,6 +6,10 @@ use es_protocol::{ErrorCode, WireError};
 pub enum ClientError {
     #[error("cannot reach the broker at {addr}: {reason}; is es-broker running with --bind-binary there?")]
     Connect { addr: String, reason: String },
+    #[error("TLS with the broker at {addr} failed: {reason}")]
+    Tls { addr: String, reason: String },
+    #[error("TLS setup: {path}: {reason}")]
+    TlsFiles { path: String, reason: String },
     #[error("connection lost: {0}")]
     Disconnected(String),
     #[error("the broker answered {code:?}: {message}")]

@@ -1,6 +1,6 @@
 //! The es Rust client, over the binary protocol.
 //!
-//! - [`Connection`]: one TCP connection with pipelining: many requests in flight,
+//! - [`Connection`]: one TCP (or TLS: [`ClientTls`]) connection with pipelining: many requests in flight,
 //!   matched to responses by request id, bounded by the broker's in-flight window.
 //! - [`Client`]: a small pool of connections plus typed calls (produce, fetch, list
 //!   offsets, topic admin, producer ids), with retries and backoff.
@@ -16,6 +16,7 @@ mod consumer;
 mod error;
 mod groups;
 mod producer;
+mod tls;
 
 pub use client::{Client, ClientOptions, Produced};
 pub use connection::Connection;
@@ -25,3 +26,4 @@ pub use es_core::Compression;
 pub use es_protocol::{DeadLetterPlace, ProduceFinding};
 pub use groups::{GroupAssignment, GroupMember};
 pub use producer::{Producer, ProducerOptions, RecordMetadata};
+pub use tls::ClientTls;

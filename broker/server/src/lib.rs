@@ -21,6 +21,7 @@ mod registry;
 pub mod schemas;
 pub mod service;
 mod store;
+pub mod tls;
 
 pub use binary::{BinaryState, serve_binary};
 pub use config::TopicConfig;

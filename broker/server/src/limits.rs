@@ -58,3 +58,13 @@ pub const KAFKA_CONNECTIONS_MAX: usize = 1024;
 /// Kafka listener: partitions a topic gets when CreateTopics asks for the broker's
 /// default (-1), as Kafka's `num.partitions`.
 pub const KAFKA_DEFAULT_PARTITIONS: u32 = 1;
+/// TLS: longest a client may take to finish its handshake (a slow or plaintext
+/// client holds a connection slot no longer than this).
+pub const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
+/// TLS: most `--tls-principal-rule`s (each certificate is matched against all of them).
+pub const TLS_PRINCIPAL_RULES_MAX: usize = 1_000;
+/// TLS: HTTP connections whose handshake finished, waiting for the HTTP server to
+/// take them.
+pub const HTTP_TLS_ACCEPT_QUEUE: usize = 128;
+/// TLS: HTTP handshakes running at once; more connections are refused at accept.
+pub const HTTP_TLS_HANDSHAKES_MAX: usize = 1024;

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::Parser;
+use es_server::tls::{ServerTls, TlsFlags};
 use es_server::{BrokerOptions, Registry};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -88,6 +89,49 @@ struct Args {
     #[arg(long, env = "ES_AUTH_KAFKA_SESSION_LIFETIME_MS",
           default_value_t = es_server::limits::KAFKA_SESSION_LIFETIME_MS_DEFAULT)]
     kafka_session_lifetime_ms: u64,
+    /// TLS certificate chain (PEM) for every listener (tls.cert_file); with
+    /// --tls-key, HTTP, binary and Kafka speak TLS 1.2/1.3 only. Read at start.
+    #[arg(long = "tls-cert", env = "ES_TLS_CERT_FILE", value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM) for every listener (tls.key_file).
+    #[arg(long = "tls-key", env = "ES_TLS_KEY_FILE", value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+    /// CA certificates (PEM) whose client certificates every TLS listener requires
+    /// (mTLS; tls.client_ca_file).
+    #[arg(long = "tls-client-ca", env = "ES_TLS_CLIENT_CA_FILE", value_name = "FILE")]
+    tls_client_ca: Option<PathBuf>,
+    /// Maps a verified client certificate to an API key, which it then is on every
+    /// protocol with no login: `cn:NAME=KEYID`, `san:dns:NAME=KEYID` or
+    /// `san:uri:URI=KEYID`; repeatable, first match wins.
+    #[arg(long = "tls-principal-rule", value_name = "RULE")]
+    tls_principal_rules: Vec<String>,
+    /// Certificate chain for the HTTP listener only [default: --tls-cert].
+    #[arg(long = "http-tls-cert", value_name = "FILE")]
+    http_tls_cert: Option<PathBuf>,
+    /// Private key for the HTTP listener only [default: --tls-key].
+    #[arg(long = "http-tls-key", value_name = "FILE")]
+    http_tls_key: Option<PathBuf>,
+    /// Client ca (mtls) for the HTTP listener only [default: --tls-client-ca].
+    #[arg(long = "http-tls-client-ca", value_name = "FILE")]
+    http_tls_client_ca: Option<PathBuf>,
+    /// Certificate chain for the binary listener only [default: --tls-cert].
+    #[arg(long = "binary-tls-cert", value_name = "FILE")]
+    binary_tls_cert: Option<PathBuf>,
+    /// Private key for the binary listener only [default: --tls-key].
+    #[arg(long = "binary-tls-key", value_name = "FILE")]
+    binary_tls_key: Option<PathBuf>,
+    /// Client ca (mtls) for the binary listener only [default: --tls-client-ca].
+    #[arg(long = "binary-tls-client-ca", value_name = "FILE")]
+    binary_tls_client_ca: Option<PathBuf>,
+    /// Certificate chain for the Kafka listener only [default: --tls-cert].
+    #[arg(long = "kafka-tls-cert", value_name = "FILE")]
+    kafka_tls_cert: Option<PathBuf>,
+    /// Private key for the Kafka listener only [default: --tls-key].
+    #[arg(long = "kafka-tls-key", value_name = "FILE")]
+    kafka_tls_key: Option<PathBuf>,
+    /// Client ca (mtls) for the Kafka listener only [default: --tls-client-ca].
+    #[arg(long = "kafka-tls-client-ca", value_name = "FILE")]
+    kafka_tls_client_ca: Option<PathBuf>,
     /// Default produce quota of every key, in bytes per second [default: unlimited].
     #[arg(long, env = "ES_QUOTA_PRODUCE_BYTES_PER_S")]
     quota_produce_bytes_per_s: Option<u64>,
@@ -123,9 +167,11 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
-    let addr = listen_addr("--bind", &args.bind, args.auth_enabled)?;
-    let binary_addr = listen_addr("--bind-binary", &args.bind_binary, args.auth_enabled)?;
-    let kafka_addr = kafka_listen_addr(&args.bind_kafka, args.auth_enabled)?;
+    let tls = listeners_tls(&args)?;
+    let addr = listen_addr("--bind", &args.bind, args.auth_enabled, tls.http.is_some())?;
+    let binary_addr =
+        listen_addr("--bind-binary", &args.bind_binary, args.auth_enabled, tls.binary.is_some())?;
+    let kafka_addr = kafka_listen_addr(&args.bind_kafka, args.auth_enabled, tls.kafka.is_some())?;
     if let Some(host) = &args.kafka_advertised_host {
         check_advertised_host(host)?;
     }
@@ -172,7 +218,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         host: args.kafka_advertised_host.clone(),
         port: args.kafka_advertised_port,
     };
-    runtime.block_on(serve(addr, binary_addr, kafka, state))?;
+    runtime.block_on(serve(addr, binary_addr, kafka, tls, state))?;
     // Every acknowledged record is already durable; this closes segments cleanly
     // so the next start has nothing to recover.
     registry.shutdown().context("flushing and closing the logs")?;
@@ -213,10 +259,85 @@ fn kafka_node(kafka: &Kafka, bound: SocketAddr) -> es_server::KafkaNode {
     }
 }
 
+/// Each listener's TLS (`None`: plaintext).
+struct ListenersTls {
+    http: Option<ServerTls>,
+    binary: Option<ServerTls>,
+    kafka: Option<ServerTls>,
+}
+
+/// Reads every listener's PEM files and the principal rules, so a broken TLS setup
+/// stops the start before anything is opened.
+fn listeners_tls(args: &Args) -> anyhow::Result<ListenersTls> {
+    let shared = TlsFlags {
+        cert: args.tls_cert.clone(),
+        key: args.tls_key.clone(),
+        client_ca: args.tls_client_ca.clone(),
+    };
+    let rules = args
+        .tls_principal_rules
+        .iter()
+        .map(|r| es_server::tls::PrincipalRule::parse(r))
+        .collect::<Result<Vec<_>, _>>()?;
+    if rules.len() > es_server::limits::TLS_PRINCIPAL_RULES_MAX {
+        bail!("at most {} --tls-principal-rule flags", es_server::limits::TLS_PRINCIPAL_RULES_MAX);
+    }
+    let load = |listener: &str, own: TlsFlags, alpn: &[&[u8]]| -> anyhow::Result<Option<ServerTls>> {
+        match es_server::tls::resolve(listener, &own, &shared)? {
+            Some(files) => Ok(Some(ServerTls::load(&files, &rules, alpn)?)),
+            None => Ok(None),
+        }
+    };
+    let tls = ListenersTls {
+        http: load(
+            "http",
+            TlsFlags {
+                cert: args.http_tls_cert.clone(),
+                key: args.http_tls_key.clone(),
+                client_ca: args.http_tls_client_ca.clone(),
+            },
+            &[b"http/1.1"],
+        )?,
+        binary: load(
+            "binary",
+            TlsFlags {
+                cert: args.binary_tls_cert.clone(),
+                key: args.binary_tls_key.clone(),
+                client_ca: args.binary_tls_client_ca.clone(),
+            },
+            &[],
+        )?,
+        kafka: load(
+            "kafka",
+            TlsFlags {
+                cert: args.kafka_tls_cert.clone(),
+                key: args.kafka_tls_key.clone(),
+                client_ca: args.kafka_tls_client_ca.clone(),
+            },
+            &[],
+        )?,
+    };
+    let mtls = [&tls.http, &tls.binary, &tls.kafka].iter().any(|t| t.as_ref().is_some_and(ServerTls::mtls));
+    if !rules.is_empty() && !mtls {
+        bail!("--tls-principal-rule needs a listener that asks for client certificates: set --tls-client-ca");
+    }
+    Ok(tls)
+}
+
+/// What a `listening on` line adds for a TLS listener.
+fn tls_note(tls: &Option<ServerTls>) -> &'static str {
+    match tls {
+        Some(t) if t.mtls() => " (tls, client certificates required)",
+        Some(_) => " (tls)",
+        None => "",
+    }
+}
+
 async fn serve(
     addr: SocketAddr,
     binary_addr: SocketAddr,
     kafka: Kafka,
+    tls: ListenersTls,
     state: es_server::BinaryState,
 ) -> anyhow::Result<()> {
     let registry = state.service.registry().clone();
@@ -233,9 +354,16 @@ async fn serve(
     let binary_local = binary.local_addr().context("reading the bound address")?;
     // Tests and scripts read these lines to find the ports (the HTTP one comes last).
     let mut out = std::io::stdout().lock();
-    writeln!(out, "listening on es://{binary_local}")?;
-    writeln!(out, "listening on kafka://{kafka_local} (advertised as {}:{})", node.host, node.port)?;
-    writeln!(out, "listening on http://{local}")?;
+    writeln!(out, "listening on es://{binary_local}{}", tls_note(&tls.binary))?;
+    // Kafka clients pick the listener's security protocol themselves: say which.
+    let protocol = if tls.kafka.is_some() { "SSL" } else { "PLAINTEXT" };
+    writeln!(
+        out,
+        "listening on kafka://{kafka_local} (advertised as {}:{}, {protocol})",
+        node.host, node.port
+    )?;
+    let scheme = if tls.http.is_some() { "https" } else { "http" };
+    writeln!(out, "listening on {scheme}://{local}{}", tls_note(&tls.http))?;
     out.flush()?;
     drop(out);
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
@@ -243,8 +371,8 @@ async fn serve(
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let kafka_service = state.service.clone();
     let kafka_task =
-        tokio::spawn(es_server::serve_kafka(kafka_listener, kafka_service, node, stop_rx.clone()));
-    let binary = tokio::spawn(es_server::serve_binary(binary, state, stop_rx));
+        tokio::spawn(es_server::serve_kafka(kafka_listener, kafka_service, node, tls.kafka, stop_rx.clone()));
+    let binary = tokio::spawn(es_server::serve_binary(binary, state, tls.binary, stop_rx));
     let draining = registry.clone();
     let shutdown = async move {
         tokio::select! {
@@ -264,7 +392,7 @@ async fn serve(
             std::process::exit(130);
         });
     };
-    es_server::serve(listener, registry, shutdown).await.context("serving HTTP")?;
+    es_server::serve(listener, tls.http, registry, shutdown).await.context("serving HTTP")?;
     binary.await.context("the binary listener failed")?;
     kafka_task.await.context("the Kafka listener failed")
 }
@@ -301,12 +429,12 @@ fn auth_options(args: &Args) -> anyhow::Result<es_server::auth::AuthOptions> {
 
 /// Resolves a listen address. A non-loopback one is refused unless auth is on:
 /// without it, listening elsewhere would open the data to the network. With auth on,
-/// Kafka clients log in with SASL (SCRAM; PLAIN only when allowed, as there is no TLS).
-fn kafka_listen_addr(bind: &str, auth: bool) -> anyhow::Result<SocketAddr> {
-    listen_addr("--bind-kafka", bind, auth)
+/// Kafka clients log in with SASL (SCRAM; PLAIN over TLS, or when allowed).
+fn kafka_listen_addr(bind: &str, auth: bool, tls: bool) -> anyhow::Result<SocketAddr> {
+    listen_addr("--bind-kafka", bind, auth, tls)
 }
 
-fn listen_addr(flag: &str, bind: &str, auth: bool) -> anyhow::Result<SocketAddr> {
+fn listen_addr(flag: &str, bind: &str, auth: bool, tls: bool) -> anyhow::Result<SocketAddr> {
     let addrs: Vec<SocketAddr> = bind
         .to_socket_addrs()
         .with_context(|| format!("{flag} {bind:?} is not a host:port address"))?
@@ -319,11 +447,11 @@ fn listen_addr(flag: &str, bind: &str, auth: bool) -> anyhow::Result<SocketAddr>
             "refusing to listen on {bad} (from {flag} {bind}) without authentication: start with --auth \
              (and a bootstrap key, see docs/security.md), or listen on a loopback address such as 127.0.0.1"
         ),
-        Some(open) => eprintln!(
-            "es-broker: warning: {flag} {open} is reachable from the network and es has no TLS yet: \
-             API keys travel in the clear; keep it on a trusted network"
+        Some(open) if !tls => eprintln!(
+            "es-broker: warning: {flag} {open} is reachable from the network without TLS: \
+             API keys travel in the clear; set --tls-cert and --tls-key (docs/security.md, \"TLS\")"
         ),
-        None => {}
+        Some(_) | None => {}
     }
     Ok(first)
 }

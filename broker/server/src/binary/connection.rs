@@ -6,9 +6,7 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use es_protocol::{ErrorCode, FRAME_BYTES_MAX, Op, Request, Response, decode_frame};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, WriteHalf};
 use tokio::sync::{Semaphore, mpsc, watch};
 
 use super::BinaryState;
@@ -16,21 +14,19 @@ use super::command;
 use crate::auth::AuthFailure;
 use crate::limits::BINARY_IN_FLIGHT_MAX;
 use crate::service::{BrokerError, Principal};
+use crate::tls::{Peer, Stream};
 
-pub async fn run(
-    stream: TcpStream,
-    peer: std::net::SocketAddr,
-    state: BinaryState,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    stream.set_nodelay(true).ok();
-    let (mut read, write) = stream.into_split();
+pub async fn run(stream: Stream, conn: Peer, state: BinaryState, mut shutdown: watch::Receiver<bool>) {
+    let peer = conn.addr;
+    let (mut read, write) = tokio::io::split(stream);
     let (tx, rx) = mpsc::channel::<Vec<u8>>(BINARY_IN_FLIGHT_MAX);
     let writer = tokio::spawn(write_loop(write, rx));
     let window = Arc::new(Semaphore::new(BINARY_IN_FLIGHT_MAX));
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let mut greeted = false;
-    let mut who = Principal::ANONYMOUS;
+    // A client certificate a rule maps to a key is that key from the start (mTLS);
+    // an Authenticate step replaces it.
+    let mut who = conn.tls_key.clone().map_or(Principal::ANONYMOUS, Principal::key);
     loop {
         let frame = match decode_frame(&mut buf, FRAME_BYTES_MAX) {
             Ok(Some(frame)) => frame,
@@ -127,7 +123,7 @@ async fn reply_error(tx: &mpsc::Sender<Vec<u8>>, id: u32, op: Op, code: ErrorCod
 }
 
 /// Writes responses as they arrive, coalescing the ones that queued up meanwhile.
-async fn write_loop(mut write: OwnedWriteHalf, mut rx: mpsc::Receiver<Vec<u8>>) {
+async fn write_loop(mut write: WriteHalf<Stream>, mut rx: mpsc::Receiver<Vec<u8>>) {
     let mut buf = Vec::new();
     while let Some(frame) = rx.recv().await {
         buf.clear();

@@ -35,13 +35,19 @@ impl BinaryState {
 
 /// Accepts connections until `shutdown` turns true, then lets open connections
 /// finish their in-flight requests (bounded) and returns.
-pub async fn serve_binary(listener: TcpListener, state: BinaryState, shutdown: watch::Receiver<bool>) {
+pub async fn serve_binary(
+    listener: TcpListener,
+    state: BinaryState,
+    tls: Option<crate::tls::ServerTls>,
+    shutdown: watch::Receiver<bool>,
+) {
     let max = crate::limits::BINARY_CONNECTIONS_MAX;
     let metrics = state.service.metrics().clone();
     crate::listener::accept_until_shutdown(
         listener,
         "binary",
         max,
+        tls,
         shutdown,
         move |stream, peer, shutdown| {
             let open = metrics.connection(crate::metrics::Protocol::Binary);

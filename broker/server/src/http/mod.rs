@@ -2,6 +2,7 @@
 //! JSON error shape, and [`serve`], which runs until the shutdown future resolves
 //! and then drains in-flight requests.
 
+mod accept;
 mod error;
 pub(crate) mod group_sessions;
 mod groups;
@@ -138,11 +139,10 @@ struct Served;
 
 async fn authenticate_and_authorize(state: AppState, mut req: Request, next: Next) -> Response {
     let auth = state.registry.auth().clone();
-    let from = req
-        .extensions()
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |c| c.0.ip());
-    let who = match authenticate(&auth, req.headers(), from) {
+    let peer = req.extensions().get::<axum::extract::ConnectInfo<crate::tls::Peer>>().map(|c| c.0.clone());
+    let from = peer.as_ref().map_or(std::net::IpAddr::from([0, 0, 0, 0]), |p| p.addr.ip());
+    let tls_key = peer.and_then(|p| p.tls_key);
+    let who = match authenticate(&auth, req.headers(), from, tls_key) {
         Ok(who) => who,
         Err(e) => return e.into_response(),
     };
@@ -162,15 +162,18 @@ async fn authenticate_and_authorize(state: AppState, mut req: Request, next: Nex
     response
 }
 
-/// The bearer key of a request, if it sends one. A bad key is refused even when
-/// auth is off, so a typo shows at once rather than after auth is turned on.
+/// The bearer key of a request, if it sends one, else the key its client
+/// certificate maps to (mTLS), while that key is active. A bad key is refused even
+/// when auth is off, so a typo shows at once rather than after auth is turned on.
 fn authenticate(
     auth: &crate::auth::Auth,
     headers: &axum::http::HeaderMap,
     from: std::net::IpAddr,
+    tls_key: Option<es_auth::KeyId>,
 ) -> Result<crate::service::Principal> {
     let Some(value) = headers.get(axum::http::header::AUTHORIZATION) else {
-        return Ok(crate::service::Principal::ANONYMOUS);
+        let active = tls_key.filter(|k| auth.state().active_key(k).is_some());
+        return Ok(active.map_or(crate::service::Principal::ANONYMOUS, crate::service::Principal::key));
     };
     let text = value.to_str().unwrap_or("");
     let key = text.strip_prefix("Bearer ").or_else(|| text.strip_prefix("bearer ")).unwrap_or("");
@@ -245,13 +248,16 @@ async fn method_not_allowed() -> BrokerError {
     BrokerError::MethodNotAllowed
 }
 
-/// Serves the API on `listener` until `shutdown` resolves, then stops accepting,
-/// wakes long polls, and waits (bounded) for in-flight requests to finish.
+/// Serves the API on `listener` (over TLS when `tls` is set) until `shutdown`
+/// resolves, then stops accepting, wakes long polls, and waits (bounded) for
+/// in-flight requests to finish.
 pub async fn serve(
     listener: tokio::net::TcpListener,
+    tls: Option<crate::tls::ServerTls>,
     registry: Arc<Registry>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let listener = accept::HttpListener::new(listener, tls)?;
     let (tx, rx) = watch::channel(false);
     let mut stopping = rx.clone();
     let app = router(registry.clone(), rx);
@@ -260,7 +266,7 @@ pub async fn serve(
         registry.begin_shutdown();
         let _ = tx.send(true);
     };
-    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let app = app.into_make_service_with_connect_info::<crate::tls::Peer>();
     let server = axum::serve(listener, app).with_graceful_shutdown(signal).into_future();
     let drain_deadline = async move {
         if stopping.wait_for(|s| *s).await.is_err() {

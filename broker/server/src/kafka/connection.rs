@@ -8,26 +8,26 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use es_kafka::{KafkaWireError, api_versions_response, decode_request, frame_size, split_frame};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, WriteHalf};
 use tokio::sync::{mpsc, watch};
 
 use super::Ctx;
 use super::dispatch::{self, Pending, Reply};
 use super::sasl::{Gate, SaslConn};
 use crate::limits::{KAFKA_IN_FLIGHT_MAX, SHUTDOWN_DRAIN_MS};
+use crate::tls::{Peer, Stream};
 
 /// Replies coalesced into one write at most.
 const WRITE_COALESCE_BYTES: usize = 1 << 20;
 
-pub async fn run(stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>, mut shutdown: watch::Receiver<bool>) {
-    stream.set_nodelay(true).ok();
-    let (mut read, write) = stream.into_split();
+/// Serves one connection. `conn` says whether it runs over TLS and which key a
+/// client certificate mapped to (`conn.tls`, `conn.tls_key`).
+pub async fn run(stream: Stream, conn: Peer, ctx: Arc<Ctx>, mut shutdown: watch::Receiver<bool>) {
+    let peer = conn.addr;
+    let (mut read, write) = tokio::io::split(stream);
     let (tx, rx) = mpsc::channel::<Pending>(KAFKA_IN_FLIGHT_MAX);
     let writer = tokio::spawn(write_loop(write, rx, peer));
-    // TLS is not built yet: every connection is plaintext.
-    let mut sasl = SaslConn::new(ctx.service.registry().auth(), false);
+    let mut sasl = SaslConn::new(ctx.service.registry().auth(), conn.tls).with_certificate(conn.tls_key);
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
         let limits = sasl.frame_limits();
@@ -124,7 +124,7 @@ async fn start(
 }
 
 /// Writes replies in request order, coalescing those already finished.
-async fn write_loop(mut write: OwnedWriteHalf, mut rx: mpsc::Receiver<Pending>, peer: SocketAddr) {
+async fn write_loop(mut write: WriteHalf<Stream>, mut rx: mpsc::Receiver<Pending>, peer: SocketAddr) {
     let mut out = Vec::new();
     let mut next = rx.recv().await;
     while let Some(pending) = next.take() {

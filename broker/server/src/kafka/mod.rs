@@ -6,7 +6,8 @@
 //! match responses by position, not only by correlation id), while produces' fsync
 //! waits overlap: a produce is appended before the next frame is read, and its reply
 //! is a task the writer awaits in turn (`connection.rs`). Metadata and
-//! FindCoordinator name the same node, the advertised host and port.
+//! FindCoordinator name the same node, the advertised host and port. With
+//! `--kafka-tls-cert` the listener speaks SSL (Kafka's `security.protocol=ssl`).
 
 mod admin;
 mod configs;
@@ -52,6 +53,7 @@ pub async fn serve_kafka(
     listener: TcpListener,
     service: Service,
     node: KafkaNode,
+    tls: Option<crate::tls::ServerTls>,
     shutdown: watch::Receiver<bool>,
 ) {
     let service = service.with_protocol(crate::metrics::Protocol::Kafka);
@@ -62,6 +64,7 @@ pub async fn serve_kafka(
         listener,
         "kafka",
         max,
+        tls,
         shutdown,
         move |stream, peer, shutdown| {
             let open = metrics.connection(crate::metrics::Protocol::Kafka);

@@ -88,6 +88,16 @@ impl SaslConn {
         }
     }
 
+    /// A connection whose verified client certificate maps to `key` (mTLS) is that
+    /// key from its first request, with no SASL step; the one authz table still
+    /// checks the key on every request, so a revocation applies at once.
+    pub fn with_certificate(mut self, key: Option<KeyId>) -> SaslConn {
+        if let (true, Some(key)) = (self.enabled, key) {
+            self.principal = Some(Principal::key(key));
+        }
+        self
+    }
+
     /// The frame cap: small until the first login.
     pub fn frame_limits(&self) -> FrameLimits {
         match self.principal {

@@ -38,6 +38,7 @@ pub struct Transport {
 pub struct Endpoint<'a> {
     pub transport: &'a Transport,
     pub api_key: Option<&'a str>,
+    pub tls: Option<&'a es_client::ClientTls>,
 }
 
 impl Transport {
@@ -50,8 +51,13 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")
 }
 
-async fn connect(addr: &str, api_key: Option<&str>) -> anyhow::Result<std::sync::Arc<Client>> {
-    let options = ClientOptions { api_key: api_key.map(str::to_owned), ..ClientOptions::default() };
+async fn connect(t: &Endpoint<'_>) -> anyhow::Result<std::sync::Arc<Client>> {
+    let (addr, api_key) = (t.transport.binary_broker.as_str(), t.api_key);
+    let options = ClientOptions {
+        api_key: api_key.map(str::to_owned),
+        tls: t.tls.cloned(),
+        ..ClientOptions::default()
+    };
     let client = Client::connect(addr, options)
         .await
         .with_context(|| format!("connecting to {addr}; is es-broker listening there (--bind-binary)?"))?;
@@ -70,7 +76,7 @@ pub fn produce(
     json_out: bool,
 ) -> anyhow::Result<Vec<RecordMetadata>> {
     runtime()?.block_on(async {
-        let client = connect(&t.transport.binary_broker, t.api_key).await?;
+        let client = connect(&t).await?;
         let producer =
             Producer::new(client, ProducerOptions { idempotent, ..ProducerOptions::default() }).await?;
         // Queued in input order, so lines keep their order within a partition.
@@ -113,7 +119,7 @@ pub fn consume(
     mut print: impl FnMut(u32, &Value) -> anyhow::Result<bool>,
 ) -> anyhow::Result<()> {
     runtime()?.block_on(async {
-        let client = connect(&t.transport.binary_broker, t.api_key).await?;
+        let client = connect(&t).await?;
         let partitions: Vec<u32> = match partition {
             Some(p) => vec![p],
             None => (0..client.describe_topic(topic).await?.partitions.len() as u32).collect(),

@@ -13,16 +13,24 @@ pub struct Client {
     agent: ureq::Agent,
     /// Sent as `Authorization: Bearer <key>` on every request.
     key: Option<String>,
+    /// TLS for the binary protocol (`--tls-ca`).
+    binary_tls: Option<es_client::ClientTls>,
 }
 
 impl Client {
-    pub fn new(base: &str, key: Option<String>) -> Self {
+    pub fn new(base: &str, key: Option<String>, tls: &crate::tls::TlsArgs) -> anyhow::Result<Self> {
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(Duration::from_secs(90)))
+            .tls_config(tls.http()?)
             .build()
             .into();
-        Self { base: base_url(base), agent, key }
+        Ok(Self { base: base_url(base), agent, key, binary_tls: tls.binary()? })
+    }
+
+    /// TLS for the binary protocol (`--tls-ca`), `None` for plaintext.
+    pub fn binary_tls(&self) -> Option<&es_client::ClientTls> {
+        self.binary_tls.as_ref()
     }
 
     pub fn get(&self, path: &str) -> anyhow::Result<Value> {

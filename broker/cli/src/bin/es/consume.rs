@@ -95,7 +95,7 @@ pub fn run(client: &Client, args: &ConsumeArgs, json_out: bool) -> anyhow::Resul
         return crate::group::consume(client, &session, &printer);
     }
     if args.transport.is_binary() {
-        return consume_binary(args, client.api_key(), &printer);
+        return consume_binary(args, client.api_key(), client.binary_tls(), &printer);
     }
     let partitions: Vec<u32> = match args.partition {
         Some(p) => vec![p],
@@ -191,7 +191,12 @@ fn print_all(rx: Receiver<Batch>, topic: &str, p: &Printer, max: Option<usize>) 
 }
 
 /// `--protocol binary`: the same output through es-client.
-fn consume_binary(args: &ConsumeArgs, api_key: Option<&str>, p: &Printer) -> anyhow::Result<()> {
+fn consume_binary(
+    args: &ConsumeArgs,
+    api_key: Option<&str>,
+    tls: Option<&es_client::ClientTls>,
+    p: &Printer,
+) -> anyhow::Result<()> {
     if args.timestamp.is_some() {
         bail!("--timestamp works over HTTP only for now; leave out --protocol binary");
     }
@@ -200,7 +205,7 @@ fn consume_binary(args: &ConsumeArgs, api_key: Option<&str>, p: &Printer) -> any
     let topic = args.topic.name();
     let mut printed = 0usize;
     crate::binary::consume(
-        crate::binary::Endpoint { transport: &args.transport, api_key },
+        crate::binary::Endpoint { transport: &args.transport, api_key, tls },
         topic,
         args.partition,
         start,

@@ -12,6 +12,7 @@ mod plugin;
 mod produce;
 mod schema;
 mod target;
+mod tls;
 mod topic;
 
 use std::process::ExitCode;
@@ -35,6 +36,8 @@ struct Cli {
     /// Prefer the environment variable: a flag shows in the process list.
     #[arg(long, global = true, env = "ES_API_KEY", value_name = "KEY", hide_env_values = true)]
     api_key: Option<String>,
+    #[command(flatten)]
+    tls: tls::TlsArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -66,7 +69,14 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let client = Client::new(cli.broker.as_deref().unwrap_or("http://127.0.0.1:9000"), cli.api_key.clone());
+    let base = cli.broker.as_deref().unwrap_or("http://127.0.0.1:9000");
+    let client = match Client::new(base, cli.api_key.clone(), &cli.tls) {
+        Ok(client) => client,
+        Err(e) => {
+            eprintln!("es: error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     let result = match cli.command {
         Command::Topic(cmd) => topic::run(&client, cmd, cli.json),
         Command::Produce(args) => produce::run(&client, &args, cli.json),

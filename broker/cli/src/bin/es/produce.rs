@@ -85,7 +85,7 @@ pub fn run(client: &Client, args: &ProduceArgs, json_out: bool) -> anyhow::Resul
     let parser = Parser::new(args)?;
     let single = single(args, &parser)?;
     if args.transport.is_binary() {
-        return produce_binary(args, client.api_key(), single, parser, json_out);
+        return produce_binary(args, client.api_key(), client.binary_tls(), single, parser, json_out);
     }
     let headers = headers(&args.headers)?;
     let topic = args.topic.name();
@@ -220,6 +220,7 @@ fn unescape(s: &str) -> Vec<u8> {
 fn produce_binary(
     args: &ProduceArgs,
     api_key: Option<&str>,
+    tls: Option<&es_client::ClientTls>,
     single: Option<Input>,
     parser: Parser,
     json_out: bool,
@@ -239,7 +240,7 @@ fn produce_binary(
     let is_single = single.is_some();
     let placed = match single {
         Some(one) => crate::binary::produce(
-            crate::binary::Endpoint { transport: &args.transport, api_key },
+            crate::binary::Endpoint { transport: &args.transport, api_key, tls },
             topic,
             args.partition,
             std::iter::once(Ok(make(one))),
@@ -249,7 +250,7 @@ fn produce_binary(
         None => {
             let records = read_records_in_background(parser).into_iter().map(|r| r.map(make));
             crate::binary::produce(
-                crate::binary::Endpoint { transport: &args.transport, api_key },
+                crate::binary::Endpoint { transport: &args.transport, api_key, tls },
                 topic,
                 args.partition,
                 records,
