@@ -27,14 +27,22 @@ start_broker() { # run mode -> sets PID, BINARY, HTTP
 }
 
 for round in $(seq 1 "$ROUNDS"); do
-  for mode in true false; do
+  # The order flips every round (on, off; off, on; ...): whichever broker runs
+  # second inherits the first one's disk writeback, which a fixed order would
+  # charge to one mode only.
+  modes="true false"
+  [ $((round % 2)) = 0 ] && modes="false true"
+  for mode in $modes; do
     start_broker "$round-$mode" "$mode"
     echo "round $round, --metrics=$mode: broker $BINARY $HTTP" >&2
     "$BIN/es-bench" suite --seconds "$ROW_SECONDS" --binary-addr "$BINARY" --http-url "$HTTP" \
-      --dir "$WORK/bench-$round-$mode" --out "$WORK/out-$round-$mode" >"$WORK/log-$round-$mode" 2>&1
+      --dir "$WORK/bench-$round-$mode" --out "$WORK/out-$round-$mode" >"$WORK/log-$round-$mode" 2>&1 ||
+      { echo "es-bench suite failed (round $round, --metrics=$mode):" >&2; grep -v "^ *[0-9]*: \|^ *at " "$WORK/log-$round-$mode" | tail -15 >&2; exit 1; }
     kill -TERM "$PID"
     wait "$PID" || true
     PID=""
+    # Each round writes gigabytes: keep only its results.
+    rm -rf "$WORK/data-$round-$mode" "$WORK/bench-$round-$mode"
   done
 done
 
