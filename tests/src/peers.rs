@@ -35,6 +35,16 @@ pub fn run(cmd: &mut Command, stdin: Option<&[u8]>, limit: Duration, what: &str)
 /// Its output is read as it comes, so a chatty child never blocks on a full pipe;
 /// past `limit` it is killed and the test fails showing its stderr.
 pub fn output(cmd: &mut Command, stdin: Option<&[u8]>, limit: Duration, what: &str) -> Output {
+    let (out, finished) = output_within(cmd, stdin, limit, what);
+    if !finished {
+        panic!("{what}: no answer within {limit:?}; stderr: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    out
+}
+
+/// Like [`output`], but a child still running at `limit` is killed and what it
+/// printed is returned, with `false`: for clients that retry forever when refused.
+pub fn output_within(cmd: &mut Command, stdin: Option<&[u8]>, limit: Duration, what: &str) -> (Output, bool) {
     let mut child = cmd
         .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
@@ -58,22 +68,25 @@ pub fn output(cmd: &mut Command, stdin: Option<&[u8]>, limit: Duration, what: &s
     let stdout = drain(Box::new(child.stdout.take().expect("piped stdout")));
     let stderr = drain(Box::new(child.stderr.take().expect("piped stderr")));
     let deadline = Instant::now() + limit;
-    let status = loop {
+    let (status, finished) = loop {
         if let Some(status) = child.try_wait().expect("waiting on a child") {
-            break status;
+            break (status, true);
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            let _ = child.wait();
-            let err = stderr.join().unwrap_or_default();
-            panic!("{what}: no answer within {limit:?}; stderr: {}", String::from_utf8_lossy(&err));
+            break (child.wait().expect("waiting on a killed child"), false);
         }
         std::thread::sleep(Duration::from_millis(10));
     };
     if let Some(w) = writer {
         let _ = w.join();
     }
-    Output { status, stdout: stdout.join().unwrap_or_default(), stderr: stderr.join().unwrap_or_default() }
+    let out = Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    };
+    (out, finished)
 }
 
 /// A directory of this test process's own for built programs.

@@ -5,9 +5,8 @@
 //! PLAIN is not offered on a plaintext listener unless allowed; KIP-368 expiry and
 //! re-authentication on a live connection.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 use es_tests::broker::{self, Broker};
 use es_tests::kafka_wire::{KafkaConn, split_key};
@@ -32,19 +31,10 @@ fn make_key(b: &Broker, name: &str, grants: &[&str]) -> String {
     r.body["key"].as_str().unwrap().to_owned()
 }
 
-/// Runs `cmd` with `stdin`, killed after [`CLIENT_TIMEOUT`].
+/// Runs `cmd` with `stdin`, killed after [`CLIENT_TIMEOUT`] (what it printed is kept).
 fn run(cmd: &mut Command, stdin: &str) -> Output {
-    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    let deadline = Instant::now() + CLIENT_TIMEOUT;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
+    let what = format!("{cmd:?}");
+    es_tests::peers::output_within(cmd, Some(stdin.as_bytes()), CLIENT_TIMEOUT, &what).0
 }
 
 fn kcat(b: &Broker, mechanism: &str, key: &str, args: &[&str], stdin: &str) -> Output {

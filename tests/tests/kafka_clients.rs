@@ -7,8 +7,8 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 use es_tests::broker::{Broker, es_bin};
 use es_tests::python::run_script;
@@ -17,19 +17,10 @@ use serde_json::{Value, json};
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Runs `cmd` with `stdin`, killed after [`CLIENT_TIMEOUT`].
+/// Runs `cmd` with `stdin`, killed after [`CLIENT_TIMEOUT`] (what it printed is kept).
 fn run(cmd: &mut Command, stdin: &str) -> Output {
-    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    let deadline = Instant::now() + CLIENT_TIMEOUT;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
+    let what = format!("{cmd:?}");
+    es_tests::peers::output_within(cmd, Some(stdin.as_bytes()), CLIENT_TIMEOUT, &what).0
 }
 
 fn kcat(b: &Broker, args: &[&str], stdin: &str) -> Output {

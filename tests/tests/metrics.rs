@@ -5,9 +5,8 @@
 //! scrape shows is described in docs/operations.md.
 
 use std::collections::BTreeSet;
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 use es_client::{Client as BinaryClient, ClientOptions};
 use es_tests::broker::{Broker, Client, Resp};
@@ -45,25 +44,10 @@ fn names(text: &str) -> BTreeSet<String> {
 
 /// Runs kcat against the broker's Kafka listener, killed after CLIENT_TIMEOUT.
 fn kcat(b: &Broker, args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new("kcat")
-        .arg("-b")
-        .arg(&b.kafka_addr)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kcat is installed");
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    let deadline = Instant::now() + CLIENT_TIMEOUT;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
+    let mut cmd = Command::new("kcat");
+    cmd.arg("-b").arg(&b.kafka_addr).args(args);
+    let out =
+        es_tests::peers::output(&mut cmd, Some(stdin.as_bytes()), CLIENT_TIMEOUT, &format!("kcat {args:?}"));
     assert!(out.status.success(), "kcat {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     out
 }
