@@ -1,5 +1,5 @@
 //! The accept loop the binary and Kafka listeners share: a cap on open connections
-//! (more are refused at accept), one task per connection (its TLS handshake
+//! (more are refused at accept) and their count in the metrics, one task per connection (its TLS handshake
 //! included, so a slow handshake never holds up the accept loop), and at shutdown a
 //! bounded drain that lets open connections finish their in-flight requests.
 
@@ -9,6 +9,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
+use crate::metrics::{Metrics, Protocol};
 use crate::tls::{Peer, ServerTls, Stream};
 
 /// Accepts connections until `shutdown` turns true, serving each with `serve`
@@ -18,6 +19,7 @@ pub async fn accept_until_shutdown<F, Fut>(
     listener: TcpListener,
     name: &'static str,
     connections_max: usize,
+    gauge: (Arc<Metrics>, Protocol),
     tls: Option<ServerTls>,
     shutdown: watch::Receiver<bool>,
     serve: F,
@@ -38,12 +40,14 @@ pub async fn accept_until_shutdown<F, Fut>(
                     tracing::warn!(peer = %addr, "{name} listener: connection limit reached; refusing");
                     continue;
                 };
+                // Counted open for as long as it holds its slot.
+                let open = gauge.0.connection(gauge.1);
                 let (serve, tls, shutdown) = (serve.clone(), tls.clone(), shutdown.clone());
                 tasks.spawn(async move {
                     if let Some((stream, peer)) = crate::tls::accept(tls.as_deref(), tcp, addr).await {
                         serve(stream, peer, shutdown).await;
                     }
-                    drop(slot);
+                    drop((slot, open));
                 });
             }
             _ = stop.wait_for(|s| *s) => break,

@@ -47,16 +47,10 @@ pub async fn serve_binary(
         listener,
         "binary",
         max,
+        (metrics, crate::metrics::Protocol::Binary),
         tls,
         shutdown,
-        move |stream, peer, shutdown| {
-            let open = metrics.connection(crate::metrics::Protocol::Binary);
-            let served = connection::run(stream, peer, state.clone(), shutdown);
-            async move {
-                served.await;
-                drop(open);
-            }
-        },
+        move |stream, peer, shutdown| connection::run(stream, peer, state.clone(), shutdown),
     )
     .await;
 }

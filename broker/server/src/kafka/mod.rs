@@ -64,16 +64,10 @@ pub async fn serve_kafka(
         listener,
         "kafka",
         max,
+        (metrics, crate::metrics::Protocol::Kafka),
         tls,
         shutdown,
-        move |stream, peer, shutdown| {
-            let open = metrics.connection(crate::metrics::Protocol::Kafka);
-            let served = connection::run(stream, peer, ctx.clone(), shutdown);
-            async move {
-                served.await;
-                drop(open);
-            }
-        },
+        move |stream, peer, shutdown| connection::run(stream, peer, ctx.clone(), shutdown),
     )
     .await;
 }
