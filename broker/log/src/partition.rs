@@ -18,7 +18,7 @@ use crate::error::{IoContext, LogError, Result};
 use crate::files::{self, LOG_EXT};
 use crate::flusher::{Job, Progress};
 use crate::manager::Shared;
-use crate::producers::{Check, ProducerTable};
+use crate::producers::{Check, ProducerSummary, ProducerTable};
 use crate::segment::{Segment, Trimmed};
 
 /// The producer-state snapshot file of a partition.
@@ -36,6 +36,8 @@ pub(crate) struct Inner {
     pub next_offset: u64,
     pub epochs: Epochs,
     pub producers: ProducerTable,
+    /// The log start set by DeleteRecords (`log_start.rs`); 0 when never set.
+    pub start_floor: u64,
 }
 
 impl Inner {
@@ -44,7 +46,9 @@ impl Inner {
     }
 
     pub fn log_start(&self) -> u64 {
-        self.cold.keys().next().or(self.segments.keys().next()).copied().unwrap_or(self.next_offset)
+        let first =
+            self.cold.keys().next().or(self.segments.keys().next()).copied().unwrap_or(self.next_offset);
+        first.max(self.start_floor.min(self.next_offset))
     }
 }
 
@@ -200,12 +204,13 @@ impl PartitionLog {
         let mut epochs = Epochs::load(&dir)?;
         epochs.truncate_from(next_offset)?;
         let producers = load_producers(&dir, cold.values().chain(segments.values()), next_offset)?;
+        let start_floor = crate::log_start::load(&dir)?;
         let log = Arc::new(PartitionLog {
             name,
             dir,
             cold_dir,
             config: RwLock::new(config),
-            inner: Mutex::new(Inner { segments, cold, next_offset, epochs, producers }),
+            inner: Mutex::new(Inner { segments, cold, next_offset, epochs, producers, start_floor }),
             progress: Progress::new(next_offset),
             shared,
             housekeeping: Mutex::new(()),
@@ -530,6 +535,19 @@ impl PartitionLog {
         Ok(None)
     }
 
+    /// Kafka's ListOffsets "max timestamp" (KIP-734): the greatest record timestamp
+    /// and the first offset holding it, or `None` for an empty log. The segments'
+    /// indexes give the maximum; while the batch holding it is not yet durable the
+    /// answer is `None`, as for an empty log (it is, to readers).
+    pub fn max_timestamp_offset(&self) -> Result<Option<(u64, i64)>> {
+        let max = {
+            let inner = self.inner.lock().expect("partition lock");
+            inner.cold.values().chain(inner.segments.values()).filter_map(|s| s.max_timestamp()).max()
+        };
+        let Some(max) = max else { return Ok(None) };
+        Ok(self.offset_for_timestamp(max)?.map(|offset| (offset, max)))
+    }
+
     /// The offset after the last durable batch: readers see everything below it.
     pub fn high_watermark(&self) -> u64 {
         self.progress.durable_offset.load(Ordering::Acquire)
@@ -660,6 +678,11 @@ impl PartitionLog {
     /// The epoch and last sequence this partition knows for a producer.
     pub fn producer_state(&self, producer_id: i64) -> Option<(i16, i32)> {
         self.inner.lock().expect("partition lock").producers.latest(producer_id)
+    }
+
+    /// Every idempotent producer this partition remembers (DescribeProducers).
+    pub fn producers(&self) -> Vec<ProducerSummary> {
+        self.inner.lock().expect("partition lock").producers.summaries()
     }
 }
 

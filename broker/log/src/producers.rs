@@ -24,6 +24,17 @@ pub struct ProducerBatch {
     pub last_seq: i32,
     pub base_offset: u64,
     pub last_offset: u64,
+    /// The batch's max timestamp (-1 when restored from an older snapshot).
+    pub max_timestamp: i64,
+}
+
+/// What DescribeProducers reports of one producer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerSummary {
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub last_sequence: i32,
+    pub last_timestamp: i64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -98,6 +109,7 @@ impl ProducerTable {
             last_seq: add_seq(p.base_sequence, h.last_offset_delta),
             base_offset: h.base_offset,
             last_offset: h.last_offset(),
+            max_timestamp: h.max_timestamp,
         });
         while entry.batches.len() > BATCHES_KEPT {
             entry.batches.pop_front();
@@ -110,8 +122,28 @@ impl ProducerTable {
         Some((e.epoch, e.batches.back().map_or(-1, |b| b.last_seq)))
     }
 
+    /// Every producer this partition remembers, by id.
+    pub fn summaries(&self) -> Vec<ProducerSummary> {
+        let mut out: Vec<ProducerSummary> = self
+            .map
+            .iter()
+            .filter_map(|(&producer_id, e)| {
+                let last = e.batches.back()?;
+                Some(ProducerSummary {
+                    producer_id,
+                    epoch: e.epoch,
+                    last_sequence: last.last_seq,
+                    last_timestamp: last.max_timestamp,
+                })
+            })
+            .collect();
+        out.sort_by_key(|p| p.producer_id);
+        out
+    }
+
     /// Text snapshot: a first line `offset <n>` (the state covers the log below n),
-    /// then one line per remembered batch.
+    /// then one line per remembered batch (id, epoch, first and last sequence, base
+    /// and last offset, max timestamp; snapshots before the timestamp have six fields).
     pub fn encode(&self, offset: u64) -> String {
         let mut out = format!("offset {offset}\n");
         let mut ids: Vec<&i64> = self.map.keys().collect();
@@ -120,8 +152,8 @@ impl ProducerTable {
             let e = &self.map[id];
             for b in &e.batches {
                 out.push_str(&format!(
-                    "{id} {} {} {} {} {}\n",
-                    e.epoch, b.first_seq, b.last_seq, b.base_offset, b.last_offset
+                    "{id} {} {} {} {} {} {}\n",
+                    e.epoch, b.first_seq, b.last_seq, b.base_offset, b.last_offset, b.max_timestamp
                 ));
             }
         }
@@ -135,7 +167,7 @@ impl ProducerTable {
         let mut table = ProducerTable::default();
         for line in lines {
             let f: Vec<&str> = line.split_whitespace().collect();
-            if f.len() != 6 {
+            if f.len() != 6 && f.len() != 7 {
                 return None;
             }
             let id: i64 = f[0].parse().ok()?;
@@ -146,6 +178,7 @@ impl ProducerTable {
                 last_seq: f[3].parse().ok()?,
                 base_offset: f[4].parse().ok()?,
                 last_offset: f[5].parse().ok()?,
+                max_timestamp: f.get(6).map_or(Some(-1), |t| t.parse().ok())?,
             });
         }
         Some((offset, table))
@@ -167,7 +200,7 @@ mod tests {
             last_offset_delta: count - 1,
             record_count: count,
             base_timestamp: 0,
-            max_timestamp: 0,
+            max_timestamp: 1_000 + base_offset as i64,
             producer: ProducerInfo { producer_id: id, producer_epoch: epoch, base_sequence: seq },
         }
     }
@@ -198,6 +231,11 @@ mod tests {
         assert!(matches!(t.check(&info(7, 1, 2), 0).unwrap(), Check::Duplicate(_)));
         let (off, back) = ProducerTable::decode(&t.encode(42)).unwrap();
         assert_eq!((off, &back), (42, &t));
+        let summary = ProducerSummary { producer_id: 7, epoch: 1, last_sequence: 6, last_timestamp: 1_111 };
+        assert_eq!(t.summaries(), [summary]);
+        // A snapshot written before timestamps were kept still loads.
+        let (_, old) = ProducerTable::decode("offset 3\n7 0 0 2 0 2\n").unwrap();
+        assert_eq!(old.summaries()[0].last_timestamp, -1);
         assert_eq!(add_seq(i32::MAX, 1), 0);
     }
 }

@@ -268,3 +268,53 @@ fn compaction_re_encodes_a_partial_batch_with_its_codec_producer_and_timestamps(
     let kept: Vec<(u64, i64)> = plain.iter().map(|r| r.map(|r| (r.offset, r.timestamp)).unwrap()).collect();
     assert_eq!(kept, vec![(2, 102), (3, 103)], "the newest per key, at their offsets and timestamps");
 }
+
+#[test]
+fn delete_records_moves_the_log_start_durably_and_drops_whole_segments_below_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    {
+        let m = manager(dir.path(), clock.clone());
+        let (p, _) = m.open_partition("t-0", cfg()).unwrap();
+        fill(&p, 200, 5);
+        p.flush().unwrap();
+        let segments = p.info().segment_count;
+        assert!(segments > 2, "the test needs several segments: {segments}");
+        // Beyond the high watermark is refused; at or below the start changes nothing.
+        assert!(matches!(p.delete_records_before(201), Err(LogError::OffsetOutOfRange { .. })));
+        assert_eq!(p.delete_records_before(0).unwrap(), 0);
+        assert_eq!(p.delete_records_before(150).unwrap(), 150);
+        let info = p.info();
+        assert_eq!(info.log_start_offset, 150);
+        assert!(info.segment_count < segments, "whole segments below 150 are deleted: {info:?}");
+        assert!(matches!(p.read(149, 100), Err(LogError::OffsetOutOfRange { log_start: 150, .. })));
+        let first = p.read(150, 1 << 20).unwrap();
+        let last = first.batches().last().unwrap().header;
+        assert!(last.base_offset >= 150);
+        // Moving the start back is a no-op that answers the current start.
+        assert_eq!(p.delete_records_before(100).unwrap(), 150);
+        // Deleting everything leaves an empty log that still takes appends.
+        assert_eq!(p.delete_records_before(200).unwrap(), 200);
+        fill(&p, 1, 5);
+        p.flush().unwrap();
+        assert_eq!(p.read(200, 1 << 20).unwrap().batches().next().unwrap().header.base_offset, 200);
+        m.shutdown().unwrap();
+    }
+    let m = manager(dir.path(), clock);
+    let (p, _) = m.open_partition("t-0", cfg()).unwrap();
+    assert_eq!(p.info().log_start_offset, 200, "the start survives a restart");
+    assert_eq!(p.high_watermark(), 201);
+}
+
+#[test]
+fn max_timestamp_offset_is_the_first_record_with_the_greatest_timestamp() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
+    let (p, _) = m.open_partition("t-0", cfg()).unwrap();
+    assert_eq!(p.max_timestamp_offset().unwrap(), None);
+    fill(&p, 30, 100);
+    fill(&p, 2, 900);
+    fill(&p, 30, 500);
+    p.flush().unwrap();
+    assert_eq!(p.max_timestamp_offset().unwrap(), Some((30, 900)));
+}
