@@ -108,7 +108,8 @@ fn offsets_by_timestamp_take_kafkas_meanings_over_http() {
     assert_eq!(p.get("timestamp_offset"), Some(&Value::Null), "null, not the high watermark: {p:?}");
     assert_eq!(at("-1").body["partitions"][0]["timestamp_offset"], 3, "-1 is latest");
     assert_eq!(at("-2").body["partitions"][0]["timestamp_offset"], 0, "-2 is earliest");
-    let bad = at("-3");
+    assert_eq!(at("-3").body["partitions"][0]["timestamp_offset"], 2, "-3 holds the greatest timestamp");
+    let bad = at("-4");
     assert_eq!((bad.status, bad.code()), (400, "invalid_request"), "{:?}", bad.body);
     let plain = b.get("/topics/timed/offsets").body;
     assert!(plain["partitions"][0].get("timestamp_offset").is_none(), "absent without timestamp: {plain}");

@@ -15,6 +15,9 @@ const CONFIGS: &str = "org.apache.kafka.tools.ConfigCommand";
 const PRODUCER: &str = "org.apache.kafka.tools.ConsoleProducer";
 const CONSUMER: &str = "org.apache.kafka.tools.consumer.ConsoleConsumer";
 const GROUPS: &str = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand";
+const DELETE_RECORDS: &str = "org.apache.kafka.tools.DeleteRecordsCommand";
+const GET_OFFSETS: &str = "org.apache.kafka.tools.GetOffsetShell";
+const TRANSACTIONS: &str = "org.apache.kafka.tools.TransactionsCommand";
 
 fn es(b: &Broker, args: &[&str]) -> String {
     run(Command::new(es_bin()).env("ES_BROKER", &b.url).args(args), None, Duration::from_secs(30), "es")
@@ -94,6 +97,78 @@ fn console_producer_consumer_and_consumer_groups_share_es_records_and_offsets() 
     assert_eq!(committed, 3, "{described}");
     let es_view = es(&b, &["group", "describe", "cg"]);
     assert!(es_view.contains("lines"), "{es_view}");
+    // OffsetDelete: the group has no members now, so its offsets of `lines` can go.
+    let out = groups(&["--delete-offsets", "--group", "cg", "--topic", "lines"]);
+    assert!(out.contains("Request succeeded for deleting offsets from group cg."), "{out}");
+    let left = b.get("/groups/cg/offsets");
+    assert!(!left.body.to_string().contains("\"lines\""), "{:?}", left.body);
     let out = groups(&["--delete", "--group", "cg"]);
     assert!(out.contains("Deletion of requested consumer groups ('cg') was successful."), "{out}");
+}
+
+#[test]
+fn delete_records_get_offsets_and_describe_producers_work_through_kafkas_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start(dir.path());
+    let bs = ["--bootstrap-server", b.kafka_addr.as_str()];
+
+    // The record with the greatest timestamp (KIP-734), by GetOffsetShell --time -3.
+    b.create_topic("stamped", 1);
+    let records: Vec<serde_json::Value> = [1000, 5000, 3000]
+        .iter()
+        .map(|t| serde_json::json!({"value": "v", "partition": 0, "timestamp": t}))
+        .collect();
+    assert_eq!(b.post("/topics/stamped/records", &serde_json::json!({ "records": records })).status, 200);
+    let offsets = |topic: &str, time: &str| {
+        kafka_tool(GET_OFFSETS, &[&bs[..], &["--topic", topic, "--time", time]].concat(), None)
+    };
+    assert_eq!(offsets("stamped", "-3").trim(), "stamped:0:1");
+    assert_eq!(offsets("stamped", "max-timestamp").trim(), "stamped:0:1");
+
+    // The console producer is idempotent by default: DescribeProducers lists it.
+    b.create_topic("lines", 1);
+    kafka_tool(PRODUCER, &[&bs[..], &["--topic", "lines"]].concat(), Some(b"a\nb\nc\nd\n"));
+    let described = kafka_tool(
+        TRANSACTIONS,
+        &[&bs[..], &["describe-producers", "--topic", "lines", "--partition", "0"]].concat(),
+        None,
+    );
+    let row: Vec<&str> = described.lines().nth(1).map(|l| l.split_whitespace().collect()).unwrap_or_default();
+    assert!(row.len() >= 5, "one producer row: {described}");
+    assert!(row[0].parse::<i64>().unwrap() >= 0, "a real producer id: {described}");
+    assert_eq!(row[3], "3", "four records: the last sequence is 3: {described}");
+
+    // DeleteRecords: the log start moves, durably, and earlier offsets are gone.
+    let plan = dir.path().join("delete.json");
+    std::fs::write(&plan, r#"{"version":1,"partitions":[{"topic":"lines","partition":0,"offset":2}]}"#)
+        .unwrap();
+    let out = kafka_tool(
+        DELETE_RECORDS,
+        &[&bs[..], &["--offset-json-file", plan.to_str().unwrap()]].concat(),
+        None,
+    );
+    assert!(out.contains("partition: lines-0\tlow_watermark: 2"), "{out}");
+    assert_eq!(offsets("lines", "-2").trim(), "lines:0:2");
+    assert_eq!(b.get("/topics/lines/partitions/0/records?offset=1").status, 416);
+    let read = b.get("/topics/lines/partitions/0/records?offset=2").body;
+    assert_eq!(read["records"][0]["value"], "c", "{read}");
+    let mut b = b;
+    b.signal("TERM");
+    b.wait_exit(Duration::from_secs(30));
+    let b = Broker::start(dir.path());
+    assert_eq!(b.get("/topics/lines/offsets").body["partitions"][0]["earliest"], 2, "kept across a restart");
+    let bs = ["--bootstrap-server", b.kafka_addr.as_str()];
+    // Internal topics are the broker's: deleting their records is refused.
+    let internal = dir.path().join("internal.json");
+    std::fs::write(
+        &internal,
+        r#"{"version":1,"partitions":[{"topic":"__es_offsets","partition":0,"offset":-1}]}"#,
+    )
+    .unwrap();
+    let out = kafka_tool(
+        DELETE_RECORDS,
+        &[&bs[..], &["--offset-json-file", internal.to_str().unwrap()]].concat(),
+        None,
+    );
+    assert!(out.contains("error"), "{out}");
 }

@@ -82,7 +82,7 @@ pub static API_TABLE: &[ApiRow] = &[
     served_row(row(ApiKey::ApiVersions, 0, 4, "KIP-511 fallback: newer requests get a v0 body, error 35")),
     served_row(row(ApiKey::CreateTopics, 2, 7, "Java floor 2")),
     served_row(row(ApiKey::DeleteTopics, 1, 6, "topic ids from 6")),
-    row(ApiKey::DeleteRecords, 0, 2, ""),
+    served_row(row(ApiKey::DeleteRecords, 0, 2, "offset -1: the high watermark")),
     served_row(row(ApiKey::InitProducerId, 0, 5, "idempotent producers only, no transactional id")),
     row(ApiKey::OffsetForLeaderEpoch, 2, 4, "Java floor 2"),
     served_row(row(ApiKey::DescribeConfigs, 1, 4, "")),
@@ -97,9 +97,9 @@ pub static API_TABLE: &[ApiRow] = &[
     served_row(row(ApiKey::CreatePartitions, 0, 3, "")),
     served_row(row(ApiKey::DeleteGroups, 0, 2, "")),
     served_row(row(ApiKey::IncrementalAlterConfigs, 0, 1, "")),
-    row(ApiKey::OffsetDelete, 0, 0, ""),
+    served_row(row(ApiKey::OffsetDelete, 0, 0, "")),
     served_row(row(ApiKey::DescribeCluster, 0, 2, "")),
-    row(ApiKey::DescribeProducers, 0, 0, ""),
+    served_row(row(ApiKey::DescribeProducers, 0, 0, "idempotent producers; no transaction fields")),
 ];
 
 /// The row for `key`, if es has one.

@@ -1,7 +1,8 @@
 //! Topic administration: CreateTopics (2-7), DeleteTopics (1-6, by id from 6),
 //! CreatePartitions (0-3) and DescribeLogDirs (1-4), each on the service's admin
 //! calls. es is one node: a replication factor above 1 or a replica assignment
-//! naming another broker is refused. DeleteRecords is not served yet.
+//! naming another broker is refused. DeleteRecords (0-2) moves each partition's
+//! log start through the service (offset -1: the high watermark).
 
 use std::collections::BTreeMap;
 
@@ -185,26 +186,38 @@ pub async fn create_partitions(
     CreatePartitionsResponse::default().with_results(results)
 }
 
-/// Not served yet (not advertised): every partition is refused.
-pub fn delete_records(req: DeleteRecordsRequest) -> DeleteRecordsResponse {
-    let topics = req
-        .topics
-        .into_iter()
-        .map(|t| {
-            let parts = t
-                .partitions
-                .iter()
-                .map(|p| {
-                    DeleteRecordsPartitionResult::default()
-                        .with_partition_index(p.partition_index)
-                        .with_low_watermark(-1)
-                        .with_error_code(code::INVALID_REQUEST)
-                })
-                .collect();
-            DeleteRecordsTopicResult::default().with_name(t.name).with_partitions(parts)
-        })
-        .collect();
+/// Each partition's new log start (its low watermark), or why not.
+pub async fn delete_records(ctx: &Ctx, who: &Principal, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let mut parts = Vec::with_capacity(t.partitions.len());
+        for p in &t.partitions {
+            let base = DeleteRecordsPartitionResult::default().with_partition_index(p.partition_index);
+            let answer = match delete_one(ctx, who, t.name.as_str(), p.partition_index, p.offset).await {
+                Ok(low) => base.with_low_watermark(low as i64),
+                Err(error) => base.with_low_watermark(-1).with_error_code(error),
+            };
+            parts.push(answer);
+        }
+        topics.push(DeleteRecordsTopicResult::default().with_name(t.name).with_partitions(parts));
+    }
     DeleteRecordsResponse::default().with_topics(topics)
+}
+
+/// One partition of a DeleteRecords: Kafka's -1 is "up to the high watermark".
+async fn delete_one(
+    ctx: &Ctx,
+    who: &Principal,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Result<u64, i16> {
+    let partition = u32::try_from(partition).map_err(|_| code::UNKNOWN_TOPIC_OR_PARTITION)?;
+    let before = match offset {
+        -1 => None,
+        o => Some(u64::try_from(o).map_err(|_| code::OFFSET_OUT_OF_RANGE)?),
+    };
+    ctx.service.delete_records(who, topic, partition, before).await.map_err(|e| kafka_code(&e))
 }
 
 /// One log directory, the data directory, with each partition's size.

@@ -90,7 +90,7 @@ async fn answer(ctx: &Ctx, peer: SocketAddr, h: &Header, req: KafkaRequest, who:
         KafkaRequest::CreateTopics(r) => reply(h, v, &admin::create_topics(ctx, who, v, r).await),
         KafkaRequest::DeleteTopics(r) => reply(h, v, &admin::delete_topics(ctx, who, v, r).await),
         KafkaRequest::CreatePartitions(r) => reply(h, v, &admin::create_partitions(ctx, who, r).await),
-        KafkaRequest::DeleteRecords(r) => reply(h, v, &admin::delete_records(r)),
+        KafkaRequest::DeleteRecords(r) => reply(h, v, &admin::delete_records(ctx, who, r).await),
         KafkaRequest::DescribeLogDirs(r) => reply(h, v, &admin::describe_log_dirs(ctx, who, r)),
         KafkaRequest::DescribeConfigs(r) => reply(h, v, &configs::describe_configs(ctx, who, v, r)),
         KafkaRequest::AlterConfigs(r) => reply(h, v, &configs::alter_configs(ctx, who, r).await),

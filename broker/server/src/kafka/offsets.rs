@@ -1,7 +1,8 @@
 //! ListOffsets (1-8) and OffsetForLeaderEpoch (2-4). Offsets resolve once, in the
 //! service (Kafka's -1 latest, -2 earliest, a timestamp: the first record at or
 //! after it). A timestamp lookup answers the found record's own timestamp, as Kafka
-//! does (the Java client refuses a negative one). -3 (max timestamp) is refused.
+//! does (the Java client refuses a negative one). -3 (KIP-734) is the first record
+//! holding the greatest timestamp, answered with that timestamp.
 
 use es_core::batch::BatchView;
 use es_kafka::kafka_protocol::messages::list_offsets_response::{
@@ -21,8 +22,7 @@ use crate::service::error::{BrokerError, Result};
 use crate::service::fetch::{FetchPartition, FetchRequest};
 use crate::service::offsets::OffsetSpec;
 
-/// Kafka's "max timestamp" (KIP-734) and "earliest local" (KIP-405) specs.
-const MAX_TIMESTAMP: i64 = -3;
+/// Kafka's "earliest local" spec (KIP-405).
 const EARLIEST_LOCAL: i64 = -4;
 
 pub async fn list_offsets(
@@ -72,11 +72,6 @@ async fn lookup(
         count: 0,
     })?;
     let spec = match ts {
-        MAX_TIMESTAMP => {
-            return Err(BrokerError::InvalidRequest(
-                "ListOffsets by max timestamp (-3) is not supported yet".into(),
-            ));
-        }
         // Every segment es serves is local: earliest local is earliest.
         EARLIEST_LOCAL => OffsetSpec::Earliest,
         ts => OffsetSpec::from_timestamp(ts)?,
@@ -85,7 +80,9 @@ async fn lookup(
         return Ok(None);
     };
     let timestamp = match spec {
-        OffsetSpec::Timestamp(_) => record_timestamp(ctx, who, topic, partition, offset).await?,
+        OffsetSpec::Timestamp(_) | OffsetSpec::MaxTimestamp => {
+            record_timestamp(ctx, who, topic, partition, offset).await?
+        }
         OffsetSpec::Earliest | OffsetSpec::Latest => -1,
     };
     Ok(Some((offset, timestamp)))

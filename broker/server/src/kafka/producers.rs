@@ -1,9 +1,12 @@
 //! InitProducerId (0-5): idempotent producers only, ids from the same durable blocks
 //! as HTTP and binary. A transactional id is refused until transactions exist. A
 //! producer re-initialising with its id and epoch (KIP-360) gets a fresh id, which
-//! starts a fresh sequence. DescribeProducers is not served yet (not advertised).
+//! starts a fresh sequence. DescribeProducers (0) lists a partition's idempotent
+//! producers; without transactions, coordinator epoch and transaction start are -1.
 
-use es_kafka::kafka_protocol::messages::describe_producers_response::{PartitionResponse, TopicResponse};
+use es_kafka::kafka_protocol::messages::describe_producers_response::{
+    PartitionResponse, ProducerState, TopicResponse,
+};
 use es_kafka::kafka_protocol::messages::{
     DescribeProducersRequest, DescribeProducersResponse, InitProducerIdRequest, InitProducerIdResponse,
     ProducerId,
@@ -31,26 +34,39 @@ pub async fn init_producer_id(
 }
 
 pub fn describe_producers(
-    _ctx: &Ctx,
-    _who: &Principal,
+    ctx: &Ctx,
+    who: &Principal,
     req: DescribeProducersRequest,
 ) -> DescribeProducersResponse {
     let topics = req
         .topics
         .into_iter()
         .map(|t| {
-            let parts = t
-                .partition_indexes
-                .iter()
-                .map(|&p| {
-                    PartitionResponse::default()
-                        .with_partition_index(p)
-                        .with_error_code(code::INVALID_REQUEST)
-                        .with_error_message(Some(sb("DescribeProducers is not supported yet")))
-                })
-                .collect();
+            let parts =
+                t.partition_indexes.iter().map(|&p| partition(ctx, who, t.name.as_str(), p)).collect();
             TopicResponse::default().with_name(t.name).with_partitions(parts)
         })
         .collect();
     DescribeProducersResponse::default().with_topics(topics)
+}
+
+fn partition(ctx: &Ctx, who: &Principal, topic: &str, index: i32) -> PartitionResponse {
+    let base = PartitionResponse::default().with_partition_index(index);
+    let Ok(p) = u32::try_from(index) else {
+        return base.with_error_code(code::UNKNOWN_TOPIC_OR_PARTITION);
+    };
+    match ctx.service.describe_producers(who, topic, p) {
+        Ok(list) => base.with_active_producers(list.into_iter().map(producer).collect()),
+        Err(e) => base.with_error_code(kafka_code(&e)).with_error_message(Some(sb(e.to_string()))),
+    }
+}
+
+fn producer(p: es_log::ProducerSummary) -> ProducerState {
+    ProducerState::default()
+        .with_producer_id(ProducerId(p.producer_id))
+        .with_producer_epoch(i32::from(p.epoch))
+        .with_last_sequence(p.last_sequence)
+        .with_last_timestamp(p.last_timestamp)
+        .with_coordinator_epoch(-1)
+        .with_current_txn_start_offset(-1)
 }

@@ -82,6 +82,10 @@ pub enum Call {
     DescribeTopicConfig,
     AlterTopicConfig,
     AddPartitions,
+    /// Kafka's DeleteRecords: moving a partition's log start forward.
+    DeleteRecords,
+    /// Kafka's DescribeProducers: a partition's idempotent-producer state.
+    DescribeProducers,
     InitProducerId,
     GroupJoin,
     GroupSync,
@@ -124,7 +128,8 @@ impl Call {
         match self {
             Call::Health | Call::Authenticate => Access::Public,
             Call::Produce => Access::TopicWrite,
-            Call::Fetch => Access::TopicRead,
+            // Kafka asks READ on the topic for DescribeProducers.
+            Call::Fetch | Call::DescribeProducers => Access::TopicRead,
             Call::ListOffsets
             | Call::DescribeTopic
             | Call::DescribeTopicConfig
@@ -133,6 +138,7 @@ impl Call {
             | Call::DeleteTopic
             | Call::AlterTopicConfig
             | Call::AddPartitions
+            | Call::DeleteRecords
             | Call::BindValidators => Access::TopicAdmin,
             // Listings filter to what the caller may describe; plugins are shared
             // by every topic admin who binds them; a producer id is its caller's.

@@ -15,12 +15,16 @@ pub enum OffsetSpec {
     Earliest,
     Latest,
     Timestamp(i64),
+    /// The first offset holding the greatest record timestamp (Kafka's -3, KIP-734).
+    MaxTimestamp,
 }
 
 /// Kafka's ListOffsets timestamp for "latest".
 pub const LATEST_TIMESTAMP: i64 = -1;
 /// Kafka's ListOffsets timestamp for "earliest".
 pub const EARLIEST_TIMESTAMP: i64 = -2;
+/// Kafka's ListOffsets timestamp for "the record with the greatest timestamp".
+pub const MAX_TIMESTAMP: i64 = -3;
 
 impl OffsetSpec {
     /// A timestamp as a client gives it, with Kafka's meanings for -1 and -2.
@@ -28,9 +32,11 @@ impl OffsetSpec {
         match ts {
             LATEST_TIMESTAMP => Ok(OffsetSpec::Latest),
             EARLIEST_TIMESTAMP => Ok(OffsetSpec::Earliest),
+            MAX_TIMESTAMP => Ok(OffsetSpec::MaxTimestamp),
             ts if ts >= 0 => Ok(OffsetSpec::Timestamp(ts)),
             ts => Err(BrokerError::InvalidRequest(format!(
-                "timestamp must be milliseconds since the epoch (>= 0), -1 (latest) or -2 (earliest); got {ts}"
+                "timestamp must be milliseconds since the epoch (>= 0), -1 (latest), -2 (earliest) or -3 \
+                 (the greatest timestamp); got {ts}"
             ))),
         }
     }
@@ -59,12 +65,15 @@ pub fn resolve(handle: &PartitionHandle, spec: OffsetSpec) -> Result<Option<u64>
     // Every protocol's timestamp passes here, so -1/-2 mean the same everywhere.
     let spec = match spec {
         OffsetSpec::Timestamp(ts) => OffsetSpec::from_timestamp(ts)?,
-        OffsetSpec::Earliest | OffsetSpec::Latest => spec,
+        OffsetSpec::Earliest | OffsetSpec::Latest | OffsetSpec::MaxTimestamp => spec,
     };
     let info = handle.info();
     match spec {
         OffsetSpec::Earliest => Ok(Some(info.log_start_offset)),
         OffsetSpec::Latest => Ok(Some(info.high_watermark)),
+        OffsetSpec::MaxTimestamp => {
+            Ok(handle.max_timestamp_offset()?.map(|(o, _)| o.max(info.log_start_offset)))
+        }
         // Retention may have removed the segment holding the match's batch start.
         OffsetSpec::Timestamp(ts) => {
             Ok(handle.offset_for_timestamp(ts)?.map(|o| o.max(info.log_start_offset)))
@@ -146,6 +155,33 @@ impl Service {
         .await
     }
 
+    /// Kafka's DeleteRecords on one partition: records below `before` (`None`: the
+    /// high watermark) stop being served; answers the new log start. Internal
+    /// topics are the broker's own, so refused as a write to them is.
+    pub async fn delete_records(
+        &self,
+        principal: &Principal,
+        topic: &str,
+        partition: u32,
+        before: Option<u64>,
+    ) -> Result<u64> {
+        let handle = self.read_handle(principal, Call::DeleteRecords, topic, partition)?;
+        self.check_running()?;
+        handle.topic.check_client_write()?;
+        blocking(move || handle.delete_records_before(before.unwrap_or_else(|| handle.high_watermark())))
+            .await
+    }
+
+    /// Kafka's DescribeProducers on one partition: its idempotent producers.
+    pub fn describe_producers(
+        &self,
+        principal: &Principal,
+        topic: &str,
+        partition: u32,
+    ) -> Result<Vec<es_log::ProducerSummary>> {
+        Ok(self.read_handle(principal, Call::DescribeProducers, topic, partition)?.producers())
+    }
+
     fn read_handle(
         &self,
         principal: &Principal,
@@ -174,7 +210,8 @@ mod tests {
         assert_eq!(OffsetSpec::from_timestamp(-1).unwrap(), OffsetSpec::Latest);
         assert_eq!(OffsetSpec::from_timestamp(-2).unwrap(), OffsetSpec::Earliest);
         assert_eq!(OffsetSpec::from_timestamp(0).unwrap(), OffsetSpec::Timestamp(0));
-        assert!(matches!(OffsetSpec::from_timestamp(-3), Err(BrokerError::InvalidRequest(_))));
+        assert_eq!(OffsetSpec::from_timestamp(-3).unwrap(), OffsetSpec::MaxTimestamp);
+        assert!(matches!(OffsetSpec::from_timestamp(-4), Err(BrokerError::InvalidRequest(_))));
         assert!(matches!(OffsetSpec::from_timestamp(i64::MIN), Err(BrokerError::InvalidRequest(_))));
     }
 }

@@ -79,6 +79,20 @@ impl PartitionHandle {
         self.log.offset_for_timestamp(timestamp).map_err(|e| self.log_error(e))
     }
 
+    /// The first offset holding the greatest timestamp, and that timestamp.
+    pub fn max_timestamp_offset(&self) -> Result<Option<(u64, i64)>> {
+        self.log.max_timestamp_offset().map_err(|e| self.log_error(e))
+    }
+
+    /// Moves the log start to `before` (blocking: an fsync); answers the new start.
+    pub fn delete_records_before(&self, before: u64) -> Result<u64> {
+        self.log.delete_records_before(before).map_err(|e| self.log_error(e))
+    }
+
+    pub fn producers(&self) -> Vec<es_log::ProducerSummary> {
+        self.log.producers()
+    }
+
     /// A log error with this partition's name where the service has a variant for it.
     fn log_error(&self, e: es_log::LogError) -> BrokerError {
         match e {
