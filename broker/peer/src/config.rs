@@ -1,0 +1,120 @@
+//! A peer node's configuration: its id, the other nodes' addresses, the shared
+//! secrets (current and previous, for rotation) and the timeouts.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use crate::error::PeerError;
+use crate::limits;
+
+/// One shared secret and the id that names it on the wire. The bytes never leave
+/// the node: only MACs computed with them do.
+#[derive(Clone)]
+pub struct Secret {
+    pub key_id: u32,
+    bytes: Vec<u8>,
+}
+
+impl Secret {
+    /// The caller reads `bytes` from the secret file; trailing whitespace (a file's
+    /// final newline) is part of the secret only if the caller keeps it.
+    pub fn new(key_id: u32, bytes: impl Into<Vec<u8>>) -> Self {
+        Self { key_id, bytes: bytes.into() }
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+// The secret's bytes stay out of logs and panic messages.
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Secret").field("key_id", &self.key_id).finish_non_exhaustive()
+    }
+}
+
+/// The secrets a node holds: it dials with `current` (and falls back to `previous`
+/// when the peer refuses it) and accepts either, so nodes can move to a new secret
+/// one restart at a time.
+#[derive(Debug, Clone)]
+pub struct Secrets {
+    pub current: Secret,
+    pub previous: Option<Secret>,
+}
+
+impl Secrets {
+    pub fn single(current: Secret) -> Self {
+        Self { current, previous: None }
+    }
+
+    /// The secret named `key_id`, if this node holds it.
+    pub(crate) fn by_key_id(&self, key_id: u32) -> Option<&Secret> {
+        std::iter::once(&self.current).chain(self.previous.as_ref()).find(|s| s.key_id == key_id)
+    }
+
+    /// The secrets to dial with, in order of preference.
+    pub(crate) fn dial_order(&self) -> impl Iterator<Item = &Secret> {
+        std::iter::once(&self.current).chain(self.previous.as_ref())
+    }
+}
+
+/// Timeouts and redial backoff.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub connect: Duration,
+    pub handshake: Duration,
+    /// The default for [`crate::PeerNode::call`].
+    pub request: Duration,
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        let ms = Duration::from_millis;
+        Self {
+            connect: ms(limits::CONNECT_TIMEOUT_MS_DEFAULT),
+            handshake: ms(limits::HANDSHAKE_TIMEOUT_MS_DEFAULT),
+            request: ms(limits::REQUEST_TIMEOUT_MS_DEFAULT),
+            backoff_min: ms(limits::BACKOFF_MS_MIN_DEFAULT),
+            backoff_max: ms(limits::BACKOFF_MS_MAX_DEFAULT),
+        }
+    }
+}
+
+/// Everything a [`crate::PeerNode`] needs.
+#[derive(Debug, Clone)]
+pub struct PeerConfig {
+    pub node_id: u64,
+    /// The other nodes: id -> `host:port` of their peer listener. This node's own id
+    /// is not in it.
+    pub peers: BTreeMap<u64, String>,
+    pub secrets: Secrets,
+    pub timeouts: Timeouts,
+}
+
+impl PeerConfig {
+    /// Refuses a configuration that could not authenticate safely.
+    pub fn validate(&self) -> Result<(), PeerError> {
+        if self.peers.contains_key(&self.node_id) {
+            return Err(PeerError::SelfInPeers(self.node_id));
+        }
+        for secret in self.secrets.dial_order() {
+            if secret.bytes.len() < limits::SECRET_BYTES_MIN {
+                return Err(PeerError::SecretTooShort {
+                    key_id: secret.key_id,
+                    min: limits::SECRET_BYTES_MIN,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether this node dials `peer` (the lower id of a pair dials, the higher one
+    /// accepts: one connection per pair, no tie-break needed).
+    pub fn dials(&self, peer: u64) -> bool {
+        self.node_id < peer
+    }
+}
