@@ -131,7 +131,7 @@ impl PeerNode {
 
     /// Stops accepting and dialing, closes every link (their waiting calls fail with
     /// `LinkClosed`) and waits, bounded, for the node's tasks.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(&self) {
         self.stop();
         let mut tasks = std::mem::take(&mut *self.tasks.lock().expect("tasks lock"));
         let drain = Duration::from_millis(SHUTDOWN_DRAIN_MS);
