@@ -38,6 +38,12 @@ where
 /// cap (the codes below 256 are es-peer's own; handlers use the others).
 pub const RESPONSE_TOO_LARGE: u16 = 1;
 
+/// How a call on one link ended.
+pub(crate) enum Outcome {
+    NotSent,
+    Done(Result<Bytes, PeerError>),
+}
+
 type Waiter = oneshot::Sender<Result<Bytes, PeerError>>;
 
 /// Calls waiting for a response, and whether the link is closed: one lock, so a
@@ -112,24 +118,28 @@ impl Link {
 
     /// Sends one request and waits for its response. The caller bounds the time; a
     /// dropped call forgets its correlation id, so a late response is ignored.
-    pub(crate) async fn call(&self, group: u64, kind: u8, payload: Bytes) -> Result<Bytes, PeerError> {
+    /// `NotSent` means the link closed before the request was queued: the caller may
+    /// try the next link, as the peer cannot have seen it.
+    pub(crate) async fn call(&self, group: u64, kind: u8, payload: Bytes) -> Outcome {
         let correlation = self.next_correlation.fetch_add(1, Ordering::Relaxed);
         let request = Message::Request(Envelope { group, kind, correlation }, payload);
         if request.frame_bytes() > FRAME_BYTES_MAX {
-            return Err(PeerError::FrameSize { len: request.frame_bytes(), max: FRAME_BYTES_MAX });
+            return Outcome::Done(Err(PeerError::FrameSize { len: request.frame_bytes(), max: FRAME_BYTES_MAX }));
         }
-        let _slot = self.call_slots.acquire().await.map_err(|_| PeerError::LinkClosed)?;
+        let Ok(_slot) = self.call_slots.acquire().await else { return Outcome::NotSent };
         let (waiter, response) = oneshot::channel();
         {
             let mut pending = self.pending.lock().expect("pending lock");
             if pending.closed {
-                return Err(PeerError::LinkClosed);
+                return Outcome::NotSent;
             }
             pending.waiters.insert(correlation, waiter);
         }
         let _forget = Forget { link: self, correlation };
-        self.tx.send(request).await.map_err(|_| PeerError::LinkClosed)?;
-        response.await.map_err(|_| PeerError::LinkClosed)?
+        if self.tx.send(request).await.is_err() {
+            return Outcome::NotSent;
+        }
+        Outcome::Done(response.await.unwrap_or(Err(PeerError::LinkClosed)))
     }
 
     fn complete(&self, correlation: u64, result: Result<Bytes, RpcError>) {
@@ -186,6 +196,9 @@ impl Writer {
                 m = self.rx.recv() => match m { Some(m) => m, None => return Ok(()) },
                 _ = closed.wait_for(|c| *c) => return Ok(()),
             };
+            // One yield lets the tasks already woken with this one (the other groups'
+            // timers of the same tick) queue their messages, so one write takes them all.
+            tokio::task::yield_now().await;
             buf.clear();
             let frames = self.gather(first, &mut buf);
             tokio::select! {

@@ -17,7 +17,7 @@ use crate::config::PeerConfig;
 use crate::error::PeerError;
 use crate::handshake::{self, AcceptorView, NonceMemory, Session};
 use crate::limits::{HANDSHAKES_MAX, SHUTDOWN_DRAIN_MS};
-use crate::link::{Handler, Link};
+use crate::link::{Handler, Link, Outcome};
 use crate::stats::{PeerStats, add};
 
 type Slot = watch::Sender<Option<Arc<Link>>>;
@@ -115,16 +115,21 @@ impl PeerNode {
         let deadline = Instant::now() + limit;
         let mut rx = slot.subscribe();
         let up = |l: &Option<Arc<Link>>| l.as_ref().is_some_and(|l| !l.is_closed());
-        let link = match timeout_at(deadline, rx.wait_for(up)).await {
-            Ok(Ok(link)) => link.clone().expect("the predicate saw a link"),
-            Ok(Err(_)) => return Err(PeerError::Shutdown),
-            Err(_) => return Err(PeerError::Unavailable(to)),
-        };
-        match timeout_at(deadline, link.call(group, kind, payload)).await {
-            Ok(result) => result,
-            Err(_) => {
-                add(&self.inner.stats.calls_timed_out, 1);
-                Err(PeerError::Timeout)
+        // A link that closes between the wait and the send did not carry the request;
+        // wait for the next one (bounded by the deadline).
+        loop {
+            let link = match timeout_at(deadline, rx.wait_for(up)).await {
+                Ok(Ok(link)) => link.clone().expect("the predicate saw a link"),
+                Ok(Err(_)) => return Err(PeerError::Shutdown),
+                Err(_) => return Err(PeerError::Unavailable(to)),
+            };
+            match timeout_at(deadline, link.call(group, kind, payload.clone())).await {
+                Ok(Outcome::Done(result)) => return result,
+                Ok(Outcome::NotSent) => {}
+                Err(_) => {
+                    add(&self.inner.stats.calls_timed_out, 1);
+                    return Err(PeerError::Timeout);
+                }
             }
         }
     }
