@@ -175,7 +175,8 @@ impl Opener {
     /// Verifies `frame` (everything after the prefix) as the next frame of this
     /// direction and returns its body.
     pub fn open(&mut self, len: u32, mut frame: Bytes) -> Result<Bytes, PeerError> {
-        let body_len = frame.len().checked_sub(FRAME_TAG_BYTES).ok_or(PeerError::FrameAuth { seq: self.seq })?;
+        let body_len =
+            frame.len().checked_sub(FRAME_TAG_BYTES).ok_or(PeerError::FrameAuth { seq: self.seq })?;
         let expected = tag(&self.mac, self.seq, len, &frame[..body_len]);
         if !bool::from(expected.ct_eq(&frame[body_len..])) {
             return Err(PeerError::FrameAuth { seq: self.seq });

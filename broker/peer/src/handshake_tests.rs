@@ -93,7 +93,10 @@ async fn a_node_that_may_not_dial_is_refused() {
 }
 
 /// A hand-made dialer: sends `hello`, returns the challenge and the stream.
-async fn raw_hello(view: &AcceptorView<'_>, hello: [u8; HELLO_BYTES]) -> (Nonce, DuplexStream, Result<Session, PeerError>) {
+async fn raw_hello(
+    view: &AcceptorView<'_>,
+    hello: [u8; HELLO_BYTES],
+) -> (Nonce, DuplexStream, Result<Session, PeerError>) {
     let (mut d, mut a) = duplex(4096);
     d.write_all(&hello).await.unwrap();
     let acceptor = async {

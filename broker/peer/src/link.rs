@@ -124,7 +124,10 @@ impl Link {
         let correlation = self.next_correlation.fetch_add(1, Ordering::Relaxed);
         let request = Message::Request(Envelope { group, kind, correlation }, payload);
         if request.frame_bytes() > FRAME_BYTES_MAX {
-            return Outcome::Done(Err(PeerError::FrameSize { len: request.frame_bytes(), max: FRAME_BYTES_MAX }));
+            return Outcome::Done(Err(PeerError::FrameSize {
+                len: request.frame_bytes(),
+                max: FRAME_BYTES_MAX,
+            }));
         }
         let Ok(_slot) = self.call_slots.acquire().await else { return Outcome::NotSent };
         let (waiter, response) = oneshot::channel();

@@ -186,7 +186,12 @@ impl Inner {
     /// Serves an authenticated connection until it closes or the node stops.
     async fn run_link(self: &Arc<Self>, stream: TcpStream, session: Session) {
         add(&self.stats.handshakes_ok, 1);
-        tracing::info!(node = self.config.node_id, peer = session.peer, key_id = session.key_id, "peer link up");
+        tracing::info!(
+            node = self.config.node_id,
+            peer = session.peer,
+            key_id = session.key_id,
+            "peer link up"
+        );
         let link = Link::start(stream, session, self.handler.clone(), self.stats.clone());
         self.install(&link);
         tokio::select! {
@@ -230,11 +235,17 @@ async fn accept_loop(inner: Arc<Inner>, listener: TcpListener) {
     let _ = timeout(drain, async { while conns.join_next().await.is_some() {} }).await;
 }
 
-async fn accept_one(inner: Arc<Inner>, mut tcp: TcpStream, addr: SocketAddr, slot: tokio::sync::OwnedSemaphorePermit) {
+async fn accept_one(
+    inner: Arc<Inner>,
+    mut tcp: TcpStream,
+    addr: SocketAddr,
+    slot: tokio::sync::OwnedSemaphorePermit,
+) {
     let _ = tcp.set_nodelay(true);
     let own = inner.config.node_id;
     let may_dial = |n: u64| n < own && inner.config.peers.contains_key(&n);
-    let view = AcceptorView { own, secrets: &inner.config.secrets, may_dial: &may_dial, nonces: &inner.nonces };
+    let view =
+        AcceptorView { own, secrets: &inner.config.secrets, may_dial: &may_dial, nonces: &inner.nonces };
     let result = match timeout(inner.config.timeouts.handshake, handshake::accept(&mut tcp, &view)).await {
         Ok(result) => result,
         Err(_) => Err(PeerError::HandshakeTimeout),

@@ -51,8 +51,11 @@ async fn a_thousand_groups_share_few_writes() {
     }
     let (after_1, after_2) = (nodes[0].stats().snapshot(), nodes[1].stats().snapshot());
     let (frames, writes) = (after_1.frames_sent - before_1.frames_sent, after_1.writes - before_1.writes);
-    let (replies, reply_writes) = (after_2.frames_sent - before_2.frames_sent, after_2.writes - before_2.writes);
-    eprintln!("requests: {frames} frames in {writes} writes; responses: {replies} frames in {reply_writes} writes");
+    let (replies, reply_writes) =
+        (after_2.frames_sent - before_2.frames_sent, after_2.writes - before_2.writes);
+    eprintln!(
+        "requests: {frames} frames in {writes} writes; responses: {replies} frames in {reply_writes} writes"
+    );
     assert_eq!((frames, replies), (1000, 1000));
     assert!(writes * 4 < frames, "requests were not coalesced: {writes} writes");
     assert!(reply_writes * 4 < replies, "responses were not coalesced: {reply_writes} writes");
@@ -71,7 +74,8 @@ async fn a_wrong_secret_is_refused_both_ways() {
     let n3 = PeerNode::start(config(3, &addrs, wrong), ls.next().unwrap(), echo(3)).unwrap();
     // Node 1 dials 2 (2 refuses) and node 2 dials 3 (3 refuses).
     let (s2, s3) = (n2.stats(), n3.stats());
-    let refused = || async { s2.snapshot().handshake_auth_failures >= 1 && s3.snapshot().handshake_auth_failures >= 1 };
+    let refused =
+        || async { s2.snapshot().handshake_auth_failures >= 1 && s3.snapshot().handshake_auth_failures >= 1 };
     assert!(wait_until(LIMIT, refused).await);
     let short = Duration::from_millis(300);
     for (from, to) in [(&n1, 2), (&n2, 1), (&n2, 3), (&n3, 2)] {

@@ -22,12 +22,21 @@ pub fn secrets() -> Secrets {
 
 pub fn timeouts() -> Timeouts {
     let ms = Duration::from_millis;
-    Timeouts { connect: ms(1000), handshake: ms(1000), request: ms(5000), backoff_min: ms(10), backoff_max: ms(200) }
+    Timeouts {
+        connect: ms(1000),
+        handshake: ms(1000),
+        request: ms(5000),
+        backoff_min: ms(10),
+        backoff_max: ms(200),
+    }
 }
 
 /// Logs to the test's output when RUST_LOG is set.
 pub fn logs() {
-    let _ = tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_test_writer().try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
 }
 
 pub async fn bind() -> TcpListener {
