@@ -69,6 +69,10 @@ pub struct Timeouts {
     pub request: Duration,
     pub backoff_min: Duration,
     pub backoff_max: Duration,
+    /// A link with nothing to send for this long sends a keepalive.
+    pub keepalive: Duration,
+    /// A link that receives nothing for this long is closed (several keepalives).
+    pub idle: Duration,
 }
 
 impl Default for Timeouts {
@@ -80,6 +84,8 @@ impl Default for Timeouts {
             request: ms(limits::REQUEST_TIMEOUT_MS_DEFAULT),
             backoff_min: ms(limits::BACKOFF_MS_MIN_DEFAULT),
             backoff_max: ms(limits::BACKOFF_MS_MAX_DEFAULT),
+            keepalive: ms(limits::KEEPALIVE_MS_DEFAULT),
+            idle: ms(limits::IDLE_TIMEOUT_MS_DEFAULT),
         }
     }
 }

@@ -25,6 +25,8 @@ pub enum PeerError {
     Replayed,
     #[error("handshake timed out")]
     HandshakeTimeout,
+    #[error("no frame from the peer within {0:?}")]
+    IdleTimeout(std::time::Duration),
     #[error("frame length {len} is outside the allowed range (at most {max})")]
     FrameSize { len: usize, max: usize },
     #[error("frame {seq} failed authentication (tampered, replayed, reordered or dropped)")]
@@ -87,6 +89,7 @@ impl PeerError {
             | Self::FrameAuth { .. } => true,
             Self::Io(_)
             | Self::HandshakeTimeout
+            | Self::IdleTimeout(_)
             | Self::FrameSize { .. }
             | Self::Malformed(_)
             | Self::SecretTooShort { .. }

@@ -8,6 +8,7 @@
 //! type 1 request   rest = payload
 //! type 2 response  rest = payload
 //! type 3 failure   rest = code:u16be message(utf-8)
+//! type 4 keepalive rest = empty (group, kind and correlation are 0)
 //! ```
 //!
 //! The sequence number is never sent: each side counts the frames of a direction
@@ -31,6 +32,7 @@ pub const FRAME_BYTES_MIN: usize = HEADER_BYTES + FRAME_TAG_BYTES;
 const TYPE_REQUEST: u8 = 1;
 const TYPE_RESPONSE: u8 = 2;
 const TYPE_FAILURE: u8 = 3;
+const TYPE_KEEPALIVE: u8 = 4;
 
 /// What an RPC is about: the Raft group, the RPC kind (both opaque to the link) and
 /// the correlation id that pairs a response with its request.
@@ -46,14 +48,18 @@ pub struct Envelope {
 pub enum Message {
     Request(Envelope, Bytes),
     Response(Envelope, Result<Bytes, RpcError>),
+    /// Sent by an idle link so the peer knows it is alive.
+    Keepalive,
 }
 
 impl Message {
     fn encode_body(&self, out: &mut BytesMut) {
+        const NONE: Envelope = Envelope { group: 0, kind: 0, correlation: 0 };
         let (ty, env) = match self {
             Self::Request(env, _) => (TYPE_REQUEST, env),
             Self::Response(env, Ok(_)) => (TYPE_RESPONSE, env),
             Self::Response(env, Err(_)) => (TYPE_FAILURE, env),
+            Self::Keepalive => (TYPE_KEEPALIVE, &NONE),
         };
         out.put_u8(ty);
         out.put_u64(env.group);
@@ -65,6 +71,7 @@ impl Message {
                 out.put_u16(e.code);
                 out.put_slice(e.message.as_bytes());
             }
+            Self::Keepalive => {}
         }
     }
 
@@ -73,6 +80,7 @@ impl Message {
         let rest = match self {
             Self::Request(_, payload) | Self::Response(_, Ok(payload)) => payload.len(),
             Self::Response(_, Err(e)) => 2 + e.message.len(),
+            Self::Keepalive => 0,
         };
         4 + HEADER_BYTES + rest + FRAME_TAG_BYTES
     }
@@ -95,6 +103,8 @@ impl Message {
                 let message = String::from_utf8_lossy(&body).into_owned();
                 Ok(Self::Response(env, Err(RpcError { code, message })))
             }
+            TYPE_KEEPALIVE if body.is_empty() => Ok(Self::Keepalive),
+            TYPE_KEEPALIVE => Err(PeerError::Malformed("keepalive with a payload")),
             _ => Err(PeerError::Malformed("unknown message type")),
         }
     }

@@ -45,6 +45,7 @@ fn every_message_type_round_trips() {
         request(0, b""),
         Message::Response(env, Ok(Bytes::from_static(b"payload"))),
         Message::Response(env, Err(RpcError::new(500, "no leader"))),
+        Message::Keepalive,
     ];
     let mut opener = Opener::new(KEY);
     for ((len, frame), m) in sealed(&messages).into_iter().zip(&messages) {

@@ -44,5 +44,12 @@ pub const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 5_000;
 pub const BACKOFF_MS_MIN_DEFAULT: u64 = 50;
 /// Longest wait between two dials of the same peer.
 pub const BACKOFF_MS_MAX_DEFAULT: u64 = 2_000;
+/// Default idle time after which a link sends a keepalive frame (only a link with
+/// nothing else to send pays for it).
+pub const KEEPALIVE_MS_DEFAULT: u64 = 500;
+/// Default time without any frame from the peer after which a link is closed and
+/// redialed: a peer that vanished without closing its socket (a partition, a
+/// stopped process) is noticed, not waited on forever.
+pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 5_000;
 /// How long shutdown waits for the link tasks to finish.
 pub const SHUTDOWN_DRAIN_MS: u64 = 2_000;

@@ -7,11 +7,13 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, ReadHalf, WriteHalf};
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 
+use crate::config::Timeouts;
 use crate::error::{PeerError, RpcError};
 use crate::frame::{Envelope, Message, Opener, Sealer};
 use crate::handshake::Session;
@@ -72,7 +74,13 @@ impl std::fmt::Debug for Link {
 
 impl Link {
     /// Starts the link's tasks over an authenticated `stream`.
-    pub(crate) fn start<S>(stream: S, session: Session, handler: Handler, stats: Arc<PeerStats>) -> Arc<Self>
+    pub(crate) fn start<S>(
+        stream: S,
+        session: Session,
+        handler: Handler,
+        stats: Arc<PeerStats>,
+        timeouts: Timeouts,
+    ) -> Arc<Self>
     where
         S: AsyncRead + AsyncWrite + Send + 'static,
     {
@@ -86,9 +94,12 @@ impl Link {
             closed: watch::Sender::new(false),
         });
         let (read, write) = tokio::io::split(stream);
-        let writer = Writer { link: link.clone(), rx, sealer: session.sealer, stats: stats.clone() };
+        let keepalive = timeouts.keepalive;
+        let writer =
+            Writer { link: link.clone(), rx, sealer: session.sealer, stats: stats.clone(), keepalive };
         tokio::spawn(writer.run(write));
-        let reader = Reader { link: link.clone(), opener: session.opener, handler, stats };
+        let reader =
+            Reader { link: link.clone(), opener: session.opener, handler, stats, idle: timeouts.idle };
         tokio::spawn(reader.run(read));
         link
     }
@@ -182,6 +193,7 @@ struct Writer {
     rx: mpsc::Receiver<Message>,
     sealer: Sealer,
     stats: Arc<PeerStats>,
+    keepalive: Duration,
 }
 
 impl Writer {
@@ -198,6 +210,7 @@ impl Writer {
             let first = tokio::select! {
                 m = self.rx.recv() => match m { Some(m) => m, None => return Ok(()) },
                 _ = closed.wait_for(|c| *c) => return Ok(()),
+                _ = tokio::time::sleep(self.keepalive) => Message::Keepalive,
             };
             // One yield lets the tasks already woken with this one (the other groups'
             // timers of the same tick) queue their messages, so one write takes them all.
@@ -233,6 +246,7 @@ struct Reader {
     opener: Opener,
     handler: Handler,
     stats: Arc<PeerStats>,
+    idle: Duration,
 }
 
 impl Reader {
@@ -250,7 +264,10 @@ impl Reader {
         let mut read = BufReader::with_capacity(64 * 1024, read);
         let serving = Arc::new(Semaphore::new(IN_FLIGHT_MAX));
         loop {
-            let (body, wire_bytes) = match self.opener.read(&mut read).await {
+            let Ok(frame) = tokio::time::timeout(self.idle, self.opener.read(&mut read)).await else {
+                return Err(PeerError::IdleTimeout(self.idle));
+            };
+            let (body, wire_bytes) = match frame {
                 Ok(frame) => frame,
                 Err(PeerError::Io(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
                 Err(e) => return Err(e),
@@ -259,6 +276,7 @@ impl Reader {
             add(&self.stats.bytes_received, wire_bytes as u64);
             match Message::decode(body)? {
                 Message::Response(env, result) => self.link.complete(env.correlation, result),
+                Message::Keepalive => {}
                 Message::Request(env, payload) => {
                     let slot = serving.clone().acquire_owned().await.expect("never closed");
                     self.serve(env, payload, slot);

@@ -192,7 +192,8 @@ impl Inner {
             key_id = session.key_id,
             "peer link up"
         );
-        let link = Link::start(stream, session, self.handler.clone(), self.stats.clone());
+        let link =
+            Link::start(stream, session, self.handler.clone(), self.stats.clone(), self.config.timeouts);
         self.install(&link);
         tokio::select! {
             _ = link.closed() => {}

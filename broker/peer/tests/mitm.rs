@@ -30,6 +30,8 @@ enum Fault {
     Drop,
     Tamper,
     ReplayHandshake,
+    /// From frame `AT` on, nothing more is forwarded (a silent partition).
+    BlackHole,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +101,7 @@ async fn pump(
         match fault {
             Some(Fault::Replay) if i == AT => out.extend_from_slice(&[&frame[..], &frame[..]].concat()),
             Some(Fault::Drop) if i == AT => {}
+            Some(Fault::BlackHole) if i >= AT => {}
             Some(Fault::Reorder) if i == AT => held = Some(frame),
             Some(Fault::Tamper) if i == AT => {
                 // The last byte of the correlation id: a response to another call.
@@ -137,10 +140,21 @@ async fn pair(fault: Fault, toward: Toward) -> Pair {
     let mut via_proxy = addrs.clone();
     via_proxy.insert(2, proxy(addrs[&2].clone(), fault, toward).await);
     let mut ls = ls.into_iter();
-    let n1 = PeerNode::start(config(1, &via_proxy, secrets()), ls.next().unwrap(), echo(1)).unwrap();
+    let (mut c1, mut c2) = (config(1, &via_proxy, secrets()), config(2, &addrs, secrets()));
+    for c in [&mut c1, &mut c2] {
+        // Keepalives are frames too: the proxy's frame count must be the calls' alone,
+        // except in the black-hole test, which needs them.
+        if fault == Fault::BlackHole {
+            c.timeouts.keepalive = Duration::from_millis(50);
+            c.timeouts.idle = Duration::from_millis(400);
+        } else {
+            c.timeouts.keepalive = Duration::from_secs(60);
+            c.timeouts.idle = Duration::from_secs(120);
+        }
+    }
+    let n1 = PeerNode::start(c1, ls.next().unwrap(), echo(1)).unwrap();
     let served = Arc::new(Mutex::new(HashMap::new()));
-    let n2 =
-        PeerNode::start(config(2, &addrs, secrets()), ls.next().unwrap(), counting(served.clone())).unwrap();
+    let n2 = PeerNode::start(c2, ls.next().unwrap(), counting(served.clone())).unwrap();
     Pair { n1: Arc::new(n1), n2: Arc::new(n2), served }
 }
 
@@ -260,6 +274,21 @@ async fn a_replayed_handshake_is_refused() {
     // The replay did not displace the real link.
     assert_eq!(p.n1.call(2, 2, 1, Bytes::new()).await.unwrap(), expected(2, 1, 2, 1, ""));
     assert_eq!(stats.snapshot().handshakes_ok, 1);
+    p.n1.shutdown().await;
+    p.n2.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_peer_is_noticed_and_the_link_redialed() {
+    let p = pair(Fault::BlackHole, Toward::Acceptor).await;
+    assert_eq!(p.n1.call(2, 1, 1, Bytes::new()).await.unwrap(), expected(2, 1, 1, 1, ""));
+    // Node 2 hears nothing more (not even keepalives), closes the link after its
+    // idle timeout, and node 1 dials again through the proxy (passing now).
+    let (s1, s2) = (p.n1.stats(), p.n2.stats());
+    let redialed = || async { s1.snapshot().handshakes_ok == 2 && s2.snapshot().handshakes_ok == 2 };
+    assert!(wait_until(LIMIT, redialed).await);
+    assert_eq!(call_eventually(&p.n1, 2, 2, LIMIT).await, expected(2, 1, 2, 1, ""));
+    assert_eq!(s2.snapshot().frame_auth_failures, 0);
     p.n1.shutdown().await;
     p.n2.shutdown().await;
 }

@@ -28,6 +28,8 @@ pub fn timeouts() -> Timeouts {
         request: ms(5000),
         backoff_min: ms(10),
         backoff_max: ms(200),
+        keepalive: ms(100),
+        idle: ms(2000),
     }
 }
 
