@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::PeerError;
@@ -90,6 +91,19 @@ impl Default for Timeouts {
     }
 }
 
+/// TLS under the HMAC layer (optional: the handshake authenticates the peer either
+/// way; TLS adds confidentiality). The caller builds both rustls configs (es-server
+/// from its certificate files), so this crate reads no files and does not depend on
+/// the server crate.
+#[derive(Debug, Clone)]
+pub struct PeerTls {
+    pub acceptor: Arc<rustls::ServerConfig>,
+    pub connector: Arc<rustls::ClientConfig>,
+    /// The name every peer's certificate is checked against: peers are dialed by
+    /// address, so the cluster's certificates carry one shared name (e.g. `es-peer`).
+    pub server_name: rustls::pki_types::ServerName<'static>,
+}
+
 /// Everything a [`crate::PeerNode`] needs.
 #[derive(Debug, Clone)]
 pub struct PeerConfig {
@@ -99,6 +113,8 @@ pub struct PeerConfig {
     pub peers: BTreeMap<u64, String>,
     pub secrets: Secrets,
     pub timeouts: Timeouts,
+    /// TLS on every link of this node; all nodes of a cluster must agree.
+    pub tls: Option<PeerTls>,
 }
 
 impl PeerConfig {

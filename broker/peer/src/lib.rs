@@ -15,7 +15,7 @@ mod link;
 mod node;
 pub mod stats;
 
-pub use config::{PeerConfig, Secret, Secrets, Timeouts};
+pub use config::{PeerConfig, PeerTls, Secret, Secrets, Timeouts};
 pub use error::{PeerError, RpcError};
 pub use link::{Handler, HandlerFuture, RESPONSE_TOO_LARGE, handler};
 pub use node::PeerNode;

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
@@ -21,6 +22,11 @@ use crate::link::{Handler, Link, Outcome};
 use crate::stats::{PeerStats, add};
 
 type Slot = watch::Sender<Option<Arc<Link>>>;
+
+/// A link's byte stream: plain TCP or TLS over it.
+trait PeerStream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> PeerStream for T {}
+type Stream = Box<dyn PeerStream>;
 
 /// What the node's tasks share.
 struct Inner {
@@ -184,7 +190,7 @@ impl Inner {
     }
 
     /// Serves an authenticated connection until it closes or the node stops.
-    async fn run_link(self: &Arc<Self>, stream: TcpStream, session: Session) {
+    async fn run_link(self: &Arc<Self>, stream: Stream, session: Session) {
         add(&self.stats.handshakes_ok, 1);
         tracing::info!(
             node = self.config.node_id,
@@ -238,25 +244,35 @@ async fn accept_loop(inner: Arc<Inner>, listener: TcpListener) {
 
 async fn accept_one(
     inner: Arc<Inner>,
-    mut tcp: TcpStream,
+    tcp: TcpStream,
     addr: SocketAddr,
     slot: tokio::sync::OwnedSemaphorePermit,
 ) {
-    let _ = tcp.set_nodelay(true);
-    let own = inner.config.node_id;
-    let may_dial = |n: u64| n < own && inner.config.peers.contains_key(&n);
-    let view =
-        AcceptorView { own, secrets: &inner.config.secrets, may_dial: &may_dial, nonces: &inner.nonces };
-    let result = match timeout(inner.config.timeouts.handshake, handshake::accept(&mut tcp, &view)).await {
+    let result = match timeout(inner.config.timeouts.handshake, accept_handshake(&inner, tcp)).await {
         Ok(result) => result,
         Err(_) => Err(PeerError::HandshakeTimeout),
     };
     // The handshake slot bounds unauthenticated connections only.
     drop(slot);
     match result {
-        Ok(session) => inner.run_link(tcp, session).await,
+        Ok((stream, session)) => inner.run_link(stream, session).await,
         Err(e) => inner.handshake_failed(&addr.to_string(), &e),
     }
+}
+
+/// TLS (when configured), then the HMAC handshake, on an accepted connection.
+async fn accept_handshake(inner: &Inner, tcp: TcpStream) -> Result<(Stream, Session), PeerError> {
+    let _ = tcp.set_nodelay(true);
+    let mut stream: Stream = match &inner.config.tls {
+        Some(tls) => Box::new(tokio_rustls::TlsAcceptor::from(tls.acceptor.clone()).accept(tcp).await?),
+        None => Box::new(tcp),
+    };
+    let own = inner.config.node_id;
+    let may_dial = |n: u64| n < own && inner.config.peers.contains_key(&n);
+    let view =
+        AcceptorView { own, secrets: &inner.config.secrets, may_dial: &may_dial, nonces: &inner.nonces };
+    let session = handshake::accept(&mut stream, &view).await?;
+    Ok((stream, session))
 }
 
 async fn dial_loop(inner: Arc<Inner>, peer: u64) {
@@ -282,17 +298,28 @@ async fn dial_loop(inner: Arc<Inner>, peer: u64) {
 
 /// One dial: with the current secret, then the previous one if the peer refused it
 /// (a peer not yet moved to a rotated secret).
-async fn dial_once(inner: &Inner, peer: u64) -> Result<(TcpStream, Session), PeerError> {
+async fn dial_once(inner: &Inner, peer: u64) -> Result<(Stream, Session), PeerError> {
     let (own, addr, timeouts) = (inner.config.node_id, &inner.config.peers[&peer], inner.config.timeouts);
     let mut last = PeerError::HandshakeTimeout;
     for secret in inner.config.secrets.dial_order() {
-        let mut tcp = match timeout(timeouts.connect, TcpStream::connect(addr.as_str())).await {
+        let tcp = match timeout(timeouts.connect, TcpStream::connect(addr.as_str())).await {
             Ok(tcp) => tcp?,
             Err(_) => return Err(std::io::Error::from(std::io::ErrorKind::TimedOut).into()),
         };
         let _ = tcp.set_nodelay(true);
-        match timeout(timeouts.handshake, handshake::dial(&mut tcp, own, peer, secret)).await {
-            Ok(Ok(session)) => return Ok((tcp, session)),
+        let attempt = async {
+            let mut stream: Stream = match &inner.config.tls {
+                Some(tls) => {
+                    let connector = tokio_rustls::TlsConnector::from(tls.connector.clone());
+                    Box::new(connector.connect(tls.server_name.clone(), tcp).await?)
+                }
+                None => Box::new(tcp),
+            };
+            let session = handshake::dial(&mut stream, own, peer, secret).await?;
+            Ok::<_, PeerError>((stream, session))
+        };
+        match timeout(timeouts.handshake, attempt).await {
+            Ok(Ok(done)) => return Ok(done),
             Ok(Err(e)) => last = e,
             Err(_) => last = PeerError::HandshakeTimeout,
         }

@@ -60,7 +60,7 @@ pub async fn listeners(n: u64) -> (Vec<TcpListener>, BTreeMap<u64, String>) {
 
 pub fn config(id: u64, addrs: &BTreeMap<u64, String>, secrets: Secrets) -> PeerConfig {
     let peers = addrs.iter().filter(|(p, _)| **p != id).map(|(p, a)| (*p, a.clone())).collect();
-    PeerConfig { node_id: id, peers, secrets, timeouts: timeouts() }
+    PeerConfig { node_id: id, peers, secrets, timeouts: timeouts(), tls: None }
 }
 
 /// Answers `"<own><-<from>:<group>:<kind>:" + payload`; sleeps on KIND_SLOW and
