@@ -17,6 +17,6 @@ pub mod stats;
 
 pub use config::{PeerConfig, PeerTls, Secret, Secrets, Timeouts};
 pub use error::{PeerError, RpcError};
-pub use link::{Handler, HandlerFuture, RESPONSE_TOO_LARGE, handler};
+pub use link::{HANDLER_PANICKED, Handler, HandlerFuture, RESPONSE_TOO_LARGE, handler};
 pub use node::PeerNode;
 pub use stats::{PeerStats, PeerStatsSnapshot};

@@ -51,5 +51,7 @@ pub const KEEPALIVE_MS_DEFAULT: u64 = 500;
 /// redialed: a peer that vanished without closing its socket (a partition, a
 /// stopped process) is noticed, not waited on forever.
 pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 5_000;
+/// Pause after a failed accept (out of file descriptors) before the next one.
+pub const ACCEPT_ERROR_PAUSE_MS: u64 = 50;
 /// How long shutdown waits for the link tasks to finish.
 pub const SHUTDOWN_DRAIN_MS: u64 = 2_000;

@@ -39,6 +39,8 @@ where
 /// The failure code a caller gets when its handler's response was over the frame
 /// cap (the codes below 256 are es-peer's own; handlers use the others).
 pub const RESPONSE_TOO_LARGE: u16 = 1;
+/// The failure code a caller gets when the handler panicked on its request.
+pub const HANDLER_PANICKED: u16 = 2;
 
 /// How a call on one link ended.
 pub(crate) enum Outcome {
@@ -291,7 +293,15 @@ impl Reader {
         let (handler, tx, from) = (self.handler.clone(), self.link.tx.clone(), self.link.peer);
         let stats = self.stats.clone();
         tokio::spawn(async move {
-            let mut result = handler(from, env.group, env.kind, payload).await;
+            // The handler runs as a task of its own so that a panic in it becomes a
+            // failure for the caller instead of a silent wait until its deadline.
+            let mut result = match tokio::spawn(handler(from, env.group, env.kind, payload)).await {
+                Ok(result) => result,
+                Err(e) => {
+                    tracing::error!(peer = from, group = env.group, kind = env.kind, error = %e, "peer RPC handler failed");
+                    Err(RpcError::new(HANDLER_PANICKED, "the handler panicked"))
+                }
+            };
             add(&stats.requests_served, 1);
             if Message::Response(env, result.clone()).frame_bytes() > FRAME_BYTES_MAX {
                 result = Err(RpcError::new(RESPONSE_TOO_LARGE, "the response exceeds the peer frame cap"));

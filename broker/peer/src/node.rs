@@ -17,7 +17,7 @@ use tokio::time::{Instant, timeout, timeout_at};
 use crate::config::PeerConfig;
 use crate::error::PeerError;
 use crate::handshake::{self, AcceptorView, NonceMemory, Session};
-use crate::limits::{HANDSHAKES_MAX, SHUTDOWN_DRAIN_MS};
+use crate::limits::{ACCEPT_ERROR_PAUSE_MS, HANDSHAKES_MAX, SHUTDOWN_DRAIN_MS};
 use crate::link::{Handler, Link, Outcome};
 use crate::stats::{PeerStats, add};
 
@@ -226,7 +226,15 @@ async fn accept_loop(inner: Arc<Inner>, listener: TcpListener) {
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let Ok((tcp, addr)) = accepted else { continue };
+                let (tcp, addr) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        // Out of file descriptors, typically: pause rather than spin.
+                        tracing::warn!(error = %e, "peer listener: accept failed");
+                        tokio::time::sleep(Duration::from_millis(ACCEPT_ERROR_PAUSE_MS)).await;
+                        continue;
+                    }
+                };
                 let Ok(slot) = handshakes.clone().try_acquire_owned() else {
                     tracing::warn!(peer = %addr, "peer listener: too many handshakes at once; refusing");
                     continue;

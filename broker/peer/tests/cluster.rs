@@ -181,6 +181,12 @@ async fn handler_failures_and_bad_targets_are_typed() {
         Err(PeerError::Remote(e)) => assert_eq!((e.code, e.message.as_str()), (4242, "group 9 refused")),
         other => panic!("expected a remote failure, got {other:?}"),
     }
+    match nodes[0].call(2, 9, KIND_PANIC, Bytes::new()).await {
+        Err(PeerError::Remote(e)) => assert_eq!(e.code, es_peer::HANDLER_PANICKED),
+        other => panic!("expected a remote failure, got {other:?}"),
+    }
+    // The link survives a panicking handler.
+    assert_eq!(nodes[0].call(2, 9, 1, Bytes::new()).await.unwrap(), expected(2, 1, 9, 1, ""));
     assert!(matches!(nodes[0].call(1, 1, 1, Bytes::new()).await, Err(PeerError::SelfCall)));
     assert!(matches!(nodes[0].call(9, 1, 1, Bytes::new()).await, Err(PeerError::UnknownNode(9))));
     for n in &nodes {

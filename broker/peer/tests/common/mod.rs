@@ -15,6 +15,7 @@ pub const SECRET: &[u8] = b"a shared cluster secret for tests";
 /// The RPC kind the echo handler answers slowly, and the one it fails.
 pub const KIND_SLOW: u8 = 200;
 pub const KIND_FAIL: u8 = 201;
+pub const KIND_PANIC: u8 = 202;
 
 pub fn secrets() -> Secrets {
     Secrets::single(Secret::new(1, SECRET))
@@ -70,6 +71,7 @@ pub fn echo(own: u64) -> Handler {
         if kind == KIND_SLOW {
             tokio::time::sleep(Duration::from_secs(30)).await;
         }
+        assert!(kind != KIND_PANIC, "the test handler panics on KIND_PANIC");
         if kind == KIND_FAIL {
             return Err(RpcError::new(4242, format!("group {group} refused")));
         }
