@@ -35,7 +35,8 @@ async fn every_pair_answers_in_both_directions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_groups_share_few_writes() {
-    let (nodes, _) = cluster(3).await;
+    // No keepalives: the counts below are the RPCs' frames alone.
+    let (nodes, _) = cluster_with(3, |c| c.timeouts.keepalive = Duration::from_secs(60)).await;
     let nodes: Vec<Arc<PeerNode>> = nodes.into_iter().map(Arc::new).collect();
     // Bring the link up first so the burst measures only the RPCs.
     nodes[0].call(2, 0, 1, Bytes::new()).await.unwrap();
@@ -49,6 +50,13 @@ async fn a_thousand_groups_share_few_writes() {
         let (group, got) = done.unwrap();
         assert_eq!(got.unwrap(), expected(2, 1, group, 1, "hb"));
     }
+    // A writer counts a write after it returns, which may be after the peer read it.
+    let (s1, s2) = (nodes[0].stats(), nodes[1].stats());
+    let counted = || async {
+        s1.snapshot().frames_sent - before_1.frames_sent >= 1000
+            && s2.snapshot().frames_sent - before_2.frames_sent >= 1000
+    };
+    assert!(wait_until(LIMIT, counted).await);
     let (after_1, after_2) = (nodes[0].stats().snapshot(), nodes[1].stats().snapshot());
     let (frames, writes) = (after_1.frames_sent - before_1.frames_sent, after_1.writes - before_1.writes);
     let (replies, reply_writes) =

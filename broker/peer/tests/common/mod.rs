@@ -87,11 +87,23 @@ pub fn expected(own: u64, from: u64, group: u64, kind: u8, payload: &str) -> Byt
 
 /// Starts nodes 1..=n, all with `secrets`.
 pub async fn cluster(n: u64) -> (Vec<PeerNode>, BTreeMap<u64, String>) {
+    cluster_with(n, |_| {}).await
+}
+
+/// Starts nodes 1..=n, each configuration changed by `change` first.
+pub async fn cluster_with(
+    n: u64,
+    change: impl Fn(&mut PeerConfig),
+) -> (Vec<PeerNode>, BTreeMap<u64, String>) {
     let (ls, addrs) = listeners(n).await;
     let nodes = ls
         .into_iter()
         .zip(1..)
-        .map(|(l, id)| PeerNode::start(config(id, &addrs, secrets()), l, echo(id)).unwrap())
+        .map(|(l, id)| {
+            let mut c = config(id, &addrs, secrets());
+            change(&mut c);
+            PeerNode::start(c, l, echo(id)).unwrap()
+        })
         .collect();
     (nodes, addrs)
 }
