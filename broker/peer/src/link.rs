@@ -298,7 +298,8 @@ impl Reader {
             let mut result = match tokio::spawn(handler(from, env.group, env.kind, payload)).await {
                 Ok(result) => result,
                 Err(e) => {
-                    tracing::error!(peer = from, group = env.group, kind = env.kind, error = %e, "peer RPC handler failed");
+                    let (group, kind) = (env.group, env.kind);
+                    tracing::error!(peer = from, group, kind, error = %e, "peer RPC handler failed");
                     Err(RpcError::new(HANDLER_PANICKED, "the handler panicked"))
                 }
             };

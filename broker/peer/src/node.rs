@@ -287,18 +287,21 @@ async fn dial_loop(inner: Arc<Inner>, peer: u64) {
     let timeouts = inner.config.timeouts;
     let mut backoff = timeouts.backoff_min;
     while !*inner.shutdown.borrow() {
-        match dial_once(&inner, peer).await {
-            Ok((tcp, session)) => {
-                inner.run_link(tcp, session).await;
+        let wait = match dial_once(&inner, peer).await {
+            Ok((stream, session)) => {
+                inner.run_link(stream, session).await;
                 backoff = timeouts.backoff_min;
+                backoff
             }
             Err(e) => {
                 tracing::debug!(node = inner.config.node_id, peer, error = %e, "peer dial failed");
+                let wait = backoff;
                 backoff = (backoff * 2).min(timeouts.backoff_max);
+                wait
             }
-        }
+        };
         tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
+            _ = tokio::time::sleep(wait) => {}
             _ = inner.stopped() => return,
         }
     }
