@@ -123,6 +123,11 @@ impl PeerConfig {
         if self.peers.contains_key(&self.node_id) {
             return Err(PeerError::SelfInPeers(self.node_id));
         }
+        if let Some(previous) = &self.secrets.previous
+            && previous.key_id == self.secrets.current.key_id
+        {
+            return Err(PeerError::DuplicateKeyId(previous.key_id));
+        }
         for secret in self.secrets.dial_order() {
             if secret.bytes.len() < limits::SECRET_BYTES_MIN {
                 return Err(PeerError::SecretTooShort {
@@ -138,5 +143,41 @@ impl PeerConfig {
     /// accepts: one connection per pair, no tie-break needed).
     pub fn dials(&self, peer: u64) -> bool {
         self.node_id < peer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(secrets: Secrets) -> PeerConfig {
+        let peers = BTreeMap::from([(2, "127.0.0.1:1".to_string())]);
+        PeerConfig { node_id: 1, peers, secrets, timeouts: Timeouts::default(), tls: None }
+    }
+
+    #[test]
+    fn validation_refuses_what_could_not_authenticate_safely() {
+        let good = Secret::new(1, [7u8; 16]);
+        assert!(config(Secrets::single(good.clone())).validate().is_ok());
+        let short = Secrets::single(Secret::new(1, [7u8; 15]));
+        assert!(matches!(config(short).validate(), Err(PeerError::SecretTooShort { key_id: 1, .. })));
+        let same_id = Secrets { current: good.clone(), previous: Some(Secret::new(1, [8u8; 16])) };
+        assert!(matches!(config(same_id).validate(), Err(PeerError::DuplicateKeyId(1))));
+        let mut with_self = config(Secrets::single(good));
+        with_self.peers.insert(1, "127.0.0.1:2".into());
+        assert!(matches!(with_self.validate(), Err(PeerError::SelfInPeers(1))));
+    }
+
+    #[test]
+    fn a_secret_never_shows_in_debug_output() {
+        let text = format!("{:?}", config(Secrets::single(Secret::new(3, *b"hunter2hunter2hunter2"))));
+        assert!(!text.contains("hunter2") && !text.contains("104, 117"), "{text}");
+        assert!(text.contains("key_id: 3"), "{text}");
+    }
+
+    #[test]
+    fn the_lower_id_dials() {
+        let c = config(Secrets::single(Secret::new(1, [7u8; 16])));
+        assert!(c.dials(2) && !c.dials(0));
     }
 }

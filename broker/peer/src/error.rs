@@ -35,6 +35,8 @@ pub enum PeerError {
     Malformed(&'static str),
     #[error("secret {key_id} is shorter than {min} bytes")]
     SecretTooShort { key_id: u32, min: usize },
+    #[error("the current and the previous secret share key id {0}")]
+    DuplicateKeyId(u32),
     #[error("the peer map holds this node's own id {0}")]
     SelfInPeers(u64),
     #[error("no call to this node itself")]
@@ -93,6 +95,7 @@ impl PeerError {
             | Self::FrameSize { .. }
             | Self::Malformed(_)
             | Self::SecretTooShort { .. }
+            | Self::DuplicateKeyId(_)
             | Self::SelfInPeers(_)
             | Self::SelfCall
             | Self::Unavailable(_)

@@ -135,3 +135,31 @@ async fn read_opens_coalesced_frames_in_order() {
     }
     assert!(reader.is_empty());
 }
+
+proptest::proptest! {
+    #[test]
+    fn decode_never_panics(body in proptest::collection::vec(proptest::num::u8::ANY, 0..64)) {
+        let _ = Message::decode(Bytes::from(body));
+    }
+
+    #[test]
+    fn sealed_requests_open_and_any_flip_fails(
+        group in proptest::num::u64::ANY,
+        kind in proptest::num::u8::ANY,
+        correlation in proptest::num::u64::ANY,
+        payload in proptest::collection::vec(proptest::num::u8::ANY, 0..256),
+        flip in proptest::num::usize::ANY,
+    ) {
+        let m = Message::Request(Envelope { group, kind, correlation }, Bytes::from(payload));
+        let mut buf = BytesMut::new();
+        Sealer::new(KEY).seal(&m, &mut buf);
+        let len = u32::from_be_bytes(buf[..4].try_into().unwrap());
+        let frame = buf.freeze().slice(4..);
+        let body = Opener::new(KEY).open(len, frame.clone()).unwrap();
+        proptest::prop_assert_eq!(Message::decode(body).unwrap(), m);
+        let mut bad = frame.to_vec();
+        let at = flip % bad.len();
+        bad[at] ^= 0x80;
+        proptest::prop_assert!(Opener::new(KEY).open(len, Bytes::from(bad)).is_err());
+    }
+}
