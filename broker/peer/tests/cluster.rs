@@ -220,3 +220,33 @@ async fn shutdown_fails_outstanding_calls_at_once() {
     nodes[0].shutdown().await;
     assert!(matches!(nodes[0].call(2, 1, 1, Bytes::new()).await, Err(PeerError::Shutdown)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connections_hold_a_handshake_slot_only_until_the_timeout() {
+    use tokio::io::AsyncReadExt;
+    let (ls, addrs) = listeners(2).await;
+    let mut ls = ls.into_iter();
+    let l1 = ls.next().unwrap();
+    let mut c2 = config(2, &addrs, secrets());
+    c2.timeouts.handshake = Duration::from_millis(300);
+    let n2 = PeerNode::start(c2, ls.next().unwrap(), echo(2)).unwrap();
+    // More silent connections than there are handshake slots.
+    let mut silent = Vec::new();
+    for _ in 0..es_peer::limits::HANDSHAKES_MAX + 8 {
+        silent.push(tokio::net::TcpStream::connect(&addrs[&2]).await.unwrap());
+    }
+    let started = tokio::time::Instant::now();
+    let n1 = PeerNode::start(config(1, &addrs, secrets()), l1, echo(1)).unwrap();
+    assert_eq!(n1.call(2, 1, 1, Bytes::new()).await.unwrap(), expected(2, 1, 1, 1, ""));
+    // Node 1 got in only once the silent ones timed out: the slots are a real bound.
+    assert!(started.elapsed() >= Duration::from_millis(250), "{:?}", started.elapsed());
+    // Each silent connection was closed: at its timeout, or at once when no slot was free.
+    for mut s in silent {
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(LIMIT, s.read(&mut byte)).await.unwrap();
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    }
+    assert_eq!(n2.stats().snapshot().handshake_auth_failures, 0);
+    n1.shutdown().await;
+    n2.shutdown().await;
+}
