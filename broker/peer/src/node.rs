@@ -1,0 +1,340 @@
+//! A node's side of the cluster's peer links: the acceptor for lower-id peers, a
+//! dialer (with bounded backoff) for each higher-id peer, one link per pair, and
+//! `call` to send an RPC to any peer over its link.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+use tokio::time::{Instant, timeout, timeout_at};
+
+use crate::config::PeerConfig;
+use crate::error::PeerError;
+use crate::handshake::{self, AcceptorView, NonceMemory, Session};
+use crate::limits::{ACCEPT_ERROR_PAUSE_MS, HANDSHAKES_MAX, SHUTDOWN_DRAIN_MS};
+use crate::link::{Handler, Link, Outcome};
+use crate::stats::{PeerStats, add};
+
+type Slot = watch::Sender<Option<Arc<Link>>>;
+
+/// A link's byte stream: plain TCP or TLS over it.
+trait PeerStream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> PeerStream for T {}
+type Stream = Box<dyn PeerStream>;
+
+/// What the node's tasks share.
+struct Inner {
+    config: PeerConfig,
+    handler: Handler,
+    stats: Arc<PeerStats>,
+    /// The current link to each peer, if one is up. Fixed at start: one per peer.
+    links: BTreeMap<u64, Slot>,
+    nonces: NonceMemory,
+    shutdown: watch::Receiver<bool>,
+}
+
+/// A running peer node. Dropping it stops it at once; [`PeerNode::shutdown`] also
+/// waits (bounded) for its tasks.
+pub struct PeerNode {
+    inner: Arc<Inner>,
+    shutdown: watch::Sender<bool>,
+    tasks: Mutex<JoinSet<()>>,
+    local_addr: SocketAddr,
+}
+
+impl std::fmt::Debug for PeerNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerNode").field("node_id", &self.inner.config.node_id).finish_non_exhaustive()
+    }
+}
+
+impl PeerNode {
+    /// Starts accepting on `listener` (the caller binds it, so tests can use port 0)
+    /// and dialing every higher-id peer; incoming RPCs go to `handler`. Must be called
+    /// inside a tokio runtime.
+    pub fn start(config: PeerConfig, listener: TcpListener, handler: Handler) -> Result<Self, PeerError> {
+        config.validate()?;
+        let local_addr = listener.local_addr()?;
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let links = config.peers.keys().map(|&id| (id, watch::Sender::new(None))).collect();
+        let inner = Arc::new(Inner {
+            config,
+            handler,
+            stats: Arc::new(PeerStats::default()),
+            links,
+            nonces: NonceMemory::default(),
+            shutdown: shutdown_rx,
+        });
+        let mut tasks = JoinSet::new();
+        tasks.spawn(accept_loop(inner.clone(), listener));
+        for &peer in inner.config.peers.keys().filter(|&&p| inner.config.dials(p)) {
+            tasks.spawn(dial_loop(inner.clone(), peer));
+        }
+        Ok(Self { inner, shutdown, tasks: Mutex::new(tasks), local_addr })
+    }
+
+    pub fn node_id(&self) -> u64 {
+        self.inner.config.node_id
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    pub fn stats(&self) -> Arc<PeerStats> {
+        self.inner.stats.clone()
+    }
+
+    /// Whether a link to `peer` is up now.
+    pub fn is_connected(&self, peer: u64) -> bool {
+        self.inner.links.get(&peer).is_some_and(|s| s.borrow().as_ref().is_some_and(|l| !l.is_closed()))
+    }
+
+    /// Sends an RPC to `to` within the configured request timeout.
+    pub async fn call(&self, to: u64, group: u64, kind: u8, payload: Bytes) -> Result<Bytes, PeerError> {
+        self.call_timeout(to, group, kind, payload, self.inner.config.timeouts.request).await
+    }
+
+    /// Sends an RPC to `to` and waits for its response, all within `limit`: the wait
+    /// for a link (`Unavailable` when none comes up) and the call (`Timeout`).
+    pub async fn call_timeout(
+        &self,
+        to: u64,
+        group: u64,
+        kind: u8,
+        payload: Bytes,
+        limit: Duration,
+    ) -> Result<Bytes, PeerError> {
+        if to == self.inner.config.node_id {
+            return Err(PeerError::SelfCall);
+        }
+        let slot = self.inner.links.get(&to).ok_or(PeerError::UnknownNode(to))?;
+        if *self.inner.shutdown.borrow() {
+            return Err(PeerError::Shutdown);
+        }
+        let deadline = Instant::now() + limit;
+        let mut rx = slot.subscribe();
+        let up = |l: &Option<Arc<Link>>| l.as_ref().is_some_and(|l| !l.is_closed());
+        // A link that closes between the wait and the send did not carry the request;
+        // wait for the next one (bounded by the deadline).
+        loop {
+            let link = match timeout_at(deadline, rx.wait_for(up)).await {
+                Ok(Ok(link)) => link.clone().expect("the predicate saw a link"),
+                Ok(Err(_)) => return Err(PeerError::Shutdown),
+                Err(_) => return Err(PeerError::Unavailable(to)),
+            };
+            match timeout_at(deadline, link.call(group, kind, payload.clone())).await {
+                Ok(Outcome::Done(result)) => return result,
+                Ok(Outcome::NotSent) => {}
+                Err(_) => {
+                    add(&self.inner.stats.calls_timed_out, 1);
+                    return Err(PeerError::Timeout);
+                }
+            }
+        }
+    }
+
+    /// Stops accepting and dialing, closes every link (their waiting calls fail with
+    /// `LinkClosed`) and waits, bounded, for the node's tasks.
+    pub async fn shutdown(&self) {
+        self.stop();
+        let mut tasks = std::mem::take(&mut *self.tasks.lock().expect("tasks lock"));
+        let drain = Duration::from_millis(SHUTDOWN_DRAIN_MS);
+        let _ = timeout(drain, async { while tasks.join_next().await.is_some() {} }).await;
+    }
+
+    fn stop(&self) {
+        self.shutdown.send_replace(true);
+        for slot in self.inner.links.values() {
+            if let Some(link) = slot.send_replace(None) {
+                link.close();
+            }
+        }
+    }
+}
+
+impl Drop for PeerNode {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl Inner {
+    /// Makes `link` the peer's link; a previous one (a peer that restarted before we
+    /// saw its old connection die) is closed.
+    fn install(&self, link: &Arc<Link>) {
+        let slot = &self.links[&link.peer];
+        if let Some(old) = slot.send_replace(Some(link.clone())) {
+            old.close();
+        }
+    }
+
+    fn uninstall(&self, link: &Arc<Link>) {
+        self.links[&link.peer].send_if_modified(|current| {
+            let ours = current.as_ref().is_some_and(|c| Arc::ptr_eq(c, link));
+            if ours {
+                *current = None;
+            }
+            ours
+        });
+    }
+
+    async fn stopped(&self) {
+        let _ = self.shutdown.clone().wait_for(|s| *s).await;
+    }
+
+    /// Serves an authenticated connection until it closes or the node stops.
+    async fn run_link(self: &Arc<Self>, stream: Stream, session: Session) {
+        add(&self.stats.handshakes_ok, 1);
+        tracing::info!(
+            node = self.config.node_id,
+            peer = session.peer,
+            key_id = session.key_id,
+            "peer link up"
+        );
+        let link =
+            Link::start(stream, session, self.handler.clone(), self.stats.clone(), self.config.timeouts);
+        self.install(&link);
+        tokio::select! {
+            _ = link.closed() => {}
+            _ = self.stopped() => {}
+        }
+        link.close();
+        self.uninstall(&link);
+        tracing::info!(node = self.config.node_id, peer = link.peer, "peer link down");
+    }
+
+    fn handshake_failed(&self, peer: &str, e: &PeerError) {
+        if e.is_auth_failure() {
+            add(&self.stats.handshake_auth_failures, 1);
+            tracing::warn!(node = self.config.node_id, peer, error = %e, "peer handshake refused");
+        } else {
+            tracing::info!(node = self.config.node_id, peer, error = %e, "peer handshake failed");
+        }
+    }
+}
+
+async fn accept_loop(inner: Arc<Inner>, listener: TcpListener) {
+    let handshakes = Arc::new(Semaphore::new(HANDSHAKES_MAX));
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (tcp, addr) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        // Out of file descriptors, typically: pause rather than spin.
+                        tracing::warn!(error = %e, "peer listener: accept failed");
+                        tokio::time::sleep(Duration::from_millis(ACCEPT_ERROR_PAUSE_MS)).await;
+                        continue;
+                    }
+                };
+                let Ok(slot) = handshakes.clone().try_acquire_owned() else {
+                    tracing::warn!(peer = %addr, "peer listener: too many handshakes at once; refusing");
+                    continue;
+                };
+                conns.spawn(accept_one(inner.clone(), tcp, addr, slot));
+            }
+            _ = inner.stopped() => break,
+        }
+        while conns.try_join_next().is_some() {}
+    }
+    drop(listener);
+    let drain = Duration::from_millis(SHUTDOWN_DRAIN_MS);
+    let _ = timeout(drain, async { while conns.join_next().await.is_some() {} }).await;
+}
+
+async fn accept_one(
+    inner: Arc<Inner>,
+    tcp: TcpStream,
+    addr: SocketAddr,
+    slot: tokio::sync::OwnedSemaphorePermit,
+) {
+    let result = match timeout(inner.config.timeouts.handshake, accept_handshake(&inner, tcp)).await {
+        Ok(result) => result,
+        Err(_) => Err(PeerError::HandshakeTimeout),
+    };
+    // The handshake slot bounds unauthenticated connections only.
+    drop(slot);
+    match result {
+        Ok((stream, session)) => inner.run_link(stream, session).await,
+        Err(e) => inner.handshake_failed(&addr.to_string(), &e),
+    }
+}
+
+/// TLS (when configured), then the HMAC handshake, on an accepted connection.
+async fn accept_handshake(inner: &Inner, tcp: TcpStream) -> Result<(Stream, Session), PeerError> {
+    let _ = tcp.set_nodelay(true);
+    let mut stream: Stream = match &inner.config.tls {
+        Some(tls) => Box::new(tokio_rustls::TlsAcceptor::from(tls.acceptor.clone()).accept(tcp).await?),
+        None => Box::new(tcp),
+    };
+    let own = inner.config.node_id;
+    let may_dial = |n: u64| n < own && inner.config.peers.contains_key(&n);
+    let view =
+        AcceptorView { own, secrets: &inner.config.secrets, may_dial: &may_dial, nonces: &inner.nonces };
+    let session = handshake::accept(&mut stream, &view).await?;
+    Ok((stream, session))
+}
+
+async fn dial_loop(inner: Arc<Inner>, peer: u64) {
+    let timeouts = inner.config.timeouts;
+    let mut backoff = timeouts.backoff_min;
+    while !*inner.shutdown.borrow() {
+        let wait = match dial_once(&inner, peer).await {
+            Ok((stream, session)) => {
+                inner.run_link(stream, session).await;
+                backoff = timeouts.backoff_min;
+                backoff
+            }
+            Err(e) => {
+                tracing::debug!(node = inner.config.node_id, peer, error = %e, "peer dial failed");
+                let wait = backoff;
+                backoff = (backoff * 2).min(timeouts.backoff_max);
+                wait
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = inner.stopped() => return,
+        }
+    }
+}
+
+/// One dial: with the current secret, then the previous one if the peer refused it
+/// (a peer not yet moved to a rotated secret).
+async fn dial_once(inner: &Inner, peer: u64) -> Result<(Stream, Session), PeerError> {
+    let (own, addr, timeouts) = (inner.config.node_id, &inner.config.peers[&peer], inner.config.timeouts);
+    let mut last = PeerError::HandshakeTimeout;
+    for secret in inner.config.secrets.dial_order() {
+        let tcp = match timeout(timeouts.connect, TcpStream::connect(addr.as_str())).await {
+            Ok(tcp) => tcp?,
+            Err(_) => return Err(std::io::Error::from(std::io::ErrorKind::TimedOut).into()),
+        };
+        let _ = tcp.set_nodelay(true);
+        let attempt = async {
+            let mut stream: Stream = match &inner.config.tls {
+                Some(tls) => {
+                    let connector = tokio_rustls::TlsConnector::from(tls.connector.clone());
+                    Box::new(connector.connect(tls.server_name.clone(), tcp).await?)
+                }
+                None => Box::new(tcp),
+            };
+            let session = handshake::dial(&mut stream, own, peer, secret).await?;
+            Ok::<_, PeerError>((stream, session))
+        };
+        match timeout(timeouts.handshake, attempt).await {
+            Ok(Ok(done)) => return Ok(done),
+            Ok(Err(e)) => last = e,
+            Err(_) => last = PeerError::HandshakeTimeout,
+        }
+        inner.handshake_failed(addr, &last);
+    }
+    Err(last)
+}
