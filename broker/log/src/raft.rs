@@ -36,6 +36,8 @@ pub enum RaftFile {
     Purged,
     /// The last committed log id.
     Committed,
+    /// The state machine's last snapshot (metadata only).
+    Snapshot,
 }
 
 impl RaftFile {
@@ -44,6 +46,7 @@ impl RaftFile {
             RaftFile::Vote => "raft-vote",
             RaftFile::Purged => "raft-purged",
             RaftFile::Committed => "raft-committed",
+            RaftFile::Snapshot => "raft-snapshot",
         }
     }
 }
