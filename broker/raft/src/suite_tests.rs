@@ -185,3 +185,28 @@ async fn the_raft_log_survives_a_restart() {
     assert_eq!(store.get_log_reader().await.try_get_log_entries(0..).await.unwrap(), before.0);
     assert_eq!(before.0.iter().map(|e| e.log_id()).collect::<Vec<_>>(), [log_id(1, 1), log_id(3, 2)]);
 }
+
+/// A failed fsync reaches openraft as a storage error through the append's
+/// callback, and the group's later appends are refused: fatal for the group, not
+/// for the process. (A failed journal fsync poisons the journal, so every partition
+/// on that disk refuses writes until reopened: es-log's rule, docs/storage.md.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_fsync_is_a_storage_error_for_the_group() {
+    use crate::entry::EsEntry;
+    let ((dir, m), p) = open_partition();
+    let mut store = LogStore::open(p.clone()).unwrap();
+    append(&mut store, vec![EsEntry::new_blank(log_id(1, 0))]).await;
+    m.fail_next_journal_sync();
+    let (tx, rx) = TypeConfig::oneshot();
+    store
+        .append(vec![EsEntry::new_blank(log_id(1, 1))], openraft::storage::IOFlushed::signal(tx))
+        .await
+        .unwrap();
+    let flushed = tokio::time::timeout(Duration::from_secs(10), rx).await.unwrap().unwrap();
+    assert!(flushed.is_err(), "the append is reported failed, not durable");
+    let (tx, _rx) = TypeConfig::oneshot();
+    let again =
+        store.append(vec![EsEntry::new_blank(log_id(1, 2))], openraft::storage::IOFlushed::signal(tx)).await;
+    assert!(again.is_err(), "the group's log refuses further appends");
+    drop((store, p, m, dir));
+}
