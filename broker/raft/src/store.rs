@@ -11,7 +11,7 @@
 
 use std::fmt::Debug;
 use std::io;
-use std::ops::{Bound, RangeBounds};
+use std::ops::{Bound, RangeBounds, RangeInclusive};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use es_log::{EntryStamp, LogError, PartitionLog, PendingAppend, RaftFile};
@@ -203,6 +203,74 @@ impl RaftLogReader<TypeConfig> for LogStore {
     async fn read_vote(&mut self) -> io::Result<Option<Vote>> {
         Ok(self.meta().vote)
     }
+
+    /// The last log id of each term in `range`, from the leader-epoch checkpoint
+    /// (each term's first Raft index) instead of openraft's binary search over
+    /// reads; the search is the fallback when the checkpoint cannot answer.
+    async fn get_key_log_ids(&mut self, range: RangeInclusive<LogId>) -> io::Result<Vec<LogId>> {
+        match key_log_ids(&self.shared.log.entry_epochs(), &range) {
+            Some(ids) => Ok(ids),
+            None => self.key_log_ids_by_search(range),
+        }
+    }
+}
+
+impl LogStore {
+    fn log_id_at(&self, index: u64) -> io::Result<LogId> {
+        let entry = self.entries(index, index + 1)?.pop();
+        entry
+            .map(|e| openraft::entry::RaftEntry::log_id(&e))
+            .ok_or_else(|| io::Error::other(format!("Raft entry {index} is not in the log")))
+    }
+
+    /// The fallback of `get_key_log_ids`: terms only grow along the log, so the
+    /// last index of each term is found by bisection between its first entry and
+    /// the range's end.
+    pub(crate) fn key_log_ids_by_search(&self, range: RangeInclusive<LogId>) -> io::Result<Vec<LogId>> {
+        let (mut at, last) = (*range.start(), *range.end());
+        let mut out = Vec::new();
+        while at.leader_id != last.leader_id {
+            // term(lo) == term(at), term(hi) != term(at).
+            let (mut lo, mut hi) = (at.index, last.index);
+            let mut hi_id = last;
+            while hi - lo > 1 {
+                let mid = lo + (hi - lo) / 2;
+                let id = self.log_id_at(mid)?;
+                if id.leader_id == at.leader_id {
+                    lo = mid;
+                } else {
+                    (hi, hi_id) = (mid, id);
+                }
+            }
+            out.push(LogId::new(at.leader_id, lo));
+            at = hi_id;
+        }
+        out.push(last);
+        Ok(out)
+    }
+}
+
+/// The last log id of each term overlapping `range`, or `None` when the checkpoint
+/// does not agree with the range's ends (a line without an index, say).
+pub(crate) fn key_log_ids(
+    epochs: &[es_log::EpochStart],
+    range: &RangeInclusive<LogId>,
+) -> Option<Vec<LogId>> {
+    let (first, last) = (range.start(), range.end());
+    let mut starts = Vec::with_capacity(epochs.len());
+    for e in epochs {
+        starts.push((Term::from_epoch(e.epoch)?, e.index?));
+    }
+    let mut out = Vec::new();
+    for (i, (term, start)) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).map_or(last.index, |n| n.1.saturating_sub(1)).min(last.index);
+        if end < first.index || *start > last.index || *start > end {
+            continue;
+        }
+        out.push(LogId::new(CommittedLeaderId::new(*term), end));
+    }
+    let agrees = out.first().is_some_and(|id| id.leader_id == first.leader_id) && out.last() == Some(last);
+    agrees.then_some(out)
 }
 
 impl RaftLogStorage<TypeConfig> for LogStore {

@@ -210,3 +210,27 @@ async fn a_failed_fsync_is_a_storage_error_for_the_group() {
     assert!(again.is_err(), "the group's log refuses further appends");
     drop((store, p, m, dir));
 }
+
+/// The leader-epoch checkpoint answers `get_key_log_ids`, and agrees with the
+/// bisection over reads on every sub-range.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_log_ids_come_from_the_epoch_checkpoint() {
+    use crate::entry::EsEntry;
+    let (_g, p) = open_partition();
+    let mut store = LogStore::open(p.clone()).unwrap();
+    let terms = [1u64, 1, 2, 2, 2, 5, 5, 6];
+    let entries = terms.iter().enumerate().map(|(i, t)| EsEntry::new_blank(log_id(*t, i as u64))).collect();
+    append(&mut store, entries).await;
+    let ids: Vec<LogId> = terms.iter().enumerate().map(|(i, t)| log_id(*t, i as u64)).collect();
+    for a in 0..ids.len() {
+        for b in a..ids.len() {
+            let range = ids[a]..=ids[b];
+            let from_epochs =
+                crate::store::key_log_ids(&p.entry_epochs(), &range).expect("the checkpoint answers");
+            assert_eq!(from_epochs, store.key_log_ids_by_search(range.clone()).unwrap(), "{a}..={b}");
+            assert_eq!(store.get_key_log_ids(range).await.unwrap(), from_epochs);
+        }
+    }
+    let all = crate::store::key_log_ids(&p.entry_epochs(), &(ids[0]..=ids[7])).unwrap();
+    assert_eq!(all, [log_id(1, 1), log_id(2, 4), log_id(5, 6), log_id(6, 7)]);
+}
