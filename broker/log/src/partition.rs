@@ -24,6 +24,9 @@ use crate::segment::{Segment, Trimmed};
 /// The producer-state snapshot file of a partition.
 const PRODUCER_STATE_FILE: &str = "producer-state";
 
+/// The longest a Raft read or Raft file write waits for earlier appends to be durable.
+const DURABLE_WAIT_MAX: Duration = Duration::from_secs(60);
+
 /// Bytes one active segment may hold waiting for the flusher before appenders wait.
 const PENDING_BYTES_MAX: usize = 256 * 1024 * 1024;
 
@@ -494,6 +497,33 @@ impl PartitionLog {
         while p.bytes > PENDING_BYTES_MAX {
             p = writer.drained.wait_timeout(p, Duration::from_millis(100)).expect("pending lock").0;
         }
+    }
+
+    /// Waits until every byte appended before the call is durable; appends after it
+    /// do not hold it up (unlike [`PartitionLog::flush`], which waits for the queue
+    /// to drain). Fails if the partition failed or the flusher does not get there
+    /// within `DURABLE_WAIT_MAX`.
+    pub(crate) fn wait_appended_durable(&self) -> Result<()> {
+        let (seg, end) = {
+            let inner = self.inner.lock().expect("partition lock");
+            let active = inner.active().clone();
+            let end = active.size();
+            (active, end)
+        };
+        let Some(writer) = seg.writer.as_ref() else {
+            return Ok(());
+        };
+        let deadline = std::time::Instant::now() + DURABLE_WAIT_MAX;
+        let mut p = writer.pending.lock().expect("pending lock");
+        while seg.durable_size.load(Ordering::Acquire) < end {
+            self.progress.check()?;
+            if std::time::Instant::now() >= deadline {
+                let e = std::io::Error::from(std::io::ErrorKind::TimedOut);
+                return Err(LogError::io("waiting for the flusher to make an append durable", e));
+            }
+            p = writer.drained.wait_timeout(p, Duration::from_millis(50)).expect("pending lock").0;
+        }
+        Ok(())
     }
 
     /// Waits until no segment of this partition has bytes queued or in flight.

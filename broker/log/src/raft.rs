@@ -133,7 +133,7 @@ impl PartitionLog {
                 Some(b) => b,
                 None => {
                     // Queued but not yet durable: wait for the flusher, then read again.
-                    self.flush()?;
+                    self.wait_appended_durable()?;
                     s.read_entry(index)?.ok_or(LogError::EntryOutOfRange {
                         index,
                         first: range.first,
@@ -246,7 +246,7 @@ impl PartitionLog {
     /// Writes a small Raft file atomically and durably, after every append queued
     /// before it is durable: a vote never overtakes an append (openraft#1252).
     pub fn write_raft_file(&self, file: RaftFile, bytes: &[u8]) -> Result<()> {
-        self.flush()?;
+        self.wait_appended_durable()?;
         let path = self.raft_file_path(file);
         files::write_atomic(&path, bytes).ctx(|| format!("writing {}", path.display()))
     }
