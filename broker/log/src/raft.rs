@@ -321,6 +321,9 @@ mod tests {
         assert_eq!(p.entry_range(), EntryRange { first: 0, next: 4 });
         assert_eq!(values(&p, 0), ["a", "b"]);
         assert_eq!(values(&p, 1), ["b"]);
+        // The smallest read still makes progress past a control batch.
+        let one = p.read(1, 1).unwrap();
+        assert_eq!(one.batches().map(|b| b.header.base_offset).collect::<Vec<_>>(), [1]);
         assert_eq!(p.offset_for_timestamp(0).unwrap(), Some(0));
         let entries = p.read_entries(0, 10, 1 << 20).unwrap();
         let bases: Vec<(u64, u64, bool)> = entries
