@@ -23,7 +23,8 @@ const READ_CHUNK: usize = 1 << 20;
 impl PartitionLog {
     pub(crate) fn compact(&self, now: i64, report: &mut HousekeepingReport) -> Result<()> {
         let cfg = self.config();
-        if !cfg.cleanup_policy.compacts() {
+        // Compaction may drop whole batches, which are Raft entries in a Raft group.
+        if !cfg.cleanup_policy.compacts() || self.raft_mode.load(std::sync::atomic::Ordering::Acquire) {
             return Ok(());
         }
         let hw = self.high_watermark();

@@ -26,6 +26,12 @@ pub enum LogError {
     StaleEpoch { epoch: LeaderEpoch, latest: LeaderEpoch },
     #[error("leader epoch {epoch} is not one a leader assigns (epochs are non-negative)")]
     UnknownEpoch { epoch: LeaderEpoch },
+    #[error("Raft entry {got} does not follow the log's last entry (the next index is {expected})")]
+    NotContiguous { expected: u64, got: u64 },
+    #[error("Raft entry {index} is not in the log (it holds [{first}, {next}))")]
+    EntryOutOfRange { index: u64, first: u64, next: u64 },
+    #[error("Raft entry {index} has leader epoch {stored}, not the {expected} it was appended with")]
+    EpochMismatch { index: u64, stored: LeaderEpoch, expected: LeaderEpoch },
     #[error("cannot truncate at offset {offset}: it is not a batch boundary")]
     NotBatchBoundary { offset: u64 },
     #[error(

@@ -18,7 +18,8 @@ pub(crate) const TIME_INDEX_EXT: &str = "timeindex";
 /// Marker: the segment was rewritten by compaction, so its offsets may have gaps.
 pub(crate) const COMPACTED_EXT: &str = "compacted";
 /// Every file that belongs to one segment.
-pub(crate) const SEGMENT_EXTS: [&str; 4] = [LOG_EXT, INDEX_EXT, TIME_INDEX_EXT, COMPACTED_EXT];
+pub(crate) const SEGMENT_EXTS: [&str; 5] =
+    [LOG_EXT, INDEX_EXT, TIME_INDEX_EXT, COMPACTED_EXT, crate::raft_index::RAFT_EXT];
 /// Files ending in this are half-written replacements; recovery deletes them.
 pub(crate) const TMP_SUFFIX: &str = ".tmp";
 

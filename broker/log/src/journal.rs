@@ -47,6 +47,10 @@ pub(crate) enum Entry {
     /// (at offset 0) when a partition directory is created, so that a replay never
     /// applies records of an earlier partition of the same name.
     Truncate { partition: String, offset: u64 },
+    /// Every Raft entry of `partition` from Raft index `index` on (the batch at
+    /// `offset`) was discarded; entries before it at the same offset (control
+    /// batches take none) stay. A truncate record with the index as its payload.
+    TruncateEntries { partition: String, offset: u64, index: u64 },
 }
 
 /// Appends a batch record; the base offset and epoch are read from the stamped
@@ -59,6 +63,10 @@ pub(crate) fn encode_batch(out: &mut Vec<u8>, partition: &str, batch: &[u8]) {
 
 pub(crate) fn encode_truncate(out: &mut Vec<u8>, partition: &str, offset: u64) {
     encode(out, KIND_TRUNCATE, partition, offset, 0, &[]);
+}
+
+pub(crate) fn encode_truncate_entries(out: &mut Vec<u8>, partition: &str, offset: u64, index: u64) {
+    encode(out, KIND_TRUNCATE, partition, offset, 0, &index.to_le_bytes());
 }
 
 fn encode(out: &mut Vec<u8>, kind: u8, partition: &str, offset: u64, epoch: i32, payload: &[u8]) {
@@ -100,6 +108,11 @@ fn decode_body(body: &[u8]) -> std::result::Result<Entry, &'static str> {
             bytes: payload.to_vec(),
         }),
         KIND_TRUNCATE if payload.is_empty() => Ok(Entry::Truncate { partition, offset }),
+        KIND_TRUNCATE if payload.len() == 8 => Ok(Entry::TruncateEntries {
+            partition,
+            offset,
+            index: u64::from_le_bytes(payload.try_into().expect("8 bytes")),
+        }),
         _ => Err("unknown record kind or malformed payload"),
     }
 }
@@ -367,6 +380,13 @@ impl Journal {
     pub fn record_truncate(self: &Arc<Self>, partition: &str, offset: u64) -> Result<()> {
         let mut buf = Vec::new();
         encode_truncate(&mut buf, partition, offset);
+        self.commit(&buf)
+    }
+
+    /// Records a Raft truncation (entries from `index`, at `offset`) durably.
+    pub fn record_truncate_entries(self: &Arc<Self>, partition: &str, offset: u64, index: u64) -> Result<()> {
+        let mut buf = Vec::new();
+        encode_truncate_entries(&mut buf, partition, offset, index);
         self.commit(&buf)
     }
 

@@ -138,6 +138,33 @@ impl Replayer<'_> {
         Ok(())
     }
 
+    /// A Raft control batch takes no offset, so whether the segments hold it is a
+    /// question of its Raft index (named in the batch), not of offsets.
+    fn apply_control(
+        &mut self,
+        log: &Arc<PartitionLog>,
+        partition: String,
+        bytes: Vec<u8>,
+        report: &mut JournalReplay,
+    ) -> Result<()> {
+        let view = es_core::BatchView::parse(&bytes, usize::MAX)?;
+        let index = es_core::batch::raft_control(&view)?.map_or(0, |c| c.index());
+        let base_offset = view.header.base_offset;
+        let next = log.entry_range().next;
+        if index < next {
+            return Ok(());
+        }
+        let end = log.log_end();
+        if index == next && base_offset == end {
+            drop(log.append_replica(bytes)?);
+            report.appended += 1;
+            return Ok(());
+        }
+        let gap = self.gaps.entry(partition).or_insert((end, base_offset));
+        gap.0 = gap.0.min(base_offset.min(end));
+        Ok(())
+    }
+
     fn apply(&mut self, entry: Entry, report: &mut JournalReplay) -> Result<()> {
         match entry {
             Entry::Batch { partition, base_offset, bytes, .. } => {
@@ -145,6 +172,9 @@ impl Replayer<'_> {
                     return Ok(());
                 };
                 let header = BatchHeader::parse(&bytes, usize::MAX)?;
+                if header.is_raft_control() {
+                    return self.apply_control(&log, partition, bytes, report);
+                }
                 if header.next_offset() <= log.log_end() {
                     if !holds_garbled_copy(&log, &header, &bytes)? {
                         return Ok(());
@@ -182,6 +212,27 @@ impl Replayer<'_> {
                 let gap = self.gaps.entry(partition).or_insert((end, base_offset));
                 gap.0 = gap.0.min(disputed_from);
                 Ok(())
+            }
+            Entry::TruncateEntries { partition, offset, index } => {
+                let Some(log) = self.partition(&partition)? else {
+                    return Ok(());
+                };
+                report.truncations += 1;
+                if self.gaps.get(&partition).is_some_and(|(from, _)| offset <= *from) {
+                    self.gaps.remove(&partition);
+                }
+                match log.truncate_entries_from(index) {
+                    Ok(()) => Ok(()),
+                    Err(LogError::EntryOutOfRange { .. }) => {
+                        tracing::warn!(
+                            partition,
+                            index,
+                            "journal Raft truncation below the local log; skipped"
+                        );
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
             }
             Entry::Truncate { partition, offset } => {
                 let Some(log) = self.partition(&partition)? else {
@@ -420,7 +471,8 @@ mod tests {
             while let Next::Entry(e) = r.next_record().unwrap() {
                 let (name, offset) = match e {
                     Entry::Batch { partition, base_offset, .. } => (partition, base_offset),
-                    Entry::Truncate { partition, offset } => (partition, offset),
+                    Entry::Truncate { partition, offset }
+                    | Entry::TruncateEntries { partition, offset, .. } => (partition, offset),
                 };
                 let f = floors.entry(name).or_insert(u64::MAX);
                 *f = (*f).min(offset);

@@ -168,6 +168,15 @@ impl LogManager {
         &self.replayed
     }
 
+    /// Makes the journal's next fsync fail like a dying disk (tests of callers that
+    /// must treat a failed flush as fatal for what they wrote). No-op without a journal.
+    #[doc(hidden)]
+    pub fn fail_next_journal_sync(&self) {
+        if let Some(journal) = self.shared.flusher.journal() {
+            journal.faults.fail_sync.store(true, std::sync::atomic::Ordering::Release);
+        }
+    }
+
     /// Stops like a crash would, as far as the journal goes: no final checkpoint,
     /// no index or producer snapshot written (tests of recovery).
     #[doc(hidden)]

@@ -24,6 +24,9 @@ use crate::segment::{Segment, Trimmed};
 /// The producer-state snapshot file of a partition.
 const PRODUCER_STATE_FILE: &str = "producer-state";
 
+/// The longest a Raft read or Raft file write waits for earlier appends to be durable.
+const DURABLE_WAIT_MAX: Duration = Duration::from_secs(60);
+
 /// Bytes one active segment may hold waiting for the flusher before appenders wait.
 const PENDING_BYTES_MAX: usize = 256 * 1024 * 1024;
 
@@ -50,6 +53,17 @@ impl Inner {
             self.cold.keys().next().or(self.segments.keys().next()).copied().unwrap_or(self.next_offset);
         first.max(self.start_floor.min(self.next_offset))
     }
+
+    /// The Raft index the next appended batch gets.
+    pub fn next_index(&self) -> u64 {
+        self.active().state.read().expect("segment state lock").raft.end()
+    }
+
+    /// The Raft index of the oldest batch held (cold tier included).
+    pub fn first_index(&self) -> u64 {
+        let oldest = self.cold.values().next().or(self.segments.values().next());
+        oldest.map_or(0, |s| s.state.read().expect("segment state lock").raft.first())
+    }
 }
 
 /// A partition log. Cheap to share: every method takes `&self`.
@@ -63,6 +77,9 @@ pub struct PartitionLog {
     pub(crate) shared: Arc<Shared>,
     /// Serialises retention, tiering and compaction of this partition.
     pub(crate) housekeeping: Mutex<()>,
+    /// A Raft group stores its entries here: compaction, which may drop whole
+    /// batches (Raft entries), is off until it is a replicated decision.
+    pub(crate) raft_mode: std::sync::atomic::AtomicBool,
 }
 
 /// An append whose offsets are assigned; await it (or `wait`) for durability.
@@ -176,7 +193,7 @@ impl PartitionLog {
                 report.trimmed = trimmed;
                 seg
             }
-            None => Segment::create(&dir, 0, shared.open_files.clone(), max)?,
+            None => Segment::create(&dir, 0, 0, shared.open_files.clone(), max)?,
         };
         let next_offset = active.next_offset();
         segments.insert(active.base_offset, active);
@@ -201,8 +218,13 @@ impl PartitionLog {
                 cold.insert(base, seg);
             }
         }
+        derive_first_indexes(cold.values().chain(segments.values()));
+        let next_index = segments
+            .values()
+            .next_back()
+            .map_or(0, |s| s.state.read().expect("segment state lock").raft.end());
         let mut epochs = Epochs::load(&dir)?;
-        epochs.truncate_from(next_offset)?;
+        epochs.truncate_from(next_offset, next_index)?;
         let producers = load_producers(&dir, cold.values().chain(segments.values()), next_offset)?;
         let start_floor = crate::log_start::load(&dir)?;
         let log = Arc::new(PartitionLog {
@@ -214,6 +236,7 @@ impl PartitionLog {
             progress: Progress::new(next_offset),
             shared,
             housekeeping: Mutex::new(()),
+            raft_mode: std::sync::atomic::AtomicBool::new(false),
         });
         Ok((log, report))
     }
@@ -266,7 +289,7 @@ impl PartitionLog {
         if timestamp_type == TimestampType::LogAppendTime {
             batch::set_log_append_time(&mut bytes, self.shared.clock.now_ms());
         }
-        self.append_inner(&mut bytes, true, |next| (next, epoch))
+        self.append_inner(&mut bytes, true, None, |next| (next, epoch))
     }
 
     /// Follower path: appends a batch that already carries its base offset and leader
@@ -274,12 +297,12 @@ impl PartitionLog {
     pub fn append_replica(&self, bytes: Vec<u8>) -> Result<PendingAppend> {
         let mut bytes = bytes;
         let header = self.check_batch(&bytes)?.0;
-        self.append_inner(&mut bytes, false, |_| (header.base_offset, header.leader_epoch))
+        self.append_inner(&mut bytes, false, None, |_| (header.base_offset, header.leader_epoch))
     }
 
     /// Checks a batch against this partition's limits; returns its header and the
     /// topic's timestamp type.
-    fn check_batch(&self, bytes: &[u8]) -> Result<(es_core::BatchHeader, TimestampType)> {
+    pub(crate) fn check_batch(&self, bytes: &[u8]) -> Result<(es_core::BatchHeader, TimestampType)> {
         let cfg = self.config.read().expect("config lock");
         if bytes.len() > cfg.batch_bytes_max {
             return Err(LogError::BatchTooLarge { size: bytes.len(), max: cfg.batch_bytes_max });
@@ -301,11 +324,13 @@ impl PartitionLog {
     }
 
     /// Stamps, orders and queues one batch. `assign(next_offset)` returns the
-    /// (base offset, leader epoch) the batch gets.
-    fn append_inner(
+    /// (base offset, leader epoch) the batch gets. `raft_index`, for a Raft entry, is
+    /// the index it must get (appends are contiguous, openraft#1795).
+    pub(crate) fn append_inner(
         &self,
         bytes: &mut Vec<u8>,
         leader: bool,
+        raft_index: Option<u64>,
         assign: impl FnOnce(u64) -> (u64, LeaderEpoch),
     ) -> Result<PendingAppend> {
         self.progress.check()?;
@@ -322,6 +347,8 @@ impl PartitionLog {
             return Err(LogError::UnknownEpoch { epoch });
         }
         let incoming = es_core::BatchHeader::parse(bytes, usize::MAX)?;
+        let index = inner.next_index();
+        check_raft_index(bytes, &incoming, index, raft_index)?;
         if leader
             && let Check::Duplicate(b) =
                 inner.producers.check(&incoming.producer, incoming.last_offset_delta)?
@@ -341,7 +368,7 @@ impl PartitionLog {
         let header = es_core::BatchHeader::parse(bytes, usize::MAX)?;
         self.maybe_roll(&mut inner, bytes.len() as u64, now, segment_bytes, segment_ms)?;
         if inner.epochs.latest() != Some(epoch) {
-            inner.epochs.begin(epoch, base)?;
+            inner.epochs.begin(epoch, base, index)?;
         }
         let active = inner.active().clone();
         let len = bytes.len();
@@ -350,6 +377,7 @@ impl PartitionLog {
             let position = st.size;
             let rel = (base - active.base_offset) as u32;
             st.index.on_batch(rel, position as u32, len as u32, header.max_timestamp, interval);
+            st.raft.positions.push(position as u32);
             st.size += len as u64;
             st.next_offset = header.next_offset();
             st.first_append_ms.get_or_insert(now);
@@ -422,13 +450,15 @@ impl PartitionLog {
         };
         let full = size > 0 && size + len > segment_bytes;
         let old = first.is_some_and(|t| now.saturating_sub(t) >= segment_ms);
-        if !(full || old) {
+        // A segment holding only Raft control batches spans no offset: the next one
+        // would get the same base offset (and file name), so it keeps growing.
+        if !(full || old) || active.next_offset() == active.base_offset {
             return Ok(());
         }
         self.roll(inner, &active)
     }
 
-    fn roll(&self, inner: &mut Inner, active: &Arc<Segment>) -> Result<()> {
+    pub(crate) fn roll(&self, inner: &mut Inner, active: &Arc<Segment>) -> Result<()> {
         let enqueue = {
             let writer = active.writer.as_ref().expect("active segment has a writer");
             let mut p = writer.pending.lock().expect("pending lock");
@@ -444,7 +474,9 @@ impl PartitionLog {
             .expect("config lock")
             .batch_bytes_max
             .max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
-        let seg = Segment::create(&self.dir, inner.next_offset, self.shared.open_files.clone(), max)?;
+        let first_index = inner.next_index();
+        let seg =
+            Segment::create(&self.dir, inner.next_offset, first_index, self.shared.open_files.clone(), max)?;
         inner.segments.insert(seg.base_offset, seg);
         self.snapshot_producers(inner)
     }
@@ -470,6 +502,33 @@ impl PartitionLog {
         while p.bytes > PENDING_BYTES_MAX {
             p = writer.drained.wait_timeout(p, Duration::from_millis(100)).expect("pending lock").0;
         }
+    }
+
+    /// Waits until every byte appended before the call is durable; appends after it
+    /// do not hold it up (unlike [`PartitionLog::flush`], which waits for the queue
+    /// to drain). Fails if the partition failed or the flusher does not get there
+    /// within `DURABLE_WAIT_MAX`.
+    pub(crate) fn wait_appended_durable(&self) -> Result<()> {
+        let (seg, end) = {
+            let inner = self.inner.lock().expect("partition lock");
+            let active = inner.active().clone();
+            let end = active.size();
+            (active, end)
+        };
+        let Some(writer) = seg.writer.as_ref() else {
+            return Ok(());
+        };
+        let deadline = std::time::Instant::now() + DURABLE_WAIT_MAX;
+        let mut p = writer.pending.lock().expect("pending lock");
+        while seg.durable_size.load(Ordering::Acquire) < end {
+            self.progress.check()?;
+            if std::time::Instant::now() >= deadline {
+                let e = std::io::Error::from(std::io::ErrorKind::TimedOut);
+                return Err(LogError::io("waiting for the flusher to make an append durable", e));
+            }
+            p = writer.drained.wait_timeout(p, Duration::from_millis(50)).expect("pending lock").0;
+        }
+        Ok(())
     }
 
     /// Waits until no segment of this partition has bytes queued or in flight.
@@ -510,7 +569,7 @@ impl PartitionLog {
         let mut data = Vec::new();
         if offset < hw {
             for seg in candidates {
-                data = seg.read(offset, max_bytes, hw)?;
+                data = strip_raft_control(seg.read(offset, max_bytes, hw)?);
                 if !data.is_empty() {
                     break;
                 }
@@ -573,7 +632,8 @@ impl PartitionLog {
 
     /// The (leader epoch, first offset) transitions of this log, oldest first.
     pub fn epoch_starts(&self) -> Vec<(LeaderEpoch, u64)> {
-        self.inner.lock().expect("partition lock").epochs.entries.clone()
+        let inner = self.inner.lock().expect("partition lock");
+        inner.epochs.entries.iter().map(|e| (e.epoch, e.offset)).collect()
     }
 
     /// Discards every record after `offset` (Raft truncation of an uncommitted suffix).
@@ -611,8 +671,28 @@ impl PartitionLog {
             .map(|(_, s)| s.clone())
             .expect("segment at or below offset");
         let cut = find_boundary(&target, offset)?;
-        let doomed: Vec<u64> =
-            inner.segments.range(offset..).map(|(b, _)| *b).filter(|b| *b != target.base_offset).collect();
+        let index = {
+            let st = target.state.read().expect("segment state lock");
+            st.raft.first() + st.raft.positions.partition_point(|p| u64::from(*p) < cut) as u64
+        };
+        self.cut_at(&mut inner, &target, cut, offset, index)
+    }
+
+    /// Cuts the log at byte `cut` of `target`, the batch with Raft index `index` and
+    /// base offset `offset`: that batch and everything after it go.
+    pub(crate) fn cut_at(
+        &self,
+        inner: &mut Inner,
+        target: &Arc<Segment>,
+        cut: u64,
+        offset: u64,
+        index: u64,
+    ) -> Result<()> {
+        let doomed: Vec<u64> = inner
+            .segments
+            .range((std::ops::Bound::Excluded(target.base_offset), std::ops::Bound::Unbounded))
+            .map(|(b, _)| *b)
+            .collect();
         for base in doomed {
             inner.segments.remove(&base);
             self.remove_files(base)?;
@@ -637,7 +717,7 @@ impl PartitionLog {
         files::fsync_dir(&self.dir).ctx(|| format!("syncing {}", self.dir.display()))?;
         inner.segments.insert(seg.base_offset, seg);
         inner.next_offset = offset;
-        inner.epochs.truncate_from(offset)?;
+        inner.epochs.truncate_from(offset, index)?;
         inner.producers =
             load_producers(&self.dir, inner.cold.values().chain(inner.segments.values()), offset)?;
         self.progress.durable_offset.store(offset, Ordering::Release);
@@ -712,6 +792,69 @@ fn load_producers<'a>(
     Ok(table)
 }
 
+/// Gives each segment without a sidecar (written before Raft indexes) the first
+/// index after the segment below it.
+fn derive_first_indexes<'a>(segments: impl Iterator<Item = &'a Arc<Segment>>) {
+    let mut next = 0u64;
+    for seg in segments {
+        let mut st = seg.state.write().expect("segment state lock");
+        if st.raft.first.is_none() {
+            st.raft.first = Some(next);
+        }
+        next = st.raft.end();
+    }
+}
+
+/// Checks a batch against the Raft index it will get: a Raft control batch names
+/// its own index, and a Raft append names the index it expects.
+fn check_raft_index(
+    bytes: &[u8],
+    header: &es_core::BatchHeader,
+    index: u64,
+    expected: Option<u64>,
+) -> Result<()> {
+    if let Some(want) = expected
+        && want != index
+    {
+        return Err(LogError::NotContiguous { expected: index, got: want });
+    }
+    if header.is_raft_control() {
+        let view = BatchView::parse(bytes, usize::MAX)?;
+        let named = batch::raft_control(&view)?.map(|c| c.index());
+        if named != Some(index) {
+            return Err(LogError::NotContiguous { expected: index, got: named.unwrap_or(u64::MAX) });
+        }
+    }
+    Ok(())
+}
+
+/// Drops Raft control batches from served bytes: they hold no records a reader may
+/// see (docs/storage.md, "Raft control entries"). Copies only when one is present.
+fn strip_raft_control(data: Vec<u8>) -> Vec<u8> {
+    let mut at = 0;
+    let mut any = false;
+    while let Ok(h) = es_core::BatchHeader::parse(&data[at..], usize::MAX) {
+        any |= h.is_raft_control();
+        at += h.total_len();
+        if at >= data.len() || any {
+            break;
+        }
+    }
+    if !any {
+        return data;
+    }
+    let mut out = Vec::with_capacity(data.len());
+    let mut at = 0;
+    while let Ok(h) = es_core::BatchHeader::parse(&data[at..], usize::MAX) {
+        let end = (at + h.total_len()).min(data.len());
+        if !h.is_raft_control() {
+            out.extend_from_slice(&data[at..end]);
+        }
+        at = end;
+    }
+    out
+}
+
 fn note_corrupt(seg: &Segment, report: &mut RecoveryReport) {
     if let Some((pos, reason)) = &seg.state.read().expect("segment state lock").corrupt_at {
         report.corrupt_segments.push((seg.log_path.clone(), *pos, reason.clone()));
@@ -719,7 +862,7 @@ fn note_corrupt(seg: &Segment, report: &mut RecoveryReport) {
 }
 
 /// Blocks until a segment has nothing queued or in flight.
-fn wait_drained(seg: &Segment) {
+pub(crate) fn wait_drained(seg: &Segment) {
     let Some(writer) = seg.writer.as_ref() else {
         return;
     };

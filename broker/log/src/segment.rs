@@ -14,6 +14,7 @@ use crate::error::{IoContext, LogError, Result};
 use crate::files::{self, INDEX_EXT, LOG_EXT, TIME_INDEX_EXT};
 use crate::index::SegmentIndex;
 use crate::open_files::OpenFiles;
+use crate::raft_index::RaftPositions;
 
 pub(crate) type Waiter = oneshot::Sender<Result<()>>;
 
@@ -57,6 +58,8 @@ pub(crate) struct SegState {
     pub compacted: bool,
     /// First byte of a batch that failed its CRC in a sealed segment; never served.
     pub corrupt_at: Option<(u64, String)>,
+    /// The Raft index and position of each batch (`raft_index.rs`).
+    pub raft: RaftPositions,
 }
 
 pub(crate) struct Segment {
@@ -111,10 +114,12 @@ impl Segment {
         }
     }
 
-    /// Creates an empty active segment at `base_offset` and makes its name durable.
+    /// Creates an empty active segment at `base_offset`, whose first batch gets Raft
+    /// index `first_index`, and makes its name and first index durable.
     pub fn create(
         dir: &Path,
         base_offset: u64,
+        first_index: u64,
         open_files: Arc<OpenFiles>,
         batch_bytes_max: usize,
     ) -> Result<Arc<Segment>> {
@@ -126,6 +131,8 @@ impl Segment {
             .read(true)
             .open(&log_path)
             .ctx(|| format!("creating segment {}", log_path.display()))?;
+        let raft = RaftPositions::new(first_index);
+        raft.write(dir, base_offset, false)?;
         files::fsync_dir(dir).ctx(|| format!("syncing directory {}", dir.display()))?;
         let state = SegState {
             index: SegmentIndex::default(),
@@ -135,6 +142,7 @@ impl Segment {
             sealed: false,
             corrupt_at: None,
             compacted: false,
+            raft,
         };
         let writer = Writer::new(file, 0, base_offset);
         Ok(Arc::new(Segment::new(base_offset, log_path, state, Some(writer), open_files, batch_bytes_max)))
@@ -165,6 +173,8 @@ impl Segment {
         };
         let mut state = state;
         state.sealed = true;
+        let valid = state.corrupt_at.as_ref().map_or(state.size, |c| c.0);
+        state.raft = RaftPositions::load(dir, base_offset, &file, valid, batch_bytes_max, !rebuilt);
         if let Some((pos, reason)) = &state.corrupt_at {
             tracing::error!(file = %log_path.display(), position = pos, reason, "sealed segment is corrupt past this byte; it will not be served");
         }
@@ -237,6 +247,8 @@ impl Segment {
             None
         };
         let next_offset = scan.next_offset.unwrap_or(start_offset);
+        // The active segment's sidecar positions may predate a truncation: walk them.
+        let raft = RaftPositions::load(dir, base_offset, &file, scan.end_position, batch_bytes_max, false);
         let state = SegState {
             index,
             size: scan.end_position,
@@ -245,18 +257,20 @@ impl Segment {
             sealed: false,
             corrupt_at: None,
             compacted,
+            raft,
         };
         let writer = Writer::new(file, scan.end_position, next_offset);
         let seg = Segment::new(base_offset, log_path, state, Some(writer), open_files, batch_bytes_max);
         Ok((Arc::new(seg), trimmed))
     }
 
-    /// Writes `.index` and `.timeindex` durably.
+    /// Writes `.index`, `.timeindex` and the Raft sidecar durably.
     pub fn write_indexes(&self, dir: &Path) -> Result<()> {
-        let (offsets, times) = {
+        let (offsets, times, raft) = {
             let st = self.state.read().expect("segment state lock");
-            (st.index.encode_offsets(), st.index.encode_times())
+            (st.index.encode_offsets(), st.index.encode_times(), st.raft.clone())
         };
+        raft.write(dir, self.base_offset, true)?;
         for (ext, bytes) in [(INDEX_EXT, offsets), (TIME_INDEX_EXT, times)] {
             let p = files::segment_path(dir, self.base_offset, ext);
             files::write_atomic(&p, &bytes).ctx(|| format!("writing {}", p.display()))?;
@@ -335,7 +349,8 @@ impl Segment {
             if header.base_offset >= limit_offset {
                 return Ok(Vec::new());
             }
-            if header.last_offset() >= offset {
+            // A Raft control batch holds no offset: a read never starts at one.
+            if header.last_offset() >= offset && !header.is_raft_control() {
                 break header;
             }
             floor = header.next_offset();
@@ -374,6 +389,31 @@ impl Segment {
         }
         data.truncate(keep);
         Ok(data)
+    }
+
+    /// The whole, CRC-checked batch with Raft index `index`; `None` if this segment
+    /// does not hold it or it is not durable yet.
+    pub fn read_entry(self: &Arc<Self>, index: u64) -> Result<Option<Vec<u8>>> {
+        let (pos, end) = {
+            let st = self.state.read().expect("segment state lock");
+            let Some(pos) = st.raft.position(index) else {
+                return Ok(None);
+            };
+            let end = if st.sealed { st.size } else { self.durable_size.load(Ordering::Acquire) };
+            (pos, st.corrupt_at.as_ref().map_or(end, |c| end.min(c.0)))
+        };
+        if pos + BatchHeader::LEN as u64 > end {
+            return Ok(None);
+        }
+        let file = self.reader()?;
+        let header = self.header_at(&file, pos)?;
+        if pos + header.total_len() as u64 > end {
+            return Ok(None);
+        }
+        let bytes = files::read_at(&file, pos, header.total_len())
+            .ctx(|| format!("reading {}", self.log_path.display()))?;
+        BatchView::parse(&bytes, self.batch_bytes_max).map_err(|e| self.corrupt(pos, &e.to_string()))?;
+        Ok(Some(bytes))
     }
 
     /// Headers of every batch whose base offset is >= `from` (producer-state replay).
@@ -436,7 +476,7 @@ impl Segment {
             while at < data.len() {
                 let view = BatchView::parse(&data[at..], self.batch_bytes_max)
                     .map_err(|e| self.corrupt(0, &e.to_string()))?;
-                if view.header.max_timestamp >= timestamp {
+                if view.header.max_timestamp >= timestamp && !view.header.is_raft_control() {
                     let plain = view
                         .plain_records(es_core::limits::BATCH_BYTES_MAX_HARD)
                         .map_err(|e| self.corrupt(0, &e.to_string()))?;
@@ -530,6 +570,7 @@ fn walk_headers(file: &File, bounds: Bounds, index: &SegmentIndex, len: u64, max
         sealed: true,
         corrupt_at: None,
         compacted,
+        raft: RaftPositions::default(),
     })
 }
 
@@ -562,6 +603,7 @@ fn rebuild(file: &File, path: &Path, bounds: Bounds, len: u64, max: usize) -> Re
         sealed: true,
         corrupt_at,
         compacted: bounds.compacted,
+        raft: RaftPositions::default(),
     })
 }
 

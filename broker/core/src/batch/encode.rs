@@ -39,7 +39,7 @@ pub fn encode_like<'r>(
     Ok(out)
 }
 
-fn encode_plain<'r>(
+pub(super) fn encode_plain<'r>(
     records: impl IntoIterator<Item = (u32, &'r Record)> + Clone,
     now_ms: i64,
     producer: ProducerInfo,

@@ -43,11 +43,13 @@ use crate::record::{ProducerInfo, Record};
 use crate::varint;
 
 mod encode;
+mod raft;
 mod records;
 #[cfg(test)]
 mod tests;
 
 pub use encode::{compress, encode, encode_like, encode_with_deltas, set_log_append_time, stamp};
+pub use raft::{RAFT_BLANK_TYPE, RAFT_MEMBERSHIP_TYPE, RaftControl, encode_raft_control, raft_control};
 pub use records::{RecordIter, RecordView};
 
 // Byte positions of the header fields.
@@ -187,8 +189,12 @@ impl BatchHeader {
         self.base_offset.saturating_add(u64::from(self.last_offset_delta))
     }
 
-    /// The offset after this batch.
+    /// The offset after this batch. A Raft control batch takes no offset, so its
+    /// next offset is its base offset (see `raft.rs`).
     pub fn next_offset(&self) -> u64 {
+        if self.is_raft_control() {
+            return self.base_offset;
+        }
         self.last_offset().saturating_add(1)
     }
 

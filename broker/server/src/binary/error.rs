@@ -71,7 +71,10 @@ fn log_code(e: &LogError) -> ErrorCode {
         LogError::StaleEpoch { .. }
         | LogError::UnknownEpoch { .. }
         | LogError::OldFormat { .. }
-        | LogError::NotBatchBoundary { .. } => ErrorCode::Internal,
+        | LogError::NotBatchBoundary { .. }
+        | LogError::NotContiguous { .. }
+        | LogError::EntryOutOfRange { .. }
+        | LogError::EpochMismatch { .. } => ErrorCode::Internal,
     }
 }
 

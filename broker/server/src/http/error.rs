@@ -115,7 +115,10 @@ fn storage_code(e: &LogError) -> &'static str {
         | LogError::StaleEpoch { .. }
         | LogError::UnknownEpoch { .. }
         | LogError::OldFormat { .. }
-        | LogError::NotBatchBoundary { .. } => "storage_error",
+        | LogError::NotBatchBoundary { .. }
+        | LogError::NotContiguous { .. }
+        | LogError::EntryOutOfRange { .. }
+        | LogError::EpochMismatch { .. } => "storage_error",
     }
 }
 
@@ -134,7 +137,10 @@ fn storage_status(e: &LogError) -> StatusCode {
         | LogError::StaleEpoch { .. }
         | LogError::UnknownEpoch { .. }
         | LogError::OldFormat { .. }
-        | LogError::NotBatchBoundary { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+        | LogError::NotBatchBoundary { .. }
+        | LogError::NotContiguous { .. }
+        | LogError::EntryOutOfRange { .. }
+        | LogError::EpochMismatch { .. } => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 

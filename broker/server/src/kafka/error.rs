@@ -120,7 +120,10 @@ fn log_code(e: &LogError) -> i16 {
         LogError::StaleEpoch { .. }
         | LogError::UnknownEpoch { .. }
         | LogError::OldFormat { .. }
-        | LogError::NotBatchBoundary { .. } => UNKNOWN_SERVER_ERROR,
+        | LogError::NotBatchBoundary { .. }
+        | LogError::NotContiguous { .. }
+        | LogError::EntryOutOfRange { .. }
+        | LogError::EpochMismatch { .. } => UNKNOWN_SERVER_ERROR,
     }
 }
 

@@ -183,6 +183,9 @@ impl From<LogError> for BrokerError {
             | LogError::UnknownEpoch { .. }
             | LogError::OldFormat { .. }
             | LogError::NotBatchBoundary { .. }
+            | LogError::NotContiguous { .. }
+            | LogError::EntryOutOfRange { .. }
+            | LogError::EpochMismatch { .. }
             | LogError::Failed(_)
             | LogError::JournalFull { .. }) => BrokerError::Storage(e),
         }

@@ -116,6 +116,9 @@ impl PartitionHandle {
             | es_log::LogError::UnknownEpoch { .. }
             | es_log::LogError::OldFormat { .. }
             | es_log::LogError::NotBatchBoundary { .. }
+            | es_log::LogError::NotContiguous { .. }
+            | es_log::LogError::EntryOutOfRange { .. }
+            | es_log::LogError::EpochMismatch { .. }
             | es_log::LogError::OutOfOrderSequence { .. }
             | es_log::LogError::ProducerFenced { .. }
             | es_log::LogError::InvalidConfig(_)

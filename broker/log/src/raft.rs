@@ -1,0 +1,471 @@
+//! The partition log as a Raft log (docs/storage.md, "The Raft log"): every stored
+//! batch is one entry, addressed by its Raft index; blank and membership entries are
+//! control batches that take no offset. es-raft builds openraft's storage on these
+//! calls; the log itself knows nothing of openraft.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use es_core::LeaderEpoch;
+use es_core::batch::{self, BatchView, TimestampType};
+
+use crate::epochs::EpochStart;
+use crate::error::{IoContext, LogError, Result};
+use crate::files;
+use crate::partition::{Inner, PartitionLog, PendingAppend};
+use crate::segment::Segment;
+
+/// Who stamps an entry's base offset and leader epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryStamp {
+    /// The leader stamps the next offset and this epoch (its term).
+    Leader(LeaderEpoch),
+    /// A follower stores the leader's bytes: their base offset must be the log's
+    /// next offset and their epoch this one (the entry's term).
+    Follower(LeaderEpoch),
+}
+
+/// A small durable Raft file in the partition directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RaftFile {
+    /// The last vote (term, node, committed).
+    Vote,
+    /// The last purged log id.
+    Purged,
+    /// The last committed log id.
+    Committed,
+    /// The state machine's last snapshot (metadata only).
+    Snapshot,
+}
+
+impl RaftFile {
+    fn name(self) -> &'static str {
+        match self {
+            RaftFile::Vote => "raft-vote",
+            RaftFile::Purged => "raft-purged",
+            RaftFile::Committed => "raft-committed",
+            RaftFile::Snapshot => "raft-snapshot",
+        }
+    }
+}
+
+/// The Raft indexes a partition holds: `[first, next)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryRange {
+    pub first: u64,
+    pub next: u64,
+}
+
+impl PartitionLog {
+    /// Marks this partition as a Raft group's log (compaction stops; see `raft_mode`).
+    pub fn set_raft_mode(&self) {
+        self.raft_mode.store(true, Ordering::Release);
+    }
+
+    /// The Raft indexes this log holds, cold tier included.
+    pub fn entry_range(&self) -> EntryRange {
+        let inner = self.inner.lock().expect("partition lock");
+        EntryRange { first: inner.first_index(), next: inner.next_index() }
+    }
+
+    /// Appends one Raft entry, which must get Raft index `index` (the next one).
+    /// Resolves, like any append, once the group commit made it durable.
+    pub fn append_entry(&self, mut bytes: Vec<u8>, index: u64, stamp: EntryStamp) -> Result<PendingAppend> {
+        self.set_raft_mode();
+        let (header, timestamp_type) = self.check_entry(&bytes)?;
+        match stamp {
+            EntryStamp::Leader(epoch) => {
+                if timestamp_type == TimestampType::LogAppendTime && !header.is_raft_control() {
+                    batch::set_log_append_time(&mut bytes, self.shared.clock.now_ms());
+                }
+                self.append_inner(&mut bytes, false, Some(index), |next| (next, epoch))
+            }
+            EntryStamp::Follower(epoch) => {
+                if header.leader_epoch != epoch {
+                    return Err(LogError::EpochMismatch {
+                        index,
+                        stored: header.leader_epoch,
+                        expected: epoch,
+                    });
+                }
+                self.append_inner(&mut bytes, false, Some(index), |_| (header.base_offset, epoch))
+            }
+        }
+    }
+
+    fn check_entry(&self, bytes: &[u8]) -> Result<(es_core::BatchHeader, TimestampType)> {
+        let header = es_core::BatchHeader::parse(bytes, usize::MAX)?;
+        if header.is_raft_control() {
+            // Control batches are es's own: only their shape is checked.
+            let view = BatchView::parse(bytes, usize::MAX)?;
+            batch::raft_control(&view)?;
+            return Ok((header, TimestampType::CreateTime));
+        }
+        self.check_batch(bytes)
+    }
+
+    /// The entries with Raft indexes in `[from, to)`, whole and CRC-checked, up to
+    /// `max_bytes` (at least one). Waits for the group commit when the range reaches
+    /// entries not yet durable: a Raft reader only ever sees what is on disk.
+    pub fn read_entries(&self, from: u64, to: u64, max_bytes: usize) -> Result<Vec<(u64, Bytes)>> {
+        let range = self.entry_range();
+        let to = to.min(range.next);
+        if from >= to {
+            return Ok(Vec::new());
+        }
+        if from < range.first {
+            return Err(LogError::EntryOutOfRange { index: from, first: range.first, next: range.next });
+        }
+        let mut out = Vec::new();
+        let mut size = 0usize;
+        let mut index = from;
+        let mut segments = self.segments_from(from).into_iter();
+        let mut seg = segments.next();
+        while index < to && (out.is_empty() || size < max_bytes) {
+            let Some(s) = seg.as_ref() else { break };
+            if index >= s.state.read().expect("segment state lock").raft.end() {
+                seg = segments.next();
+                continue;
+            }
+            let bytes = match s.read_entry(index)? {
+                Some(b) => b,
+                None => {
+                    // Queued but not yet durable: wait for the flusher, then read again.
+                    self.wait_appended_durable()?;
+                    s.read_entry(index)?.ok_or(LogError::EntryOutOfRange {
+                        index,
+                        first: range.first,
+                        next: range.next,
+                    })?
+                }
+            };
+            size += bytes.len();
+            out.push((index, Bytes::from(bytes)));
+            index += 1;
+        }
+        Ok(out)
+    }
+
+    /// The segments (cold tier first) from the one holding Raft index `index` on.
+    fn segments_from(&self, index: u64) -> Vec<Arc<Segment>> {
+        let inner = self.inner.lock().expect("partition lock");
+        let all: Vec<Arc<Segment>> = inner.cold.values().chain(inner.segments.values()).cloned().collect();
+        let skip = all
+            .iter()
+            .take_while(|s| s.state.read().expect("segment state lock").raft.end() <= index)
+            .count();
+        all.into_iter().skip(skip).collect()
+    }
+
+    /// The leader-epoch (term) starts with their first offset and Raft index.
+    pub fn entry_epochs(&self) -> Vec<EpochStart> {
+        self.inner.lock().expect("partition lock").epochs.entries.clone()
+    }
+
+    /// Discards every entry with Raft index >= `index` (openraft's `truncate_after`
+    /// keeps `index - 1`). The journal records it before the segments change.
+    pub fn truncate_entries_from(&self, index: u64) -> Result<()> {
+        let mut inner = self.inner.lock().expect("partition lock");
+        if index >= inner.next_index() {
+            return Ok(());
+        }
+        let target = inner
+            .segments
+            .values()
+            .find(|s| s.state.read().expect("segment state lock").raft.end() > index)
+            .cloned()
+            .expect("the active segment ends at the next index");
+        let (first, pos) = {
+            let st = target.state.read().expect("segment state lock");
+            (st.raft.first(), st.raft.position(index))
+        };
+        let Some(cut) = pos else {
+            // Below the local segments (cold tier) or before this segment's first.
+            return Err(LogError::EntryOutOfRange { index, first, next: inner.next_index() });
+        };
+        for seg in inner.segments.values() {
+            crate::partition::wait_drained(seg);
+        }
+        self.progress.check()?;
+        let offset = {
+            let file = target.reader()?;
+            target.header_at(&file, cut)?.base_offset
+        };
+        if let Some(journal) = self.shared.flusher.journal() {
+            journal.record_truncate_entries(&self.name, offset, index)?;
+        }
+        self.cut_at(&mut inner, &target, cut, offset, index)
+    }
+
+    /// Makes the next appended entry get Raft index `index`, past the log's end: a
+    /// Raft group whose every entry was purged (a snapshot was installed) continues
+    /// there. Entries already stored keep their indexes; a segment holding only
+    /// purged control batches (no offset, so no record a consumer could read) is
+    /// emptied so its first index can move.
+    pub fn restart_entries_at(&self, index: u64) -> Result<()> {
+        let mut inner = self.inner.lock().expect("partition lock");
+        let next = inner.next_index();
+        if index <= next {
+            return if index == next {
+                Ok(())
+            } else {
+                Err(LogError::NotContiguous { expected: next, got: index })
+            };
+        }
+        for seg in inner.segments.values() {
+            crate::partition::wait_drained(seg);
+        }
+        self.progress.check()?;
+        let active = inner.active().clone();
+        let (size, holds_offsets) = (active.size(), active.next_offset() > active.base_offset);
+        if size > 0 && holds_offsets {
+            return self.roll_at_index(&mut inner, index);
+        }
+        if size > 0 {
+            let offset = inner.next_offset;
+            let first = active.state.read().expect("segment state lock").raft.first();
+            self.cut_at(&mut inner, &active, 0, offset, first)?;
+        }
+        let active = inner.active().clone();
+        let mut st = active.state.write().expect("segment state lock");
+        st.raft = crate::raft_index::RaftPositions::new(index);
+        st.raft.write(&self.dir, active.base_offset, false)
+    }
+
+    fn roll_at_index(&self, inner: &mut Inner, index: u64) -> Result<()> {
+        let active = inner.active().clone();
+        self.roll(inner, &active)?;
+        let fresh = inner.active().clone();
+        let mut st = fresh.state.write().expect("segment state lock");
+        st.raft = crate::raft_index::RaftPositions::new(index);
+        st.raft.write(&self.dir, fresh.base_offset, false)
+    }
+
+    /// Writes a small Raft file atomically and durably, after every append queued
+    /// before it is durable: a vote never overtakes an append (openraft#1252).
+    pub fn write_raft_file(&self, file: RaftFile, bytes: &[u8]) -> Result<()> {
+        self.wait_appended_durable()?;
+        let path = self.raft_file_path(file);
+        files::write_atomic(&path, bytes).ctx(|| format!("writing {}", path.display()))
+    }
+
+    /// The content of a Raft file, `None` if it was never written.
+    pub fn read_raft_file(&self, file: RaftFile) -> Result<Option<Vec<u8>>> {
+        let path = self.raft_file_path(file);
+        match std::fs::read(&path) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(LogError::io(format!("reading {}", path.display()), e)),
+        }
+    }
+
+    fn raft_file_path(&self, file: RaftFile) -> PathBuf {
+        self.dir.join(file.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::LogConfig;
+    use crate::manager::{LogManager, ManagerOptions};
+    use es_core::Record;
+    use es_core::batch::RaftControl;
+
+    const E1: LeaderEpoch = LeaderEpoch(1);
+
+    fn manager(dir: &std::path::Path, journal: bool) -> LogManager {
+        let opts = ManagerOptions { housekeeping_interval: None, journal, ..ManagerOptions::default() };
+        LogManager::new(dir, opts).unwrap()
+    }
+
+    fn blank(index: u64) -> Vec<u8> {
+        batch::encode_raft_control(RaftControl::Blank { index }, 1_000).unwrap()
+    }
+
+    fn data(value: &str) -> Vec<u8> {
+        batch::encode(&[Record::from_value(value.to_owned())], 1_000, es_core::ProducerInfo::NONE).unwrap()
+    }
+
+    /// index 0 blank, 1 data "a" (offset 0), 2 membership, 3 data "b" (offset 1).
+    fn fill(p: &PartitionLog) {
+        let member =
+            batch::encode_raft_control(RaftControl::Membership { index: 2, payload: b"{}" }, 1_000).unwrap();
+        for (i, bytes) in [blank(0), data("a"), member, data("b")].into_iter().enumerate() {
+            p.append_entry(bytes, i as u64, EntryStamp::Leader(E1)).unwrap().wait().unwrap();
+        }
+    }
+
+    fn values(p: &PartitionLog, offset: u64) -> Vec<String> {
+        let read = p.read(offset, 1 << 20).unwrap();
+        assert!(read.batches().all(|b| !b.header.is_control()), "a reader never gets a control batch");
+        read.batches()
+            .flat_map(|b| {
+                b.records()
+                    .map(|r| String::from_utf8(r.unwrap().value.unwrap().to_vec()).unwrap())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn control_entries_take_no_offset_and_are_never_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path(), true);
+        let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+        fill(&p);
+        assert_eq!(p.info().log_end_offset, 2, "two data batches, two offsets");
+        assert_eq!(p.high_watermark(), 2);
+        assert_eq!(p.entry_range(), EntryRange { first: 0, next: 4 });
+        assert_eq!(values(&p, 0), ["a", "b"]);
+        assert_eq!(values(&p, 1), ["b"]);
+        // The smallest read still makes progress past a control batch.
+        let one = p.read(1, 1).unwrap();
+        assert_eq!(one.batches().map(|b| b.header.base_offset).collect::<Vec<_>>(), [1]);
+        assert_eq!(p.offset_for_timestamp(0).unwrap(), Some(0));
+        let entries = p.read_entries(0, 10, 1 << 20).unwrap();
+        let bases: Vec<(u64, u64, bool)> = entries
+            .iter()
+            .map(|(i, b)| {
+                let h = es_core::BatchHeader::parse(b, usize::MAX).unwrap();
+                (*i, h.base_offset, h.is_raft_control())
+            })
+            .collect();
+        assert_eq!(bases, [(0, 0, true), (1, 0, false), (2, 1, true), (3, 1, false)]);
+        let starts = p.entry_epochs();
+        assert_eq!(starts, [EpochStart { epoch: E1, offset: 0, index: Some(0) }]);
+    }
+
+    #[test]
+    fn appends_must_be_contiguous_and_followers_keep_the_leaders_stamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path(), true);
+        let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+        fill(&p);
+        let err = p.append_entry(blank(5), 5, EntryStamp::Leader(E1)).unwrap_err();
+        assert!(matches!(err, LogError::NotContiguous { expected: 4, got: 5 }), "{err:?}");
+        let err = p.append_entry(blank(5), 4, EntryStamp::Leader(E1)).unwrap_err();
+        assert!(
+            matches!(err, LogError::NotContiguous { .. }),
+            "a control batch names its own index: {err:?}"
+        );
+        // A follower stores the leader's stamped bytes as they are.
+        let (f, _) = m.open_partition("t-1", LogConfig::default()).unwrap();
+        for (i, bytes) in p.read_entries(0, 4, 1 << 20).unwrap() {
+            f.append_entry(bytes.to_vec(), i, EntryStamp::Follower(E1)).unwrap().wait().unwrap();
+        }
+        assert_eq!(f.read_entries(0, 4, 1 << 20).unwrap(), p.read_entries(0, 4, 1 << 20).unwrap());
+        let wrong = p.read_entries(3, 4, 1 << 20).unwrap()[0].1.to_vec();
+        let err = f.append_entry(wrong, 4, EntryStamp::Follower(E1)).unwrap_err();
+        assert!(matches!(err, LogError::OffsetMismatch { expected: 2, got: 1 }), "{err:?}");
+    }
+
+    #[test]
+    fn truncation_by_index_keeps_control_entries_at_the_same_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path(), true);
+        let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+        fill(&p);
+        // Cut data "b" (index 3, offset 1); membership (index 2, also offset 1) stays.
+        p.truncate_entries_from(3).unwrap();
+        assert_eq!(p.entry_range(), EntryRange { first: 0, next: 3 });
+        assert_eq!((p.info().log_end_offset, p.high_watermark()), (1, 1));
+        p.append_entry(data("c"), 3, EntryStamp::Leader(LeaderEpoch(2))).unwrap().wait().unwrap();
+        assert_eq!(values(&p, 0), ["a", "c"]);
+        let starts: Vec<_> = p.entry_epochs().iter().map(|e| (e.epoch, e.offset, e.index)).collect();
+        assert_eq!(starts, [(E1, 0, Some(0)), (LeaderEpoch(2), 1, Some(3))]);
+        p.truncate_entries_from(0).unwrap();
+        assert_eq!(p.entry_range(), EntryRange { first: 0, next: 0 });
+        assert_eq!(p.info().log_end_offset, 0);
+    }
+
+    #[test]
+    fn recovery_after_a_torn_tail_keeps_the_raft_index_of_every_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let before = {
+            let m = manager(dir.path(), false);
+            let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+            fill(&p);
+            p.force_roll().unwrap();
+            p.append_entry(blank(4), 4, EntryStamp::Leader(LeaderEpoch(2))).unwrap().wait().unwrap();
+            p.append_entry(data("d"), 5, EntryStamp::Leader(LeaderEpoch(2))).unwrap().wait().unwrap();
+            p.flush().unwrap();
+            p.read_entries(0, 6, 1 << 20).unwrap()
+            // Dropped without a clean close.
+        };
+        let pdir = dir.path().join("t-0");
+        // A torn tail: half a batch after the last one.
+        let active = crate::files::segment_path(&pdir, 2, crate::files::LOG_EXT);
+        let mut f = std::fs::OpenOptions::new().append(true).open(&active).unwrap();
+        std::io::Write::write_all(&mut f, &blank(6)[..30]).unwrap();
+        // And the sealed segment's sidecar lost its positions.
+        let sealed = crate::files::segment_path(&pdir, 0, crate::raft_index::RAFT_EXT);
+        let bytes = std::fs::read(&sealed).unwrap();
+        std::fs::write(&sealed, &bytes[..20]).unwrap();
+        let m = manager(dir.path(), false);
+        let (p, report) = m.open_partition("t-0", LogConfig::default()).unwrap();
+        assert!(report.trimmed.is_some(), "the torn tail is trimmed");
+        assert_eq!(p.entry_range(), EntryRange { first: 0, next: 6 });
+        assert_eq!(p.read_entries(0, 6, 1 << 20).unwrap(), before);
+        assert_eq!(
+            (values(&p, 0), values(&p, 2)),
+            (vec!["a".to_owned(), "b".to_owned()], vec!["d".to_owned()])
+        );
+        p.append_entry(blank(6), 6, EntryStamp::Leader(LeaderEpoch(2))).unwrap().wait().unwrap();
+    }
+
+    #[test]
+    fn the_journal_replays_control_entries_by_their_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let before = {
+            let m = manager(dir.path(), true);
+            let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+            fill(&p);
+            p.truncate_entries_from(3).unwrap();
+            p.append_entry(blank(3), 3, EntryStamp::Leader(LeaderEpoch(2))).unwrap().wait().unwrap();
+            let entries = p.read_entries(0, 4, 1 << 20).unwrap();
+            m.stop_without_checkpoint();
+            entries
+        };
+        // The segments lose everything not checkpointed; the journal has it all.
+        let active = crate::files::segment_path(&dir.path().join("t-0"), 0, crate::files::LOG_EXT);
+        std::fs::OpenOptions::new().write(true).open(&active).unwrap().set_len(0).unwrap();
+        let m = manager(dir.path(), true);
+        let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+        assert_eq!(p.read_entries(0, 10, 1 << 20).unwrap(), before);
+        assert_eq!(p.info().log_end_offset, 1);
+    }
+
+    #[test]
+    fn a_log_restarts_past_its_end_and_keeps_what_consumers_can_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path(), true);
+        let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+        fill(&p);
+        p.restart_entries_at(20).unwrap();
+        assert_eq!(values(&p, 0), ["a", "b"], "records stay readable");
+        assert_eq!(p.entry_range().next, 20);
+        p.append_entry(blank(20), 20, EntryStamp::Leader(LeaderEpoch(3))).unwrap().wait().unwrap();
+        // A log of control batches only restarts in place.
+        p.restart_entries_at(30).unwrap();
+        assert_eq!(p.entry_range().next, 30);
+        p.append_entry(blank(30), 30, EntryStamp::Leader(LeaderEpoch(3))).unwrap().wait().unwrap();
+        assert_eq!(p.read_entries(30, 31, 1 << 20).unwrap().len(), 1);
+        assert!(p.restart_entries_at(5).is_err());
+    }
+
+    #[test]
+    fn raft_files_are_written_after_queued_appends() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path(), true);
+        let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+        assert_eq!(p.read_raft_file(RaftFile::Vote).unwrap(), None);
+        let pending = p.append_entry(blank(0), 0, EntryStamp::Leader(E1)).unwrap();
+        p.write_raft_file(RaftFile::Vote, b"vote").unwrap();
+        assert!(p.read_entries(0, 1, 1).unwrap().len() == 1, "the append was durable before the vote");
+        pending.wait().unwrap();
+        assert_eq!(p.read_raft_file(RaftFile::Vote).unwrap().as_deref(), Some(&b"vote"[..]));
+    }
+}

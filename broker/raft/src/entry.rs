@@ -1,0 +1,107 @@
+//! The Raft entry of an es partition: the stored v2 batch itself. Blank and
+//! membership payloads are encoded as Raft control batches (es-core
+//! `batch::raft`); a normal payload is the data batch. Reading the log back gives
+//! the same entry: the term is the batch's partitionLeaderEpoch and the index is
+//! es-log's Raft index of the batch.
+
+use std::fmt;
+
+use bytes::Bytes;
+use es_core::batch::{self, BatchView, RaftControl};
+use es_core::{BatchHeader, Clock, SystemClock};
+use serde::{Deserialize, Serialize};
+
+use crate::types::{BatchData, CommittedLeaderId, LogId, Membership, Payload};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EsEntry {
+    leader: CommittedLeaderId,
+    index: u64,
+    /// The v2 batch: stamped (base offset, leader epoch) once stored.
+    batch: Bytes,
+}
+
+impl EsEntry {
+    /// An entry read from the log.
+    pub(crate) fn stored(leader: CommittedLeaderId, index: u64, batch: Bytes) -> Self {
+        EsEntry { leader, index, batch }
+    }
+
+    pub(crate) fn batch(&self) -> &Bytes {
+        &self.batch
+    }
+
+    /// The batch's header; entries are built from checked batches, so it parses.
+    pub(crate) fn header(&self) -> Option<BatchHeader> {
+        BatchHeader::parse(&self.batch, usize::MAX).ok()
+    }
+
+    fn control(&self) -> Option<RaftControl<'_>> {
+        let view = BatchView::parse(&self.batch, usize::MAX).ok()?;
+        batch::raft_control(&view).ok().flatten()
+    }
+}
+
+impl fmt::Display for EsEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.control() {
+            Some(RaftControl::Blank { .. }) => "blank",
+            Some(RaftControl::Membership { .. }) => "membership",
+            None => "data",
+        };
+        write!(f, "{}-{}: {kind} batch of {} bytes", self.leader, self.index, self.batch.len())
+    }
+}
+
+/// The control batch for a blank or membership entry at `index`.
+fn control_batch(index: u64, membership: Option<&Membership>) -> Bytes {
+    let now = SystemClock.now_ms();
+    let payload = membership.map(|m| serde_json::to_vec(m).expect("a membership serializes"));
+    let control = match &payload {
+        Some(p) => RaftControl::Membership { index, payload: p },
+        None => RaftControl::Blank { index },
+    };
+    Bytes::from(batch::encode_raft_control(control, now).expect("a control batch encodes"))
+}
+
+impl openraft::entry::RaftEntry for EsEntry {
+    type CommittedLeaderId = CommittedLeaderId;
+    type Payload = Payload;
+
+    fn new(log_id: LogId, payload: Payload) -> Self {
+        let batch = match payload {
+            Payload::Blank => control_batch(log_id.index, None),
+            Payload::Membership(m) => control_batch(log_id.index, Some(&m)),
+            Payload::Normal(BatchData(bytes)) => bytes,
+        };
+        EsEntry { leader: log_id.leader_id, index: log_id.index, batch }
+    }
+
+    fn log_id_parts(&self) -> (&CommittedLeaderId, u64) {
+        (&self.leader, self.index)
+    }
+
+    fn set_log_id(&mut self, new: LogId) {
+        // A control batch names its index: re-encode it (blank and membership
+        // entries are rare and small).
+        if new.index != self.index {
+            match self.control() {
+                Some(RaftControl::Blank { .. }) => self.batch = control_batch(new.index, None),
+                Some(RaftControl::Membership { .. }) => {
+                    let m = self.get_membership();
+                    self.batch = control_batch(new.index, m.as_ref());
+                }
+                None => {}
+            }
+        }
+        self.leader = new.leader_id;
+        self.index = new.index;
+    }
+
+    fn get_membership(&self) -> Option<Membership> {
+        match self.control()? {
+            RaftControl::Membership { payload, .. } => serde_json::from_slice(payload).ok(),
+            RaftControl::Blank { .. } => None,
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! The state machine of a data partition: what applying entries means when the
+//! records are already in the log. It tracks the last applied log id, the
+//! membership and the high watermark (the end offset of the last applied data
+//! entry). Idempotent-producer state is not replicated here yet (docs/cluster.md).
+//!
+//! Snapshots are metadata only and are taken at the retention boundary, never at
+//! the applied index alone (DESIGN §4, "snapshot trap"): a snapshot covers only
+//! entries below the first data entry this replica still holds, so a follower that
+//! installs it and purges its log up to the snapshot never loses a record a consumer
+//! can still read. (Purge does not delete segments anyway: retention does.)
+
+use std::io::{self, Cursor};
+use std::sync::{Arc, Mutex};
+
+use es_log::{PartitionLog, RaftFile};
+use futures_util::{Stream, StreamExt};
+use openraft::OptionalSend;
+use openraft::entry::RaftEntry;
+use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine, Snapshot, SnapshotMeta};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{RaftError, io};
+use crate::types::{Applied, CommittedLeaderId, LogId, StoredMembership, Term, TypeConfig};
+
+/// Control entries scanned for the first data entry before the snapshot settles
+/// for a lower boundary (lower is always safe).
+const FLOOR_SCAN_MAX: u64 = 4096;
+/// Memberships remembered to answer which one held at a snapshot's index.
+const MEMBERSHIPS_KEPT: usize = 16;
+
+type Meta = SnapshotMeta<CommittedLeaderId, u64, openraft::impls::BasicNode>;
+type Snap = Snapshot<CommittedLeaderId, u64, openraft::impls::BasicNode, Cursor<Vec<u8>>>;
+
+/// What the state machine has applied.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AppliedState {
+    pub(crate) last_applied: Option<LogId>,
+    pub(crate) membership: StoredMembership,
+    /// The offset after the last applied data entry: readers never go past it.
+    pub high_watermark: u64,
+}
+
+/// A snapshot: its metadata and the offset the log continues at.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct SnapshotFile {
+    meta: Meta,
+    next_offset: u64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    applied: AppliedState,
+    memberships: Vec<StoredMembership>,
+    snapshot: Option<SnapshotFile>,
+}
+
+/// The state machine of one data partition. Clones share one state.
+#[derive(Clone)]
+pub struct DataStateMachine {
+    log: Arc<PartitionLog>,
+    state: Arc<Mutex<State>>,
+}
+
+impl DataStateMachine {
+    /// Opens the state machine of `log`, starting from its last snapshot.
+    pub fn open(log: Arc<PartitionLog>) -> Result<Self, RaftError> {
+        let snapshot: Option<SnapshotFile> = crate::store::read_snapshot_file(&log)?;
+        let mut state = State::default();
+        if let Some(s) = &snapshot {
+            state.applied = AppliedState {
+                last_applied: s.meta.last_log_id,
+                membership: s.meta.last_membership.clone(),
+                high_watermark: s.next_offset,
+            };
+        }
+        state.snapshot = snapshot;
+        Ok(DataStateMachine { log, state: Arc::new(Mutex::new(state)) })
+    }
+
+    pub fn applied(&self) -> AppliedState {
+        self.lock().applied.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("state machine lock")
+    }
+
+    fn apply_one(&self, entry: &crate::entry::EsEntry) -> Applied {
+        let mut st = self.lock();
+        let log_id = entry.log_id();
+        st.applied.last_applied = Some(log_id);
+        if let Some(m) = entry.get_membership() {
+            let stored = StoredMembership::new(Some(log_id), m);
+            st.applied.membership = stored.clone();
+            st.memberships.push(stored);
+            if st.memberships.len() > MEMBERSHIPS_KEPT {
+                st.memberships.remove(0);
+            }
+        }
+        match entry.header() {
+            Some(h) if !h.is_raft_control() => {
+                st.applied.high_watermark = h.next_offset();
+                Applied { base_offset: h.base_offset, next_offset: h.next_offset() }
+            }
+            _ => Applied { base_offset: st.applied.high_watermark, next_offset: st.applied.high_watermark },
+        }
+    }
+
+    /// The Raft index of the first data entry this replica holds (`None`: none),
+    /// and its base offset. Scans at most `FLOOR_SCAN_MAX` control entries.
+    fn data_floor(&self) -> io::Result<Option<(u64, u64)>> {
+        let range = self.log.entry_range();
+        let mut index = range.first;
+        while index < range.next {
+            if index - range.first >= FLOOR_SCAN_MAX {
+                return Ok(Some((index, self.log.info().log_start_offset)));
+            }
+            let Some((_, bytes)) = self.log.read_entries(index, index + 1, 1).map_err(io)?.pop() else {
+                return Ok(None);
+            };
+            let h = es_core::BatchHeader::parse(&bytes, usize::MAX)
+                .map_err(|e| io::Error::other(e.to_string()))?;
+            if !h.is_raft_control() {
+                return Ok(Some((index, h.base_offset)));
+            }
+            index += 1;
+        }
+        Ok(None)
+    }
+
+    /// The snapshot at the retention boundary: the last applied index below the
+    /// first data entry held, with the membership and term at that index.
+    fn build(&self) -> io::Result<SnapshotFile> {
+        let floor = self.data_floor()?;
+        let st = self.lock();
+        let applied = st.applied.clone();
+        let at = match (applied.last_applied, floor) {
+            (None, _) | (_, Some((0, _))) => None,
+            (Some(a), None) => Some((a.index, applied.high_watermark)),
+            (Some(a), Some((f, offset))) if a.index < f => {
+                Some((a.index, applied.high_watermark.max(offset)))
+            }
+            (Some(_), Some((f, offset))) => Some((f - 1, offset)),
+        };
+        let Some((index, next_offset)) = at else {
+            return Ok(SnapshotFile { meta: Meta::default(), next_offset: 0 });
+        };
+        let log_id = match applied.last_applied {
+            Some(a) if a.index == index => Some(a),
+            _ => self.term_at(index).map(|t| LogId::new(CommittedLeaderId::new(t), index)),
+        };
+        let membership = st
+            .memberships
+            .iter()
+            .rev()
+            .find(|m| m.log_id().is_some_and(|id| id.index <= index))
+            .cloned()
+            .unwrap_or_default();
+        Ok(SnapshotFile { meta: Meta { last_log_id: log_id, last_membership: membership }, next_offset })
+    }
+
+    /// The term of the entry at `index`, from the leader-epoch checkpoint.
+    fn term_at(&self, index: u64) -> Option<Term> {
+        let starts = self.log.entry_epochs();
+        let start = starts.iter().rev().find(|e| e.index.is_some_and(|i| i <= index))?;
+        Term::from_epoch(start.epoch)
+    }
+
+    fn keep(&self, snapshot: SnapshotFile) -> io::Result<Snap> {
+        let bytes = serde_json::to_vec(&snapshot).map_err(io::Error::other)?;
+        self.log.write_raft_file(RaftFile::Snapshot, &bytes).map_err(io)?;
+        let meta = snapshot.meta.clone();
+        self.lock().snapshot = Some(snapshot);
+        Ok(Snapshot { meta, snapshot: Cursor::new(bytes) })
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for DataStateMachine {
+    type SnapshotData = Cursor<Vec<u8>>;
+
+    async fn build_snapshot(&mut self) -> io::Result<Snap> {
+        let snapshot = self.build()?;
+        self.keep(snapshot)
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for DataStateMachine {
+    type SnapshotData = Cursor<Vec<u8>>;
+    type SnapshotBuilder = DataStateMachine;
+
+    async fn applied_state(&mut self) -> io::Result<(Option<LogId>, StoredMembership)> {
+        let st = self.lock();
+        Ok((st.applied.last_applied, st.applied.membership.clone()))
+    }
+
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> io::Result<()>
+    where
+        Strm: Stream<Item = io::Result<EntryResponder<TypeConfig>>> + Unpin + OptionalSend,
+    {
+        while let Some(item) = entries.next().await {
+            let (entry, responder) = item?;
+            let applied = self.apply_one(&entry);
+            if let Some(r) = responder {
+                r.send(applied);
+            }
+        }
+        Ok(())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn install_snapshot(&mut self, meta: &Meta, snapshot: Cursor<Vec<u8>>) -> io::Result<()> {
+        let file: SnapshotFile = serde_json::from_slice(snapshot.get_ref()).map_err(io::Error::other)?;
+        {
+            let mut st = self.lock();
+            st.applied = AppliedState {
+                last_applied: meta.last_log_id,
+                membership: meta.last_membership.clone(),
+                high_watermark: file.next_offset,
+            };
+            st.memberships = vec![meta.last_membership.clone()];
+        }
+        self.keep(SnapshotFile { meta: meta.clone(), next_offset: file.next_offset })?;
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> io::Result<Option<Snap>> {
+        let Some(s) = self.lock().snapshot.clone() else {
+            return Ok(None);
+        };
+        let bytes = serde_json::to_vec(&s).map_err(io::Error::other)?;
+        Ok(Some(Snapshot { meta: s.meta, snapshot: Cursor::new(bytes) }))
+    }
+}

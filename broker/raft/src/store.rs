@@ -1,0 +1,338 @@
+//! openraft's log storage on an es-log partition: [`LogStore`] implements
+//! `RaftLogStorage` and `RaftLogReader` with the partition's segments as the log.
+//!
+//! An append hands each entry's bytes to the partition (the leader stamps base offset
+//! and term there; a follower's stamped bytes are checked), and a completion task
+//! calls `IOFlushed::io_completed` once the group commit made them durable, in
+//! submission order. Votes, purges and the committed id go to small files written
+//! only after every queued append is durable (es-log `write_raft_file`), so a vote
+//! never overtakes an append (openraft#1252). Purge moves the Raft log start only:
+//! segments go by retention, never because Raft purged them (the snapshot trap).
+
+use std::fmt::Debug;
+use std::io;
+use std::ops::{Bound, RangeBounds, RangeInclusive};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use es_log::{EntryStamp, LogError, PartitionLog, PendingAppend, RaftFile};
+use openraft::OptionalSend;
+use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
+
+use crate::entry::EsEntry;
+use crate::error::{RaftError, io};
+use crate::types::{CommittedLeaderId, LogId, Term, TypeConfig, Vote};
+
+type Completion = (Vec<PendingAppend>, IOFlushed<TypeConfig>);
+
+/// A partition's Raft log. Cheap to clone: clones share one state.
+#[derive(Clone)]
+pub struct LogStore {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    log: Arc<PartitionLog>,
+    meta: Mutex<Meta>,
+    /// Feeds the task that reports appends durable, in order (started lazily, on
+    /// the runtime openraft runs on).
+    completions: OnceLock<mpsc::UnboundedSender<Completion>>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Meta {
+    vote: Option<Vote>,
+    purged: Option<LogId>,
+    committed: Option<LogId>,
+}
+
+/// What a group's log holds, in es terms (for status and tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreState {
+    /// The first Raft index held on disk (entries below went by retention).
+    pub first_index: u64,
+    /// The Raft index the next entry gets.
+    pub next_index: u64,
+    /// The last purged Raft index: the log starts after it for Raft.
+    pub purged_index: Option<u64>,
+}
+
+impl LogStore {
+    /// Opens the Raft log of `log`, reading its vote, purge point and committed id.
+    pub fn open(log: Arc<PartitionLog>) -> Result<LogStore, RaftError> {
+        log.set_raft_mode();
+        let meta = Meta {
+            vote: read_file(&log, RaftFile::Vote)?,
+            purged: read_file(&log, RaftFile::Purged)?,
+            committed: read_file(&log, RaftFile::Committed)?,
+        };
+        let shared = Shared { log, meta: Mutex::new(meta), completions: OnceLock::new() };
+        Ok(LogStore { shared: Arc::new(shared) })
+    }
+
+    pub fn state(&self) -> StoreState {
+        let range = self.shared.log.entry_range();
+        let purged = self.meta().purged.map(|p| p.index);
+        StoreState { first_index: range.first, next_index: range.next, purged_index: purged }
+    }
+
+    fn meta(&self) -> Meta {
+        self.shared.meta.lock().expect("raft meta lock").clone()
+    }
+
+    /// The first index Raft may read: after the purge point, and held on disk.
+    fn readable_from(&self) -> u64 {
+        let first = self.shared.log.entry_range().first;
+        self.meta().purged.map_or(first, |p| first.max(p.index + 1))
+    }
+
+    fn entries(&self, from: u64, to: u64) -> io::Result<Vec<EsEntry>> {
+        let from = from.max(self.readable_from());
+        let read = self.shared.log.read_entries(from, to, usize::MAX).map_err(io)?;
+        read.into_iter().map(|(index, bytes)| stored_entry(index, bytes)).collect()
+    }
+
+    fn completions(&self) -> &mpsc::UnboundedSender<Completion> {
+        self.shared.completions.get_or_init(|| {
+            let (tx, mut rx) = mpsc::unbounded_channel::<Completion>();
+            tokio::spawn(async move {
+                while let Some((pending, callback)) = rx.recv().await {
+                    let mut result = Ok(());
+                    for p in pending {
+                        if let Err(e) = p.durable().await {
+                            result = Err(io(e));
+                        }
+                    }
+                    callback.io_completed(result);
+                }
+            });
+            tx
+        })
+    }
+
+    /// Stores one entry: the leader path stamps an unstamped batch, the follower path
+    /// stores the leader's stamped bytes after checking them.
+    fn append_one(&self, entry: EsEntry) -> io::Result<PendingAppend> {
+        let (leader, index) = openraft::entry::RaftEntry::log_id_parts(&entry);
+        let term = leader.term;
+        self.restart_if_purged(index)?;
+        let header = entry.header().ok_or_else(|| io::Error::other("an entry is not a v2 batch"))?;
+        let stamp = if header.leader_epoch.is_known() {
+            EntryStamp::Follower(term.epoch())
+        } else {
+            EntryStamp::Leader(term.epoch())
+        };
+        self.shared.log.append_entry(entry.batch().to_vec(), index, stamp).map_err(io)
+    }
+
+    /// openraft appends past the log's end only when every entry held is purged (a
+    /// snapshot was installed): the log then continues at `index`.
+    fn restart_if_purged(&self, index: u64) -> io::Result<()> {
+        let range = self.shared.log.entry_range();
+        if index <= range.next {
+            return Ok(());
+        }
+        let all_purged =
+            range.next == range.first || self.meta().purged.is_some_and(|p| p.index + 1 >= range.next);
+        if !all_purged {
+            // es-log refuses it: a non-contiguous append (openraft#1795).
+            return Ok(());
+        }
+        self.shared.log.restart_entries_at(index).map_err(io)
+    }
+
+    fn write_meta<T: Serialize>(&self, file: RaftFile, value: &T) -> io::Result<()> {
+        let bytes = serde_json::to_vec(value).map_err(io::Error::other)?;
+        self.shared.log.write_raft_file(file, &bytes).map_err(io)
+    }
+}
+
+/// An entry read back from the log: its term is the batch's leader epoch.
+fn stored_entry(index: u64, bytes: bytes::Bytes) -> io::Result<EsEntry> {
+    let header =
+        es_core::BatchHeader::parse(&bytes, usize::MAX).map_err(|e| io(LogError::InvalidBatch(e)))?;
+    let term = Term::from_epoch(header.leader_epoch)
+        .ok_or_else(|| io::Error::other(format!("stored entry {index} has no leader epoch")))?;
+    Ok(EsEntry::stored(CommittedLeaderId::new(term), index, bytes))
+}
+
+fn read_file<T: DeserializeOwned>(log: &PartitionLog, file: RaftFile) -> Result<Option<T>, RaftError> {
+    let name = match file {
+        RaftFile::Vote => "vote",
+        RaftFile::Purged => "purged",
+        RaftFile::Committed => "committed",
+        RaftFile::Snapshot => "snapshot",
+    };
+    match log.read_raft_file(file)? {
+        None => Ok(None),
+        Some(bytes) => serde_json::from_slice(&bytes)
+            .map_err(|e| RaftError::BadFile { file: name, reason: e.to_string() }),
+    }
+}
+
+pub(crate) fn read_snapshot_file<T: DeserializeOwned>(log: &PartitionLog) -> Result<Option<T>, RaftError> {
+    read_file(log, RaftFile::Snapshot)
+}
+
+/// `[start, end)` of a range of indexes.
+fn bounds(range: &impl RangeBounds<u64>) -> (u64, u64) {
+    let start = match range.start_bound() {
+        Bound::Included(s) => *s,
+        Bound::Excluded(s) => s.saturating_add(1),
+        Bound::Unbounded => 0,
+    };
+    let end = match range.end_bound() {
+        Bound::Included(e) => e.saturating_add(1),
+        Bound::Excluded(e) => *e,
+        Bound::Unbounded => u64::MAX,
+    };
+    (start, end)
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> io::Result<Vec<EsEntry>> {
+        let (start, end) = bounds(&range);
+        self.entries(start, end)
+    }
+
+    async fn read_vote(&mut self) -> io::Result<Option<Vote>> {
+        Ok(self.meta().vote)
+    }
+
+    /// The last log id of each term in `range`, from the leader-epoch checkpoint
+    /// (each term's first Raft index) instead of openraft's binary search over
+    /// reads; the search is the fallback when the checkpoint cannot answer.
+    async fn get_key_log_ids(&mut self, range: RangeInclusive<LogId>) -> io::Result<Vec<LogId>> {
+        match key_log_ids(&self.shared.log.entry_epochs(), &range) {
+            Some(ids) => Ok(ids),
+            None => self.key_log_ids_by_search(range),
+        }
+    }
+}
+
+impl LogStore {
+    fn log_id_at(&self, index: u64) -> io::Result<LogId> {
+        let entry = self.entries(index, index + 1)?.pop();
+        entry
+            .map(|e| openraft::entry::RaftEntry::log_id(&e))
+            .ok_or_else(|| io::Error::other(format!("Raft entry {index} is not in the log")))
+    }
+
+    /// The fallback of `get_key_log_ids`: terms only grow along the log, so the
+    /// last index of each term is found by bisection between its first entry and
+    /// the range's end.
+    pub(crate) fn key_log_ids_by_search(&self, range: RangeInclusive<LogId>) -> io::Result<Vec<LogId>> {
+        let (mut at, last) = (*range.start(), *range.end());
+        let mut out = Vec::new();
+        while at.leader_id != last.leader_id {
+            // term(lo) == term(at), term(hi) != term(at).
+            let (mut lo, mut hi) = (at.index, last.index);
+            let mut hi_id = last;
+            while hi - lo > 1 {
+                let mid = lo + (hi - lo) / 2;
+                let id = self.log_id_at(mid)?;
+                if id.leader_id == at.leader_id {
+                    lo = mid;
+                } else {
+                    (hi, hi_id) = (mid, id);
+                }
+            }
+            out.push(LogId::new(at.leader_id, lo));
+            at = hi_id;
+        }
+        out.push(last);
+        Ok(out)
+    }
+}
+
+/// The last log id of each term overlapping `range`, or `None` when the checkpoint
+/// does not agree with the range's ends (a line without an index, say).
+pub(crate) fn key_log_ids(
+    epochs: &[es_log::EpochStart],
+    range: &RangeInclusive<LogId>,
+) -> Option<Vec<LogId>> {
+    let (first, last) = (range.start(), range.end());
+    let mut starts = Vec::with_capacity(epochs.len());
+    for e in epochs {
+        starts.push((Term::from_epoch(e.epoch)?, e.index?));
+    }
+    let mut out = Vec::new();
+    for (i, (term, start)) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).map_or(last.index, |n| n.1.saturating_sub(1)).min(last.index);
+        if end < first.index || *start > last.index || *start > end {
+            continue;
+        }
+        out.push(LogId::new(CommittedLeaderId::new(*term), end));
+    }
+    let agrees = out.first().is_some_and(|id| id.leader_id == first.leader_id) && out.last() == Some(last);
+    agrees.then_some(out)
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> io::Result<LogState<TypeConfig>> {
+        let purged = self.meta().purged;
+        let next = self.shared.log.entry_range().next;
+        let last_held = if next > self.readable_from() {
+            let last = self.entries(next - 1, next)?;
+            last.first().map(openraft::entry::RaftEntry::log_id)
+        } else {
+            None
+        };
+        Ok(LogState { last_purged_log_id: purged, last_log_id: last_held.or(purged) })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote) -> io::Result<()> {
+        self.write_meta(RaftFile::Vote, vote)?;
+        self.shared.meta.lock().expect("raft meta lock").vote = Some(*vote);
+        Ok(())
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId>) -> io::Result<()> {
+        self.write_meta(RaftFile::Committed, &committed)?;
+        self.shared.meta.lock().expect("raft meta lock").committed = committed;
+        Ok(())
+    }
+
+    async fn read_committed(&mut self) -> io::Result<Option<LogId>> {
+        Ok(self.meta().committed)
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: IOFlushed<TypeConfig>) -> io::Result<()>
+    where
+        I: IntoIterator<Item = EsEntry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut pending = Vec::new();
+        for entry in entries {
+            pending.push(self.append_one(entry)?);
+        }
+        self.completions()
+            .send((pending, callback))
+            .map_err(|_| io::Error::other("the append completion task stopped"))
+    }
+
+    async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> io::Result<()> {
+        let from = match last_log_id {
+            Some(id) => id.index + 1,
+            None => self.shared.log.entry_range().first,
+        };
+        self.shared.log.truncate_entries_from(from).map_err(io)
+    }
+
+    async fn purge(&mut self, log_id: LogId) -> io::Result<()> {
+        self.write_meta(RaftFile::Purged, &Some(log_id))?;
+        self.shared.meta.lock().expect("raft meta lock").purged = Some(log_id);
+        Ok(())
+    }
+}

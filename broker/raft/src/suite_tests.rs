@@ -1,0 +1,236 @@
+//! openraft's storage test suite against the es-log store, and the snapshot trap.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use es_core::batch;
+use es_core::{ProducerInfo, Record};
+use es_log::{LogConfig, LogManager, ManagerOptions, PartitionLog};
+use openraft::entry::RaftEntry;
+use openraft::storage::{RaftLogReader, RaftLogStorage, RaftSnapshotBuilder, RaftStateMachine};
+use openraft::testing::log::{StoreBuilder, Suite};
+use openraft::type_config::TypeConfigExt;
+use openraft::{Membership, StorageError};
+
+use crate::types::{BatchData, CommittedLeaderId, LogId, Term, TypeConfig};
+use crate::{DataStateMachine, LogStore};
+
+/// Keeps the directory and the manager alive for one test.
+type Guard = (tempfile::TempDir, LogManager);
+
+struct Builder;
+
+fn open_partition() -> (Guard, Arc<PartitionLog>) {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = ManagerOptions { housekeeping_interval: None, ..ManagerOptions::default() };
+    let m = LogManager::new(dir.path(), opts).unwrap();
+    let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+    ((dir, m), p)
+}
+
+impl StoreBuilder<TypeConfig, LogStore, DataStateMachine, Guard> for Builder {
+    async fn build(&self) -> Result<(Guard, LogStore, DataStateMachine), StorageError<TypeConfig>> {
+        let (guard, p) = open_partition();
+        Ok((guard, LogStore::open(p.clone()).unwrap(), DataStateMachine::open(p).unwrap()))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openraft_storage_suite_passes() {
+    let run = Suite::test_all(Builder);
+    tokio::time::timeout(Duration::from_secs(120), run).await.expect("the suite finishes").unwrap();
+}
+
+fn log_id(term: u64, index: u64) -> LogId {
+    LogId::new(CommittedLeaderId::new(Term::from(term)), index)
+}
+
+fn data(value: &str) -> BatchData {
+    let b = batch::encode(&[Record::from_value(value.to_owned())], 1_000, ProducerInfo::NONE).unwrap();
+    BatchData(b.into())
+}
+
+fn values(p: &PartitionLog) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut at = p.info().log_start_offset;
+    while at < p.high_watermark() {
+        let read = p.read(at, 1 << 20).unwrap();
+        for b in read.batches() {
+            for r in b.records() {
+                out.push(String::from_utf8(r.unwrap().value.unwrap().to_vec()).unwrap());
+            }
+            at = b.header.next_offset();
+        }
+    }
+    out
+}
+
+async fn append(store: &mut LogStore, entries: Vec<crate::entry::EsEntry>) {
+    let (tx, rx) = TypeConfig::oneshot();
+    store.append(entries, openraft::storage::IOFlushed::signal(tx)).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), rx).await.unwrap().unwrap().unwrap();
+}
+
+/// The snapshot trap (DESIGN §4): a metadata-only snapshot taken at the applied
+/// index would, installed on a follower, purge records that are still retained.
+/// The es snapshot sits at the retention boundary, and installing it and purging
+/// up to it leaves every retained record readable on the follower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn installing_a_snapshot_never_drops_retained_records() {
+    use crate::entry::EsEntry;
+    let membership = Membership::new_with_defaults(vec![[1u64].into()], []);
+    let entries = || {
+        vec![
+            EsEntry::new_membership(log_id(1, 0), membership.clone()),
+            EsEntry::new_blank(log_id(1, 1)),
+            EsEntry::new_normal(log_id(1, 2), data("a")),
+            EsEntry::new_normal(log_id(1, 3), data("b")),
+        ]
+    };
+    // The leader: four entries applied, both records retained.
+    let (_g, leader_log) = open_partition();
+    let mut leader = LogStore::open(leader_log.clone()).unwrap();
+    let mut leader_sm = DataStateMachine::open(leader_log.clone()).unwrap();
+    append(&mut leader, entries()).await;
+    let stored = leader.get_log_reader().await.try_get_log_entries(0..4).await.unwrap();
+    let apply = futures_util::stream::iter(stored.clone().into_iter().map(|e| Ok((e, None))));
+    leader_sm.apply(apply).await.unwrap();
+    assert_eq!(leader_sm.applied().high_watermark, 2);
+    let snap = leader_sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
+    assert_eq!(snap.meta.last_log_id, Some(log_id(1, 1)), "below the first retained data entry, not at 3");
+    assert_eq!(snap.meta.last_membership.log_id(), &Some(log_id(1, 0)));
+
+    // A follower with the same entries (byte-identical, stamped by the leader).
+    let (_g2, follower_log) = open_partition();
+    let mut follower = LogStore::open(follower_log.clone()).unwrap();
+    let mut follower_sm = DataStateMachine::open(follower_log.clone()).unwrap();
+    append(&mut follower, stored.clone()).await;
+    assert_eq!(follower.get_log_reader().await.try_get_log_entries(0..4).await.unwrap(), stored);
+    follower_sm.install_snapshot(&snap.meta, snap.snapshot).await.unwrap();
+    follower.purge(snap.meta.last_log_id.unwrap()).await.unwrap();
+    assert_eq!(values(&follower_log), ["a", "b"], "every retained record is still served");
+    let left = follower.get_log_reader().await.try_get_log_entries(0..10).await.unwrap();
+    assert_eq!(left.iter().map(|e| e.index()).collect::<Vec<_>>(), [2, 3]);
+    // Even a purge at the applied index (what a naive snapshot would do) deletes
+    // no record: purge moves the Raft log start, retention deletes segments.
+    follower.purge(log_id(1, 3)).await.unwrap();
+    assert_eq!(values(&follower_log), ["a", "b"]);
+}
+
+/// Applies what the store holds in `[0, to)` to the state machine.
+async fn apply_stored(store: &mut LogStore, sm: &mut DataStateMachine, to: u64) {
+    let stored = store.get_log_reader().await.try_get_log_entries(0..to).await.unwrap();
+    sm.apply(futures_util::stream::iter(stored.into_iter().map(|e| Ok((e, None))))).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_snapshot_moves_up_once_retention_removed_the_records_below() {
+    use crate::entry::EsEntry;
+    let (_g, log) = open_partition();
+    let mut store = LogStore::open(log.clone()).unwrap();
+    let mut sm = DataStateMachine::open(log.clone()).unwrap();
+    let membership = Membership::new_with_defaults(vec![[1u64].into()], []);
+    append(
+        &mut store,
+        vec![
+            EsEntry::new_membership(log_id(1, 0), membership),
+            EsEntry::new_normal(log_id(1, 1), data("a")),
+            EsEntry::new_normal(log_id(2, 2), data("b")),
+        ],
+    )
+    .await;
+    log.force_roll().unwrap();
+    append(&mut store, vec![EsEntry::new_normal(log_id(2, 3), data("c"))]).await;
+    apply_stored(&mut store, &mut sm, 4).await;
+    let snap = sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
+    assert_eq!(snap.meta.last_log_id, Some(log_id(1, 0)), "data from index 1 is retained");
+    // Retention by size removes the sealed segment (indexes 0-2, offsets 0-1).
+    log.set_config(LogConfig { retention_bytes: 1, ..LogConfig::default() }).unwrap();
+    let report = log.housekeeping().unwrap();
+    assert_eq!(report.deleted_segments, [0]);
+    let snap = sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
+    assert_eq!(snap.meta.last_log_id, Some(log_id(2, 2)), "the term comes from the epoch checkpoint");
+    assert_eq!(values(&log), ["c"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_raft_log_survives_a_restart() {
+    use crate::entry::EsEntry;
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || ManagerOptions { housekeeping_interval: None, ..ManagerOptions::default() };
+    let vote = crate::types::Vote::new(Term::from(3), 1);
+    let before = {
+        let m = LogManager::new(dir.path(), opts()).unwrap();
+        let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+        let mut store = LogStore::open(p.clone()).unwrap();
+        append(
+            &mut store,
+            vec![EsEntry::new_blank(log_id(1, 0)), EsEntry::new_normal(log_id(1, 1), data("a"))],
+        )
+        .await;
+        append(&mut store, vec![EsEntry::new_blank(log_id(3, 2))]).await;
+        store.save_vote(&vote).await.unwrap();
+        store.purge(log_id(1, 0)).await.unwrap();
+        store.save_committed(Some(log_id(3, 2))).await.unwrap();
+        let state = store.get_log_state().await.unwrap();
+        (store.get_log_reader().await.try_get_log_entries(0..).await.unwrap(), state)
+        // Dropped without a clean close: the journal replays what the segments lack.
+    };
+    let m = LogManager::new(dir.path(), opts()).unwrap();
+    let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+    let mut store = LogStore::open(p).unwrap();
+    assert_eq!(store.read_vote().await.unwrap(), Some(vote));
+    assert_eq!(store.read_committed().await.unwrap(), Some(log_id(3, 2)));
+    assert_eq!(store.get_log_state().await.unwrap(), before.1);
+    assert_eq!(store.get_log_reader().await.try_get_log_entries(0..).await.unwrap(), before.0);
+    assert_eq!(before.0.iter().map(|e| e.log_id()).collect::<Vec<_>>(), [log_id(1, 1), log_id(3, 2)]);
+}
+
+/// A failed fsync reaches openraft as a storage error through the append's
+/// callback, and the group's later appends are refused: fatal for the group, not
+/// for the process. (A failed journal fsync poisons the journal, so every partition
+/// on that disk refuses writes until reopened: es-log's rule, docs/storage.md.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_fsync_is_a_storage_error_for_the_group() {
+    use crate::entry::EsEntry;
+    let ((dir, m), p) = open_partition();
+    let mut store = LogStore::open(p.clone()).unwrap();
+    append(&mut store, vec![EsEntry::new_blank(log_id(1, 0))]).await;
+    m.fail_next_journal_sync();
+    let (tx, rx) = TypeConfig::oneshot();
+    store
+        .append(vec![EsEntry::new_blank(log_id(1, 1))], openraft::storage::IOFlushed::signal(tx))
+        .await
+        .unwrap();
+    let flushed = tokio::time::timeout(Duration::from_secs(10), rx).await.unwrap().unwrap();
+    assert!(flushed.is_err(), "the append is reported failed, not durable");
+    let (tx, _rx) = TypeConfig::oneshot();
+    let again =
+        store.append(vec![EsEntry::new_blank(log_id(1, 2))], openraft::storage::IOFlushed::signal(tx)).await;
+    assert!(again.is_err(), "the group's log refuses further appends");
+    drop((store, p, m, dir));
+}
+
+/// The leader-epoch checkpoint answers `get_key_log_ids`, and agrees with the
+/// bisection over reads on every sub-range.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_log_ids_come_from_the_epoch_checkpoint() {
+    use crate::entry::EsEntry;
+    let (_g, p) = open_partition();
+    let mut store = LogStore::open(p.clone()).unwrap();
+    let terms = [1u64, 1, 2, 2, 2, 5, 5, 6];
+    let entries = terms.iter().enumerate().map(|(i, t)| EsEntry::new_blank(log_id(*t, i as u64))).collect();
+    append(&mut store, entries).await;
+    let ids: Vec<LogId> = terms.iter().enumerate().map(|(i, t)| log_id(*t, i as u64)).collect();
+    for a in 0..ids.len() {
+        for b in a..ids.len() {
+            let range = ids[a]..=ids[b];
+            let from_epochs =
+                crate::store::key_log_ids(&p.entry_epochs(), &range).expect("the checkpoint answers");
+            assert_eq!(from_epochs, store.key_log_ids_by_search(range.clone()).unwrap(), "{a}..={b}");
+            assert_eq!(store.get_key_log_ids(range).await.unwrap(), from_epochs);
+        }
+    }
+    let all = crate::store::key_log_ids(&p.entry_epochs(), &(ids[0]..=ids[7])).unwrap();
+    assert_eq!(all, [log_id(1, 1), log_id(2, 4), log_id(5, 6), log_id(6, 7)]);
+}
