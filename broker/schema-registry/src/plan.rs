@@ -431,10 +431,16 @@ impl State {
             existing.push(ResolvedSchema { text: v.schema, references });
         }
         let found = checkers.check(proposed.schema_type, level, &proposed.for_checker(), &existing)?;
-        Ok(found
-            .into_iter()
-            .map(|i| if i.path.is_empty() { i.message } else { format!("{}: {}", i.path, i.message) })
-            .collect())
+        if found.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut messages: Vec<String> = found.into_iter().map(confluent_message).collect();
+        let last = *chosen.last().expect("candidates is not empty");
+        let old = self.subject_version(subject, last);
+        messages.push(format!("{{oldSchemaVersion: {last}}}"));
+        messages.push(format!("{{oldSchema: '{}'}}", old.schema));
+        messages.push(format!("{{validateFields: 'false', compatibility: '{}'}}", level.as_str()));
+        Ok(messages)
     }
 
     /// `POST /compatibility/subjects/{s}/versions[/{v}]`: `version` None checks
@@ -456,15 +462,8 @@ impl State {
         let proposed = self.propose(checkers, req, normalize || self.effective_normalize(subject), None)?;
         let level = self.effective_level(subject);
         let candidates = self.in_group(subject, &proposed, candidates);
-        let mut messages = self.incompatibilities(checkers, subject, level, &proposed, &candidates)?;
-        let is_compatible = messages.is_empty();
-        if !is_compatible {
-            if let Some(latest) = candidates.last() {
-                messages.push(format!("{{oldSchemaVersion: {latest}}}"));
-            }
-            messages.push(format!("{{compatibility: '{}'}}", level.as_str()));
-        }
-        Ok(CompatibilityResult { is_compatible, messages })
+        let messages = self.incompatibilities(checkers, subject, level, &proposed, &candidates)?;
+        Ok(CompatibilityResult { is_compatible: messages.is_empty(), messages })
     }
 
     /// `DELETE /subjects/{s}`: soft (every live version marked deleted) or, after
@@ -626,6 +625,26 @@ impl State {
             (None, Some(s)) => Err(RegistryError::SubjectModeNotConfigured(s.to_owned())),
         }
     }
+}
+
+/// One incompatibility in Confluent's shape,
+/// `{errorType:'CODE', description:'...', additionalInfo:'...'}`: the checkers'
+/// messages start with Confluent's difference name (`TYPE_MISMATCH: ...`); the
+/// description is the rest, capitalized as Confluent's are, and the additional
+/// information is where in the schema it is.
+fn confluent_message(i: crate::checker::Incompatibility) -> String {
+    let (code, text) = match i.message.split_once(": ") {
+        Some((code, text))
+            if !code.is_empty() && code.chars().all(|c| c.is_ascii_uppercase() || c == '_') =>
+        {
+            (code.to_owned(), text.to_owned())
+        }
+        _ => ("INCOMPATIBLE".to_owned(), i.message.clone()),
+    };
+    let mut chars = text.chars();
+    let description: String =
+        chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default();
+    format!("{{errorType:'{code}', description:'{description}', additionalInfo:'{}'}}", i.path)
 }
 
 /// Confluent's register-mode rule: read-only refuses; an id needs IMPORT, and

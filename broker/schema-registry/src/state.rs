@@ -13,6 +13,10 @@ use crate::types::{CompatLevel, Mode, Reference, SchemaById, SchemaType, Subject
 pub(crate) struct Version {
     pub id: i32,
     pub deleted: bool,
+    /// This version's data-contract metadata and rules: kept per version, since
+    /// `confluent:version` differs between versions sharing an id.
+    pub metadata: Option<serde_json::Value>,
+    pub rule_set: Option<serde_json::Value>,
 }
 
 /// One schema id: its text and what makes it the same schema as another.
@@ -138,10 +142,15 @@ impl State {
 
     fn insert_version(&mut self, v: SchemaValue) {
         self.next_id = self.next_id.max(v.id.saturating_add(1));
-        self.subjects
-            .entry(v.subject.clone())
-            .or_default()
-            .insert(v.version, Version { id: v.id, deleted: v.deleted });
+        self.subjects.entry(v.subject.clone()).or_default().insert(
+            v.version,
+            Version {
+                id: v.id,
+                deleted: v.deleted,
+                metadata: v.metadata.clone(),
+                rule_set: v.rule_set.clone(),
+            },
+        );
         let identity = identity(v.schema_type, &v.canonical, &v.references, &v.metadata, &v.rule_set);
         self.by_identity.entry(identity).or_insert(v.id);
         let stored = self.schemas.entry(v.id).or_insert_with(|| Stored {
@@ -232,8 +241,8 @@ impl State {
             schema: stored.schema.clone(),
             schema_type: stored.schema_type,
             references: stored.references.clone(),
-            metadata: stored.metadata.clone(),
-            rule_set: stored.rule_set.clone(),
+            metadata: v.metadata.clone(),
+            rule_set: v.rule_set.clone(),
             deleted: v.deleted,
         }
     }

@@ -131,7 +131,8 @@ fn plain_levels_check_the_latest_and_transitive_ones_every_live_version() {
     assert_eq!(fake.calls.lock().unwrap().pop().unwrap(), (CompatLevel::FullTransitive, expected));
     let err = register(&mut s, &c, "a", "{BREAK}").unwrap_err();
     assert_eq!(err.error_code(), 409);
-    assert!(err.to_string().contains("breaks {1}"), "{err}");
+    assert!(err.to_string().contains("description:'Breaks {1}', additionalInfo:'/'}"), "{err}");
+    assert!(err.to_string().contains("{oldSchemaVersion: 5}, {oldSchema: '{5}'}"), "{err}");
     commit(&mut s, |s| s.plan_set_config(Some("a"), ConfigValue::level(CompatLevel::None)).unwrap());
     fake.calls.lock().unwrap().clear();
     register(&mut s, &c, "a", "{BREAK}").unwrap();
@@ -154,7 +155,7 @@ fn compatibility_endpoint_selects_versions_like_registration() {
     let r = s.check_compatibility(&c, "a", Some(VersionSpec::Number(1)), &req("{BREAK}"), false).unwrap();
     assert!(!r.is_compatible);
     assert_eq!(fake.calls.lock().unwrap().pop().unwrap().1, vec!["{1}".to_owned()]);
-    assert!(r.messages.iter().any(|m| m.contains("breaks {1}")), "{r:?}");
+    assert!(r.messages.iter().any(|m| m.contains("Breaks {1}")), "{r:?}");
     assert!(r.messages.iter().any(|m| m.contains("BACKWARD")), "{r:?}");
     let err = s.check_compatibility(&c, "a", Some(VersionSpec::Number(9)), &req("{x}"), false).unwrap_err();
     assert_eq!(err.error_code(), 40402);

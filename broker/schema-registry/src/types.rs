@@ -219,8 +219,9 @@ pub struct SubjectVersion {
     pub metadata: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub rule_set: Option<serde_json::Value>,
-    /// Present (true) only on soft-deleted versions asked for with `deleted=true`.
-    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    /// Whether the version is soft-deleted; not on the wire (Confluent's answers
+    /// do not say).
+    #[serde(skip)]
     pub deleted: bool,
 }
 
