@@ -194,8 +194,10 @@ fn check(
     } else if compatible {
         println!("compatible");
     } else {
-        // Confluent's trailing `{oldSchemaVersion: ..}` / `{compatibility: ..}` lines are context, not findings.
-        for m in array(&v["messages"]).iter().map(text).filter(|m| !m.starts_with('{')) {
+        // Confluent's `{errorType:...}` lines are the findings; the trailing
+        // `{oldSchemaVersion: ..}`, `{oldSchema: ..}` and `{validateFields: .., compatibility: ..}` are context.
+        let finding = |m: &String| m.starts_with("{errorType:") || !m.starts_with('{');
+        for m in array(&v["messages"]).iter().map(text).filter(finding) {
             println!("{m}");
         }
     }
