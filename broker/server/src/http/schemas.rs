@@ -488,8 +488,9 @@ pub(super) async fn referenced_by(
         (status = 200, description = "Registered (fsynced), or the existing version holding the same schema: \
             `{\"id\"}` alone, or the whole schema when the registry filled in its text, metadata or rules", body = RegisterAnswer),
         (status = 409, description = "409 incompatible with earlier versions; the message lists every incompatibility", body = RegistryErrorBody),
-        (status = 422, description = "42201 invalid schema, unknown type, type without a checker or missing reference; \
-            42205 not permitted (read-only mode, an id outside IMPORT, overwriting an id or version); 422 not the route's JSON shape", body = RegistryErrorBody),
+        (status = 422, description = "42201 invalid schema, unknown type, type without a checker, missing reference, \
+            Empty schema, a version that is not the next; 42205 not permitted (read-only mode, an id outside IMPORT, \
+            no id in IMPORT, overwriting an id or version); 42208 invalid subject name; 422 not the route's JSON shape", body = RegistryErrorBody),
         (status = 500, description = "50001 the registry's log or a checker failed; 50002 a checker timed out", body = RegistryErrorBody)))]
 pub(super) async fn register(
     State(s): State<AppState>,
@@ -766,7 +767,8 @@ pub(super) async fn put_global_config(
     request_body = ConfigUpdate,
     responses(
         (status = 200, description = "The subject's config after the change (fsynced)", body = RegistryConfigSet),
-        (status = 422, description = "42203 invalid compatibility level; 422 not the route's JSON shape", body = RegistryErrorBody),
+        (status = 422, description = "42203 invalid compatibility level; 42205 the subject is read-only; \
+            42208 invalid subject name; 422 not the route's JSON shape", body = RegistryErrorBody),
         (status = 500, description = "50001 the registry's log failed", body = RegistryErrorBody)))]
 pub(super) async fn put_config(
     State(s): State<AppState>,
