@@ -241,19 +241,20 @@ impl State {
         if mode != Mode::Import {
             filled_in |= self.merge_contract(subject, &mut proposed, latest.as_ref(), asked.is_some(), next);
         }
-        if asked.is_none() || mode == Mode::Import {
-            if let Some(n) =
-                self.find_same(subject, &proposed, false).filter(|n| asked.is_none_or(|a| a == *n))
-            {
-                let existing = self.subject_version(subject, n);
-                if req.id.is_some_and(|id| id != existing.id) {
-                    return Err(RegistryError::NotPermitted(format!(
-                        "subject '{subject}' already holds this schema as version {n} with id {}",
-                        existing.id
-                    )));
-                }
-                return Ok(Plan::read_only(Registered { id: existing.id, version: existing, filled_in }));
+        // An explicit version outside IMPORT registers anew even for a schema the
+        // subject holds, as Confluent does.
+        let reuse = asked.is_none() || mode == Mode::Import;
+        if let Some(n) =
+            self.find_same(subject, &proposed, false).filter(|n| reuse && asked.is_none_or(|a| a == *n))
+        {
+            let existing = self.subject_version(subject, n);
+            if req.id.is_some_and(|id| id != existing.id) {
+                return Err(RegistryError::NotPermitted(format!(
+                    "subject '{subject}' already holds this schema as version {n} with id {}",
+                    existing.id
+                )));
             }
+            return Ok(Plan::read_only(Registered { id: existing.id, version: existing, filled_in }));
         }
         if mode != Mode::Import {
             self.refuse_incompatible(checkers, subject, &proposed)?;
