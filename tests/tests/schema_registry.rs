@@ -567,6 +567,37 @@ fn the_registry_survives_kill9_and_graceful_restarts() {
     assert_eq!(b.delete("/topics/__es_schemas").status, 400);
 }
 
+/// Data contracts, the config's newer fields and a context's config are records of
+/// the internal topic like everything else: they survive kill -9.
+#[test]
+fn data_contracts_and_config_fields_survive_kill9() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = Broker::start(dir.path());
+    let md = json!({"properties": {"owner": "x"}});
+    let rules = json!({"domainRules": [{"name": "r", "kind": "CONDITION", "type": "CEL", "mode": "WRITE", "expr": "true"}]});
+    let r =
+        b.post("/registry/subjects/dc/versions", &json!({"schema": v1(), "metadata": md, "ruleSet": rules}));
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let cfg = json!({"alias": "dc", "compatibilityGroup": "major", "defaultMetadata": {"properties": {"team": "t"}}});
+    assert_eq!(b.put("/registry/config/nick", &cfg).body, cfg);
+    assert_eq!(b.put("/registry/config/:.ctx:", &json!({"compatibility": "NONE"})).status, 200);
+    let read = |b: &Broker| {
+        [
+            b.get("/registry/subjects/dc/versions/1").body,
+            b.get("/registry/config/nick").body,
+            b.get("/registry/config/:.ctx:x?defaultToGlobal=true").body,
+            b.get("/registry/subjects/nick/versions/1").body,
+        ]
+    };
+    let before = read(&b);
+    assert_eq!((before[0]["metadata"].clone(), before[0]["ruleSet"].clone()), (md, rules));
+    assert_eq!(before[2], json!({"compatibilityLevel": "NONE"}));
+    assert_eq!(before[3], before[0], "the alias reads the subject it names");
+    b.kill9();
+    let b = Broker::start(dir.path());
+    assert_eq!(read(&b), before, "after kill -9");
+}
+
 /// Runs `es` against `url`; bounded in time.
 fn es(url: &str, args: &[&str]) -> std::process::Output {
     let mut child = std::process::Command::new(es_tests::broker::es_bin())

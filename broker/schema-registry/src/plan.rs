@@ -213,8 +213,31 @@ impl State {
         let proposed = self.propose(checkers, req, normalize || self.effective_normalize(subject), None)?;
         let n = self
             .find_same(subject, &proposed, deleted)
+            .or_else(|| self.find_ignoring_contract(subject, &proposed, req, deleted))
             .ok_or_else(|| RegistryError::SchemaNotFound("Schema not found".into()))?;
         Ok(self.subject_version(subject, n))
+    }
+
+    /// A lookup without metadata or rules of its own (what serializers send)
+    /// finds the newest version with the same schema whatever its data contract,
+    /// which the config's default or override metadata may have added.
+    fn find_ignoring_contract(
+        &self,
+        subject: &str,
+        proposed: &Proposed,
+        req: &RegisterRequest,
+        deleted: bool,
+    ) -> Option<i32> {
+        if req.metadata.is_some() || req.rule_set.is_some() {
+            return None;
+        }
+        self.versions(subject, deleted).ok()?.into_iter().rev().find(|n| {
+            let v = self.raw_version(subject, *n).and_then(|v| self.stored(v.id));
+            v.is_some_and(|s| {
+                (s.schema_type, &s.canonical, &s.references)
+                    == (proposed.schema_type, &proposed.canonical, &proposed.references)
+            })
+        })
     }
 
     /// `POST /subjects/{s}/versions`, with Confluent's rules: the mode decides

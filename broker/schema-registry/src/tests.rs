@@ -438,6 +438,10 @@ fn metadata_is_part_of_identity_and_config_metadata_merges() {
         Some(serde_json::json!({"properties": {"team": "t", "o": "mine", "pinned": "p"}}))
     );
     assert_eq!(s.version_by_metadata("b", &[("team".into(), "t".into())]).unwrap().version, 1);
+    // A lookup without metadata (a serializer's) finds the version the config's metadata went into.
+    assert_eq!(s.lookup(&c, "b", &req("{b}"), false, false).unwrap().version, 1);
+    let other = with_md("{b}", serde_json::json!({"properties": {"o": "else"}}));
+    assert_eq!(s.lookup(&c, "b", &other, false, false).unwrap_err().error_code(), 40403);
     assert_eq!(s.version_by_metadata("b", &[("team".into(), "u".into())]).unwrap_err().error_code(), 40403);
 }
 
