@@ -29,11 +29,19 @@ fn register(b: &Broker, subject: &str, schema: &str) -> Resp {
     )
 }
 
-/// Registers and returns (id, version); panics on a refusal.
+/// Registers and returns (id, version); panics on a refusal. The registry answers
+/// `{"id"}` alone, as Confluent's does; the lookup says which version holds it.
 fn registered(b: &Broker, subject: &str, schema: &str) -> (u64, u64) {
     let r = register(b, subject, schema);
     assert_eq!(r.status, 200, "registering under {subject}: {:?}", r.body);
-    (r.body["id"].as_u64().unwrap(), r.body["version"].as_u64().unwrap())
+    assert_eq!(r.body.as_object().unwrap().keys().collect::<Vec<_>>(), ["id"], "{:?}", r.body);
+    let found = b.post(&format!("/registry/subjects/{subject}"), &json!({"schema": schema}));
+    (r.body["id"].as_u64().unwrap(), found.body["version"].as_u64().unwrap())
+}
+
+/// The latest version number of `subject`.
+fn latest_version(b: &Broker, subject: &str) -> Value {
+    b.get(&format!("/registry/subjects/{subject}/versions/latest")).body["version"].clone()
 }
 
 fn expect(r: &Resp, status: u16, code: u64) {
@@ -106,7 +114,8 @@ fn subjects_versions_ids_and_lookup() {
     // Unknown routes are Confluent-shaped 404s; clients probe optional endpoints.
     expect(&b.get("/registry/no/such/route"), 404, 404);
     expect(&b.get("/registry/schemas/ids/999"), 404, 40403);
-    expect(&b.get("/registry/schemas/ids/abc"), 404, 40403);
+    // Not a number matches no route (Confluent's id parameter is an integer).
+    expect(&b.get("/registry/schemas/ids/abc"), 404, 404);
     expect(&b.get("/registry/subjects/users-value/versions/3"), 404, 40402);
     for bad in ["0", "-2", "x", "2147483648"] {
         expect(&b.get(&format!("/registry/subjects/users-value/versions/{bad}")), 422, 42202);
@@ -128,7 +137,9 @@ fn the_base_url_answers_with_and_without_a_slash() {
         assert_eq!(ureq_content_type(&b.url, path), V1, "{path}");
         expect(&b.delete(path), 405, 405);
     }
-    expect(&b.get("/registry/subjects/"), 404, 404);
+    // Confluent's router matches the trailing slash.
+    let r = b.get("/registry/subjects/");
+    assert_eq!((r.status, r.body.clone()), (200, json!([])));
 }
 
 /// The content type of a GET answer.
@@ -149,7 +160,8 @@ fn invalid_requests_have_confluents_codes() {
         422,
         42201,
     );
-    expect(&b.post_raw("/registry/subjects/s/versions", "{\"schema\": "), 422, 422);
+    // Not JSON is Confluent's 400; JSON of the wrong shape its 422.
+    expect(&b.post_raw("/registry/subjects/s/versions", "{\"schema\": "), 400, 400);
     expect(&b.post_raw("/registry/subjects/s/versions", "{\"schema\": 5}"), 422, 422);
     expect(&b.put("/registry/config", &json!({"compatibility": "SIDEWAYS"})), 422, 42203);
     expect(&b.put("/registry/config/s", &json!({"compatibility": "SIDEWAYS"})), 422, 42203);
@@ -241,8 +253,8 @@ struct ReferenceCase {
     customer: &'static str,
     /// The zip types of a compatible and a backward-incompatible address change.
     zips: [&'static str; 2],
-    /// What the refusal of the incompatible change says.
-    incompatibility: &'static str,
+    /// What the refusal of the incompatible change says: Confluent's error type, and where.
+    incompatibility: (&'static str, &'static str),
 }
 
 fn reference_cases() -> [ReferenceCase; 3] {
@@ -258,7 +270,7 @@ fn reference_cases() -> [ReferenceCase; 3] {
             customer: r#"{"type": "record", "name": "Customer", "namespace": "com.acme",
                           "fields": [{"name": "home", "type": "com.acme.Address"}]}"#,
             zips: ["string", "int"],
-            incompatibility: "/fields/0/type/fields/0/type: TYPE_MISMATCH",
+            incompatibility: ("TYPE_MISMATCH", "/fields/0/type/fields/0/type"),
         },
         ReferenceCase {
             schema_type: "JSON",
@@ -266,7 +278,7 @@ fn reference_cases() -> [ReferenceCase; 3] {
             address: |zip| json!({"type": "object", "properties": {"zip": {"type": zip}}}).to_string(),
             customer: r#"{"type": "object", "properties": {"home": {"$ref": "address.json"}}}"#,
             zips: ["string", "integer"],
-            incompatibility: "/properties/home/properties/zip/type: TYPE_CHANGED",
+            incompatibility: ("TYPE_CHANGED", "/properties/home/properties/zip/type"),
         },
         ReferenceCase {
             schema_type: "PROTOBUF",
@@ -277,7 +289,7 @@ fn reference_cases() -> [ReferenceCase; 3] {
             customer: "syntax = \"proto3\";\npackage acme;\nimport \"acme/address.proto\";\n\
                        message Customer { Address home = 1; }\n",
             zips: ["string", "double"],
-            incompatibility: "#/Customer/1: FIELD_NAMED_TYPE_CHANGED",
+            incompatibility: ("FIELD_NAMED_TYPE_CHANGED", "#/Customer/1"),
         },
     ]
 }
@@ -297,14 +309,14 @@ fn references_reach_the_checkers_for_every_schema_type() {
             |subject: &str, body: Value| b.post(&format!("/registry/subjects/{subject}/versions"), &body);
         let [ok_zip, bad_zip] = case.zips;
         let r = post(&addr, body(&(case.address)(ok_zip), json!([])));
-        assert_eq!((r.status, r.body["version"].clone()), (200, json!(1)), "{t}: {:?}", r.body);
+        assert_eq!((r.status, latest_version(&b, &addr)), (200, json!(1)), "{t}: {:?}", r.body);
 
         // Without its reference, the customer schema names something undefined.
         let alone = post(&cust, body(case.customer, json!([])));
         expect(&alone, 422, 42201);
         // With it, it registers, and its lookup finds it.
         let r = post(&cust, body(case.customer, refs(1)));
-        assert_eq!((r.status, r.body["version"].clone()), (200, json!(1)), "{t}: {:?}", r.body);
+        assert_eq!((r.status, latest_version(&b, &cust)), (200, json!(1)), "{t}: {:?}", r.body);
         let id = r.body["id"].clone();
         let found = b.post(&format!("/registry/subjects/{cust}"), &body(case.customer, refs(1)));
         assert_eq!((found.status, found.body["id"].clone()), (200, id.clone()), "{t}: {:?}", found.body);
@@ -313,18 +325,23 @@ fn references_reach_the_checkers_for_every_schema_type() {
         // An address change the customer's readers cannot follow: address v2 is
         // refused for the customer, through the referenced type.
         let r = post(&addr, body(&(case.address)(bad_zip), json!([])));
-        assert_eq!((r.status, r.body["version"].clone()), (200, json!(2)), "{t}: {:?}", r.body);
+        assert_eq!((r.status, latest_version(&b, &addr)), (200, json!(2)), "{t}: {:?}", r.body);
         let refused = post(&cust, body(case.customer, refs(2)));
         expect(&refused, 409, 409);
         let message = refused.body["message"].as_str().unwrap();
-        assert!(message.contains(case.incompatibility), "{t}: {message}");
+        let (error_type, at) = case.incompatibility;
+        let shaped = |text: &str| {
+            text.contains(&format!("{{errorType:'{error_type}', description:'"))
+                && text.contains(&format!("additionalInfo:'{at}'}}"))
+        };
+        assert!(shaped(message), "{t}: {message}");
         let test = b.post(
             &format!("/registry/compatibility/subjects/{cust}/versions/latest?verbose=true"),
             &body(case.customer, refs(-1)),
         );
         assert_eq!(test.body["is_compatible"], json!(false), "{t}: {:?}", test.body);
         let messages = test.body["messages"].to_string();
-        assert!(messages.contains(case.incompatibility), "{t}: {messages}");
+        assert!(shaped(&messages), "{t}: {messages}");
         // The same address version again is fine.
         let again = b.post(
             &format!("/registry/compatibility/subjects/{cust}/versions/latest"),
@@ -390,12 +407,8 @@ fn config_mode_and_import() {
     assert_eq!(b.put("/registry/mode/imp", &json!({"mode": "IMPORT"})).body, json!({"mode": "IMPORT"}));
     let imported = user(json!([{"name": "z", "type": "string"}]));
     let r = b.post("/registry/subjects/imp/versions", &json!({"schema": imported, "id": 100, "version": 7}));
-    assert_eq!(
-        (r.status, r.body["id"].clone(), r.body["version"].clone()),
-        (200, json!(100), json!(7)),
-        "{:?}",
-        r.body
-    );
+    assert_eq!((r.status, r.body.clone()), (200, json!({"id": 100})), "{:?}", r.body);
+    assert_eq!(latest_version(&b, "imp"), json!(7));
     let other = user(json!([{"name": "q", "type": "string"}]));
     expect(&b.post("/registry/subjects/imp/versions", &json!({"schema": other, "id": 100})), 422, 42205);
     assert_eq!(b.get("/registry/schemas/ids/100").status, 200);
@@ -552,6 +565,37 @@ fn the_registry_survives_kill9_and_graceful_restarts() {
     // The internal topic is hidden and protected.
     assert!(!b.get("/topics").body.to_string().contains("__es_schemas"));
     assert_eq!(b.delete("/topics/__es_schemas").status, 400);
+}
+
+/// Data contracts, the config's newer fields and a context's config are records of
+/// the internal topic like everything else: they survive kill -9.
+#[test]
+fn data_contracts_and_config_fields_survive_kill9() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = Broker::start(dir.path());
+    let md = json!({"properties": {"owner": "x"}});
+    let rules = json!({"domainRules": [{"name": "r", "kind": "CONDITION", "type": "CEL", "mode": "WRITE", "expr": "true"}]});
+    let r =
+        b.post("/registry/subjects/dc/versions", &json!({"schema": v1(), "metadata": md, "ruleSet": rules}));
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let cfg = json!({"alias": "dc", "compatibilityGroup": "major", "defaultMetadata": {"properties": {"team": "t"}}});
+    assert_eq!(b.put("/registry/config/nick", &cfg).body, cfg);
+    assert_eq!(b.put("/registry/config/:.ctx:", &json!({"compatibility": "NONE"})).status, 200);
+    let read = |b: &Broker| {
+        [
+            b.get("/registry/subjects/dc/versions/1").body,
+            b.get("/registry/config/nick").body,
+            b.get("/registry/config/:.ctx:x?defaultToGlobal=true").body,
+            b.get("/registry/subjects/nick/versions/1").body,
+        ]
+    };
+    let before = read(&b);
+    assert_eq!((before[0]["metadata"].clone(), before[0]["ruleSet"].clone()), (md, rules));
+    assert_eq!(before[2], json!({"compatibilityLevel": "NONE"}));
+    assert_eq!(before[3], before[0], "the alias reads the subject it names");
+    b.kill9();
+    let b = Broker::start(dir.path());
+    assert_eq!(read(&b), before, "after kill -9");
 }
 
 /// Runs `es` against `url`; bounded in time.

@@ -35,6 +35,14 @@ pub enum RegistryError {
     Incompatible { subject: String, details: Vec<String> },
     #[error("Invalid schema: {0}")]
     InvalidSchema(String),
+    /// 42201 with Confluent's own wording, which clients match ("Empty schema",
+    /// "Version is not one more than previous version").
+    #[error("{0}")]
+    Unprocessable(String),
+    /// A subject name Confluent refuses: reserved (`__GLOBAL`, `__EMPTY`) or with
+    /// control characters.
+    #[error("The specified subject is not valid: '{0}'")]
+    InvalidSubject(String),
     #[error(
         "The specified version '{0}' is not a valid version id. Allowed values are between [1, 2^31-1] and the string \"latest\""
     )]
@@ -52,6 +60,16 @@ pub enum RegistryError {
     /// The request body is not the route's JSON shape.
     #[error("{0}")]
     BadRequest(String),
+    /// The request body is not JSON at all, or JSON that cannot be the route's
+    /// object (an array, a bare string or number): Confluent's 400.
+    #[error("{0}")]
+    MalformedBody(String),
+    /// A request body in a content type the registry does not read.
+    #[error("HTTP 415 Unsupported Media Type")]
+    UnsupportedMediaType,
+    /// No route matches (a path parameter of the wrong kind, e.g. `/schemas/ids/abc`).
+    #[error("HTTP 404 Not Found")]
+    NoRoute,
     /// The internal schemas topic failed (disk, shutdown).
     #[error("Error in the backend data store: {0}")]
     Store(String),
@@ -79,13 +97,17 @@ impl RegistryError {
             RegistryError::SubjectCompatNotConfigured(_) => 40408,
             RegistryError::SubjectModeNotConfigured(_) => 40409,
             RegistryError::Incompatible { .. } => 409,
-            RegistryError::InvalidSchema(_) => 42201,
+            RegistryError::InvalidSchema(_) | RegistryError::Unprocessable(_) => 42201,
+            RegistryError::InvalidSubject(_) => 42208,
             RegistryError::InvalidVersion(_) => 42202,
             RegistryError::InvalidCompatLevel(_) => 42203,
             RegistryError::InvalidMode(_) => 42204,
             RegistryError::NotPermitted(_) => 42205,
             RegistryError::ReferenceExists(_) => 42206,
             RegistryError::BadRequest(_) => 422,
+            RegistryError::MalformedBody(_) => 400,
+            RegistryError::UnsupportedMediaType => 415,
+            RegistryError::NoRoute => 404,
             RegistryError::Store(_) | RegistryError::Checker(_) => 50001,
             RegistryError::Timeout(_) => 50002,
         }

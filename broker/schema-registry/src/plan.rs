@@ -7,7 +7,7 @@
 use crate::checker::{ResolvedReference, ResolvedSchema, SchemaCheckers};
 use crate::error::{RegistryError, Result};
 use crate::record::{Change, ConfigValue, ModeValue, NextIdValue, SchemaValue};
-use crate::state::{Identity, State};
+use crate::state::{CONFLUENT_VERSION, Identity, State, identity, validate_subject};
 use crate::types::{CompatLevel, Mode, Reference, RegisterRequest, SchemaType, SubjectVersion, VersionSpec};
 
 /// Records to append, and the answer once they are durable (no records: answer now).
@@ -28,6 +28,10 @@ impl<T> Plan<T> {
 pub struct Registered {
     pub id: i32,
     pub version: SubjectVersion,
+    /// The registry filled something in (the schema from the latest version,
+    /// metadata or rules from the config or the latest version): Confluent then
+    /// answers the whole schema, not only `{"id"}`.
+    pub filled_in: bool,
 }
 
 /// The answer of the compatibility routes.
@@ -50,6 +54,10 @@ struct Proposed {
     /// The referenced schemas' texts, as the checker gets them.
     resolved: Vec<ResolvedReference>,
     canonical: String,
+    metadata: Option<serde_json::Value>,
+    rule_set: Option<serde_json::Value>,
+    /// The schema text came from the latest version (the request had none).
+    from_latest: bool,
 }
 
 impl Proposed {
@@ -61,24 +69,49 @@ impl Proposed {
 
 impl Proposed {
     fn identity(&self) -> Identity {
-        (self.schema_type, self.canonical.clone(), self.references.clone())
+        identity(self.schema_type, &self.canonical, &self.references, &self.metadata, &self.rule_set)
     }
 }
 
 impl State {
-    /// Type, canonical form (42201 when invalid) and resolved references (42201 when one is missing).
-    fn propose(&self, checkers: &SchemaCheckers, req: &RegisterRequest, normalize: bool) -> Result<Proposed> {
-        let schema_type = SchemaType::parse(req.schema_type.as_deref())?;
-        if req.schema.trim().is_empty() {
-            return Err(RegistryError::InvalidSchema("the schema is empty".into()));
-        }
+    /// Type, canonical form (42201 when invalid) and resolved references (42201
+    /// when one is missing). Without a schema text, `latest` (a registration's
+    /// latest live version) lends its schema, as Confluent does; else "Empty schema".
+    fn propose(
+        &self,
+        checkers: &SchemaCheckers,
+        req: &RegisterRequest,
+        normalize: bool,
+        latest: Option<&SubjectVersion>,
+    ) -> Result<Proposed> {
+        let given = req.schema.as_deref().filter(|s| !s.trim().is_empty());
+        let (text, schema_type, references, from_latest) = match (given, latest) {
+            (Some(text), _) => (
+                text.to_owned(),
+                SchemaType::from_request(req.schema_type.as_deref())?,
+                req.references.clone(),
+                false,
+            ),
+            (None, Some(l)) => (l.schema.clone(), l.schema_type, l.references.clone(), true),
+            (None, None) => return Err(RegistryError::Unprocessable("Empty schema".into())),
+        };
+        check_metadata(&req.metadata)?;
         let references: Vec<Reference> =
-            req.references.iter().map(|r| self.resolve_reference(r)).collect::<Result<_>>()?;
+            references.iter().map(|r| self.resolve_reference(r)).collect::<Result<_>>()?;
         let resolved = self.referenced_schemas(&references)?;
-        let schema = ResolvedSchema { text: req.schema.clone(), references: resolved };
+        let schema = ResolvedSchema { text, references: resolved };
         let canonical = checkers.normalize(schema_type, &schema)?;
         let text = if normalize { canonical.clone() } else { schema.text };
-        Ok(Proposed { schema_type, text, references, resolved: schema.references, canonical })
+        Ok(Proposed {
+            schema_type,
+            text,
+            references,
+            resolved: schema.references,
+            canonical,
+            metadata: req.metadata.clone(),
+            rule_set: req.rule_set.clone(),
+            from_latest,
+        })
     }
 
     /// The schemas `references` (resolved to version numbers) point at, and
@@ -177,14 +210,41 @@ impl State {
         deleted: bool,
     ) -> Result<SubjectVersion> {
         self.versions(subject, deleted)?;
-        let proposed = self.propose(checkers, req, normalize || self.effective_normalize(subject))?;
+        let proposed = self.propose(checkers, req, normalize || self.effective_normalize(subject), None)?;
         let n = self
             .find_same(subject, &proposed, deleted)
+            .or_else(|| self.find_ignoring_contract(subject, &proposed, req, deleted))
             .ok_or_else(|| RegistryError::SchemaNotFound("Schema not found".into()))?;
         Ok(self.subject_version(subject, n))
     }
 
-    /// `POST /subjects/{s}/versions`.
+    /// A lookup without metadata or rules of its own (what serializers send)
+    /// finds the newest version with the same schema whatever its data contract,
+    /// which the config's default or override metadata may have added.
+    fn find_ignoring_contract(
+        &self,
+        subject: &str,
+        proposed: &Proposed,
+        req: &RegisterRequest,
+        deleted: bool,
+    ) -> Option<i32> {
+        if req.metadata.is_some() || req.rule_set.is_some() {
+            return None;
+        }
+        self.versions(subject, deleted).ok()?.into_iter().rev().find(|n| {
+            let v = self.raw_version(subject, *n).and_then(|v| self.stored(v.id));
+            v.is_some_and(|s| {
+                (s.schema_type, &s.canonical, &s.references)
+                    == (proposed.schema_type, &proposed.canonical, &proposed.references)
+            })
+        })
+    }
+
+    /// `POST /subjects/{s}/versions`, with Confluent's rules: the mode decides
+    /// whether an id must (IMPORT) or must not (READWRITE) be given; an explicit
+    /// version outside IMPORT must be the next one; the config's default and
+    /// override metadata and rules are merged in; the same schema (metadata
+    /// included) returns its existing version unless a version is given.
     pub fn plan_register(
         &self,
         checkers: &SchemaCheckers,
@@ -192,15 +252,24 @@ impl State {
         req: &RegisterRequest,
         normalize: bool,
     ) -> Result<Plan<Registered>> {
+        validate_subject(subject)?;
         let mode = self.effective_mode(subject);
-        refuse_read_only(subject, mode)?;
-        if req.id.is_some() && mode != Mode::Import {
-            return Err(RegistryError::NotPermitted(format!(
-                "subject '{subject}' is not in IMPORT mode: a schema id may be given only when importing"
-            )));
+        refuse_by_mode(subject, mode, req.id.is_some())?;
+        let latest = self.live_versions(subject).last().map(|n| self.subject_version(subject, *n));
+        let mut proposed =
+            self.propose(checkers, req, normalize || self.effective_normalize(subject), latest.as_ref())?;
+        let next = self.next_version(subject);
+        let asked = req.version.filter(|v| *v > 0);
+        let mut filled_in = proposed.from_latest;
+        if mode != Mode::Import {
+            filled_in |= self.merge_contract(subject, &mut proposed, latest.as_ref(), asked.is_some(), next);
         }
-        let proposed = self.propose(checkers, req, normalize || self.effective_normalize(subject))?;
-        if let Some(n) = self.find_same(subject, &proposed, false) {
+        // An explicit version outside IMPORT registers anew even for a schema the
+        // subject holds, as Confluent does.
+        let reuse = asked.is_none() || mode == Mode::Import;
+        if let Some(n) =
+            self.find_same(subject, &proposed, false).filter(|n| reuse && asked.is_none_or(|a| a == *n))
+        {
             let existing = self.subject_version(subject, n);
             if req.id.is_some_and(|id| id != existing.id) {
                 return Err(RegistryError::NotPermitted(format!(
@@ -208,31 +277,37 @@ impl State {
                     existing.id
                 )));
             }
-            return Ok(Plan::read_only(Registered { id: existing.id, version: existing }));
+            return Ok(Plan::read_only(Registered { id: existing.id, version: existing, filled_in }));
         }
-        let version = self.new_version_number(subject, req.version, mode)?;
         if mode != Mode::Import {
-            let level = self.effective_level(subject);
-            let live = self.live_versions(subject);
-            let incompatibilities = self.incompatibilities(checkers, subject, level, &proposed, &live)?;
-            if !incompatibilities.is_empty() {
-                return Err(RegistryError::Incompatible {
-                    subject: subject.to_owned(),
-                    details: incompatibilities,
-                });
-            }
+            self.refuse_incompatible(checkers, subject, &proposed)?;
         }
+        let version = self.new_version_number(subject, asked, mode, next)?;
         let id = self.id_for(&proposed, req.id)?;
+        Ok(self.registration(subject, version, id, proposed, filled_in))
+    }
+
+    /// The records of a registration that passed every check, and its answer.
+    fn registration(
+        &self,
+        subject: &str,
+        version: i32,
+        id: i32,
+        p: Proposed,
+        filled_in: bool,
+    ) -> Plan<Registered> {
         // Every version holding an id serves the same text.
-        let schema = self.stored(id).map_or(proposed.text.clone(), |s| s.schema.clone());
+        let schema = self.stored(id).map_or(p.text.clone(), |s| s.schema.clone());
         let value = SchemaValue {
             subject: subject.to_owned(),
             version,
             id,
             schema,
-            schema_type: proposed.schema_type,
-            references: proposed.references,
-            canonical: proposed.canonical,
+            schema_type: p.schema_type,
+            references: p.references,
+            canonical: p.canonical,
+            metadata: p.metadata,
+            rule_set: p.rule_set,
             deleted: false,
         };
         let mut changes =
@@ -247,16 +322,82 @@ impl State {
             schema: value.schema,
             schema_type: value.schema_type,
             references: value.references,
+            metadata: value.metadata,
+            rule_set: value.rule_set,
             deleted: false,
         };
-        Ok(Plan { changes, answer: Registered { id, version: answer } })
+        Plan { changes, answer: Registered { id, version: answer, filled_in } }
     }
 
-    fn new_version_number(&self, subject: &str, given: Option<i32>, mode: Mode) -> Result<i32> {
-        let next = self.next_version(subject);
-        match given {
+    /// Merges the config's default and override metadata and rule sets around
+    /// the request's own (or, without them, the latest version's), and records
+    /// `confluent:version` when a version was asked for or is already tracked.
+    /// True when that changed or filled in anything.
+    fn merge_contract(
+        &self,
+        subject: &str,
+        p: &mut Proposed,
+        latest: Option<&SubjectVersion>,
+        version_asked: bool,
+        next: i32,
+    ) -> bool {
+        let own_metadata = p.metadata.clone().or_else(|| latest.and_then(|l| l.metadata.clone()));
+        let own_rules = p.rule_set.clone().or_else(|| latest.and_then(|l| l.rule_set.clone()));
+        let default_md = self.config_field(subject, |c| c.default_metadata.clone());
+        let override_md = self.config_field(subject, |c| c.override_metadata.clone());
+        let default_rules = self.config_field(subject, |c| c.default_rule_set.clone());
+        let override_rules = self.config_field(subject, |c| c.override_rule_set.clone());
+        let mut metadata = merge_metadata(merge_metadata(default_md, own_metadata), override_md);
+        let rule_set = merge_rule_sets(merge_rule_sets(default_rules, own_rules), override_rules);
+        let tracked =
+            metadata.as_ref().and_then(|m| m.pointer(&format!("/properties/{CONFLUENT_VERSION}"))).is_some();
+        if version_asked || tracked {
+            let props = serde_json::json!({"properties": {CONFLUENT_VERSION: next.to_string()}});
+            metadata = merge_metadata(metadata, Some(props));
+        }
+        let changed = metadata != p.metadata || rule_set != p.rule_set;
+        p.metadata = metadata;
+        p.rule_set = rule_set;
+        changed || p.metadata.is_some() || p.rule_set.is_some()
+    }
+
+    /// 409 when the proposed schema breaks the subject's level against the live
+    /// versions of its compatibility group.
+    fn refuse_incompatible(
+        &self,
+        checkers: &SchemaCheckers,
+        subject: &str,
+        proposed: &Proposed,
+    ) -> Result<()> {
+        let level = self.effective_level(subject);
+        let live = self.in_group(subject, proposed, self.live_versions(subject));
+        let incompatibilities = self.incompatibilities(checkers, subject, level, proposed, &live)?;
+        if incompatibilities.is_empty() {
+            return Ok(());
+        }
+        Err(RegistryError::Incompatible { subject: subject.to_owned(), details: incompatibilities })
+    }
+
+    /// The versions among `candidates` in the proposed schema's compatibility
+    /// group: with a `compatibilityGroup` property name in the config, those whose
+    /// metadata gives that property the same value; all of them otherwise.
+    fn in_group(&self, subject: &str, proposed: &Proposed, candidates: Vec<i32>) -> Vec<i32> {
+        let Some(group) = self.config_field(subject, |c| c.compatibility_group.clone()) else {
+            return candidates;
+        };
+        let value = |m: &Option<serde_json::Value>| {
+            m.as_ref().and_then(|m| m.get("properties")).and_then(|p| p.get(&group)).cloned()
+        };
+        let wanted = value(&proposed.metadata);
+        candidates
+            .into_iter()
+            .filter(|n| value(&self.subject_version(subject, *n).metadata) == wanted)
+            .collect()
+    }
+
+    fn new_version_number(&self, subject: &str, asked: Option<i32>, mode: Mode, next: i32) -> Result<i32> {
+        match asked {
             None => Ok(next),
-            Some(v) if v < 1 => Err(RegistryError::InvalidVersion(v.to_string())),
             Some(v) if mode == Mode::Import => {
                 if self.raw_version(subject, v).is_some() {
                     return Err(RegistryError::NotPermitted(format!(
@@ -266,9 +407,9 @@ impl State {
                 Ok(v)
             }
             Some(v) if v == next => Ok(v),
-            Some(v) => Err(RegistryError::NotPermitted(format!(
-                "version {v} may not be given for subject '{subject}': the next version is {next} (other versions only in IMPORT mode)"
-            ))),
+            Some(_) => {
+                Err(RegistryError::Unprocessable("Version is not one more than previous version".into()))
+            }
         }
     }
 
@@ -278,13 +419,9 @@ impl State {
         match given {
             Some(id) if id < 1 => Err(RegistryError::BadRequest(format!("schema id {id} is not positive"))),
             Some(id) => match self.stored(id) {
-                Some(s)
-                    if (s.schema_type, s.canonical.clone(), s.references.clone()) != proposed.identity() =>
-                {
-                    Err(RegistryError::NotPermitted(format!(
-                        "schema id {id} is already used by a different schema; overwriting it is not permitted"
-                    )))
-                }
+                Some(s) if s.identity() != proposed.identity() => Err(RegistryError::NotPermitted(format!(
+                    "Overwrite new schema with id {id} is not permitted."
+                ))),
                 _ => Ok(id),
             },
             None => Ok(self.by_identity.get(&proposed.identity()).copied().unwrap_or(self.next_id)),
@@ -318,10 +455,16 @@ impl State {
             existing.push(ResolvedSchema { text: v.schema, references });
         }
         let found = checkers.check(proposed.schema_type, level, &proposed.for_checker(), &existing)?;
-        Ok(found
-            .into_iter()
-            .map(|i| if i.path.is_empty() { i.message } else { format!("{}: {}", i.path, i.message) })
-            .collect())
+        if found.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut messages: Vec<String> = found.into_iter().map(confluent_message).collect();
+        let last = *chosen.last().expect("candidates is not empty");
+        let old = self.subject_version(subject, last);
+        messages.push(format!("{{oldSchemaVersion: {last}}}"));
+        messages.push(format!("{{oldSchema: '{}'}}", old.schema));
+        messages.push(format!("{{validateFields: 'false', compatibility: '{}'}}", level.as_str()));
+        Ok(messages)
     }
 
     /// `POST /compatibility/subjects/{s}/versions[/{v}]`: `version` None checks
@@ -340,17 +483,11 @@ impl State {
             Some(VersionSpec::Latest) => self.versions(subject, false)?,
             Some(spec) => vec![self.resolve(subject, spec, false)?],
         };
-        let proposed = self.propose(checkers, req, normalize || self.effective_normalize(subject))?;
+        let proposed = self.propose(checkers, req, normalize || self.effective_normalize(subject), None)?;
         let level = self.effective_level(subject);
-        let mut messages = self.incompatibilities(checkers, subject, level, &proposed, &candidates)?;
-        let is_compatible = messages.is_empty();
-        if !is_compatible {
-            if let Some(latest) = candidates.last() {
-                messages.push(format!("{{oldSchemaVersion: {latest}}}"));
-            }
-            messages.push(format!("{{compatibility: '{}'}}", level.as_str()));
-        }
-        Ok(CompatibilityResult { is_compatible, messages })
+        let candidates = self.in_group(subject, &proposed, candidates);
+        let messages = self.incompatibilities(checkers, subject, level, &proposed, &candidates)?;
+        Ok(CompatibilityResult { is_compatible: messages.is_empty(), messages })
     }
 
     /// `DELETE /subjects/{s}`: soft (every live version marked deleted) or, after
@@ -447,15 +584,25 @@ impl State {
                 schema_type: v.schema_type,
                 references: v.references,
                 canonical: stored.canonical.clone(),
+                metadata: v.metadata,
+                rule_set: v.rule_set,
                 deleted: true,
             }),
         }
     }
 
-    /// `PUT /config[/{s}]`.
-    pub fn plan_set_config(&self, subject: Option<&str>, value: ConfigValue) -> Plan<ConfigValue> {
-        let change = Change::Config { subject: subject.map(str::to_owned), value: Some(value.clone()) };
-        Plan { changes: vec![change], answer: value }
+    /// `PUT /config[/{s}]`: stores `update` over the current config and answers
+    /// `update` alone, as Confluent echoes what was set. A read-only subject's
+    /// config cannot change (42205).
+    pub fn plan_set_config(&self, subject: Option<&str>, update: ConfigValue) -> Result<Plan<ConfigValue>> {
+        if let Some(s) = subject {
+            validate_subject(s)?;
+            refuse_read_only(s, self.effective_mode(s))?;
+        }
+        let current = self.configs.get(&subject.map(str::to_owned)).cloned().unwrap_or_default();
+        let value = current.updated(&update);
+        let change = Change::Config { subject: subject.map(str::to_owned), value: Some(value) };
+        Ok(Plan { changes: vec![change], answer: update })
     }
 
     /// `DELETE /config[/{s}]`: answers the config that was removed (global: back to BACKWARD).
@@ -502,6 +649,100 @@ impl State {
             (None, Some(s)) => Err(RegistryError::SubjectModeNotConfigured(s.to_owned())),
         }
     }
+}
+
+/// One incompatibility in Confluent's shape,
+/// `{errorType:'CODE', description:'...', additionalInfo:'...'}`: the checkers'
+/// messages start with Confluent's difference name (`TYPE_MISMATCH: ...`); the
+/// description is the rest, capitalized as Confluent's are, and the additional
+/// information is where in the schema it is.
+fn confluent_message(i: crate::checker::Incompatibility) -> String {
+    let (code, text) = match i.message.split_once(": ") {
+        Some((code, text))
+            if !code.is_empty() && code.chars().all(|c| c.is_ascii_uppercase() || c == '_') =>
+        {
+            (code.to_owned(), text.to_owned())
+        }
+        _ => ("INCOMPATIBLE".to_owned(), i.message.clone()),
+    };
+    let mut chars = text.chars();
+    let description: String =
+        chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default();
+    format!("{{errorType:'{code}', description:'{description}', additionalInfo:'{}'}}", i.path)
+}
+
+/// Confluent's register-mode rule: read-only refuses; an id needs IMPORT, and
+/// without one the subject must be READWRITE.
+fn refuse_by_mode(subject: &str, mode: Mode, id_given: bool) -> Result<()> {
+    refuse_read_only(subject, mode)?;
+    match (id_given, mode) {
+        (true, Mode::Import) | (false, Mode::ReadWrite) => Ok(()),
+        (true, _) => Err(RegistryError::NotPermitted(format!("Subject {subject} is not in import mode"))),
+        (false, _) => {
+            Err(RegistryError::NotPermitted(format!("Subject {subject} is not in read-write mode")))
+        }
+    }
+}
+
+/// `metadata.properties` values are strings (Confluent's `Map<String, String>`).
+fn check_metadata(metadata: &Option<serde_json::Value>) -> Result<()> {
+    let props = metadata.as_ref().and_then(|m| m.get("properties"));
+    let bad = props.and_then(|p| p.as_object()).and_then(|p| p.iter().find(|(_, v)| !v.is_string()));
+    match bad {
+        Some((k, _)) => Err(RegistryError::BadRequest(format!("metadata property '{k}' is not a string"))),
+        None => Ok(()),
+    }
+}
+
+/// Confluent's metadata merge: `tags` and `properties` key by key (`new` wins),
+/// `sensitive` the union; either side may be absent.
+fn merge_metadata(
+    old: Option<serde_json::Value>,
+    new: Option<serde_json::Value>,
+) -> Option<serde_json::Value> {
+    let (Some(old), Some(new)) = (&old, &new) else { return new.or(old) };
+    let mut out = serde_json::Map::new();
+    for key in ["tags", "properties"] {
+        let mut merged = old.get(key).and_then(|v| v.as_object()).cloned().unwrap_or_default();
+        if let Some(n) = new.get(key).and_then(|v| v.as_object()) {
+            merged.extend(n.clone());
+        }
+        if !merged.is_empty() {
+            out.insert(key.to_owned(), merged.into());
+        }
+    }
+    let mut sensitive: Vec<serde_json::Value> = Vec::new();
+    for v in [old, new].iter().filter_map(|m| m.get("sensitive")?.as_array()).flatten() {
+        if !sensitive.contains(v) {
+            sensitive.push(v.clone());
+        }
+    }
+    if !sensitive.is_empty() {
+        out.insert("sensitive".to_owned(), sensitive.into());
+    }
+    Some(out.into())
+}
+
+/// Confluent's rule-set merge: each of `migrationRules`, `domainRules` and
+/// `encodingRules` keeps the old rules not named in `new`, then `new`'s.
+fn merge_rule_sets(
+    old: Option<serde_json::Value>,
+    new: Option<serde_json::Value>,
+) -> Option<serde_json::Value> {
+    let (Some(old), Some(new)) = (&old, &new) else { return new.or(old) };
+    let mut out = serde_json::Map::new();
+    for key in ["migrationRules", "domainRules", "encodingRules"] {
+        let rules =
+            |m: &serde_json::Value| m.get(key).and_then(|v| v.as_array()).cloned().unwrap_or_default();
+        let fresh = rules(new);
+        let named = |r: &serde_json::Value| fresh.iter().any(|f| f.get("name") == r.get("name"));
+        let mut merged: Vec<serde_json::Value> = rules(old).into_iter().filter(|r| !named(r)).collect();
+        merged.extend(fresh.iter().cloned());
+        if !merged.is_empty() {
+            out.insert(key.to_owned(), merged.into());
+        }
+    }
+    Some(out.into())
 }
 
 fn refuse_read_only(subject: &str, mode: Mode) -> Result<()> {

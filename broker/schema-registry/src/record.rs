@@ -40,17 +40,63 @@ pub struct SchemaValue {
     /// The checker's normalized form: two schemas are the same schema when type,
     /// canonical form and references are equal.
     pub canonical: String,
+    /// Confluent's data-contract `metadata` and `ruleSet`, as registered (after
+    /// the config's default and override metadata were merged in); part of what
+    /// makes two registrations the same schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_set: Option<serde_json::Value>,
     #[serde(default)]
     pub deleted: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A config (global, or a subject's), Confluent's fields; each is optional, as
+/// `PUT /config` may set any one of them alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigValue {
-    pub compatibility_level: CompatLevel,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compatibility_level: Option<CompatLevel>,
     /// Normalize schemas on register and lookup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub normalize: Option<bool>,
+    /// Another subject this one stands for, on reads and registrations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alias: Option<String>,
+    /// A metadata property: only versions with the same value are checked for compatibility.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compatibility_group: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_metadata: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub override_metadata: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_rule_set: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub override_rule_set: Option<serde_json::Value>,
+}
+
+impl ConfigValue {
+    /// A config with only a level.
+    pub fn level(level: CompatLevel) -> ConfigValue {
+        ConfigValue { compatibility_level: Some(level), ..ConfigValue::default() }
+    }
+
+    /// This config with the fields `update` sets replaced.
+    pub fn updated(self, update: &ConfigValue) -> ConfigValue {
+        let u = update.clone();
+        ConfigValue {
+            compatibility_level: u.compatibility_level.or(self.compatibility_level),
+            normalize: u.normalize.or(self.normalize),
+            alias: u.alias.or(self.alias),
+            compatibility_group: u.compatibility_group.or(self.compatibility_group),
+            default_metadata: u.default_metadata.or(self.default_metadata),
+            override_metadata: u.override_metadata.or(self.override_metadata),
+            default_rule_set: u.default_rule_set.or(self.default_rule_set),
+            override_rule_set: u.override_rule_set.or(self.override_rule_set),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -142,13 +188,15 @@ mod tests {
                     schema_type: SchemaType::Avro,
                     references: vec![Reference { name: "n".into(), subject: "r".into(), version: 1 }],
                     canonical: "\"int\"".into(),
+                    metadata: Some(serde_json::json!({"properties": {"owner": "x"}})),
+                    rule_set: None,
                     deleted: true,
                 }),
             },
             Change::Schema { subject: "s".into(), version: 1, value: None },
             Change::Config {
                 subject: None,
-                value: Some(ConfigValue { compatibility_level: CompatLevel::Full, normalize: Some(true) }),
+                value: Some(ConfigValue { normalize: Some(true), ..ConfigValue::level(CompatLevel::Full) }),
             },
             Change::Config { subject: Some("s".into()), value: None },
             Change::Mode { subject: Some("s".into()), value: Some(ModeValue { mode: Mode::Import }) },
@@ -162,5 +210,12 @@ mod tests {
         assert_eq!(String::from_utf8(k).unwrap(), r#"{"keytype":"SCHEMA","subject":"s","version":2}"#);
         assert!(Change::decode(b"{\"keytype\":\"NEXT_ID\"}", None).is_err());
         assert!(Change::decode(b"not json", None).is_err());
+        // A config written before the optional fields decodes as it did.
+        let old = Change::decode(
+            br#"{"keytype":"CONFIG","subject":null}"#,
+            Some(br#"{"compatibilityLevel":"FULL"}"#),
+        )
+        .unwrap();
+        assert_eq!(old, Change::Config { subject: None, value: Some(ConfigValue::level(CompatLevel::Full)) });
     }
 }

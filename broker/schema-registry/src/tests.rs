@@ -58,7 +58,7 @@ fn setup() -> (State, SchemaCheckers, Arc<Fake>) {
 }
 
 fn req(schema: &str) -> RegisterRequest {
-    RegisterRequest { schema: schema.into(), ..RegisterRequest::default() }
+    RegisterRequest { schema: Some(schema.into()), ..RegisterRequest::default() }
 }
 
 /// Plans against the state, then applies the plan as the broker does after the fsync.
@@ -124,17 +124,16 @@ fn plain_levels_check_the_latest_and_transitive_ones_every_live_version() {
     register(&mut s, &c, "a", "{4}").unwrap();
     assert_eq!(fake.calls.lock().unwrap().pop().unwrap(), (CompatLevel::Backward, vec!["{3}".to_owned()]));
     commit(&mut s, |s| s.plan_delete_version("a", VersionSpec::Number(2), false).unwrap());
-    let level = ConfigValue { compatibility_level: CompatLevel::FullTransitive, normalize: None };
-    commit(&mut s, |s| s.plan_set_config(Some("a"), level));
+    let level = ConfigValue::level(CompatLevel::FullTransitive);
+    commit(&mut s, |s| s.plan_set_config(Some("a"), level).unwrap());
     register(&mut s, &c, "a", "{5}").unwrap();
     let expected: Vec<String> = ["{1}", "{3}", "{4}"].map(String::from).to_vec();
     assert_eq!(fake.calls.lock().unwrap().pop().unwrap(), (CompatLevel::FullTransitive, expected));
     let err = register(&mut s, &c, "a", "{BREAK}").unwrap_err();
     assert_eq!(err.error_code(), 409);
-    assert!(err.to_string().contains("breaks {1}"), "{err}");
-    commit(&mut s, |s| {
-        s.plan_set_config(Some("a"), ConfigValue { compatibility_level: CompatLevel::None, normalize: None })
-    });
+    assert!(err.to_string().contains("description:'Breaks {1}', additionalInfo:'/'}"), "{err}");
+    assert!(err.to_string().contains("{oldSchemaVersion: 5}, {oldSchema: '{5}'}"), "{err}");
+    commit(&mut s, |s| s.plan_set_config(Some("a"), ConfigValue::level(CompatLevel::None)).unwrap());
     fake.calls.lock().unwrap().clear();
     register(&mut s, &c, "a", "{BREAK}").unwrap();
     assert!(fake.calls.lock().unwrap().is_empty(), "NONE never calls the checker");
@@ -156,7 +155,7 @@ fn compatibility_endpoint_selects_versions_like_registration() {
     let r = s.check_compatibility(&c, "a", Some(VersionSpec::Number(1)), &req("{BREAK}"), false).unwrap();
     assert!(!r.is_compatible);
     assert_eq!(fake.calls.lock().unwrap().pop().unwrap().1, vec!["{1}".to_owned()]);
-    assert!(r.messages.iter().any(|m| m.contains("breaks {1}")), "{r:?}");
+    assert!(r.messages.iter().any(|m| m.contains("Breaks {1}")), "{r:?}");
     assert!(r.messages.iter().any(|m| m.contains("BACKWARD")), "{r:?}");
     let err = s.check_compatibility(&c, "a", Some(VersionSpec::Number(9)), &req("{x}"), false).unwrap_err();
     assert_eq!(err.error_code(), 40402);
@@ -238,22 +237,23 @@ fn modes_guard_writes_and_import_keeps_given_ids() {
 #[test]
 fn configs_fall_back_to_global_and_normalize_stores_the_canonical_form() {
     let (mut s, c, _) = setup();
-    assert_eq!(s.config(None, false).unwrap().compatibility_level, CompatLevel::Backward);
+    assert_eq!(s.config(None, false).unwrap().compatibility_level, Some(CompatLevel::Backward));
     assert_eq!(s.config(Some("a"), false).unwrap_err().error_code(), 40408);
     commit(&mut s, |s| {
         s.plan_set_config(
             None,
-            ConfigValue { compatibility_level: CompatLevel::Forward, normalize: Some(true) },
+            ConfigValue { normalize: Some(true), ..ConfigValue::level(CompatLevel::Forward) },
         )
+        .unwrap()
     });
-    assert_eq!(s.config(Some("a"), true).unwrap().compatibility_level, CompatLevel::Forward);
+    assert_eq!(s.config(Some("a"), true).unwrap().compatibility_level, Some(CompatLevel::Forward));
     assert_eq!(s.plan_delete_config(Some("a")).unwrap_err().error_code(), 40401);
     let r = commit(&mut s, |s| s.plan_register(&c, "a", &req("{ a  b }"), false).unwrap());
     assert_eq!(r.version.schema, "{ab}");
     assert_eq!(s.plan_delete_config(Some("a")).unwrap_err().error_code(), 40408);
     let old = commit(&mut s, |s| s.plan_delete_config(None).unwrap());
-    assert_eq!(old.compatibility_level, CompatLevel::Forward);
-    assert_eq!(s.config(None, false).unwrap().compatibility_level, CompatLevel::Backward);
+    assert_eq!(old.compatibility_level, Some(CompatLevel::Forward));
+    assert_eq!(s.config(None, false).unwrap().compatibility_level, Some(CompatLevel::Backward));
 }
 
 #[test]
@@ -339,6 +339,8 @@ fn circular_references_are_refused_not_followed_forever() {
             schema_type: SchemaType::Avro,
             references: vec![reference(other, other, 1)],
             canonical: format!("{{{subject}}}"),
+            metadata: None,
+            rule_set: None,
             deleted: false,
         };
         s.apply(Change::Schema { subject: subject.into(), version: 1, value: Some(value) });
@@ -347,4 +349,143 @@ fn circular_references_are_refused_not_followed_forever() {
         s.plan_register(&c, "top", &with_refs("{top}", vec![reference("a", "a", 1)]), false).unwrap_err();
     assert_eq!(err.error_code(), 42201);
     assert!(err.to_string().contains("circular schema references"), "{err}");
+}
+
+#[test]
+fn versions_follow_confluents_rules_outside_import() {
+    let (mut s, c, _) = setup();
+    let at = |v: i32, schema: &str| RegisterRequest { version: Some(v), ..req(schema) };
+    // -1 (and 0) mean the next version.
+    let r = commit(&mut s, |s| s.plan_register(&c, "a", &at(-1, "{1}"), false).unwrap());
+    assert_eq!((r.id, r.version.version, r.filled_in), (1, 1, false));
+    let e = s.plan_register(&c, "a", &at(5, "{2}"), false).unwrap_err();
+    assert_eq!(
+        (e.error_code(), e.to_string().as_str()),
+        (42201, "Version is not one more than previous version")
+    );
+    // An explicit next version records confluent:version, and the answer is the whole schema.
+    let r = commit(&mut s, |s| s.plan_register(&c, "a", &at(2, "{2}"), false).unwrap());
+    assert!(r.filled_in);
+    assert_eq!(r.version.metadata, Some(serde_json::json!({"properties": {"confluent:version": "2"}})));
+    // Without a schema, the latest version's is used; with none at all it is "Empty schema".
+    let empty = RegisterRequest::default();
+    let r = commit(&mut s, |s| s.plan_register(&c, "a", &empty, false).unwrap());
+    assert_eq!((r.id, r.version.version), (2, 2), "the latest schema again: the same version");
+    let e = s.plan_register(&c, "b", &empty, false).unwrap_err();
+    assert_eq!((e.error_code(), e.to_string().as_str()), (42201, "Empty schema"));
+    let lower = RegisterRequest { schema_type: Some("avro".into()), ..req("{x}") };
+    assert_eq!(s.plan_register(&c, "b", &lower, false).unwrap_err().error_code(), 42201);
+    for bad in ["__GLOBAL", "__EMPTY", "a\u{7}b"] {
+        assert_eq!(s.plan_register(&c, bad, &req("{x}"), false).unwrap_err().error_code(), 42208, "{bad}");
+    }
+}
+
+#[test]
+fn import_needs_an_id_and_readwrite_refuses_one() {
+    let (mut s, c, _) = setup();
+    register(&mut s, &c, "held", "{1}").unwrap();
+    commit(&mut s, |s| s.plan_set_mode(Some("imp"), Mode::Import, false).unwrap());
+    let e = s.plan_register(&c, "imp", &req("{1}"), false).unwrap_err();
+    assert_eq!((e.error_code(), e.to_string().as_str()), (42205, "Subject imp is not in read-write mode"));
+    let with = |id: i32, schema: &str| RegisterRequest { id: Some(id), ..req(schema) };
+    // The id another subject holds this schema under may be given again.
+    let r = commit(&mut s, |s| s.plan_register(&c, "imp", &with(1, "{1}"), false).unwrap());
+    assert_eq!((r.id, r.version.version), (1, 1));
+    let e = s.plan_register(&c, "imp", &with(1, "{2}"), false).unwrap_err();
+    assert_eq!(
+        (e.error_code(), e.to_string().as_str()),
+        (42205, "Overwrite new schema with id 1 is not permitted.")
+    );
+    let e = s.plan_register(&c, "held", &with(9, "{9}"), false).unwrap_err();
+    assert_eq!((e.error_code(), e.to_string().as_str()), (42205, "Subject held is not in import mode"));
+}
+
+#[test]
+fn metadata_is_part_of_identity_and_config_metadata_merges() {
+    let (mut s, c, _) = setup();
+    let with_md = |schema: &str, md: serde_json::Value| RegisterRequest { metadata: Some(md), ..req(schema) };
+    let r1 = commit(&mut s, |s| {
+        s.plan_register(&c, "a", &with_md("{1}", serde_json::json!({"properties": {"o": "x"}})), false)
+            .unwrap()
+    });
+    let r2 = commit(&mut s, |s| {
+        s.plan_register(&c, "a", &with_md("{1}", serde_json::json!({"properties": {"o": "y"}})), false)
+            .unwrap()
+    });
+    assert_eq!(
+        (r1.id, r1.version.version, r2.id, r2.version.version),
+        (1, 1, 2, 2),
+        "other metadata: a new version"
+    );
+    // Without metadata of its own, a registration inherits the latest version's: the same schema.
+    let r3 = commit(&mut s, |s| s.plan_register(&c, "a", &req("{1}"), false).unwrap());
+    assert_eq!((r3.id, r3.version.version), (2, 2));
+    let bad = with_md("{1}", serde_json::json!({"properties": {"o": 1}}));
+    assert_eq!(s.plan_register(&c, "a", &bad, false).unwrap_err().error_code(), 422);
+    let cfg = ConfigValue {
+        default_metadata: Some(serde_json::json!({"properties": {"team": "t", "o": "default"}})),
+        override_metadata: Some(serde_json::json!({"properties": {"pinned": "p"}})),
+        ..ConfigValue::default()
+    };
+    let echoed = commit(&mut s, |s| s.plan_set_config(Some("b"), cfg.clone()).unwrap());
+    assert_eq!(echoed, cfg, "the answer is what was set");
+    let r = commit(&mut s, |s| {
+        s.plan_register(&c, "b", &with_md("{b}", serde_json::json!({"properties": {"o": "mine"}})), false)
+            .unwrap()
+    });
+    assert_eq!(
+        r.version.metadata,
+        Some(serde_json::json!({"properties": {"team": "t", "o": "mine", "pinned": "p"}}))
+    );
+    assert_eq!(s.version_by_metadata("b", &[("team".into(), "t".into())]).unwrap().version, 1);
+    // A lookup without metadata (a serializer's) finds the version the config's metadata went into.
+    assert_eq!(s.lookup(&c, "b", &req("{b}"), false, false).unwrap().version, 1);
+    let other = with_md("{b}", serde_json::json!({"properties": {"o": "else"}}));
+    assert_eq!(s.lookup(&c, "b", &other, false, false).unwrap_err().error_code(), 40403);
+    assert_eq!(s.version_by_metadata("b", &[("team".into(), "u".into())]).unwrap_err().error_code(), 40403);
+}
+
+#[test]
+fn compatibility_groups_aliases_contexts_and_read_only_configs() {
+    let (mut s, c, fake) = setup();
+    let in_group = |schema: &str, g: &str| RegisterRequest {
+        metadata: Some(serde_json::json!({"properties": {"major": g}})),
+        ..req(schema)
+    };
+    commit(&mut s, |s| {
+        s.plan_set_config(
+            Some("g"),
+            ConfigValue { compatibility_group: Some("major".into()), ..ConfigValue::default() },
+        )
+        .unwrap()
+    });
+    commit(&mut s, |s| s.plan_register(&c, "g", &in_group("{1}", "1"), false).unwrap());
+    // A breaking schema in a new group is checked against nothing.
+    commit(&mut s, |s| s.plan_register(&c, "g", &in_group("{BREAK}", "2"), false).unwrap());
+    assert_eq!(s.plan_register(&c, "g", &in_group("{BREAK 2}", "1"), false).unwrap_err().error_code(), 409);
+    fake.calls.lock().unwrap().clear();
+    commit(&mut s, |s| {
+        s.plan_set_config(Some("al"), ConfigValue { alias: Some("g".into()), ..ConfigValue::default() })
+            .unwrap()
+    });
+    assert_eq!(s.resolve_alias("al"), "g");
+    assert_eq!(s.resolve_alias("g"), "g");
+    // A context's config and mode are its subjects' unless they have their own.
+    commit(&mut s, |s| s.plan_set_config(Some(":.ctx:"), ConfigValue::level(CompatLevel::None)).unwrap());
+    assert_eq!(s.effective_level(":.ctx:x"), CompatLevel::None);
+    assert_eq!(s.effective_level("x"), CompatLevel::Backward);
+    commit(&mut s, |s| s.plan_set_mode(Some(":.ctx:"), Mode::ReadOnly, false).unwrap());
+    assert_eq!(s.effective_mode(":.ctx:x"), Mode::ReadOnly);
+    assert_eq!(
+        s.plan_set_config(Some(":.ctx:x"), ConfigValue::level(CompatLevel::Full)).unwrap_err().error_code(),
+        42205
+    );
+    commit(&mut s, |s| s.plan_delete_mode(Some(":.ctx:")).unwrap());
+    register(&mut s, &c, ":.ctx:x", "{c}").unwrap();
+    assert_eq!(s.contexts(), [".", ".ctx"]);
+    assert_eq!(
+        s.all_schemas("", false, true, 0, None).iter().map(|v| v.subject.as_str()).collect::<Vec<_>>(),
+        [":.ctx:x", "g"]
+    );
+    assert_eq!(s.all_schemas("g", false, false, 1, Some(1)).len(), 1);
 }

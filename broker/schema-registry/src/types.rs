@@ -25,7 +25,16 @@ impl SchemaType {
         }
     }
 
-    /// `schemaType` of a request: absent means AVRO; any case is accepted.
+    /// `schemaType` of a request, as Confluent reads it: absent means AVRO, and
+    /// the name is exact (`avro` is 42201), since Confluent looks it up as given.
+    pub fn from_request(s: Option<&str>) -> Result<SchemaType> {
+        let Some(s) = s else { return Ok(SchemaType::Avro) };
+        SchemaType::ALL.into_iter().find(|t| t.as_str() == s).ok_or_else(|| {
+            RegistryError::InvalidSchema(format!("Invalid schema type {s}; use AVRO, JSON or PROTOBUF"))
+        })
+    }
+
+    /// A type name as plugins declare it: absent means AVRO; any case is accepted.
     pub fn parse(s: Option<&str>) -> Result<SchemaType> {
         let Some(s) = s else { return Ok(SchemaType::Avro) };
         SchemaType::ALL.into_iter().find(|t| t.as_str().eq_ignore_ascii_case(s)).ok_or_else(|| {
@@ -169,11 +178,14 @@ impl std::fmt::Display for VersionSpec {
 }
 
 /// The body of `POST /subjects/{s}/versions` and `POST /subjects/{s}` (lookup).
-/// Unknown fields (`metadata`, `ruleSet`, ...) are accepted and ignored.
+/// `metadata` and `ruleSet` (Confluent's data contracts) are kept as given.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RegisterRequest {
-    pub schema: String,
+    /// Absent or empty: the latest version's schema when the subject has one
+    /// (a registration that only changes metadata), else 42201 "Empty schema".
+    #[serde(default)]
+    pub schema: Option<String>,
     #[serde(default)]
     pub schema_type: Option<String>,
     #[serde(default)]
@@ -181,9 +193,13 @@ pub struct RegisterRequest {
     /// An explicit id: IMPORT mode only.
     #[serde(default)]
     pub id: Option<i32>,
-    /// An explicit version: IMPORT mode, or the next version.
+    /// An explicit version: IMPORT mode, or the next version (`-1` or 0: the next).
     #[serde(default)]
     pub version: Option<i32>,
+    #[serde(default)]
+    pub metadata: Option<serde_json::Value>,
+    #[serde(default)]
+    pub rule_set: Option<serde_json::Value>,
 }
 
 /// A schema version as `GET /subjects/{s}/versions/{v}` and lookup return it;
@@ -199,8 +215,13 @@ pub struct SubjectVersion {
     pub schema_type: SchemaType,
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub references: Vec<Reference>,
-    /// Present (true) only on soft-deleted versions asked for with `deleted=true`.
-    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub metadata: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rule_set: Option<serde_json::Value>,
+    /// Whether the version is soft-deleted; not on the wire (Confluent's answers
+    /// do not say).
+    #[serde(skip)]
     pub deleted: bool,
 }
 
@@ -213,6 +234,10 @@ pub struct SchemaById {
     pub schema_type: SchemaType,
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub references: Vec<Reference>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub metadata: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rule_set: Option<serde_json::Value>,
 }
 
 fn is_avro(t: &SchemaType) -> bool {
@@ -236,6 +261,8 @@ mod tests {
         assert_eq!(SchemaType::parse(None).unwrap(), SchemaType::Avro);
         assert_eq!(SchemaType::parse(Some("protobuf")).unwrap(), SchemaType::Protobuf);
         assert_eq!(SchemaType::parse(Some("XML")).unwrap_err().error_code(), 42201);
+        assert_eq!(SchemaType::from_request(Some("JSON")).unwrap(), SchemaType::Json);
+        assert_eq!(SchemaType::from_request(Some("avro")).unwrap_err().error_code(), 42201);
         assert_eq!(serde_json::to_string(&Mode::ReadOnlyOverride).unwrap(), "\"READONLY_OVERRIDE\"");
         assert_eq!(
             serde_json::to_string(&CompatLevel::BackwardTransitive).unwrap(),
@@ -262,6 +289,8 @@ mod tests {
             schema: "\"int\"".into(),
             schema_type: SchemaType::Avro,
             references: vec![],
+            metadata: None,
+            rule_set: None,
             deleted: false,
         };
         assert_eq!(

@@ -436,6 +436,8 @@ mod tests {
                     schema_type,
                     references,
                     canonical: schema.into(),
+                    metadata: None,
+                    rule_set: None,
                     deleted: false,
                 }),
             });

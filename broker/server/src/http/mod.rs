@@ -57,7 +57,7 @@ pub fn router(registry: Arc<Registry>, shutdown: watch::Receiver<bool>) -> Route
     let state = AppState { registry, service, shutdown, in_flight };
     // Probes and the document stay outside the in-flight limit, so an overloaded
     // broker still reports itself alive.
-    Router::new()
+    let app = Router::new()
         .route("/healthz", get(topics::healthz))
         .route("/readyz", get(topics::readyz))
         .route("/openapi.json", get(openapi::openapi_json))
@@ -65,7 +65,10 @@ pub fn router(registry: Arc<Registry>, shutdown: watch::Receiver<bool>) -> Route
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_max))
-        .with_state(state)
+        .with_state(state);
+    // The registry's context-prefixed paths are rewritten before routing, so they
+    // are routed and authorized as the qualified-subject paths they stand for.
+    Router::new().fallback_service(app).layer(middleware::map_request(schemas::context_paths))
 }
 
 fn api_routes(state: AppState) -> Router<AppState> {
@@ -94,7 +97,10 @@ fn api_routes(state: AppState) -> Router<AppState> {
         )
         // The base URL with a slash, as clients given `.../registry/` ask for it; the
         // nested router serves `/registry` itself and everything below it.
-        .route("/registry/", get(schemas::root).fallback(schemas::method_not_allowed))
+        .route(
+            "/registry/",
+            get(schemas::root).post(schemas::root_post).fallback(schemas::method_not_allowed),
+        )
         .route("/keys", get(keys::list).post(keys::create))
         .route("/keys/{key}", get(keys::describe).delete(keys::revoke))
         .route("/keys/{key}/rotate", post(keys::rotate))

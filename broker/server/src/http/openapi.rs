@@ -58,6 +58,13 @@ use crate::config::TopicConfig;
         super::group_sessions::commit_now,
         super::group_sessions::remove,
         super::schemas::root,
+        super::schemas::root_post,
+        super::schemas::metadata_id,
+        super::schemas::metadata_version,
+        super::schemas::list_subjects_slash,
+        super::schemas::list_schemas,
+        super::schemas::list_schemas_slash,
+        super::schemas::subject_metadata,
         super::schemas::contexts,
         super::schemas::list_subjects,
         super::schemas::lookup,
@@ -175,6 +182,13 @@ use crate::config::TopicConfig;
         sr::ModeName,
         sr::RegistryMode,
         sr::ModeUpdate,
+        sr::SchemaMetadata,
+        sr::SchemaRuleSet,
+        sr::RegisterAnswer,
+        sr::ConfigExtras,
+        sr::ServerClusterId,
+        sr::ClusterScope,
+        sr::ServerVersion,
     )),
     modifiers(&RegistryMediaTypes),
 )]
@@ -206,6 +220,18 @@ fn registry_media_types(op: &mut Operation) {
     {
         for media in REGISTRY_REQUEST_TYPES {
             body.content.insert(media.to_owned(), content.clone());
+        }
+        // Every route with a body reads it as Confluent does (`SrJson`).
+        let refusals = [
+            ("400", "400: the body is not JSON, or JSON that is not an object"),
+            ("415", "415: a content type the registry does not read"),
+        ];
+        for (status, description) in refusals {
+            let error = Response::builder()
+                .description(description)
+                .content("application/json", Content::new(Some(Ref::from_schema_name("RegistryErrorBody"))))
+                .build();
+            op.responses.responses.entry(status.to_owned()).or_insert(RefOr::T(error));
         }
     }
     for response in op.responses.responses.values_mut() {
@@ -262,7 +288,13 @@ mod tests {
         let doc = serde_json::to_value(ApiDoc::openapi()).unwrap();
         let paths = doc["paths"].as_object().unwrap();
         let expected: &[(&str, &[&str])] = &[
-            ("/registry/", &["get"]),
+            ("/registry/", &["get", "post"]),
+            ("/registry/subjects/", &["get"]),
+            ("/registry/schemas", &["get"]),
+            ("/registry/schemas/", &["get"]),
+            ("/registry/v1/metadata/id", &["get"]),
+            ("/registry/v1/metadata/version", &["get"]),
+            ("/registry/subjects/{subject}/metadata", &["get"]),
             ("/registry/contexts", &["get"]),
             ("/registry/subjects", &["get"]),
             ("/registry/subjects/{subject}", &["post", "delete"]),

@@ -5,8 +5,6 @@
 //! `application/vnd.schemaregistry.v1+json`; errors are exactly
 //! `{"error_code": N, "message": "..."}` with Confluent's codes.
 
-use std::collections::HashMap;
-
 use axum::Router;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
 use axum::http::request::Parts;
@@ -14,29 +12,39 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
-use es_schema_registry::record::ConfigValue;
 use es_schema_registry::types::RegisterRequest;
-use es_schema_registry::{CompatLevel, Mode, RegistryError, VersionSpec};
+use es_schema_registry::{CompatLevel, Mode, RegistryError, SchemaType, VersionSpec};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::AppState;
 use super::schemas_api::{
-    CompatibilityAnswer, ConfigUpdate, ModeUpdate, RegistryConfig, RegistryConfigSet, RegistryErrorBody,
-    RegistryMode, SchemaRequest, SchemaText, SchemaTypeName, SchemaVersion, SubjectVersionPair, VersionParam,
+    CompatibilityAnswer, ConfigUpdate, ModeUpdate, RegisterAnswer, RegistryConfig, RegistryConfigSet,
+    RegistryErrorBody, RegistryMode, SchemaRequest, SchemaText, SchemaTypeName, SchemaVersion,
+    ServerClusterId, ServerVersion, SubjectVersionPair, VersionParam,
 };
 
 pub(super) const CONTENT_TYPE: &str = "application/vnd.schemaregistry.v1+json";
 
-/// The request content types Confluent's clients send; the body is read as JSON whatever it says.
+/// The request content types Confluent's clients send (documented in the OpenAPI document).
 pub(super) const REQUEST_CONTENT_TYPES: [&str; 3] =
     [CONTENT_TYPE, "application/vnd.schemaregistry+json", "application/json"];
+
+/// Also read as JSON, as Confluent reads it (and a request without a content
+/// type counts as this); anything else is 415.
+const GENERIC_REQUEST_TYPE: &str = "application/octet-stream";
 
 /// The registry's routes, nested under `/registry` by the router.
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/", get(root))
+        .route("/", get(root).post(root_post))
         .route("/subjects", get(list_subjects))
+        .route("/subjects/", get(list_subjects_slash))
+        .route("/schemas", get(list_schemas))
+        .route("/schemas/", get(list_schemas_slash))
+        .route("/v1/metadata/id", get(metadata_id))
+        .route("/v1/metadata/version", get(metadata_version))
+        .route("/subjects/{subject}/metadata", get(subject_metadata))
         .route("/subjects/{subject}", post(lookup).delete(delete_subject))
         .route("/subjects/{subject}/versions", get(list_versions).post(register))
         .route("/subjects/{subject}/versions/{version}", get(get_version).delete(delete_version))
@@ -56,6 +64,42 @@ pub fn routes() -> Router<AppState> {
         .route("/contexts", get(contexts))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+}
+
+/// Rewrites Confluent's context-prefixed paths (`/registry/contexts/{ctx}/...`)
+/// to the paths they stand for: a subject becomes `:{ctx}:{subject}`, the
+/// context's subject list is `/subjects?subjectPrefix=:{ctx}:`, its own config
+/// and mode are those of `:{ctx}:`, and ids (global in es) are read as they are.
+/// The default context `.` qualifies nothing. Anything else is left alone.
+pub(super) async fn context_paths(mut req: Request) -> Request {
+    let Some(rest) = req.uri().path().strip_prefix("/registry/contexts/") else { return req };
+    let Some((ctx, rest)) = rest.split_once('/') else { return req };
+    let qualifier = if ctx == "." { String::new() } else { format!(":{ctx}:") };
+    let mut query = req.uri().query().map(str::to_owned);
+    let path = match rest.split_once('/').unwrap_or((rest, "")) {
+        ("subjects", "") => {
+            let prefix = format!("subjectPrefix={qualifier}");
+            query = Some(query.map_or(prefix.clone(), |q| format!("{q}&{prefix}")));
+            "/registry/subjects".to_owned()
+        }
+        ("config" | "mode", "") if qualifier.is_empty() => format!("/registry/{rest}"),
+        (kind @ ("config" | "mode"), "") => format!("/registry/{kind}/{qualifier}"),
+        (kind @ ("subjects" | "config" | "mode"), tail) => format!("/registry/{kind}/{qualifier}{tail}"),
+        ("compatibility", tail) => match tail.strip_prefix("subjects/") {
+            Some(tail) => format!("/registry/compatibility/subjects/{qualifier}{tail}"),
+            None => return req,
+        },
+        ("schemas", _) => format!("/registry/{rest}"),
+        _ => return req,
+    };
+    let target = match query {
+        Some(q) => format!("{path}?{q}"),
+        None => path,
+    };
+    if let Ok(uri) = target.parse() {
+        *req.uri_mut() = uri;
+    }
+    req
 }
 
 /// A registry answer: JSON in Confluent's content type.
@@ -128,25 +172,64 @@ pub(super) async fn method_not_allowed() -> Response {
     error_reply(StatusCode::METHOD_NOT_ALLOWED, 405, "HTTP 405 Method Not Allowed")
 }
 
-/// A JSON body of any content type; a bad one is 422.
+/// A JSON body, read as Confluent reads one: the content type is one of the
+/// registry's, JSON or none (415 otherwise); no body or `null` is 422; text that
+/// is not JSON, or JSON that is not an object, is 400; an object of the wrong
+/// shape is 422.
 pub(super) struct SrJson<T>(T);
 
 impl<T: DeserializeOwned> FromRequest<AppState> for SrJson<T> {
     type Rejection = SrError;
 
     async fn from_request(req: Request, state: &AppState) -> SrResult<Self> {
+        refuse_media_type(req.headers())?;
         let bytes = Bytes::from_request(req, state).await.map_err(|e| {
             RegistryError::BadRequest(format!("could not read the request body: {}", e.body_text()))
         })?;
-        serde_json::from_slice(&bytes)
-            .map(SrJson)
-            .map_err(|e| SrError(RegistryError::BadRequest(format!("the request body is not valid: {e}"))))
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Err(RegistryError::BadRequest("Request body is missing".into()).into());
+        }
+        let value: serde_json::Value = serde_json::from_slice(&bytes)
+            .map_err(|e| RegistryError::MalformedBody(format!("Unrecognized JSON: {e}")))?;
+        match value {
+            serde_json::Value::Null => Err(RegistryError::BadRequest("Request body is null".into()).into()),
+            serde_json::Value::Object(_) => serde_json::from_value(value).map(SrJson).map_err(|e| {
+                SrError(RegistryError::BadRequest(format!("the request body is not valid: {e}")))
+            }),
+            other => Err(RegistryError::MalformedBody(format!(
+                "the request body must be a JSON object, not {}",
+                json_kind(&other)
+            ))
+            .into()),
+        }
     }
+}
+
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Null | serde_json::Value::Object(_) => "that",
+    }
+}
+
+/// 415 for a content type the registry does not read (parameters such as
+/// `charset` do not matter).
+fn refuse_media_type(headers: &axum::http::HeaderMap) -> Result<(), RegistryError> {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else { return Ok(()) };
+    let essence = value.to_str().unwrap_or("").split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    if REQUEST_CONTENT_TYPES.contains(&essence.as_str()) || essence == GENERIC_REQUEST_TYPE {
+        return Ok(());
+    }
+    Err(RegistryError::UnsupportedMediaType)
 }
 
 /// Query parameters; booleans are `true` in any case, anything else is false (as
 /// Confluent's server reads them).
-pub(super) struct Params(HashMap<String, String>);
+/// In order, repeated names kept (`?key=a&value=1&key=b&value=2`).
+pub(super) struct Params(Vec<(String, String)>);
 
 impl<S: Send + Sync> FromRequestParts<S> for Params {
     type Rejection = SrError;
@@ -160,11 +243,23 @@ impl<S: Send + Sync> FromRequestParts<S> for Params {
 
 impl Params {
     fn flag(&self, name: &str) -> bool {
-        self.0.get(name).is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        self.text(name).is_some_and(|v| v.eq_ignore_ascii_case("true"))
     }
 
+    /// The last value of `name`.
     fn text(&self, name: &str) -> Option<&str> {
-        self.0.get(name).map(String::as_str)
+        self.0.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    /// Every value of `name`, in order.
+    fn all(&self, name: &str) -> Vec<String> {
+        self.0.iter().filter(|(k, _)| k == name).map(|(_, v)| v.clone()).collect()
+    }
+
+    /// A non-negative number, `default` when absent or unreadable (as Confluent's
+    /// integer parameters with defaults read).
+    fn number(&self, name: &str, default: i64) -> i64 {
+        self.text(name).and_then(|v| v.parse().ok()).unwrap_or(default)
     }
 }
 
@@ -181,8 +276,10 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for SrPath<
     }
 }
 
+/// An id path parameter: not a number is no route at all (Confluent's path
+/// parameter is an integer), a number without a schema is 40403.
 fn parse_id(id: &str) -> Result<i32, RegistryError> {
-    id.parse::<i32>().map_err(|_| RegistryError::SchemaNotFound(format!("Schema {id} not found")))
+    id.parse::<i32>().map_err(|_| RegistryError::NoRoute)
 }
 
 #[utoipa::path(get, path = "/registry/", tag = "registry",
@@ -192,9 +289,102 @@ pub(super) async fn root() -> Reply {
 }
 
 #[utoipa::path(get, path = "/registry/contexts", tag = "registry",
-    responses((status = 200, description = "The one context, `.`", body = Vec<String>)))]
-pub(super) async fn contexts() -> Reply {
-    ok(["."])
+    responses((status = 200, description = "The contexts that hold a subject (`:.ctx:name` is in `.ctx`), \
+        `.` (the default context) first. A path `/contexts/{context}/...` is the same route with its \
+        subject qualified (`/contexts/.ctx/subjects/s/versions` is `/subjects/:.ctx:s/versions`, \
+        `/contexts/.ctx/subjects` lists that context's subjects, `/contexts/.ctx/config` is the \
+        context's own config)", body = Vec<String>)))]
+pub(super) async fn contexts(State(s): State<AppState>) -> SrResult {
+    Ok(ok(s.registry.schemas().read(|st| Ok(st.contexts()))?))
+}
+
+#[utoipa::path(post, path = "/registry/", tag = "registry",
+    request_body(content = Object, description = "Any JSON object; ignored"),
+    responses(
+        (status = 200, description = "`{}`, as Confluent's root answers a POST", body = Object),
+        (status = 400, description = "400: not a JSON object", body = RegistryErrorBody),
+        (status = 415, description = "415: a content type the registry does not read", body = RegistryErrorBody),
+        (status = 422, description = "422: no body, or not an object of strings", body = RegistryErrorBody)))]
+pub(super) async fn root_post(SrJson(_): SrJson<std::collections::BTreeMap<String, String>>) -> Reply {
+    ok(json!({}))
+}
+
+#[utoipa::path(get, path = "/registry/v1/metadata/id", tag = "registry",
+    responses((status = 200, description = "The registry's cluster identity, in Confluent's shape", body = ServerClusterId)))]
+pub(super) async fn metadata_id() -> Reply {
+    ok(ServerClusterId::of_this_broker())
+}
+
+#[utoipa::path(get, path = "/registry/v1/metadata/version", tag = "registry",
+    responses((status = 200, description = "The broker's version, in Confluent's shape", body = ServerVersion)))]
+pub(super) async fn metadata_version() -> Reply {
+    ok(ServerVersion::of_this_broker())
+}
+
+#[utoipa::path(get, path = "/registry/subjects/", tag = "registry",
+    params(
+        ("deleted" = Option<bool>, Query, description = "Also list soft-deleted subjects"),
+        ("deletedOnly" = Option<bool>, Query, description = "List only soft-deleted subjects"),
+        ("subjectPrefix" = Option<String>, Query, description = "Only subjects starting with this")),
+    responses(
+        (status = 200, description = "As `/subjects`", body = Vec<String>),
+        (status = 422, description = "422: a malformed query string", body = RegistryErrorBody)))]
+pub(super) async fn list_subjects_slash(s: State<AppState>, q: Params) -> SrResult {
+    list_subjects(s, q).await
+}
+
+#[utoipa::path(get, path = "/registry/schemas", tag = "registry",
+    params(
+        ("subjectPrefix" = Option<String>, Query, description = "Only the subjects starting with this"),
+        ("deleted" = Option<bool>, Query, description = "Include soft-deleted versions"),
+        ("latestOnly" = Option<bool>, Query, description = "Only each subject's latest version"),
+        ("offset" = Option<i32>, Query, description = "Skip this many (0 when absent or negative)"),
+        ("limit" = Option<i32>, Query, description = "At most this many (all when absent or not positive)")),
+    responses(
+        (status = 200, description = "Schema versions, by subject then version", body = Vec<SchemaVersion>),
+        (status = 422, description = "422: a malformed query string", body = RegistryErrorBody)))]
+pub(super) async fn list_schemas(State(s): State<AppState>, q: Params) -> SrResult {
+    let prefix = q.text("subjectPrefix").unwrap_or("").to_owned();
+    let offset = usize::try_from(q.number("offset", 0)).unwrap_or(0);
+    let limit = usize::try_from(q.number("limit", -1)).ok().filter(|l| *l > 0);
+    let versions = s
+        .registry
+        .schemas()
+        .read(|st| Ok(st.all_schemas(&prefix, q.flag("deleted"), q.flag("latestOnly"), offset, limit)))?;
+    Ok(ok(versions.into_iter().map(SchemaVersion::from).collect::<Vec<_>>()))
+}
+
+#[utoipa::path(get, path = "/registry/schemas/", tag = "registry",
+    params(
+        ("subjectPrefix" = Option<String>, Query, description = "Only the subjects starting with this"),
+        ("deleted" = Option<bool>, Query, description = "Include soft-deleted versions"),
+        ("latestOnly" = Option<bool>, Query, description = "Only each subject's latest version"),
+        ("offset" = Option<i32>, Query, description = "Skip this many"),
+        ("limit" = Option<i32>, Query, description = "At most this many")),
+    responses(
+        (status = 200, description = "As `/schemas`", body = Vec<SchemaVersion>),
+        (status = 422, description = "422: a malformed query string", body = RegistryErrorBody)))]
+pub(super) async fn list_schemas_slash(s: State<AppState>, q: Params) -> SrResult {
+    list_schemas(s, q).await
+}
+
+#[utoipa::path(get, path = "/registry/subjects/{subject}/metadata", tag = "registry",
+    params(
+        ("subject" = String, Path, description = "Subject name", example = "st-value"),
+        ("key" = Option<Vec<String>>, Query, description = "A metadata property name (repeated with `value`)"),
+        ("value" = Option<Vec<String>>, Query, description = "The value the property must have")),
+    responses(
+        (status = 200, description = "The latest live version whose metadata has every key/value pair", body = SchemaVersion),
+        (status = 404, description = "40401 subject not found, 40403 no version has that metadata", body = RegistryErrorBody),
+        (status = 422, description = "422: a malformed query string", body = RegistryErrorBody)))]
+pub(super) async fn subject_metadata(
+    State(s): State<AppState>,
+    SrPath(subject): SrPath<String>,
+    q: Params,
+) -> SrResult {
+    let wanted: Vec<(String, String)> = q.all("key").into_iter().zip(q.all("value")).collect();
+    let v = s.registry.schemas().read(|st| st.version_by_metadata(&st.resolve_alias(&subject), &wanted))?;
+    Ok(ok(SchemaVersion::from(v)))
 }
 
 #[utoipa::path(get, path = "/registry/subjects", tag = "registry",
@@ -225,7 +415,7 @@ pub(super) async fn list_versions(
     SrPath(subject): SrPath<String>,
     q: Params,
 ) -> SrResult {
-    Ok(ok(s.registry.schemas().read(|st| st.versions(&subject, q.flag("deleted")))?))
+    Ok(ok(s.registry.schemas().read(|st| st.versions(&st.resolve_alias(&subject), q.flag("deleted")))?))
 }
 
 #[utoipa::path(get, path = "/registry/subjects/{subject}/versions/{version}", tag = "registry",
@@ -243,7 +433,8 @@ pub(super) async fn get_version(
     q: Params,
 ) -> SrResult {
     let spec = VersionSpec::parse(&version)?;
-    let v = s.registry.schemas().read(|st| st.version(&subject, spec, q.flag("deleted")))?;
+    let v =
+        s.registry.schemas().read(|st| st.version(&st.resolve_alias(&subject), spec, q.flag("deleted")))?;
     Ok(ok(SchemaVersion::from(v)))
 }
 
@@ -263,7 +454,8 @@ pub(super) async fn get_version_schema(
     q: Params,
 ) -> SrResult {
     let spec = VersionSpec::parse(&version)?;
-    let v = s.registry.schemas().read(|st| st.version(&subject, spec, q.flag("deleted")))?;
+    let v =
+        s.registry.schemas().read(|st| st.version(&st.resolve_alias(&subject), spec, q.flag("deleted")))?;
     Ok(text(v.schema))
 }
 
@@ -280,8 +472,10 @@ pub(super) async fn referenced_by(
     SrPath((subject, version)): SrPath<(String, String)>,
 ) -> SrResult {
     let spec = VersionSpec::parse(&version)?;
-    let ids =
-        s.registry.schemas().read(|st| Ok(st.referenced_by(&subject, st.resolve(&subject, spec, true)?)))?;
+    let ids = s.registry.schemas().read(|st| {
+        let subject = st.resolve_alias(&subject);
+        Ok(st.referenced_by(&subject, st.resolve(&subject, spec, true)?))
+    })?;
     Ok(ok(ids))
 }
 
@@ -291,10 +485,12 @@ pub(super) async fn referenced_by(
         ("normalize" = Option<bool>, Query, description = "Store the checker's canonical form")),
     request_body = SchemaRequest,
     responses(
-        (status = 200, description = "Registered (fsynced), or the existing version holding the same schema", body = SchemaVersion),
+        (status = 200, description = "Registered (fsynced), or the existing version holding the same schema: \
+            `{\"id\"}` alone, or the whole schema when the registry filled in its text, metadata or rules", body = RegisterAnswer),
         (status = 409, description = "409 incompatible with earlier versions; the message lists every incompatibility", body = RegistryErrorBody),
-        (status = 422, description = "42201 invalid schema, unknown type, type without a checker or missing reference; \
-            42205 not permitted (read-only mode, an id outside IMPORT, overwriting an id or version); 422 not the route's JSON shape", body = RegistryErrorBody),
+        (status = 422, description = "42201 invalid schema, unknown type, type without a checker, missing reference, \
+            Empty schema, a version that is not the next; 42205 not permitted (read-only mode, an id outside IMPORT, \
+            no id in IMPORT, overwriting an id or version); 42208 invalid subject name; 422 not the route's JSON shape", body = RegistryErrorBody),
         (status = 500, description = "50001 the registry's log or a checker failed; 50002 a checker timed out", body = RegistryErrorBody)))]
 pub(super) async fn register(
     State(s): State<AppState>,
@@ -304,8 +500,12 @@ pub(super) async fn register(
 ) -> SrResult {
     let normalize = q.flag("normalize");
     let req = RegisterRequest::from(req);
-    let r = s.registry.schemas().write(move |st, c| st.plan_register(c, &subject, &req, normalize)).await?;
-    Ok(ok(SchemaVersion::from(r.version)))
+    let r = s
+        .registry
+        .schemas()
+        .write(move |st, c| st.plan_register(c, &st.resolve_alias(&subject), &req, normalize))
+        .await?;
+    Ok(ok(RegisterAnswer::new(r.id, r.filled_in.then_some(r.version))))
 }
 
 #[utoipa::path(post, path = "/registry/subjects/{subject}", tag = "registry",
@@ -331,7 +531,7 @@ pub(super) async fn lookup(
     let v = s
         .registry
         .schemas()
-        .read_checked(move |st, c| st.lookup(c, &subject, &req, normalize, deleted))
+        .read_checked(move |st, c| st.lookup(c, &st.resolve_alias(&subject), &req, normalize, deleted))
         .await?;
     Ok(ok(SchemaVersion::from(v)))
 }
@@ -378,8 +578,13 @@ pub(super) async fn delete_version(
 #[utoipa::path(get, path = "/registry/schemas/types", tag = "registry",
     responses((status = 200, description = "Schema types with an installed checker", body = Vec<SchemaTypeName>)))]
 pub(super) async fn schema_types(State(s): State<AppState>) -> Reply {
-    let types: Vec<SchemaTypeName> =
-        s.registry.schemas().checkers().types().into_iter().map(SchemaTypeName::from).collect();
+    // Confluent's order.
+    let installed = s.registry.schemas().checkers().types();
+    let types: Vec<SchemaTypeName> = [SchemaType::Json, SchemaType::Protobuf, SchemaType::Avro]
+        .into_iter()
+        .filter(|t| installed.contains(t))
+        .map(SchemaTypeName::from)
+        .collect();
     ok(types)
 }
 
@@ -510,7 +715,9 @@ async fn compatibility(
     let r = s
         .registry
         .schemas()
-        .read_checked(move |st, c| st.check_compatibility(c, &subject, version, &req, normalize))
+        .read_checked(move |st, c| {
+            st.check_compatibility(c, &st.resolve_alias(&subject), version, &req, normalize)
+        })
         .await?;
     let messages = q.flag("verbose").then_some(r.messages);
     Ok(ok(CompatibilityAnswer { is_compatible: r.is_compatible, messages }))
@@ -519,7 +726,9 @@ async fn compatibility(
 #[utoipa::path(get, path = "/registry/config", tag = "registry",
     responses((status = 200, description = "The global compatibility level", body = RegistryConfig)))]
 pub(super) async fn get_global_config(State(s): State<AppState>) -> SrResult {
-    let c = s.registry.schemas().read(|st| st.config(None, true))?;
+    let mut c = s.registry.schemas().read(|st| st.config(None, true))?;
+    // A global config set without a level still has the default one.
+    c.compatibility_level.get_or_insert_default();
     Ok(ok(RegistryConfig::from(c)))
 }
 
@@ -558,7 +767,8 @@ pub(super) async fn put_global_config(
     request_body = ConfigUpdate,
     responses(
         (status = 200, description = "The subject's config after the change (fsynced)", body = RegistryConfigSet),
-        (status = 422, description = "42203 invalid compatibility level; 422 not the route's JSON shape", body = RegistryErrorBody),
+        (status = 422, description = "42203 invalid compatibility level; 42205 the subject is read-only; \
+            42208 invalid subject name; 422 not the route's JSON shape", body = RegistryErrorBody),
         (status = 500, description = "50001 the registry's log failed", body = RegistryErrorBody)))]
 pub(super) async fn put_config(
     State(s): State<AppState>,
@@ -569,23 +779,10 @@ pub(super) async fn put_config(
 }
 
 async fn set_config(s: AppState, subject: Option<String>, update: ConfigUpdate) -> SrResult {
-    let level = match update.compatibility.or(update.compatibility_level) {
-        Some(l) => Some(CompatLevel::parse(&l)?),
-        None if update.normalize.is_some() => None,
-        None => return Err(RegistryError::InvalidCompatLevel(String::new()).into()),
-    };
-    let c = s
-        .registry
-        .schemas()
-        .write(move |st, _| {
-            let current = st.config(subject.as_deref(), true)?;
-            let value = ConfigValue {
-                compatibility_level: level.unwrap_or(current.compatibility_level),
-                normalize: update.normalize.or(current.normalize),
-            };
-            Ok(st.plan_set_config(subject.as_deref(), value))
-        })
-        .await?;
+    let level =
+        update.compatibility.or(update.compatibility_level).map(|l| CompatLevel::parse(&l)).transpose()?;
+    let value = update.rest.into_config(level);
+    let c = s.registry.schemas().write(move |st, _| st.plan_set_config(subject.as_deref(), value)).await?;
     Ok(ok(RegistryConfigSet::from(c)))
 }
 

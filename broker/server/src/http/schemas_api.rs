@@ -85,27 +85,78 @@ impl From<Reference> for SchemaReference {
     }
 }
 
-/// The body of a registration, a lookup and a compatibility test. Unknown fields
-/// (`metadata`, `ruleSet`, ...) are accepted and ignored.
+/// Confluent's data-contract metadata: `properties` values are strings.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SchemaMetadata {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<std::collections::BTreeMap<String, Vec<String>>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub properties: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sensitive: Option<Vec<String>>,
+}
+
+/// Confluent's data-contract rule set, stored and returned as given.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SchemaRuleSet {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub migration_rules: Option<Vec<serde_json::Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub domain_rules: Option<Vec<serde_json::Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub encoding_rules: Option<Vec<serde_json::Value>>,
+}
+
+/// An integer that may come as a JSON number or a string of digits, as Jackson
+/// (Confluent's JSON reader) coerces `"version": "1"`.
+fn lenient_i32<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i32>, D::Error> {
+    use serde::de::Error;
+    match Option::<serde_json::Value>::deserialize(d)? {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::Number(n)) => n
+            .as_i64()
+            .and_then(|n| i32::try_from(n).ok())
+            .map(Some)
+            .ok_or_else(|| D::Error::custom("not an int")),
+        Some(serde_json::Value::String(s)) => s.trim().parse().map(Some).map_err(D::Error::custom),
+        Some(other) => Err(D::Error::custom(format!("expected an integer, got {other}"))),
+    }
+}
+
+/// The body of a registration, a lookup and a compatibility test, as Confluent
+/// reads it: `references: null` is no references, `version` and `id` may be
+/// strings of digits, and `metadata` and `ruleSet` are stored with the schema.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 #[schema(example = json!({"schema": "{\"type\": \"record\", \"name\": \"Order\", \"fields\": [{\"name\": \"id\", \"type\": \"long\"}]}"}))]
 pub struct SchemaRequest {
     /// The schema text (Avro or JSON Schema as JSON text; Protobuf as `.proto` text
-    /// or a base64 `FileDescriptorProto`).
-    pub schema: String,
-    /// AVRO when absent; any case is accepted.
+    /// or a base64 `FileDescriptorProto`). Absent on a registration: the latest
+    /// version's schema (a change of metadata only), else 42201 "Empty schema".
+    #[serde(default)]
+    pub schema: Option<String>,
+    /// AVRO when absent; exactly AVRO, JSON or PROTOBUF.
     #[serde(default)]
     #[schema(value_type = Option<SchemaTypeName>)]
     pub schema_type: Option<String>,
     #[serde(default)]
-    pub references: Vec<SchemaReference>,
-    /// An explicit id: IMPORT mode only.
-    #[serde(default)]
+    pub references: Option<Vec<SchemaReference>>,
+    /// An explicit id: IMPORT mode only, and required there.
+    #[serde(default, deserialize_with = "lenient_i32")]
+    #[schema(value_type = Option<i32>)]
     pub id: Option<i32>,
-    /// An explicit version: IMPORT mode, or the next version.
-    #[serde(default)]
+    /// An explicit version: in IMPORT mode any, else the next one; `-1` or 0 mean the next.
+    #[serde(default, deserialize_with = "lenient_i32")]
+    #[schema(value_type = Option<i32>)]
     pub version: Option<i32>,
+    #[serde(default)]
+    pub metadata: Option<SchemaMetadata>,
+    #[serde(default)]
+    pub rule_set: Option<SchemaRuleSet>,
 }
 
 impl From<SchemaRequest> for RegisterRequest {
@@ -113,16 +164,72 @@ impl From<SchemaRequest> for RegisterRequest {
         RegisterRequest {
             schema: r.schema,
             schema_type: r.schema_type,
-            references: r.references.into_iter().map(Reference::from).collect(),
+            references: r.references.unwrap_or_default().into_iter().map(Reference::from).collect(),
             id: r.id,
             version: r.version,
+            metadata: r.metadata.map(to_value),
+            rule_set: r.rule_set.map(to_value),
         }
     }
 }
 
-/// One version of a subject. `schemaType` is left out for AVRO and `references`
-/// when empty, as Confluent does; `deleted` is present (true) only on a
-/// soft-deleted version asked for with `deleted=true`.
+fn to_value(v: impl Serialize) -> serde_json::Value {
+    serde_json::to_value(v).expect("plain types serialize")
+}
+
+fn from_value<T: serde::de::DeserializeOwned>(v: Option<serde_json::Value>) -> Option<T> {
+    v.and_then(|v| serde_json::from_value(v).ok())
+}
+
+/// The answer of a registration: `{"id"}` alone, as Confluent answers; the
+/// whole schema when the registry filled something in (the schema from the
+/// latest version, metadata or rules from the config).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RegisterAnswer {
+    pub id: i32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema_type: Option<SchemaTypeName>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub references: Vec<SchemaReference>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<SchemaMetadata>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule_set: Option<SchemaRuleSet>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+}
+
+impl RegisterAnswer {
+    pub fn new(id: i32, whole: Option<SubjectVersion>) -> Self {
+        let Some(v) = whole else {
+            return RegisterAnswer {
+                id,
+                version: None,
+                schema_type: None,
+                references: Vec::new(),
+                metadata: None,
+                rule_set: None,
+                schema: None,
+            };
+        };
+        RegisterAnswer {
+            id,
+            version: Some(v.version),
+            schema_type: unless_avro(v.schema_type),
+            references: v.references.into_iter().map(SchemaReference::from).collect(),
+            metadata: from_value(v.metadata),
+            rule_set: from_value(v.rule_set),
+            schema: Some(v.schema),
+        }
+    }
+}
+
+/// One version of a subject. `schemaType` is left out for AVRO, `references`
+/// when empty and `metadata` / `ruleSet` when absent, as Confluent does; a
+/// soft-deleted version asked for with `deleted=true` looks like any other.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SchemaVersion {
@@ -135,7 +242,9 @@ pub struct SchemaVersion {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub references: Vec<SchemaReference>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub deleted: Option<bool>,
+    pub metadata: Option<SchemaMetadata>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule_set: Option<SchemaRuleSet>,
 }
 
 fn unless_avro(t: SchemaType) -> Option<SchemaTypeName> {
@@ -151,7 +260,8 @@ impl From<SubjectVersion> for SchemaVersion {
             schema: v.schema,
             schema_type: unless_avro(v.schema_type),
             references: v.references.into_iter().map(SchemaReference::from).collect(),
-            deleted: v.deleted.then_some(true),
+            metadata: from_value(v.metadata),
+            rule_set: from_value(v.rule_set),
         }
     }
 }
@@ -165,6 +275,10 @@ pub struct SchemaText {
     pub schema_type: Option<SchemaTypeName>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub references: Vec<SchemaReference>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<SchemaMetadata>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule_set: Option<SchemaRuleSet>,
 }
 
 impl From<SchemaById> for SchemaText {
@@ -173,6 +287,8 @@ impl From<SchemaById> for SchemaText {
             schema: s.schema,
             schema_type: unless_avro(s.schema_type),
             references: s.references.into_iter().map(SchemaReference::from).collect(),
+            metadata: from_value(s.metadata),
+            rule_set: from_value(s.rule_set),
         }
     }
 }
@@ -221,37 +337,92 @@ impl From<CompatLevel> for CompatibilityLevel {
     }
 }
 
-/// A compatibility config as `GET` and `DELETE /config[/{subject}]` answer it.
+/// A config as `GET` and `DELETE /config[/{subject}]` answer it: the fields it has.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RegistryConfig {
-    pub compatibility_level: CompatibilityLevel,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub compatibility_level: Option<CompatibilityLevel>,
+    #[serde(flatten)]
+    pub rest: ConfigExtras,
+}
+
+/// The config fields besides the level, as Confluent names them in every config body.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigExtras {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub normalize: Option<bool>,
+    /// Another subject this one stands for, on reads and registrations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alias: Option<String>,
+    /// A metadata property name: only versions with the same value are checked for compatibility.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compatibility_group: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_metadata: Option<SchemaMetadata>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub override_metadata: Option<SchemaMetadata>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_rule_set: Option<SchemaRuleSet>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub override_rule_set: Option<SchemaRuleSet>,
+}
+
+impl ConfigExtras {
+    fn of(c: &ConfigValue) -> Self {
+        ConfigExtras {
+            normalize: c.normalize,
+            alias: c.alias.clone(),
+            compatibility_group: c.compatibility_group.clone(),
+            default_metadata: from_value(c.default_metadata.clone()),
+            override_metadata: from_value(c.override_metadata.clone()),
+            default_rule_set: from_value(c.default_rule_set.clone()),
+            override_rule_set: from_value(c.override_rule_set.clone()),
+        }
+    }
+
+    /// The state machine's config with these fields and `level`.
+    pub fn into_config(self, level: Option<CompatLevel>) -> ConfigValue {
+        ConfigValue {
+            compatibility_level: level,
+            normalize: self.normalize,
+            alias: self.alias,
+            compatibility_group: self.compatibility_group,
+            default_metadata: self.default_metadata.map(to_value),
+            override_metadata: self.override_metadata.map(to_value),
+            default_rule_set: self.default_rule_set.map(to_value),
+            override_rule_set: self.override_rule_set.map(to_value),
+        }
+    }
 }
 
 impl From<ConfigValue> for RegistryConfig {
     fn from(c: ConfigValue) -> Self {
-        RegistryConfig { compatibility_level: c.compatibility_level.into(), normalize: c.normalize }
+        RegistryConfig {
+            compatibility_level: c.compatibility_level.map(Into::into),
+            rest: ConfigExtras::of(&c),
+        }
     }
 }
 
-/// A compatibility config as `PUT /config[/{subject}]` echoes it.
+/// A config as `PUT /config[/{subject}]` echoes it: exactly the fields that were set.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct RegistryConfigSet {
-    pub compatibility: CompatibilityLevel,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub normalize: Option<bool>,
+    pub compatibility: Option<CompatibilityLevel>,
+    #[serde(flatten)]
+    pub rest: ConfigExtras,
 }
 
 impl From<ConfigValue> for RegistryConfigSet {
     fn from(c: ConfigValue) -> Self {
-        RegistryConfigSet { compatibility: c.compatibility_level.into(), normalize: c.normalize }
+        RegistryConfigSet { compatibility: c.compatibility_level.map(Into::into), rest: ConfigExtras::of(&c) }
     }
 }
 
-/// The body of `PUT /config[/{subject}]`: a level (`compatibility`, Confluent's
-/// name, or `compatibilityLevel`; any case), `normalize`, or both.
+/// The body of `PUT /config[/{subject}]`: any of Confluent's config fields; a
+/// level as `compatibility` (Confluent's name) or `compatibilityLevel`, any case.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigUpdate {
@@ -261,8 +432,48 @@ pub struct ConfigUpdate {
     #[serde(default)]
     #[schema(value_type = Option<CompatibilityLevel>)]
     pub compatibility_level: Option<String>,
-    #[serde(default)]
-    pub normalize: Option<bool>,
+    #[serde(flatten)]
+    pub rest: ConfigExtras,
+}
+
+/// `GET /v1/metadata/id`, Confluent's `ServerClusterId`: the Kafka cluster the
+/// registry belongs to (the broker's Kafka cluster id, `es`) and the registry's own.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ServerClusterId {
+    pub scope: ClusterScope,
+    pub id: String,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ClusterScope {
+    pub path: Vec<String>,
+    pub clusters: std::collections::BTreeMap<String, String>,
+}
+
+/// The id the broker's Kafka listener reports (es_broker's `cluster_id`).
+const KAFKA_CLUSTER_ID: &str = "es";
+
+impl ServerClusterId {
+    pub fn of_this_broker() -> Self {
+        let clusters = [("kafka-cluster", KAFKA_CLUSTER_ID), ("schema-registry-cluster", "schema-registry")]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .into();
+        ServerClusterId { scope: ClusterScope { path: Vec::new(), clusters }, id: String::new() }
+    }
+}
+
+/// `GET /v1/metadata/version`, Confluent's `ServerVersion`: es's own version.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerVersion {
+    pub version: String,
+    pub commit_id: String,
+}
+
+impl ServerVersion {
+    pub fn of_this_broker() -> Self {
+        ServerVersion { version: env!("CARGO_PKG_VERSION").to_owned(), commit_id: String::new() }
+    }
 }
 
 /// Confluent's modes.
@@ -337,13 +548,16 @@ mod tests {
                 schema: "x".into(),
                 schema_type,
                 references: references.clone(),
+                metadata: Some(serde_json::json!({"properties": {"owner": "x"}})),
+                rule_set: None,
                 deleted,
             };
             assert_eq!(
                 serde_json::to_value(SchemaVersion::from(v.clone())).unwrap(),
                 serde_json::to_value(&v).unwrap()
             );
-            let s = SchemaById { schema: "x".into(), schema_type, references };
+            let s =
+                SchemaById { schema: "x".into(), schema_type, references, metadata: None, rule_set: None };
             assert_eq!(
                 serde_json::to_value(SchemaText::from(s.clone())).unwrap(),
                 serde_json::to_value(&s).unwrap()

@@ -91,7 +91,12 @@ pub fn run(client: &Client, cmd: SchemaCommand, json_out: bool) -> anyhow::Resul
         SchemaCommand::Register { subject, file, kind, references } => {
             let kind = infer_kind(client, &subject, &file, kind)?;
             let body = schema_body(&file, kind, &references)?;
-            let v = client.post(&format!("/registry/subjects/{}/versions", segment(&subject)), &body)?;
+            let registered =
+                client.post(&format!("/registry/subjects/{}/versions", segment(&subject)), &body)?;
+            // The registry answers `{"id"}` alone, as Confluent's does: the lookup says which version.
+            let found = client.post(&format!("/registry/subjects/{}", segment(&subject)), &body)?;
+            let v =
+                serde_json::json!({"subject": subject, "version": found["version"], "id": registered["id"]});
             print(&v, &|v| {
                 println!("subject {subject} version {} id {}", text(&v["version"]), text(&v["id"]))
             });
@@ -189,8 +194,10 @@ fn check(
     } else if compatible {
         println!("compatible");
     } else {
-        // Confluent's trailing `{oldSchemaVersion: ..}` / `{compatibility: ..}` lines are context, not findings.
-        for m in array(&v["messages"]).iter().map(text).filter(|m| !m.starts_with('{')) {
+        // Confluent's `{errorType:...}` lines are the findings; the trailing
+        // `{oldSchemaVersion: ..}`, `{oldSchema: ..}` and `{validateFields: .., compatibility: ..}` are context.
+        let finding = |m: &String| m.starts_with("{errorType:") || !m.starts_with('{');
+        for m in array(&v["messages"]).iter().map(text).filter(finding) {
             println!("{m}");
         }
     }
