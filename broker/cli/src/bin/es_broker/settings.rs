@@ -169,26 +169,26 @@ pub const SETTINGS: &[Setting] = &[
         .default(Default::Int(limits::IN_FLIGHT_REQUESTS_MAX_DEFAULT as u64))
         .help("Requests served at once (long polls included); more get 503 overloaded."),
     Setting::new("http", "tls_cert_file", "http-tls-cert", Kind::Path)
-        .default(Default::Unset("tls.cert_file"))
+        .default(Default::Unset("tls.cert_file applies"))
         .help("Certificate chain (PEM) for the HTTP listener only."),
     Setting::new("http", "tls_key_file", "http-tls-key", Kind::Path)
-        .default(Default::Unset("tls.key_file"))
+        .default(Default::Unset("tls.key_file applies"))
         .help("Private key (PEM) for the HTTP listener only."),
     Setting::new("http", "tls_client_ca_file", "http-tls-client-ca", Kind::Path)
-        .default(Default::Unset("tls.client_ca_file"))
+        .default(Default::Unset("tls.client_ca_file applies"))
         .help("Client CA (mTLS) for the HTTP listener only."),
     Setting::new("binary", "bind", "bind-binary", Kind::Text)
         .default(Default::Text("127.0.0.1:9001"))
         .help("Address for the binary protocol; port 0 picks a free port. A non-loopback address needs auth.")
         .legacy("ES_BIND_BINARY"),
     Setting::new("binary", "tls_cert_file", "binary-tls-cert", Kind::Path)
-        .default(Default::Unset("tls.cert_file"))
+        .default(Default::Unset("tls.cert_file applies"))
         .help("Certificate chain (PEM) for the binary listener only."),
     Setting::new("binary", "tls_key_file", "binary-tls-key", Kind::Path)
-        .default(Default::Unset("tls.key_file"))
+        .default(Default::Unset("tls.key_file applies"))
         .help("Private key (PEM) for the binary listener only."),
     Setting::new("binary", "tls_client_ca_file", "binary-tls-client-ca", Kind::Path)
-        .default(Default::Unset("tls.client_ca_file"))
+        .default(Default::Unset("tls.client_ca_file applies"))
         .help("Client CA (mTLS) for the binary listener only."),
     Setting::new("kafka", "bind", "bind-kafka", Kind::Text)
         .default(Default::Text("127.0.0.1:9092"))
@@ -207,13 +207,13 @@ pub const SETTINGS: &[Setting] = &[
         .default(Default::Bool(false))
         .help("Offer SASL PLAIN on a Kafka listener without TLS (PLAIN sends the secret itself)."),
     Setting::new("kafka", "tls_cert_file", "kafka-tls-cert", Kind::Path)
-        .default(Default::Unset("tls.cert_file"))
+        .default(Default::Unset("tls.cert_file applies"))
         .help("Certificate chain (PEM) for the Kafka listener only."),
     Setting::new("kafka", "tls_key_file", "kafka-tls-key", Kind::Path)
-        .default(Default::Unset("tls.key_file"))
+        .default(Default::Unset("tls.key_file applies"))
         .help("Private key (PEM) for the Kafka listener only."),
     Setting::new("kafka", "tls_client_ca_file", "kafka-tls-client-ca", Kind::Path)
-        .default(Default::Unset("tls.client_ca_file"))
+        .default(Default::Unset("tls.client_ca_file applies"))
         .help("Client CA (mTLS) for the Kafka listener only."),
     Setting::new("auth", "enabled", "auth", Kind::Bool)
         .default(Default::Bool(false))

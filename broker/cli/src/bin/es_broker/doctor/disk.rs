@@ -13,7 +13,7 @@ use crate::resolve::Effective;
 /// fsync probe rounds: enough for a median, short enough to be unnoticed.
 const FSYNC_ROUNDS: usize = 16;
 /// A median fdatasync slower than this makes every produce round slow.
-const FSYNC_SLOW: Duration = Duration::from_millis(20);
+const FSYNC_SLOW: Duration = Duration::from_millis(50);
 /// Below this share of the disk (or of the inodes) free, doctor warns.
 const FREE_SHARE_MIN: f64 = 0.05;
 /// File descriptors beyond segments: listeners, connections, journal, metadata.
@@ -338,7 +338,7 @@ mod tests {
     fn fsync_is_timed_and_slow_medians_warn() {
         let fast = [Duration::from_micros(100); 5];
         assert_eq!(fsync(&fast).status, Status::Ok);
-        let slow = [Duration::from_millis(50); 5];
+        let slow = [Duration::from_millis(80); 5];
         assert_eq!(fsync(&slow).status, Status::Warn);
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(writable(dir.path()).unwrap().unwrap().len(), FSYNC_ROUNDS);
