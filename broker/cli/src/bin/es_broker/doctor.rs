@@ -89,9 +89,9 @@ fn findings(line: &CommandLine) -> Vec<Finding> {
 fn as_text(findings: &[Finding]) -> String {
     let mut out = String::new();
     for f in findings {
-        out.push_str(&format!("{:<5}{:<10}{}\n", f.status.label(), f.check, f.message));
+        out.push_str(&format!("{:<5}{:<12}{}\n", f.status.label(), f.check, f.message));
         if let Some(fix) = &f.fix {
-            out.push_str(&format!("{:15}-> {fix}\n", ""));
+            out.push_str(&format!("{:17}-> {fix}\n", ""));
         }
     }
     let count = |s: Status| findings.iter().filter(|f| f.status == s).count();
@@ -133,7 +133,7 @@ mod tests {
         assert_eq!(json["checks"].as_array().unwrap().len(), 3);
         assert_eq!(json["checks"][1]["fix"], "do x");
         let text = as_text(&findings);
-        assert!(text.contains("warn b         meh\n") && text.contains("-> do x"), "{text}");
+        assert!(text.contains("warn b           meh\n") && text.contains("-> do x"), "{text}");
         assert!(text.ends_with("2 ok, 1 warnings, 0 failures\n"), "{text}");
     }
 }
