@@ -221,6 +221,38 @@ mod tests {
         assert_eq!(kafka.status, super::super::Status::Fail);
     }
 
+    /// A self-signed certificate valid from `days_from` to `days_to` days from now.
+    fn cert(dir: &Path, days_from: i64, days_to: i64) -> PathBuf {
+        let mut params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+        let day = |d: i64| rcgen::date_time_ymd(1970, 1, 1) + time_days(now_s() as i64 / 86_400 + d);
+        params.not_before = day(days_from);
+        params.not_after = day(days_to);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let path = dir.join(format!("cert{days_from}{days_to}.pem"));
+        std::fs::write(&path, params.self_signed(&key).unwrap().pem()).unwrap();
+        path
+    }
+
+    fn time_days(days: i64) -> Duration {
+        Duration::from_secs(u64::try_from(days).unwrap() * 86_400)
+    }
+
+    #[test]
+    fn certificates_near_or_past_their_end_are_flagged() {
+        use super::super::Status;
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(expiry(&cert(dir.path(), -1, 365)).unwrap().status, Status::Ok);
+        let soon = expiry(&cert(dir.path(), -1, 10)).unwrap();
+        assert_eq!(soon.status, Status::Warn);
+        assert!(
+            soon.message.contains("expires in 9 days") || soon.message.contains("expires in 10 days"),
+            "{soon:?}"
+        );
+        assert_eq!(expiry(&cert(dir.path(), -30, -2)).unwrap().status, Status::Fail);
+        assert_eq!(expiry(&cert(dir.path(), 2, 30)).unwrap().status, Status::Fail);
+        assert!(expiry(&dir.path().join("absent.pem")).is_none());
+    }
+
     #[test]
     fn files_from_the_future_mean_the_clock_went_back() {
         let dir = tempfile::tempdir().unwrap();
