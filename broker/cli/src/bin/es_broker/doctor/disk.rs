@@ -354,6 +354,46 @@ mod tests {
         assert!(writable(&dir.path().join("new/data")).unwrap().is_none());
     }
 
+    fn segment(dir: &Path, base: u64, bytes: &[u8]) -> PathBuf {
+        std::fs::create_dir_all(dir).unwrap();
+        let path = dir.join(format!("{base:020}.log"));
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    #[test]
+    fn garbage_in_a_sealed_segment_fails_and_in_the_newest_warns() {
+        let data = tempfile::tempdir().unwrap();
+        let partition = data.path().join("partitions/t-0");
+        let newest = segment(&partition, 0, &[0xee; 100]);
+        let parts = partition_dirs(data.path());
+        let torn = segments_found(&parts, &[], data.path());
+        assert_eq!(torn.status, Status::Warn, "{torn:?}");
+        assert!(torn.message.contains(newest.to_str().unwrap()), "{torn:?}");
+        segment(&partition, 10, &[0xee; 100]);
+        let corrupt = segments_found(&parts, &[], data.path());
+        assert_eq!(corrupt.status, Status::Fail, "{corrupt:?}");
+        assert!(
+            corrupt.message.contains(&format!("{} is corrupt at byte 0", newest.display())),
+            "{corrupt:?}"
+        );
+        assert!(corrupt.fix.unwrap().contains("es-tools restore --archive"));
+    }
+
+    #[test]
+    fn a_pending_journal_warns() {
+        let data = tempfile::tempdir().unwrap();
+        let cfg = crate::resolve::resolve(&crate::resolve::Inputs::default()).unwrap();
+        assert_eq!(journal(&cfg, data.path()).status, Status::Ok);
+        let dir = data.path().join("partitions").join(es_log::JOURNAL_DIR);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("00000000000000000001.journal"), b"x").unwrap();
+        let pending = journal(&cfg, data.path());
+        assert_eq!(pending.status, Status::Warn);
+        assert!(pending.message.starts_with("1 journal files pending"), "{pending:?}");
+        assert_eq!(partition_dirs(data.path()), Vec::<PathBuf>::new(), "the journal is no partition");
+    }
+
     #[test]
     fn the_open_file_limit_is_read() {
         assert!(soft_nofile().is_some_and(|n| n > 0));
