@@ -1,5 +1,7 @@
 //! es-broker: the single-node broker. Zero-config start (data in ./data, HTTP on
 //! 127.0.0.1:9000, binary on 9001, Kafka on 9092), log recovery on startup, graceful shutdown on SIGINT/SIGTERM.
+//! Settings come from flags, `ES_<SECTION>_<KEY>` and a TOML `--config` file (one
+//! table, es_broker/settings.rs); `config ...` and `doctor` are subcommands.
 
 // The modules live in es_broker/ (a bin root's `mod` would look beside it, among
 // the other binaries).
