@@ -149,13 +149,20 @@ impl Broker {
     /// Starts a broker with extra arguments and environment variables (e.g.
     /// `ES_AUTH_BOOTSTRAP_KEY`).
     pub fn start_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Broker {
-        let mut child = Command::new(broker_bin())
-            .arg("--data-dir")
+        let mut cmd = Command::new(broker_bin());
+        cmd.arg("--data-dir")
             .arg(data_dir)
             .env("ES_PLUGIN_CACHE_DIR", shared_plugin_cache())
             .envs(env.iter().copied())
             .args(["--bind", "127.0.0.1:0", "--bind-binary", "127.0.0.1:0", "--bind-kafka", "127.0.0.1:0"])
-            .args(extra)
+            .args(extra);
+        Self::spawn(cmd, data_dir)
+    }
+
+    /// Starts `cmd` (an es-broker command line the caller built, e.g. from a config
+    /// file) and waits for its listeners; `data_dir` is where the caller put the data.
+    pub fn spawn(mut cmd: Command, data_dir: &Path) -> Broker {
+        let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

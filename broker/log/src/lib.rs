@@ -8,6 +8,7 @@
 //! once and resolves only when the batch is on disk; readers never see past the
 //! durable high watermark. The log knows nothing of HTTP, Kafka, Raft or Wasm.
 
+mod check;
 mod compaction;
 mod config;
 mod epochs;
@@ -28,6 +29,7 @@ mod replay;
 mod retention;
 mod segment;
 
+pub use check::{SegmentCheck, check_partition};
 pub use config::{CleanupPolicy, LogConfig};
 pub use epochs::EpochStart;
 pub use error::{LogError, Result};

@@ -607,6 +607,22 @@ fn rebuild(file: &File, path: &Path, bounds: Bounds, len: u64, max: usize) -> Re
     })
 }
 
+/// The recovery scan of one segment file, read-only: the first bad byte and why,
+/// or `None` when every batch is whole and in bounds (`es-broker doctor`).
+pub(crate) fn check_file(
+    path: &Path,
+    base: u64,
+    upper: u64,
+    compacted: bool,
+    max: usize,
+) -> std::io::Result<Option<(u64, String)>> {
+    let file = File::open(path)?;
+    let len = file.metadata()?.len();
+    let scan = scan(&file, 0, len, Bounds { base, upper, compacted }, max, |_, _| {})?;
+    Ok((scan.end_position < len)
+        .then(|| scan.error.unwrap_or((scan.end_position, "incomplete batch".into()))))
+}
+
 /// Where a segment's batches may lie: from `base` (the first batch of an
 /// uncompacted segment starts exactly there) to below `upper`.
 #[derive(Debug, Clone, Copy)]

@@ -1,152 +1,32 @@
 //! es-broker: the single-node broker. Zero-config start (data in ./data, HTTP on
 //! 127.0.0.1:9000, binary on 9001, Kafka on 9092), log recovery on startup, graceful shutdown on SIGINT/SIGTERM.
+//! Settings come from flags, `ES_<SECTION>_<KEY>` and a TOML `--config` file (one
+//! table, es_broker/settings.rs); `config ...` and `doctor` are subcommands.
+
+// The modules live in es_broker/ (a bin root's `mod` would look beside it, among
+// the other binaries).
+#[path = "es_broker/config_cmd.rs"]
+mod config_cmd;
+#[path = "es_broker/doctor.rs"]
+mod doctor;
+#[path = "es_broker/flags.rs"]
+mod flags;
+#[path = "es_broker/resolve.rs"]
+mod resolve;
+#[path = "es_broker/settings.rs"]
+mod settings;
 
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use clap::Parser;
 use es_server::tls::{ServerTls, TlsFlags};
 use es_server::{BrokerOptions, Registry};
 use tokio::signal::unix::{SignalKind, signal};
 
-#[derive(Debug, Parser)]
-#[command(name = "es-broker", version, about = "The es event-streaming broker")]
-struct Args {
-    /// Where topics and their logs live.
-    #[arg(long, env = "ES_DATA_DIR", default_value = "./data")]
-    data_dir: PathBuf,
-    /// Address for the HTTP API; port 0 picks a free port. A non-loopback address
-    /// needs --auth.
-    #[arg(long, env = "ES_BIND", default_value = "127.0.0.1:9000")]
-    bind: String,
-    /// Address for the binary protocol; port 0 picks a free port. A non-loopback
-    /// address needs --auth.
-    #[arg(long, env = "ES_BIND_BINARY", default_value = "127.0.0.1:9001")]
-    bind_binary: String,
-    /// Address for the Kafka wire protocol; port 0 picks a free port. Loopback only.
-    #[arg(long, env = "ES_BIND_KAFKA", default_value = "127.0.0.1:9092")]
-    bind_kafka: String,
-    /// The host Kafka clients are told to connect to (Metadata, FindCoordinator)
-    /// [default: the bound address]. Never 0.0.0.0.
-    #[arg(long)]
-    kafka_advertised_host: Option<String>,
-    /// The port Kafka clients are told to connect to [default: the bound port].
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
-    kafka_advertised_port: Option<u16>,
-    /// Directory for the cold tier (topics with cold.tier.enable=true).
-    #[arg(long)]
-    cold_dir: Option<PathBuf>,
-    /// Largest HTTP request body in bytes.
-    #[arg(long, default_value_t = es_server::limits::REQUEST_BYTES_MAX_DEFAULT)]
-    max_request_bytes: usize,
-    /// How often retention, tiering and compaction run, in milliseconds.
-    #[arg(long, default_value_t = es_server::limits::HOUSEKEEPING_INTERVAL_MS_DEFAULT,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    housekeeping_interval_ms: u64,
-    /// Where compiled plugins are cached [default: DATA_DIR/plugins/cache]. Brokers
-    /// of one build may share it (entries are content-addressed and written
-    /// atomically); keep it writable only by the user running the brokers.
-    #[arg(long, env = "ES_PLUGIN_CACHE_DIR")]
-    plugin_cache_dir: Option<PathBuf>,
-    /// journal.enabled: one journal fdatasync per flush round for all partitions;
-    /// false syncs every dirty segment instead (slower with many partitions).
-    #[arg(long, env = "ES_JOURNAL_ENABLED", default_value_t = true, action = clap::ArgAction::Set)]
-    journal_enabled: bool,
-    /// Where the journal lives, e.g. another disk [default: DATA_DIR/journal].
-    #[arg(long, env = "ES_JOURNAL_DIR")]
-    journal_dir: Option<PathBuf>,
-    /// Requests served at once (long polls included); more get 503 overloaded.
-    #[arg(long, default_value_t = es_server::limits::IN_FLIGHT_REQUESTS_MAX_DEFAULT)]
-    max_in_flight_requests: usize,
-    /// Kafka groups: how long a new group's join barrier waits for more members
-    /// (Kafka's `group.initial.rebalance.delay.ms`).
-    #[arg(long, default_value_t = es_server::KafkaGroupConfig::default().initial_rebalance_delay_ms)]
-    group_initial_rebalance_delay_ms: u64,
-    /// Require an API key on every request and authorize it by its grants
-    /// (auth.enabled). The first start needs a bootstrap key: ES_AUTH_BOOTSTRAP_KEY
-    /// or --auth-bootstrap-key-file.
-    #[arg(long = "auth", env = "ES_AUTH_ENABLED")]
-    auth_enabled: bool,
-    /// A file holding the first admin key (auth.bootstrap_key_file); read only while
-    /// no key exists. `es key generate` makes one.
-    #[arg(long, env = "ES_AUTH_BOOTSTRAP_KEY_FILE", value_name = "FILE")]
-    auth_bootstrap_key_file: Option<PathBuf>,
-    /// Where the pepper (the secret mixed into every stored key hash) lives
-    /// [default: DATA_DIR/auth-pepper, created on first start]. Keep it out of backups
-    /// of the data directory.
-    #[arg(long, env = "ES_AUTH_PEPPER_FILE", value_name = "FILE")]
-    auth_pepper_file: Option<PathBuf>,
-    /// Offer SASL PLAIN on the Kafka listener although it has no TLS
-    /// (auth.kafka_allow_plaintext_plain). PLAIN sends the key's secret itself, so
-    /// without this flag only SCRAM-SHA-256 and SCRAM-SHA-512 are offered.
-    #[arg(long, env = "ES_KAFKA_ALLOW_PLAINTEXT_PLAIN")]
-    kafka_allow_plaintext_plain: bool,
-    /// How long a Kafka SASL login lasts before the client must re-authenticate
-    /// (KIP-368, auth.kafka_session_lifetime_ms); 0: no limit.
-    #[arg(long, env = "ES_AUTH_KAFKA_SESSION_LIFETIME_MS",
-          default_value_t = es_server::limits::KAFKA_SESSION_LIFETIME_MS_DEFAULT)]
-    kafka_session_lifetime_ms: u64,
-    /// TLS certificate chain (PEM) for every listener (tls.cert_file); with
-    /// --tls-key, HTTP, binary and Kafka speak TLS 1.2/1.3 only. Read at start.
-    #[arg(long = "tls-cert", env = "ES_TLS_CERT_FILE", value_name = "FILE")]
-    tls_cert: Option<PathBuf>,
-    /// TLS private key (PEM) for every listener (tls.key_file).
-    #[arg(long = "tls-key", env = "ES_TLS_KEY_FILE", value_name = "FILE")]
-    tls_key: Option<PathBuf>,
-    /// CA certificates (PEM) whose client certificates every TLS listener requires
-    /// (mTLS; tls.client_ca_file).
-    #[arg(long = "tls-client-ca", env = "ES_TLS_CLIENT_CA_FILE", value_name = "FILE")]
-    tls_client_ca: Option<PathBuf>,
-    /// Maps a verified client certificate to an API key, which it then is on every
-    /// protocol with no login: `cn:NAME=KEYID`, `san:dns:NAME=KEYID` or
-    /// `san:uri:URI=KEYID`; repeatable, first match wins.
-    #[arg(long = "tls-principal-rule", value_name = "RULE")]
-    tls_principal_rules: Vec<String>,
-    /// Certificate chain for the HTTP listener only [default: --tls-cert].
-    #[arg(long = "http-tls-cert", value_name = "FILE")]
-    http_tls_cert: Option<PathBuf>,
-    /// Private key for the HTTP listener only [default: --tls-key].
-    #[arg(long = "http-tls-key", value_name = "FILE")]
-    http_tls_key: Option<PathBuf>,
-    /// Client ca (mtls) for the HTTP listener only [default: --tls-client-ca].
-    #[arg(long = "http-tls-client-ca", value_name = "FILE")]
-    http_tls_client_ca: Option<PathBuf>,
-    /// Certificate chain for the binary listener only [default: --tls-cert].
-    #[arg(long = "binary-tls-cert", value_name = "FILE")]
-    binary_tls_cert: Option<PathBuf>,
-    /// Private key for the binary listener only [default: --tls-key].
-    #[arg(long = "binary-tls-key", value_name = "FILE")]
-    binary_tls_key: Option<PathBuf>,
-    /// Client ca (mtls) for the binary listener only [default: --tls-client-ca].
-    #[arg(long = "binary-tls-client-ca", value_name = "FILE")]
-    binary_tls_client_ca: Option<PathBuf>,
-    /// Certificate chain for the Kafka listener only [default: --tls-cert].
-    #[arg(long = "kafka-tls-cert", value_name = "FILE")]
-    kafka_tls_cert: Option<PathBuf>,
-    /// Private key for the Kafka listener only [default: --tls-key].
-    #[arg(long = "kafka-tls-key", value_name = "FILE")]
-    kafka_tls_key: Option<PathBuf>,
-    /// Client ca (mtls) for the Kafka listener only [default: --tls-client-ca].
-    #[arg(long = "kafka-tls-client-ca", value_name = "FILE")]
-    kafka_tls_client_ca: Option<PathBuf>,
-    /// Default produce quota of every key, in bytes per second [default: unlimited].
-    #[arg(long, env = "ES_QUOTA_PRODUCE_BYTES_PER_S")]
-    quota_produce_bytes_per_s: Option<u64>,
-    /// Default fetch quota of every key, in bytes per second [default: unlimited].
-    #[arg(long, env = "ES_QUOTA_FETCH_BYTES_PER_S")]
-    quota_fetch_bytes_per_s: Option<u64>,
-    /// Keep Prometheus metrics and serve GET /metrics; false skips every counter
-    /// on the hot paths (to measure their cost) and /metrics answers 404.
-    #[arg(long, env = "ES_METRICS", default_value_t = true, action = clap::ArgAction::Set)]
-    metrics: bool,
-    /// Also expose Kafka's JMX-exporter names on /metrics
-    /// (kafka_server_brokertopicmetrics_{messagesin,bytesin,bytesout}_total).
-    #[arg(long, env = "ES_METRICS_KAFKA_COMPAT")]
-    metrics_kafka_compat: bool,
-}
+use crate::flags::Action;
+use crate::resolve::{Effective, Source};
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -157,7 +37,25 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    match run(Args::parse()) {
+    let line = flags::parse();
+    match &line.action {
+        Action::ConfigInit { output } => config_cmd::init(output.as_deref()),
+        Action::ConfigReference => config_cmd::reference(),
+        Action::ConfigPrint => config_cmd::print(&line),
+        Action::ConfigValidate => config_cmd::validate(&line),
+        Action::Doctor { json } => doctor::run(&line, *json),
+        Action::Serve => serve_from(&line),
+    }
+}
+
+/// Resolves the configuration and runs the broker; a bad setting exits 2 naming it.
+fn serve_from(line: &flags::CommandLine) -> ExitCode {
+    let cfg = match config_cmd::load(line) {
+        Ok(cfg) => cfg,
+        Err(errors) => return config_cmd::report_errors(&errors),
+    };
+    let result = plan(&cfg).map_err(|errors| anyhow::anyhow!(errors.join("\n  "))).and_then(run);
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("es-broker: error: {e:#}");
@@ -166,39 +64,101 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: Args) -> anyhow::Result<()> {
-    let tls = listeners_tls(&args)?;
-    let addr = listen_addr("--bind", &args.bind, args.auth_enabled, tls.http.is_some())?;
-    let binary_addr =
-        listen_addr("--bind-binary", &args.bind_binary, args.auth_enabled, tls.binary.is_some())?;
-    let kafka_addr = kafka_listen_addr(&args.bind_kafka, args.auth_enabled, tls.kafka.is_some())?;
-    if let Some(host) = &args.kafka_advertised_host {
-        check_advertised_host(host)?;
+/// Everything a start needs, checked: the broker's options, the listeners and
+/// their TLS. `config validate` and `doctor` build it too, so a file is checked by
+/// the same rules as a start.
+pub struct Plan {
+    options: BrokerOptions,
+    addr: SocketAddr,
+    binary_addr: SocketAddr,
+    kafka: Kafka,
+    tls: ListenersTls,
+}
+
+/// How a setting's value was given, for messages: `--bind`, `ES_HTTP_BIND`,
+/// `es.toml: http.bind` or `http.bind (default)`.
+pub fn place(cfg: &Effective, id: &str) -> String {
+    match cfg.source(id) {
+        Source::Flag(flag) => flag,
+        Source::Env(name) => name,
+        Source::File(path) => format!("{}: {id}", path.display()),
+        Source::Default => format!("{id} (default)"),
     }
-    if !(1..=1_000_000).contains(&args.max_in_flight_requests) {
-        bail!("--max-in-flight-requests must be between 1 and 1000000");
+}
+
+/// Keeps `result`'s value, or its error in `errors`, so every problem is named.
+fn keep<T>(errors: &mut Vec<String>, result: anyhow::Result<T>) -> Option<T> {
+    result.map_err(|e| errors.push(format!("{e:#}"))).ok()
+}
+
+pub fn plan(cfg: &Effective) -> Result<Plan, Vec<String>> {
+    let mut errors = Vec::new();
+    let auth = cfg.flag("auth.enabled");
+    let tls = keep(&mut errors, listeners_tls(cfg));
+    let has = |pick: fn(&ListenersTls) -> bool| tls.as_ref().is_some_and(pick);
+    let addr = keep(&mut errors, listen_addr(cfg, "http.bind", auth, has(|t| t.http.is_some())));
+    let binary_addr = keep(&mut errors, listen_addr(cfg, "binary.bind", auth, has(|t| t.binary.is_some())));
+    let kafka_addr = keep(&mut errors, listen_addr(cfg, "kafka.bind", auth, has(|t| t.kafka.is_some())));
+    let host = cfg.text("kafka.advertised_host");
+    if let Some(host) = &host {
+        keep(&mut errors, check_advertised_host(&place(cfg, "kafka.advertised_host"), host));
     }
-    let options = BrokerOptions {
-        data_dir: args.data_dir.clone(),
-        cold_dir: args.cold_dir.clone(),
-        request_bytes_max: args.max_request_bytes,
-        in_flight_requests_max: args.max_in_flight_requests,
-        housekeeping_interval: std::time::Duration::from_millis(args.housekeeping_interval_ms),
-        plugin_cache_dir: args.plugin_cache_dir.clone(),
+    let auth_options = keep(&mut errors, auth_options(cfg));
+    let (Some(tls), Some(addr), Some(binary_addr), Some(kafka_addr), Some(auth)) =
+        (tls, addr, binary_addr, kafka_addr, auth_options)
+    else {
+        return Err(errors);
+    };
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let kafka = Kafka { addr: kafka_addr, host, port: cfg.int("kafka.advertised_port").map(port) };
+    Ok(Plan { options: broker_options(cfg, auth), addr, binary_addr, kafka, tls })
+}
+
+/// A port the settings table bounded to 1..=65535.
+fn port(n: u64) -> u16 {
+    u16::try_from(n).unwrap_or(u16::MAX)
+}
+
+/// A count the settings table bounded; saturates on a 32-bit target.
+fn size(n: Option<u64>) -> usize {
+    n.map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX))
+}
+
+fn broker_options(cfg: &Effective, auth: es_server::auth::AuthOptions) -> BrokerOptions {
+    let ms = |id: &str| cfg.int(id).unwrap_or(0);
+    BrokerOptions {
+        data_dir: data_dir(cfg),
+        cold_dir: cfg.path("log.cold_dir"),
+        request_bytes_max: size(cfg.int("http.max_request_bytes")),
+        in_flight_requests_max: size(cfg.int("http.max_in_flight_requests")),
+        housekeeping_interval: std::time::Duration::from_millis(ms("log.housekeeping_interval_ms")),
+        plugin_cache_dir: cfg.path("plugins.cache_dir"),
         kafka_groups: es_server::KafkaGroupConfig {
-            initial_rebalance_delay_ms: args.group_initial_rebalance_delay_ms,
+            initial_rebalance_delay_ms: ms("kafka.group_initial_rebalance_delay_ms"),
             ..Default::default()
         },
-        auth: auth_options(&args)?,
-        journal: args.journal_enabled,
-        journal_dir: args.journal_dir.clone(),
+        auth,
+        journal: cfg.flag("journal.enabled"),
+        journal_dir: cfg.path("journal.dir"),
         metrics: es_server::metrics::MetricsOptions {
-            enabled: args.metrics,
-            kafka_compat: args.metrics_kafka_compat,
+            enabled: cfg.flag("metrics.enabled"),
+            kafka_compat: cfg.flag("metrics.kafka_compat"),
         },
-    };
+    }
+}
+
+/// log.data_dir, which always has a value (its default is ./data).
+pub fn data_dir(cfg: &Effective) -> std::path::PathBuf {
+    cfg.path("log.data_dir").unwrap_or_else(|| "./data".into())
+}
+
+fn run(plan: Plan) -> anyhow::Result<()> {
+    let Plan { options, addr, binary_addr, kafka, tls } = plan;
+    let data_dir = options.data_dir.clone();
     let (registry, report) = Registry::open(options)
-        .with_context(|| format!("opening the data directory {}", args.data_dir.display()))?;
+        .with_context(|| format!("opening the data directory {}", data_dir.display()))?;
     for repair in &report.repairs {
         eprintln!("es-broker: recovery: {repair}");
     }
@@ -206,18 +166,13 @@ fn run(args: Args) -> anyhow::Result<()> {
         "es-broker: recovered {} topics, {} partitions from {}",
         report.topics,
         report.partitions,
-        args.data_dir.display()
+        data_dir.display()
     );
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     let state = es_server::BinaryState::new(registry.clone());
-    let kafka = Kafka {
-        addr: kafka_addr,
-        host: args.kafka_advertised_host.clone(),
-        port: args.kafka_advertised_port,
-    };
     runtime.block_on(serve(addr, binary_addr, kafka, tls, state))?;
     // Every acknowledged record is already durable; this closes segments cleanly
     // so the next start has nothing to recover.
@@ -237,11 +192,11 @@ struct Kafka {
 }
 
 /// Clients connect to the advertised host, so a wildcard would send them nowhere.
-fn check_advertised_host(host: &str) -> anyhow::Result<()> {
+fn check_advertised_host(place: &str, host: &str) -> anyhow::Result<()> {
     let wildcard = host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified());
     if host.is_empty() || wildcard {
         bail!(
-            "--kafka-advertised-host {host:?} is not an address clients can connect to; give the host name or IP \
+            "{place} {host:?} is not an address clients can connect to; give the host name or IP \
              they should use (for example 127.0.0.1)"
         );
     }
@@ -260,62 +215,49 @@ fn kafka_node(kafka: &Kafka, bound: SocketAddr) -> es_server::KafkaNode {
 }
 
 /// Each listener's TLS (`None`: plaintext).
-struct ListenersTls {
+pub struct ListenersTls {
     http: Option<ServerTls>,
     binary: Option<ServerTls>,
     kafka: Option<ServerTls>,
 }
 
+/// A listener's TLS files from `<section>.tls_*_file` (or `tls.*` for the shared
+/// ones).
+fn tls_flags(cfg: &Effective, section: &str) -> TlsFlags {
+    let (cert, key, ca) = if section == "tls" {
+        ("tls.cert_file".to_owned(), "tls.key_file".to_owned(), "tls.client_ca_file".to_owned())
+    } else {
+        (
+            format!("{section}.tls_cert_file"),
+            format!("{section}.tls_key_file"),
+            format!("{section}.tls_client_ca_file"),
+        )
+    };
+    TlsFlags { cert: cfg.path(&cert), key: cfg.path(&key), client_ca: cfg.path(&ca) }
+}
+
 /// Reads every listener's PEM files and the principal rules, so a broken TLS setup
 /// stops the start before anything is opened.
-fn listeners_tls(args: &Args) -> anyhow::Result<ListenersTls> {
-    let shared = TlsFlags {
-        cert: args.tls_cert.clone(),
-        key: args.tls_key.clone(),
-        client_ca: args.tls_client_ca.clone(),
-    };
-    let rules = args
-        .tls_principal_rules
+pub fn listeners_tls(cfg: &Effective) -> anyhow::Result<ListenersTls> {
+    let shared = tls_flags(cfg, "tls");
+    let rules = cfg
+        .list("tls.principal_rules")
         .iter()
         .map(|r| es_server::tls::PrincipalRule::parse(r))
         .collect::<Result<Vec<_>, _>>()?;
     if rules.len() > es_server::limits::TLS_PRINCIPAL_RULES_MAX {
         bail!("at most {} --tls-principal-rule flags", es_server::limits::TLS_PRINCIPAL_RULES_MAX);
     }
-    let load = |listener: &str, own: TlsFlags, alpn: &[&[u8]]| -> anyhow::Result<Option<ServerTls>> {
-        match es_server::tls::resolve(listener, &own, &shared)? {
+    let load = |listener: &str, alpn: &[&[u8]]| -> anyhow::Result<Option<ServerTls>> {
+        match es_server::tls::resolve(listener, &tls_flags(cfg, listener), &shared)? {
             Some(files) => Ok(Some(ServerTls::load(&files, &rules, alpn)?)),
             None => Ok(None),
         }
     };
     let tls = ListenersTls {
-        http: load(
-            "http",
-            TlsFlags {
-                cert: args.http_tls_cert.clone(),
-                key: args.http_tls_key.clone(),
-                client_ca: args.http_tls_client_ca.clone(),
-            },
-            &[b"http/1.1"],
-        )?,
-        binary: load(
-            "binary",
-            TlsFlags {
-                cert: args.binary_tls_cert.clone(),
-                key: args.binary_tls_key.clone(),
-                client_ca: args.binary_tls_client_ca.clone(),
-            },
-            &[],
-        )?,
-        kafka: load(
-            "kafka",
-            TlsFlags {
-                cert: args.kafka_tls_cert.clone(),
-                key: args.kafka_tls_key.clone(),
-                client_ca: args.kafka_tls_client_ca.clone(),
-            },
-            &[],
-        )?,
+        http: load("http", &[b"http/1.1"])?,
+        binary: load("binary", &[])?,
+        kafka: load("kafka", &[])?,
     };
     let mtls = [&tls.http, &tls.binary, &tls.kafka].iter().any(|t| t.as_ref().is_some_and(ServerTls::mtls));
     if !rules.is_empty() && !mtls {
@@ -397,44 +339,47 @@ async fn serve(
     kafka_task.await.context("the Kafka listener failed")
 }
 
-/// Auth settings from flags and the environment. The bootstrap key comes from
-/// ES_AUTH_BOOTSTRAP_KEY (never a flag: flags show in the process list) or a file.
-fn auth_options(args: &Args) -> anyhow::Result<es_server::auth::AuthOptions> {
-    let from_env = std::env::var("ES_AUTH_BOOTSTRAP_KEY").ok().filter(|k| !k.trim().is_empty());
-    let from_file = match &args.auth_bootstrap_key_file {
-        Some(path) => Some(
-            std::fs::read_to_string(path)
-                .with_context(|| format!("reading --auth-bootstrap-key-file {}", path.display()))?,
-        ),
+/// Auth settings. The bootstrap key comes from auth.bootstrap_key (the variable
+/// ES_AUTH_BOOTSTRAP_KEY or the file; never a flag: flags show in the process list)
+/// or from auth.bootstrap_key_file.
+fn auth_options(cfg: &Effective) -> anyhow::Result<es_server::auth::AuthOptions> {
+    let inline = cfg.text("auth.bootstrap_key").filter(|k| !k.trim().is_empty());
+    let from_file = match cfg.path("auth.bootstrap_key_file") {
+        Some(path) => Some(std::fs::read_to_string(&path).with_context(|| {
+            format!("reading {} {}", place(cfg, "auth.bootstrap_key_file"), path.display())
+        })?),
         None => None,
     };
-    if from_env.is_some() && from_file.is_some() {
-        bail!("set ES_AUTH_BOOTSTRAP_KEY or --auth-bootstrap-key-file, not both");
+    if inline.is_some() && from_file.is_some() {
+        bail!(
+            "set {} or {}, not both",
+            place(cfg, "auth.bootstrap_key"),
+            place(cfg, "auth.bootstrap_key_file")
+        );
     }
     let quota = es_server::auth::KeyQuota {
-        produce_bytes_per_s: args.quota_produce_bytes_per_s,
-        fetch_bytes_per_s: args.quota_fetch_bytes_per_s,
+        produce_bytes_per_s: cfg.int("auth.quota_produce_bytes_per_s"),
+        fetch_bytes_per_s: cfg.int("auth.quota_fetch_bytes_per_s"),
     };
     Ok(es_server::auth::AuthOptions {
-        enabled: args.auth_enabled,
-        bootstrap_key: from_env.or(from_file),
-        pepper_file: args.auth_pepper_file.clone(),
+        enabled: cfg.flag("auth.enabled"),
+        bootstrap_key: inline.or(from_file),
+        pepper_file: cfg.path("auth.pepper_file"),
         quota,
         kafka: es_server::auth::KafkaSaslOptions {
-            allow_plaintext_plain: args.kafka_allow_plaintext_plain,
-            session_lifetime_ms: args.kafka_session_lifetime_ms,
+            allow_plaintext_plain: cfg.flag("kafka.allow_plaintext_plain"),
+            session_lifetime_ms: cfg.int("auth.kafka_session_lifetime_ms").unwrap_or(0),
         },
     })
 }
 
-/// Resolves a listen address. A non-loopback one is refused unless auth is on:
-/// without it, listening elsewhere would open the data to the network. With auth on,
-/// Kafka clients log in with SASL (SCRAM; PLAIN over TLS, or when allowed).
-fn kafka_listen_addr(bind: &str, auth: bool, tls: bool) -> anyhow::Result<SocketAddr> {
-    listen_addr("--bind-kafka", bind, auth, tls)
-}
-
-fn listen_addr(flag: &str, bind: &str, auth: bool, tls: bool) -> anyhow::Result<SocketAddr> {
+/// Resolves the listen address of setting `id`. A non-loopback one is refused
+/// unless auth is on: without it, listening elsewhere would open the data to the
+/// network. With auth on, Kafka clients log in with SASL (SCRAM; PLAIN over TLS, or
+/// when allowed).
+pub fn listen_addr(cfg: &Effective, id: &str, auth: bool, tls: bool) -> anyhow::Result<SocketAddr> {
+    let flag = place(cfg, id);
+    let bind = cfg.text(id).unwrap_or_default();
     let addrs: Vec<SocketAddr> = bind
         .to_socket_addrs()
         .with_context(|| format!("{flag} {bind:?} is not a host:port address"))?
@@ -445,7 +390,7 @@ fn listen_addr(flag: &str, bind: &str, auth: bool, tls: bool) -> anyhow::Result<
     match addrs.iter().find(|a| !a.ip().is_loopback()) {
         Some(bad) if !auth => bail!(
             "refusing to listen on {bad} (from {flag} {bind}) without authentication: start with --auth \
-             (and a bootstrap key, see docs/security.md), or listen on a loopback address such as 127.0.0.1"
+             (auth.enabled; and a bootstrap key, see docs/security.md), or listen on a loopback address such as 127.0.0.1"
         ),
         Some(open) if !tls => eprintln!(
             "es-broker: warning: {flag} {open} is reachable from the network without TLS: \
@@ -454,4 +399,55 @@ fn listen_addr(flag: &str, bind: &str, auth: bool, tls: bool) -> anyhow::Result<
         Some(_) | None => {}
     }
     Ok(first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resolve::{Inputs, resolve};
+
+    fn cfg(file: &str) -> Effective {
+        resolve(&Inputs { file: Some(("es.toml".into(), file.to_owned())), ..Inputs::default() }).unwrap()
+    }
+
+    #[test]
+    fn the_defaults_plan_a_loopback_broker() {
+        let plan = plan(&cfg("")).unwrap();
+        assert_eq!(plan.addr.to_string(), "127.0.0.1:9000");
+        assert_eq!(plan.binary_addr.to_string(), "127.0.0.1:9001");
+        assert_eq!(plan.kafka.addr.to_string(), "127.0.0.1:9092");
+        assert_eq!(plan.options.data_dir, std::path::PathBuf::from("./data"));
+        assert!(plan.options.journal && plan.options.metrics.enabled && !plan.options.auth.enabled);
+        assert_eq!(plan.options.request_bytes_max, es_server::limits::REQUEST_BYTES_MAX_DEFAULT);
+    }
+
+    #[test]
+    fn a_file_reaches_the_options() {
+        let plan = plan(&cfg(
+            "[log]\ndata_dir = \"/d\"\nhousekeeping_interval_ms = 5\n[journal]\nenabled = false\n\
+             [auth]\nquota_fetch_bytes_per_s = 7\n[kafka]\nadvertised_host = \"h\"\nadvertised_port = 1\n",
+        ))
+        .unwrap();
+        assert_eq!(plan.options.data_dir, std::path::PathBuf::from("/d"));
+        assert_eq!(plan.options.housekeeping_interval, std::time::Duration::from_millis(5));
+        assert!(!plan.options.journal);
+        assert_eq!(plan.options.auth.quota.fetch_bytes_per_s, Some(7));
+        assert_eq!((plan.kafka.host.as_deref(), plan.kafka.port), (Some("h"), Some(1)));
+    }
+
+    #[test]
+    fn every_unsafe_setting_is_named_at_once() {
+        let errors = plan(&cfg(
+            "[http]\nbind = \"0.0.0.0:1\"\n[kafka]\nadvertised_host = \"0.0.0.0\"\n[tls]\ncert_file = \"/x\"\n",
+        ))
+        .err()
+        .unwrap();
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert!(errors[0].contains("--tls-cert is set but no key"), "{errors:?}");
+        assert!(
+            errors[1].contains("(from es.toml: http.bind 0.0.0.0:1) without authentication"),
+            "{errors:?}"
+        );
+        assert!(errors[2].contains("es.toml: kafka.advertised_host \"0.0.0.0\""), "{errors:?}");
+    }
 }

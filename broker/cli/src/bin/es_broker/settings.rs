@@ -1,0 +1,320 @@
+//! Every es-broker setting, in one table: its section and key in the config file,
+//! its flag, its type, its default and its meaning. The flags, the environment
+//! names, `config reference`, `config init` and docs/configuration.md all come from
+//! [`SETTINGS`], so they cannot disagree. A new setting is one entry here.
+
+use es_server::limits;
+
+/// What a setting holds. Every source (flag, environment, file, default) goes
+/// through the same parse and range check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Bool,
+    /// A whole number in `[min, max]`.
+    Int {
+        min: u64,
+        max: u64,
+    },
+    Text,
+    Path,
+    /// Repeatable: a TOML array of strings, a repeated flag, or a comma-separated
+    /// environment variable.
+    List,
+}
+
+impl Kind {
+    /// The type as `config reference` and wrong-type errors name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Bool => "boolean",
+            Kind::Int { .. } => "integer",
+            Kind::Text => "string",
+            Kind::Path => "path",
+            Kind::List => "list of strings",
+        }
+    }
+}
+
+/// A setting's value when nothing sets it.
+#[derive(Debug, Clone, Copy)]
+pub enum Default {
+    /// Unset; the text says what unset means.
+    Unset(&'static str),
+    Bool(bool),
+    Int(u64),
+    /// Computed once, for defaults owned by another crate's `Default`.
+    IntFn(fn() -> u64),
+    Text(&'static str),
+}
+
+/// One setting. `id()` is `section.key`; the environment name is mechanical.
+#[derive(Debug, Clone, Copy)]
+pub struct Setting {
+    pub section: &'static str,
+    pub key: &'static str,
+    /// The long flag without `--`; `None` for settings never given on the command
+    /// line (a secret would show in the process list).
+    pub flag: Option<&'static str>,
+    pub kind: Kind,
+    pub default: Default,
+    pub help: &'static str,
+    /// The variable this setting was read from before the mechanical names; still
+    /// read, below the mechanical one.
+    pub legacy_env: Option<&'static str>,
+    /// Masked in `config print`.
+    pub secret: bool,
+}
+
+impl Setting {
+    const fn new(section: &'static str, key: &'static str, flag: &'static str, kind: Kind) -> Setting {
+        Setting {
+            section,
+            key,
+            flag: Some(flag),
+            kind,
+            default: Default::Unset("unset"),
+            help: "",
+            legacy_env: None,
+            secret: false,
+        }
+    }
+
+    const fn default(mut self, default: Default) -> Setting {
+        self.default = default;
+        self
+    }
+
+    const fn help(mut self, help: &'static str) -> Setting {
+        self.help = help;
+        self
+    }
+
+    const fn legacy(mut self, env: &'static str) -> Setting {
+        self.legacy_env = Some(env);
+        self
+    }
+
+    /// `section.key`, as in errors and `config print`.
+    pub fn id(&self) -> String {
+        format!("{}.{}", self.section, self.key)
+    }
+
+    /// `ES_<SECTION>_<KEY>`.
+    pub fn env(&self) -> String {
+        format!("ES_{}_{}", self.section, self.key).to_ascii_uppercase()
+    }
+
+    /// `--flag`, or `-` when there is none.
+    pub fn flag_text(&self) -> String {
+        self.flag.map_or_else(|| "-".to_owned(), |f| format!("--{f}"))
+    }
+
+    /// A boolean that defaults to false is a switch: `--auth` alone turns it on.
+    pub fn is_switch(&self) -> bool {
+        matches!((self.kind, self.default), (Kind::Bool, Default::Bool(false)))
+    }
+}
+
+/// The sections, in file order, with what each holds. Sections without settings
+/// yet are listed so a file that names them gets a clear answer.
+pub const SECTIONS: [(&str, &str); 11] = [
+    ("log", "where the data lives and how often housekeeping runs"),
+    ("journal", "the group-commit journal"),
+    ("http", "the HTTP API listener"),
+    ("binary", "the binary-protocol listener"),
+    ("kafka", "the Kafka listener"),
+    ("auth", "API keys, SASL and quotas"),
+    ("tls", "TLS shared by every listener (a listener's own tls_* keys win)"),
+    ("metrics", "Prometheus metrics"),
+    ("plugins", "Wasm plugins"),
+    ("schema_registry", "no settings yet: the registry is always on"),
+    ("cluster", "no settings yet: es runs as a single node"),
+];
+
+const PORT: Kind = Kind::Int { min: 1, max: u16::MAX as u64 };
+const COUNT: Kind = Kind::Int { min: 0, max: u64::MAX };
+const POSITIVE: Kind = Kind::Int { min: 1, max: u64::MAX };
+
+fn rebalance_delay_default() -> u64 {
+    es_server::KafkaGroupConfig::default().initial_rebalance_delay_ms
+}
+
+/// Every setting, grouped by section in [`SECTIONS`] order.
+pub const SETTINGS: &[Setting] = &[
+    Setting::new("log", "data_dir", "data-dir", Kind::Path)
+        .default(Default::Text("./data"))
+        .help("Where topics and their logs live.")
+        .legacy("ES_DATA_DIR"),
+    Setting::new("log", "cold_dir", "cold-dir", Kind::Path)
+        .default(Default::Unset("no cold tier"))
+        .help("Directory for the cold tier (topics with cold.tier.enable=true)."),
+    Setting::new("log", "housekeeping_interval_ms", "housekeeping-interval-ms", POSITIVE)
+        .default(Default::Int(limits::HOUSEKEEPING_INTERVAL_MS_DEFAULT))
+        .help("How often retention, tiering and compaction run, in milliseconds."),
+    Setting::new("journal", "enabled", "journal-enabled", Kind::Bool).default(Default::Bool(true)).help(
+        "One journal fdatasync per flush round for all partitions; false syncs every dirty segment \
+         instead (slower with many partitions).",
+    ),
+    Setting::new("journal", "dir", "journal-dir", Kind::Path)
+        .default(Default::Unset("DATA_DIR/partitions/journal"))
+        .help("Where the journal lives, e.g. another disk."),
+    Setting::new("http", "bind", "bind", Kind::Text)
+        .default(Default::Text("127.0.0.1:9000"))
+        .help("Address for the HTTP API; port 0 picks a free port. A non-loopback address needs auth.")
+        .legacy("ES_BIND"),
+    Setting::new("http", "max_request_bytes", "max-request-bytes", POSITIVE)
+        .default(Default::Int(limits::REQUEST_BYTES_MAX_DEFAULT as u64))
+        .help("Largest HTTP request body in bytes."),
+    Setting::new("http", "max_in_flight_requests", "max-in-flight-requests", Kind::Int { min: 1, max: 1_000_000 })
+        .default(Default::Int(limits::IN_FLIGHT_REQUESTS_MAX_DEFAULT as u64))
+        .help("Requests served at once (long polls included); more get 503 overloaded."),
+    Setting::new("http", "tls_cert_file", "http-tls-cert", Kind::Path)
+        .default(Default::Unset("tls.cert_file applies"))
+        .help("Certificate chain (PEM) for the HTTP listener only."),
+    Setting::new("http", "tls_key_file", "http-tls-key", Kind::Path)
+        .default(Default::Unset("tls.key_file applies"))
+        .help("Private key (PEM) for the HTTP listener only."),
+    Setting::new("http", "tls_client_ca_file", "http-tls-client-ca", Kind::Path)
+        .default(Default::Unset("tls.client_ca_file applies"))
+        .help("Client CA (mTLS) for the HTTP listener only."),
+    Setting::new("binary", "bind", "bind-binary", Kind::Text)
+        .default(Default::Text("127.0.0.1:9001"))
+        .help("Address for the binary protocol; port 0 picks a free port. A non-loopback address needs auth.")
+        .legacy("ES_BIND_BINARY"),
+    Setting::new("binary", "tls_cert_file", "binary-tls-cert", Kind::Path)
+        .default(Default::Unset("tls.cert_file applies"))
+        .help("Certificate chain (PEM) for the binary listener only."),
+    Setting::new("binary", "tls_key_file", "binary-tls-key", Kind::Path)
+        .default(Default::Unset("tls.key_file applies"))
+        .help("Private key (PEM) for the binary listener only."),
+    Setting::new("binary", "tls_client_ca_file", "binary-tls-client-ca", Kind::Path)
+        .default(Default::Unset("tls.client_ca_file applies"))
+        .help("Client CA (mTLS) for the binary listener only."),
+    Setting::new("kafka", "bind", "bind-kafka", Kind::Text)
+        .default(Default::Text("127.0.0.1:9092"))
+        .help("Address for the Kafka wire protocol; port 0 picks a free port. A non-loopback address needs auth.")
+        .legacy("ES_BIND_KAFKA"),
+    Setting::new("kafka", "advertised_host", "kafka-advertised-host", Kind::Text)
+        .default(Default::Unset("the bound address"))
+        .help("The host Kafka clients are told to connect to (Metadata, FindCoordinator). Never 0.0.0.0."),
+    Setting::new("kafka", "advertised_port", "kafka-advertised-port", PORT)
+        .default(Default::Unset("the bound port"))
+        .help("The port Kafka clients are told to connect to."),
+    Setting::new("kafka", "group_initial_rebalance_delay_ms", "group-initial-rebalance-delay-ms", COUNT)
+        .default(Default::IntFn(rebalance_delay_default))
+        .help("How long a new Kafka group's join barrier waits for more members (group.initial.rebalance.delay.ms)."),
+    Setting::new("kafka", "allow_plaintext_plain", "kafka-allow-plaintext-plain", Kind::Bool)
+        .default(Default::Bool(false))
+        .help("Offer SASL PLAIN on a Kafka listener without TLS (PLAIN sends the secret itself)."),
+    Setting::new("kafka", "tls_cert_file", "kafka-tls-cert", Kind::Path)
+        .default(Default::Unset("tls.cert_file applies"))
+        .help("Certificate chain (PEM) for the Kafka listener only."),
+    Setting::new("kafka", "tls_key_file", "kafka-tls-key", Kind::Path)
+        .default(Default::Unset("tls.key_file applies"))
+        .help("Private key (PEM) for the Kafka listener only."),
+    Setting::new("kafka", "tls_client_ca_file", "kafka-tls-client-ca", Kind::Path)
+        .default(Default::Unset("tls.client_ca_file applies"))
+        .help("Client CA (mTLS) for the Kafka listener only."),
+    Setting::new("auth", "enabled", "auth", Kind::Bool)
+        .default(Default::Bool(false))
+        .help("Require an API key on every request and authorize it by its grants; the first start needs a bootstrap key."),
+    Setting {
+        flag: None,
+        secret: true,
+        ..Setting::new("auth", "bootstrap_key", "", Kind::Text)
+            .default(Default::Unset("none"))
+            .help("The first admin key, read only while no key exists. Never a flag (flags show in the process list); prefer bootstrap_key_file.")
+    },
+    Setting::new("auth", "bootstrap_key_file", "auth-bootstrap-key-file", Kind::Path)
+        .default(Default::Unset("none"))
+        .help("A file holding the first admin key; read only while no key exists. `es key generate` makes one."),
+    Setting::new("auth", "pepper_file", "auth-pepper-file", Kind::Path)
+        .default(Default::Unset("DATA_DIR/auth-pepper, created on first start"))
+        .help("The secret mixed into every stored key hash. Keep it out of backups of the data directory."),
+    Setting::new("auth", "kafka_session_lifetime_ms", "kafka-session-lifetime-ms", COUNT)
+        .default(Default::Int(limits::KAFKA_SESSION_LIFETIME_MS_DEFAULT))
+        .help("How long a Kafka SASL login lasts before the client must re-authenticate (KIP-368); 0: no limit."),
+    Setting::new("auth", "quota_produce_bytes_per_s", "quota-produce-bytes-per-s", COUNT)
+        .default(Default::Unset("unlimited"))
+        .help("Default produce quota of every key, in bytes per second.")
+        .legacy("ES_QUOTA_PRODUCE_BYTES_PER_S"),
+    Setting::new("auth", "quota_fetch_bytes_per_s", "quota-fetch-bytes-per-s", COUNT)
+        .default(Default::Unset("unlimited"))
+        .help("Default fetch quota of every key, in bytes per second.")
+        .legacy("ES_QUOTA_FETCH_BYTES_PER_S"),
+    Setting::new("tls", "cert_file", "tls-cert", Kind::Path)
+        .default(Default::Unset("plaintext"))
+        .help("TLS certificate chain (PEM) for every listener; with key_file, every listener speaks TLS 1.2/1.3 only."),
+    Setting::new("tls", "key_file", "tls-key", Kind::Path)
+        .default(Default::Unset("plaintext"))
+        .help("TLS private key (PEM) for every listener."),
+    Setting::new("tls", "client_ca_file", "tls-client-ca", Kind::Path)
+        .default(Default::Unset("no client certificates"))
+        .help("CA certificates (PEM) whose client certificates every TLS listener requires (mTLS)."),
+    Setting::new("tls", "principal_rules", "tls-principal-rule", Kind::List)
+        .default(Default::Unset("none"))
+        .help("Maps a verified client certificate to an API key: `cn:NAME=KEYID`, `san:dns:NAME=KEYID` or `san:uri:URI=KEYID`; first match wins."),
+    Setting::new("metrics", "enabled", "metrics", Kind::Bool)
+        .default(Default::Bool(true))
+        .help("Keep Prometheus metrics and serve GET /metrics; false skips every hot-path counter and /metrics answers 404.")
+        .legacy("ES_METRICS"),
+    Setting::new("metrics", "kafka_compat", "metrics-kafka-compat", Kind::Bool)
+        .default(Default::Bool(false))
+        .help("Also expose Kafka's JMX-exporter names on /metrics (kafka_server_brokertopicmetrics_*)."),
+    Setting::new("plugins", "cache_dir", "plugin-cache-dir", Kind::Path)
+        .default(Default::Unset("DATA_DIR/plugins/cache"))
+        .help("Where compiled plugins are cached; brokers of one build may share it. Keep it writable only by the broker's user.")
+        .legacy("ES_PLUGIN_CACHE_DIR"),
+];
+
+/// `ES_*` variables that are not settings but are read by es-broker or by the
+/// other es binaries, so an operator's shell holding them is not warned about.
+pub const OTHER_ENV: &[&str] = &[
+    "ES_CONFIG",
+    "ES_LOG",
+    "ES_BROKER",
+    "ES_BROKER_BINARY",
+    "ES_API_KEY",
+    "ES_TLS_CA",
+    "ES_TLS_CERT",
+    "ES_TLS_KEY",
+    "ES_BIN",
+    "ES_BROKER_BIN",
+    "ES_TOOLS_BIN",
+];
+
+/// The setting named `section.key`.
+pub fn find(id: &str) -> Option<&'static Setting> {
+    SETTINGS.iter().find(|s| s.id() == id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn ids_flags_and_env_names_are_unique_and_sections_known() {
+        let ids: BTreeSet<String> = SETTINGS.iter().map(Setting::id).collect();
+        assert_eq!(ids.len(), SETTINGS.len());
+        let flags: Vec<&str> = SETTINGS.iter().filter_map(|s| s.flag).collect();
+        assert_eq!(flags.iter().collect::<BTreeSet<_>>().len(), flags.len());
+        let envs: BTreeSet<String> = SETTINGS
+            .iter()
+            .map(Setting::env)
+            .chain(SETTINGS.iter().filter_map(|s| s.legacy_env.map(String::from)))
+            .collect();
+        assert_eq!(envs.len(), SETTINGS.len() + SETTINGS.iter().filter(|s| s.legacy_env.is_some()).count());
+        for s in SETTINGS {
+            assert!(SECTIONS.iter().any(|(name, _)| *name == s.section), "{}", s.id());
+            assert!(!s.help.is_empty(), "{} has no help", s.id());
+        }
+        assert_eq!(find("auth.enabled").map(Setting::env).as_deref(), Some("ES_AUTH_ENABLED"));
+    }
+
+    #[test]
+    fn settings_are_grouped_in_section_order() {
+        let order = |s: &Setting| SECTIONS.iter().position(|(n, _)| *n == s.section).unwrap();
+        assert!(SETTINGS.windows(2).all(|w| order(&w[0]) <= order(&w[1])));
+    }
+}
