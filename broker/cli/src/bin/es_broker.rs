@@ -89,6 +89,12 @@ struct Args {
     #[arg(long, env = "ES_AUTH_KAFKA_SESSION_LIFETIME_MS",
           default_value_t = es_server::limits::KAFKA_SESSION_LIFETIME_MS_DEFAULT)]
     kafka_session_lifetime_ms: u64,
+    /// SASL mechanisms offered, in order (auth.mechanisms): PLAIN, SCRAM-SHA-256,
+    /// SCRAM-SHA-512, or NAME:plugin for a mechanism of an uploaded authenticator
+    /// plugin, e.g. `SCRAM-SHA-512,PLAIN,OAUTHBEARER:jwt` [default: the built-ins,
+    /// SCRAM-SHA-512 first]. PLAIN still needs TLS or --kafka-allow-plaintext-plain.
+    #[arg(long, env = "ES_AUTH_MECHANISMS", value_delimiter = ',', value_name = "LIST")]
+    auth_mechanisms: Vec<String>,
     /// TLS certificate chain (PEM) for every listener (tls.cert_file); with
     /// --tls-key, HTTP, binary and Kafka speak TLS 1.2/1.3 only. Read at start.
     #[arg(long = "tls-cert", env = "ES_TLS_CERT_FILE", value_name = "FILE")]
@@ -424,6 +430,7 @@ fn auth_options(args: &Args) -> anyhow::Result<es_server::auth::AuthOptions> {
             allow_plaintext_plain: args.kafka_allow_plaintext_plain,
             session_lifetime_ms: args.kafka_session_lifetime_ms,
         },
+        mechanisms: args.auth_mechanisms.clone(),
     })
 }
 
