@@ -30,9 +30,9 @@ pub use es_plugin_sdk_compat_bindings as compat_bindings;
 #[doc(hidden)]
 pub use es_plugin_sdk_auth_bindings as auth_bindings;
 
+use auth_bindings::exports::es::plugin::{auth, lifecycle as auth_lifecycle};
 use bindings::es::plugin::host;
 use bindings::exports::es::plugin::{lifecycle, validator};
-use auth_bindings::exports::es::plugin::{auth, lifecycle as auth_lifecycle};
 use compat_bindings::exports::es::plugin::{compat, lifecycle as compat_lifecycle};
 
 thread_local! {

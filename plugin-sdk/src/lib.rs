@@ -392,15 +392,15 @@ macro_rules! export_authenticator {
 pub mod __private {
     pub use crate::glue::{auth_bindings, bindings, compat_bindings};
     pub use crate::glue::{auth_configure, auth_info, auth_mechanisms, auth_start, auth_step};
+    pub use crate::glue::{
+        compat_check, compat_configure, compat_info, compat_normalize, compat_supports, configure, info,
+        validate,
+    };
     pub use auth_bindings::exports::es::plugin::auth::{
         Guest as AuthGuest, GuestSession as AuthGuestSession, StepResult as WitStepResult,
     };
     pub use auth_bindings::exports::es::plugin::lifecycle::{
         Guest as AuthLifecycleGuest, PluginInfo as AuthPluginInfo,
-    };
-    pub use crate::glue::{
-        compat_check, compat_configure, compat_info, compat_normalize, compat_supports, configure, info,
-        validate,
     };
     pub use bindings::exports::es::plugin::lifecycle::{Guest as LifecycleGuest, PluginInfo};
     pub use bindings::exports::es::plugin::validator::{

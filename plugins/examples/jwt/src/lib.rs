@@ -124,7 +124,8 @@ impl Jwt {
     }
 
     fn check_signature(&self, signed: &str, signature: &str) -> Result<(), String> {
-        let signature = URL_SAFE_NO_PAD.decode(signature).map_err(|_| "signature is not base64url".to_owned())?;
+        let signature =
+            URL_SAFE_NO_PAD.decode(signature).map_err(|_| "signature is not base64url".to_owned())?;
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).map_err(|e| e.to_string())?;
         mac.update(signed.as_bytes());
         // Constant-time comparison.
