@@ -5,14 +5,17 @@
 //! alike (and like a wrong password); a trapping, looping or memory-hungry
 //! authenticator fails only its own handshake, the broker stays up and PLAIN and
 //! SCRAM logins on it still work; a plugin cannot log a client in as an identity
-//! that is not an active key.
+//! that is not an active key. HTTP takes a bearer JWT through the same plugin.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use es_tests::broker::{self, Broker};
 use es_tests::kafka_wire::{KafkaConn, split_key};
 use es_tests::python::run_script;
+use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 
 const ADMIN: &str = "es_00000000000000aa_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
@@ -95,6 +98,36 @@ fn confluent_kafka_logs_in_with_oauthbearer_through_the_jwt_plugin() {
     assert_eq!(admin.delete(&format!("/keys/{id}")).status, 200);
     let revoked = oauth(&b, id, "good", &["login", "app.jwt"]);
     assert_eq!(revoked[0], expired[0], "revoked");
+}
+
+/// An HS256 JWT naming `sub`, valid for an hour, signed with `key`.
+fn token(sub: &str, key: &str) -> String {
+    let exp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + 3600;
+    let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
+    let payload = URL_SAFE_NO_PAD.encode(json!({"sub": sub, "exp": exp}).to_string());
+    let signed = format!("{header}.{payload}");
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(key.as_bytes()).unwrap();
+    mac.update(signed.as_bytes());
+    format!("{signed}.{}", URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes()))
+}
+
+#[test]
+fn http_takes_a_bearer_jwt_through_the_same_plugin() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start(dir.path(), "SCRAM-SHA-512,OAUTHBEARER:jwt");
+    upload(&b, &format!("/plugins/jwt?config.hs256_key={HS256_KEY}"), &guest("es_example_jwt"));
+    let key = make_key(&b, "app", &["topic:prefixed:app.:admin"]);
+    let (id, _) = split_key(&key);
+    let admin = broker::Client::with_key(&b.url, ADMIN);
+    assert_eq!(admin.post("/topics", &json!({"name": "app.h", "partitions": 1})).status, 201);
+    assert_eq!(admin.post("/topics", &json!({"name": "other.h", "partitions": 1})).status, 201);
+    let jwt = broker::Client::with_key(&b.url, &token(id, HS256_KEY));
+    assert_eq!(jwt.get("/topics/app.h").status, 200, "the token's key reads its topic");
+    assert_eq!(jwt.get("/topics/other.h").status, 404, "and has only that key's grants");
+    let bad = broker::Client::with_key(&b.url, &token(id, "another-key-of-at-least-thirty-two-bytes"));
+    assert_eq!(bad.get("/topics/app.h").status, 401);
+    let unknown = broker::Client::with_key(&b.url, &token("ffffffffffffffff", HS256_KEY));
+    assert_eq!(unknown.get("/topics/app.h").status, 401);
 }
 
 /// One X-HOSTILE handshake with `message`: the SaslAuthenticate error code and
