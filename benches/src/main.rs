@@ -3,6 +3,7 @@
 //! record validators (`es-bench validators`) and the Kafka listener against Apache
 //! Kafka (`es-bench kafka`).
 
+mod auth_handshake;
 mod kafka;
 mod latency;
 mod log_bench;
@@ -38,6 +39,9 @@ enum Command {
     /// protocol and Apache Kafka 4.4 (flush.messages=1 and defaults), rows alternated
     /// in rounds; PASS/MISS against issue 14.
     Kafka(kafka::KafkaArgs),
+    /// SASL handshake cost on the Kafka listener: PLAIN, SCRAM-SHA-512 and an
+    /// authenticator plugin (OAUTHBEARER through the JWT example), interleaved.
+    AuthHandshake(auth_handshake::AuthHandshakeArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -47,5 +51,6 @@ fn main() -> anyhow::Result<()> {
         Command::Suite(args) => suite::run(&args),
         Command::Validators(args) => validators::run(&args),
         Command::Kafka(args) => kafka::run(&args),
+        Command::AuthHandshake(args) => auth_handshake::run(&args),
     }
 }

@@ -24,6 +24,8 @@ const COMPONENTS: &[&str] = &[
     "es_fixture_hostile",
     "es_fixture_fs_reader",
     "es_fixture_hostile_compat",
+    "es_fixture_hostile_auth",
+    "es_example_jwt",
 ];
 
 /// Variables that would change or break the nested wasm build.

@@ -3,6 +3,7 @@
 use std::any::Any;
 use std::cell::RefCell;
 
+use crate::auth::{AuthSession, AuthStep, Authenticator};
 use crate::{
     Action, Batch, CompatLevel, Config, Incompatibility, Level, RecordValidator, SchemaCompat, Violation,
 };
@@ -25,6 +26,11 @@ pub mod bindings {
 #[doc(hidden)]
 pub use es_plugin_sdk_compat_bindings as compat_bindings;
 
+/// The generated bindings of the authenticator world, from their own crate.
+#[doc(hidden)]
+pub use es_plugin_sdk_auth_bindings as auth_bindings;
+
+use auth_bindings::exports::es::plugin::{auth, lifecycle as auth_lifecycle};
 use bindings::es::plugin::host;
 use bindings::exports::es::plugin::{lifecycle, validator};
 use compat_bindings::exports::es::plugin::{compat, lifecycle as compat_lifecycle};
@@ -127,6 +133,37 @@ pub fn compat_check<T: SchemaCompat>(
     let mut out: Vec<Incompatibility> = Vec::new();
     with_configured(|plugin: &T| plugin.check(level, &proposed, &existing, &mut out));
     out.into_iter().map(|i| compat::Incompatibility { path: i.path, message: i.message }).collect()
+}
+
+pub fn auth_info<T: Authenticator>() -> auth_lifecycle::PluginInfo {
+    auth_lifecycle::PluginInfo {
+        name: T::NAME.to_owned(),
+        version: T::VERSION.to_owned(),
+        description: T::DESCRIPTION.to_owned(),
+        config_keys: T::CONFIG_KEYS.iter().map(|k| (*k).to_owned()).collect(),
+    }
+}
+
+pub fn auth_configure<T: Authenticator>(config: Vec<(String, String)>) -> Result<(), String> {
+    store(T::configure(&Config::new(config))?);
+    Ok(())
+}
+
+pub fn auth_mechanisms<T: Authenticator>() -> Vec<String> {
+    T::MECHANISMS.iter().map(|m| (*m).to_owned()).collect()
+}
+
+/// A new session of the configured plugin.
+pub fn auth_start<T: Authenticator>(mechanism: &str) -> T::Session {
+    with_configured(|plugin: &T| plugin.start(mechanism))
+}
+
+pub fn auth_step<S: AuthSession>(session: &mut S, response: &[u8]) -> auth::StepResult {
+    match session.step(response) {
+        AuthStep::Done(principal) => auth::StepResult::Done(principal),
+        AuthStep::Challenge(bytes) => auth::StepResult::Challenge(bytes),
+        AuthStep::Failed(reason) => auth::StepResult::Failed(reason),
+    }
 }
 
 fn to_wit(v: Violation) -> validator::Violation {

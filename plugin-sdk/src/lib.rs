@@ -85,11 +85,13 @@
 //! export_schema_compat!(Lines);
 //! ```
 
+pub mod auth;
 mod batch;
 mod config;
 mod glue;
 mod schema;
 
+pub use auth::{AuthSession, AuthStep, Authenticator};
 pub use batch::{Batch, HeaderRef, RecordRef};
 pub use config::Config;
 pub use schema::{Reference, Schema};
@@ -337,12 +339,68 @@ macro_rules! export_schema_compat {
     };
 }
 
+/// Exports an [`Authenticator`] implementation as the component's `authenticator`
+/// world. Use it once per plugin crate, instead of [`export_validator!`].
+#[macro_export]
+macro_rules! export_authenticator {
+    ($ty:ty) => {
+        const _: () = {
+            struct EsPluginExport;
+
+            /// One handshake: the plugin's session behind the `&self` the
+            /// generated resource trait hands out (a guest is single-threaded).
+            struct EsSession(::std::cell::RefCell<<$ty as $crate::Authenticator>::Session>);
+
+            impl $crate::__private::AuthLifecycleGuest for EsPluginExport {
+                fn info() -> $crate::__private::AuthPluginInfo {
+                    $crate::__private::auth_info::<$ty>()
+                }
+
+                fn configure(
+                    config: ::std::vec::Vec<(::std::string::String, ::std::string::String)>,
+                ) -> ::std::result::Result<(), ::std::string::String> {
+                    $crate::__private::auth_configure::<$ty>(config)
+                }
+            }
+
+            impl $crate::__private::AuthGuest for EsPluginExport {
+                type Session = EsSession;
+
+                fn mechanisms() -> ::std::vec::Vec<::std::string::String> {
+                    $crate::__private::auth_mechanisms::<$ty>()
+                }
+            }
+
+            impl $crate::__private::AuthGuestSession for EsSession {
+                fn new(mechanism: ::std::string::String) -> Self {
+                    EsSession(::std::cell::RefCell::new($crate::__private::auth_start::<$ty>(&mechanism)))
+                }
+
+                fn step(&self, response: ::std::vec::Vec<u8>) -> $crate::__private::WitStepResult {
+                    $crate::__private::auth_step(&mut *self.0.borrow_mut(), &response)
+                }
+            }
+
+            $crate::__private::auth_bindings::__export_authenticator_impl!(
+                EsPluginExport with_types_in $crate::__private::auth_bindings
+            );
+        };
+    };
+}
+
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::glue::{bindings, compat_bindings};
+    pub use crate::glue::{auth_bindings, bindings, compat_bindings};
+    pub use crate::glue::{auth_configure, auth_info, auth_mechanisms, auth_start, auth_step};
     pub use crate::glue::{
         compat_check, compat_configure, compat_info, compat_normalize, compat_supports, configure, info,
         validate,
+    };
+    pub use auth_bindings::exports::es::plugin::auth::{
+        Guest as AuthGuest, GuestSession as AuthGuestSession, StepResult as WitStepResult,
+    };
+    pub use auth_bindings::exports::es::plugin::lifecycle::{
+        Guest as AuthLifecycleGuest, PluginInfo as AuthPluginInfo,
     };
     pub use bindings::exports::es::plugin::lifecycle::{Guest as LifecycleGuest, PluginInfo};
     pub use bindings::exports::es::plugin::validator::{

@@ -386,6 +386,16 @@ impl Client {
         self.send_full(method, path, body).0
     }
 
+    /// POSTs raw bytes (e.g. a plugin component) with the key, if any.
+    pub fn post_bytes(&self, path: &str, body: &[u8]) -> Resp {
+        let url = format!("{}{path}", self.url);
+        let mut req = self.agent.post(&url).header("content-type", "application/octet-stream");
+        if let Some(key) = &self.key {
+            req = req.header("authorization", format!("Bearer {key}"));
+        }
+        read_resp(req.send(body)).unwrap_or_else(|e| panic!("POST {url} failed: {e}"))
+    }
+
     /// DELETEs; `None` when the broker could not be reached or the reply was cut.
     pub fn try_delete(&self, path: &str) -> Option<Resp> {
         try_request(&self.agent, "DELETE", &format!("{}{path}", self.url), None).ok()

@@ -8,7 +8,7 @@
 
 mod load;
 mod reference;
-mod wire;
+pub(crate) mod wire;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

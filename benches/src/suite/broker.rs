@@ -37,11 +37,18 @@ pub fn default_bin() -> Result<PathBuf> {
 impl Broker {
     /// Starts `bin` with its data in `data_dir` (created if needed).
     pub fn start(bin: &Path, data_dir: &Path) -> Result<Broker> {
+        Self::start_with(bin, data_dir, &[], &[])
+    }
+
+    /// `start` with more flags and environment variables.
+    pub fn start_with(bin: &Path, data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Result<Broker> {
         std::fs::create_dir_all(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
         let mut child = Command::new(bin)
             .arg("--data-dir")
             .arg(data_dir)
             .args(["--bind", "127.0.0.1:0", "--bind-binary", "127.0.0.1:0", "--bind-kafka", "127.0.0.1:0"])
+            .args(extra)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

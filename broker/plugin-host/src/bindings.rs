@@ -19,3 +19,13 @@ pub(crate) mod compat {
         },
     });
 }
+
+pub(crate) mod auth {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "authenticator",
+        with: {
+            "es:plugin/host": crate::bindings::validator::es::plugin::host,
+        },
+    });
+}

@@ -13,9 +13,14 @@
 //! - `CompatChecker` is one loaded schema-compat plugin (the schema registry's
 //!   checker for a schema type): `normalize` and `check` under the compatibility
 //!   deadline, with the same pool and typed errors.
+//! - `Authenticator` is one loaded authenticator plugin (a SASL mechanism): each
+//!   handshake is an `AuthSession` holding one warm instance and the guest's
+//!   session resource, every step under the auth-step deadline, the memory cap
+//!   and a step cap, with the broker's lookups (`AuthLookup`) linked in.
 //! - `builtin` holds the built-in plugins, embedded at build time.
 //! - `limits` holds every limit and its default.
 
+mod authenticator;
 mod bindings;
 pub mod builtin;
 mod compat;
@@ -29,6 +34,7 @@ mod sandbox;
 mod stderr;
 mod validator;
 
+pub use authenticator::{AuthLookup, AuthSession, AuthStep, Authenticator, ScramSecret};
 pub use compat::{
     CompatChecker, CompatLevel, CompatStats, Incompatibility, Schema, SchemaReference, UnknownCompatLevel,
 };

@@ -12,6 +12,15 @@ pub const VALIDATE_DEADLINE_MS_DEFAULT: u64 = 20;
 pub const COMPAT_DEADLINE_MS_DEFAULT: u64 = 200;
 /// Default deadline for one authentication step (for the authenticator world).
 pub const AUTH_STEP_DEADLINE_MS_DEFAULT: u64 = 100;
+/// Most `step` calls one authentication session may make: SCRAM needs two,
+/// OAUTHBEARER one; a plugin that challenges forever fails its handshake here.
+pub const AUTH_STEPS_MAX: u32 = 8;
+/// Longest challenge an authenticator may send to a client in one step.
+pub const AUTH_CHALLENGE_BYTES_MAX: usize = 16 * 1024;
+/// Longest principal an authenticator may return (key ids are far shorter).
+pub const AUTH_PRINCIPAL_BYTES_MAX: usize = 256;
+/// Most bytes one `random-bytes` call returns.
+pub const AUTH_RANDOM_BYTES_MAX: u32 = 1024;
 /// Default deadline for instantiation plus `configure`: a plugin may compile a
 /// schema there, which is far slower than checking one batch.
 pub const CONFIGURE_DEADLINE_MS_DEFAULT: u64 = 2_000;
@@ -98,6 +107,12 @@ impl PluginLimits {
     /// (`COMPAT_DEADLINE_MS_DEFAULT`) instead of the per-batch one.
     pub fn compat() -> Self {
         Self { call_deadline_ms: COMPAT_DEADLINE_MS_DEFAULT, ..Self::default() }
+    }
+
+    /// The defaults for an authenticator: the per-step deadline
+    /// (`AUTH_STEP_DEADLINE_MS_DEFAULT`) instead of the per-batch one.
+    pub fn auth() -> Self {
+        Self { call_deadline_ms: AUTH_STEP_DEADLINE_MS_DEFAULT, ..Self::default() }
     }
 }
 

@@ -238,24 +238,54 @@ impl<W: World> Plugin<W> {
         counted: bool,
         f: impl FnOnce(&W, &mut Store<HostState>) -> wasmtime::Result<R>,
     ) -> Result<R, PluginError> {
-        let mut warm = match self.pool.take() {
-            Some(warm) => warm,
-            None => self.instantiate()?,
-        };
+        let mut warm = self.checkout()?;
+        let out = self.run_on(&mut warm, deadline_ms, counted, f)?;
+        if !counted || self.healthy(&warm) {
+            self.pool.give(warm);
+        }
+        Ok(out)
+    }
+
+    /// A warm instance for the caller's exclusive use (an authentication session
+    /// holds one for its whole handshake); give it back with [`Plugin::checkin`].
+    pub(crate) fn checkout(&self) -> Result<Warm<W>, PluginError> {
+        match self.pool.take() {
+            Some(warm) => Ok(warm),
+            None => self.instantiate(),
+        }
+    }
+
+    /// Returns a checked-out instance to the pool unless it is due for replacement.
+    /// Only instances whose every call succeeded may come back.
+    pub(crate) fn checkin(&self, warm: Warm<W>) {
+        if self.healthy(&warm) {
+            self.pool.give(warm);
+        }
+    }
+
+    /// One counted call on a checked-out instance under the call deadline.
+    pub(crate) fn call_on<R>(
+        &self,
+        warm: &mut Warm<W>,
+        f: impl FnOnce(&W, &mut Store<HostState>) -> wasmtime::Result<R>,
+    ) -> Result<R, PluginError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.run_on(warm, self.limits.call_deadline_ms, true, f)
+    }
+
+    fn run_on<R>(
+        &self,
+        warm: &mut Warm<W>,
+        deadline_ms: u64,
+        counted: bool,
+        f: impl FnOnce(&W, &mut Store<HostState>) -> wasmtime::Result<R>,
+    ) -> Result<R, PluginError> {
         warm.calls += u64::from(counted);
         warm.store.set_epoch_deadline(ticks(deadline_ms));
-        match f(&warm.bindings, &mut warm.store) {
-            Ok(out) => {
-                if !counted || self.healthy(&warm) {
-                    self.pool.give(warm);
-                }
-                Ok(out)
-            }
-            Err(e) => {
-                self.failures.fetch_add(1, Ordering::Relaxed);
-                Err(self.classify(e, &warm.store, deadline_ms, trap_error))
-            }
-        }
+        f(&warm.bindings, &mut warm.store).map_err(|e| {
+            self.failures.fetch_add(1, Ordering::Relaxed);
+            self.classify(e, &warm.store, deadline_ms, trap_error)
+        })
     }
 
     /// An instance may go back to the pool unless it is due for replacement.

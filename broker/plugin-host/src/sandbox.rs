@@ -12,10 +12,12 @@ use wasmtime_wasi::p2::bindings::{cli, clocks, random, sync::io as sync_io};
 use wasmtime_wasi::random::{WasiRandom, WasiRandomView};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use crate::authenticator::AuthLookup;
+use crate::bindings::auth::es::plugin::auth_host;
 use crate::bindings::validator::RecordValidator;
 use crate::bindings::validator::es::plugin::host::{self, LogLevel};
 use crate::error::PluginError;
-use crate::limits::{LOG_LINE_BYTES_MAX, PluginLimits, TABLE_ELEMENTS_MAX};
+use crate::limits::{AUTH_RANDOM_BYTES_MAX, LOG_LINE_BYTES_MAX, PluginLimits, TABLE_ELEMENTS_MAX};
 use crate::stderr::StderrTail;
 
 /// Interfaces a plugin may import, as `namespace:package/interface` plus the
@@ -24,6 +26,8 @@ use crate::stderr::StderrTail;
 /// Filesystem, sockets, HTTP and anything else are refused at load.
 pub(crate) const ALLOWED_IMPORTS: &[(&str, &str)] = &[
     ("es:plugin/host", "0.1."),
+    // Answers only during an authentication session (see `HostState::auth`).
+    ("es:plugin/auth-host", "0.1."),
     ("wasi:io/error", "0.2."),
     ("wasi:io/poll", "0.2."),
     ("wasi:io/streams", "0.2."),
@@ -71,6 +75,7 @@ fn import_allowed(name: &str) -> bool {
 pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
     let mut l = Linker::new(engine);
     RecordValidator::add_to_linker::<HostState, HasSelf<HostState>>(&mut l, |s| s)?;
+    auth_host::add_to_linker::<HostState, HasSelf<HostState>>(&mut l, |s| s)?;
     wasmtime_wasi_io_error(&mut l)?;
     sync_io::poll::add_to_linker::<HostState, HasTable>(&mut l, |s| &mut s.table)?;
     sync_io::streams::add_to_linker::<HostState, HasTable>(&mut l, |s| &mut s.table)?;
@@ -127,6 +132,10 @@ pub(crate) struct HostState {
     /// The end of the guest's stderr, for trap messages.
     pub(crate) stderr: StderrTail,
     log: LogBudget,
+    /// The broker's lookups, set for the length of one authentication session
+    /// and `None` otherwise: a validator, or an authenticator between sessions,
+    /// sees no key at all.
+    pub(crate) auth: Option<Arc<dyn AuthLookup>>,
 }
 
 impl HostState {
@@ -142,6 +151,7 @@ impl HostState {
             table: ResourceTable::new(),
             limiter: MemoryLimiter::new(limits.memory_bytes_max),
             log: LogBudget::new(limits.log_lines_per_second, limits.log_burst),
+            auth: None,
         }
     }
 }
@@ -169,6 +179,36 @@ impl host::Host for HostState {
             LogLevel::Info => tracing::info!(plugin, dropped, "{message}"),
             LogLevel::Warn => tracing::warn!(plugin, dropped, "{message}"),
             LogLevel::Error => tracing::error!(plugin, dropped, "{message}"),
+        }
+    }
+}
+
+impl auth_host::Host for HostState {
+    fn key_exists(&mut self, id: String) -> bool {
+        self.auth.as_ref().is_some_and(|a| a.key_exists(&id))
+    }
+
+    fn scram_lookup(&mut self, mechanism: String, id: String) -> Option<auth_host::ScramCredential> {
+        let c = self.auth.as_ref()?.scram_credential(&mechanism, &id)?;
+        Some(auth_host::ScramCredential {
+            salt: c.salt,
+            iterations: c.iterations,
+            stored_key: c.stored_key,
+            server_key: c.server_key,
+        })
+    }
+
+    fn now_ms(&mut self) -> i64 {
+        // Outside a session the guest has its own WASI clock; this one is the
+        // broker's, so tests with a fixed clock reach the plugin too.
+        self.auth.as_ref().map_or(0, |a| a.now_ms())
+    }
+
+    fn random_bytes(&mut self, len: u32) -> Vec<u8> {
+        let len = len.min(AUTH_RANDOM_BYTES_MAX) as usize;
+        match &self.auth {
+            Some(a) => a.random_bytes(len),
+            None => vec![0; len],
         }
     }
 }

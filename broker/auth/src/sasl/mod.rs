@@ -48,6 +48,9 @@ pub enum FailReason {
     TooLarge,
     /// More messages than the mechanism has, or a message after the session ended.
     TooManySteps,
+    /// The mechanism itself broke (an authenticator plugin trapped, ran past its
+    /// deadline or memory cap, or answered nonsense); the broker logs which.
+    MechanismError,
 }
 
 impl fmt::Display for FailReason {
@@ -58,6 +61,7 @@ impl fmt::Display for FailReason {
             FailReason::ChannelBindingUnsupported => f.write_str("channel binding is not supported"),
             FailReason::TooLarge => write!(f, "a SASL message holds at most {SASL_MESSAGE_BYTES_MAX} bytes"),
             FailReason::TooManySteps => f.write_str("the handshake has already ended"),
+            FailReason::MechanismError => f.write_str("the mechanism failed"),
         }
     }
 }

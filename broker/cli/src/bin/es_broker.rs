@@ -370,6 +370,7 @@ fn auth_options(cfg: &Effective) -> anyhow::Result<es_server::auth::AuthOptions>
             allow_plaintext_plain: cfg.flag("kafka.allow_plaintext_plain"),
             session_lifetime_ms: cfg.int("auth.kafka_session_lifetime_ms").unwrap_or(0),
         },
+        mechanisms: cfg.list("auth.mechanisms"),
     })
 }
 

@@ -10,6 +10,7 @@
 //! revocation is in force for the very next request.
 
 pub mod admin;
+pub mod mechanisms;
 pub use es_auth::KeyQuota;
 mod pepper;
 
@@ -45,6 +46,10 @@ pub struct AuthOptions {
     pub quota: KeyQuota,
     /// SASL on the Kafka listener.
     pub kafka: KafkaSaslOptions,
+    /// SASL mechanisms offered, in order (`--auth-mechanisms`): `PLAIN`,
+    /// `SCRAM-SHA-256`, `SCRAM-SHA-512`, or `NAME:plugin` for a mechanism of an
+    /// authenticator plugin. Empty: the built-ins, SCRAM-SHA-512 first.
+    pub mechanisms: Vec<String>,
 }
 
 /// How the Kafka listener runs SASL.
@@ -107,6 +112,10 @@ pub struct Auth {
     quotas: Mutex<ByteQuotas>,
     /// Per-key successes, failures, denials and throttling, for metrics.
     stats: crate::metrics::KeyStats,
+    /// The configured SASL mechanisms, in the order they are offered.
+    mechanisms: Vec<mechanisms::Mechanism>,
+    /// Authenticator plugins behind the plugin mechanisms.
+    plugin_mechanisms: mechanisms::PluginMechanisms,
 }
 
 impl std::fmt::Debug for Auth {
@@ -129,6 +138,7 @@ impl Auth {
         let store = MetaStore::<Snapshot>::open(data_dir.join("auth"))?;
         let state = store.load_all()?.into_iter().find(|s| s.name == SNAPSHOT_NAME).map(|s| s.state);
         let quota = QuotaConfig { default: options.quota, per_key: Default::default() };
+        let mechanisms = mechanisms::parse(&options.mechanisms)?;
         let auth = Auth {
             enabled: options.enabled,
             kafka: options.kafka,
@@ -140,6 +150,8 @@ impl Auth {
             failures: Mutex::new(AuthFailureLimits::new(clock.clone())),
             quotas: Mutex::new(ByteQuotas::new(quota, clock)),
             stats: crate::metrics::KeyStats::default(),
+            mechanisms,
+            plugin_mechanisms: Default::default(),
         };
         if options.enabled {
             auth.bootstrap(options.bootstrap_key.as_deref())?;
@@ -177,11 +189,26 @@ impl Auth {
         self.kafka
     }
 
-    /// A fresh server session for a SASL mechanism name (`PLAIN`, `SCRAM-SHA-256`,
-    /// `SCRAM-SHA-512`), over the current state; `None` for any other name. The
-    /// listener decides which names it offers.
+    /// The configured SASL mechanisms, in the order SaslHandshake lists them (the
+    /// listener still drops PLAIN where it is not allowed).
+    pub fn mechanisms(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.mechanisms.iter().map(|m| m.name)
+    }
+
+    /// Where authenticator plugins come from (the registry's plugin store).
+    pub fn set_plugins(&self, plugins: Arc<crate::plugins::Plugins>) {
+        self.plugin_mechanisms.set_plugins(plugins);
+    }
+
+    /// A fresh server session for a configured SASL mechanism, over the current
+    /// state; `None` for a name that is not configured, or a plugin mechanism
+    /// whose plugin cannot start one (missing, or refusing its configuration).
     pub fn sasl_session(&self, mechanism: &str) -> Option<Box<dyn MechanismSession>> {
         use rand::SeedableRng as _;
+        let configured = self.mechanisms.iter().find(|m| m.name == mechanism)?;
+        if let Some(plugin) = &configured.plugin {
+            return self.plugin_mechanisms.session(configured.name, plugin, self.state(), self.clock.clone());
+        }
         let source: Arc<dyn CredentialSource> = self.state();
         if mechanism == "PLAIN" {
             return Some(Box::new(PlainSession::new(source, self.pepper.clone())));
@@ -236,6 +263,14 @@ impl Auth {
     /// HMAC, so how long it takes does not say whether the id exists.
     pub fn authenticate(&self, text: &str, from: IpAddr) -> std::result::Result<KeyId, AuthFailure> {
         let parsed = ApiKey::parse(text.trim());
+        if parsed.is_err()
+            && let Some(id) = self.bearer_token(text.trim())
+        {
+            if let Some(c) = self.stats.key(Some(&id), true) {
+                crate::metrics::add(&c.auth_successes, 1);
+            }
+            return Ok(id);
+        }
         let id = parsed.as_ref().ok().map(|k| k.id.clone());
         if let Ok(key) = &parsed {
             let hash = self.pepper.hash_secret(&key.secret);
@@ -249,6 +284,24 @@ impl Auth {
             }
         }
         Err(self.record_failure(from, id.as_ref()))
+    }
+
+    /// A bearer token that is not an es key (a JWT: three dot-separated parts),
+    /// checked by the OAUTHBEARER plugin mechanism when one is configured, as if a
+    /// Kafka client had sent it in RFC 7628's message. The principal it yields is
+    /// an active key, exactly as over SASL; anything else is a failed login.
+    fn bearer_token(&self, token: &str) -> Option<KeyId> {
+        let oauth = self.mechanisms.iter().find(|m| m.name == "OAUTHBEARER" && m.plugin.is_some())?;
+        if token.split('.').count() != 3 {
+            return None;
+        }
+        let mut session = self.sasl_session(oauth.name)?;
+        match session.step(format!("n,,\x01auth=Bearer {token}\x01\x01").as_bytes()) {
+            es_auth::Step::Done { principal: es_auth::Principal::Key(id), .. } => Some(id),
+            es_auth::Step::Done { principal: es_auth::Principal::Anonymous, .. }
+            | es_auth::Step::Challenge(_)
+            | es_auth::Step::Failed(_) => None,
+        }
     }
 
     /// Charges one failed login to `from` and the key id it named (if any), and says

@@ -28,9 +28,7 @@ use crate::auth::{Auth, AuthFailure};
 use crate::limits::{KAFKA_AUTH_FAILURE_DELAY_MS_MAX, KAFKA_PRE_AUTH_FRAME_BYTES_MAX};
 use crate::service::Principal;
 
-/// The mechanisms es serves, strongest first (the order SaslHandshake lists them).
-const SCRAM_MECHANISMS: [&str; 2] = ["SCRAM-SHA-512", "SCRAM-SHA-256"];
-const PLAIN: &str = "PLAIN";
+use crate::auth::mechanisms::PLAIN;
 
 /// One connection's authentication state.
 pub struct SaslConn {
@@ -38,6 +36,8 @@ pub struct SaslConn {
     enabled: bool,
     /// PLAIN is offered over TLS, or on a plaintext listener when allowed.
     plain_offered: bool,
+    /// The configured mechanisms, in order (`--auth-mechanisms`).
+    configured: Vec<&'static str>,
     lifetime_ms: u64,
     /// The key the connection is logged in as; `None` before the first login.
     principal: Option<Principal>,
@@ -80,6 +80,7 @@ impl SaslConn {
         SaslConn {
             enabled,
             plain_offered: over_tls || options.allow_plaintext_plain,
+            configured: auth.mechanisms().collect(),
             lifetime_ms: options.session_lifetime_ms,
             principal: (!enabled).then_some(Principal::ANONYMOUS),
             mechanism: None,
@@ -144,12 +145,9 @@ impl SaslConn {
         }
     }
 
+    /// Exactly the configured mechanisms, less PLAIN where it is not allowed.
     fn offered(&self) -> Vec<&'static str> {
-        let mut names = SCRAM_MECHANISMS.to_vec();
-        if self.plain_offered {
-            names.push(PLAIN);
-        }
-        names
+        self.configured.iter().copied().filter(|m| *m != PLAIN || self.plain_offered).collect()
     }
 
     fn handshake(&mut self, auth: &Auth, req: SaslHandshakeRequest) -> (SaslHandshakeResponse, bool) {

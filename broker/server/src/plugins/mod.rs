@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use es_core::{Clock, SystemClock};
-use es_plugin_host::{CompatChecker, EngineLimits, PluginEngine, PluginError, PluginLimits, Validator};
+use es_plugin_host::{
+    Authenticator, CompatChecker, EngineLimits, PluginEngine, PluginError, PluginLimits, Validator,
+};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
@@ -30,6 +32,8 @@ use crate::store::{self, MetaStore, Stored};
 pub const VALIDATOR_WORLD: &str = "record-validator";
 /// The world a schema compatibility checker implements.
 pub const COMPAT_WORLD: &str = "schema-compat";
+/// The world an authentication mechanism implements.
+pub const AUTH_WORLD: &str = "authenticator";
 
 /// What the broker knows about one plugin.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -57,7 +61,8 @@ pub struct Manifest {
     #[serde(default)]
     pub builtin: bool,
     /// For a schema-compat checker: the schema types it judges (it replaces the
-    /// registry's checker for each).
+    /// registry's checker for each). For an authenticator: the SASL mechanisms it
+    /// implements (`--auth-mechanisms NAME:plugin` names one of them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub supports: Vec<String>,
 }
@@ -253,6 +258,20 @@ impl Plugins {
         CompatChecker::load(&self.engine, &manifest.name, wasm, config, limits).map_err(BrokerError::from)
     }
 
+    /// Loads an authenticator with the plugin's default config and limits (the
+    /// auth-step deadline unless the manifest sets one).
+    pub fn load_authenticator(&self, manifest: &Manifest, wasm: &[u8]) -> Result<Authenticator> {
+        if manifest.world != AUTH_WORLD {
+            return Err(BrokerError::InvalidConfig(format!(
+                "plugin {:?} implements `{}`, not `{AUTH_WORLD}`",
+                manifest.name, manifest.world
+            )));
+        }
+        let limits = auth_limits(&manifest.limits);
+        let config = manifest.default_config.clone().into_iter().collect();
+        Authenticator::load(&self.engine, &manifest.name, wasm, config, limits).map_err(BrokerError::from)
+    }
+
     /// Uploaded schema-compat checkers.
     pub fn uploaded_checkers(&self) -> Vec<Manifest> {
         let all = self.by_name.read().expect("plugins lock");
@@ -291,11 +310,7 @@ impl Plugins {
                 match CompatChecker::load(&self.engine, &upload.name, &upload.wasm, config, limits) {
                     Ok(checker) => (COMPAT_WORLD, checker.info().clone(), checker.supports().to_vec()),
                     Err(PluginError::WrongWorld { reason: as_checker, .. }) => {
-                        return Err(BrokerError::InvalidRequest(format!(
-                            "plugin {:?} implements neither es:plugin/record-validator@0.1.0 ({as_validator}) \
-                             nor es:plugin/schema-compat@0.1.0 ({as_checker})",
-                            upload.name
-                        )));
+                        self.inspect_authenticator(upload, &as_validator, &as_checker)?
                     }
                     Err(e) => return Err(BrokerError::from(e)),
                 }
@@ -316,6 +331,30 @@ impl Plugins {
             builtin: false,
             supports,
         })
+    }
+
+    /// An upload that is neither a validator nor a checker: perhaps an
+    /// authenticator, loaded with the upload's config (so a plugin that needs a
+    /// key refuses an upload without one, not the first login).
+    fn inspect_authenticator(
+        &self,
+        upload: &Upload,
+        as_validator: &str,
+        as_checker: &str,
+    ) -> Result<(&'static str, es_plugin_host::PluginInfo, Vec<String>)> {
+        let config = upload.default_config.clone().into_iter().collect();
+        let limits = auth_limits(&upload.limits);
+        match Authenticator::load(&self.engine, &upload.name, &upload.wasm, config, limits) {
+            Ok(a) => Ok((AUTH_WORLD, a.info().clone(), a.mechanisms().to_vec())),
+            Err(PluginError::WrongWorld { reason: as_auth, .. }) => {
+                Err(BrokerError::InvalidRequest(format!(
+                    "plugin {:?} implements none of es:plugin/record-validator@0.1.0 ({as_validator}), \
+                 es:plugin/schema-compat@0.1.0 ({as_checker}) and es:plugin/authenticator@0.1.0 ({as_auth})",
+                    upload.name
+                )))
+            }
+            Err(e) => Err(BrokerError::from(e)),
+        }
     }
 
     /// Stores `manifest` and its component durably (blob first), replacing any
@@ -391,6 +430,15 @@ fn builtin_manifests() -> BTreeMap<String, Manifest> {
             ))
         })
         .collect()
+}
+
+/// An authenticator's limits: the auth-step deadline unless the manifest sets one.
+fn auth_limits(spec: &LimitsSpec) -> PluginLimits {
+    let mut limits = spec.to_limits();
+    if spec.call_deadline_ms.is_none() {
+        limits.call_deadline_ms = PluginLimits::auth().call_deadline_ms;
+    }
+    limits
 }
 
 fn blob_path(blobs: &Path, sha256: &str) -> PathBuf {

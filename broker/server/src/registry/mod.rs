@@ -173,7 +173,7 @@ pub struct Registry {
     /// handed out without a disk write. A restart starts at the reserved end.
     producer_next: Mutex<i64>,
     /// Uploaded and built-in plugins, and the engine that runs them.
-    plugins: Plugins,
+    plugins: Arc<Plugins>,
     /// Consumer groups; set once the internal offsets topic is open.
     groups: std::sync::OnceLock<Arc<crate::groups::Groups>>,
     /// The schema registry; set once the internal schemas topic is open.
@@ -205,11 +205,13 @@ impl Registry {
         let auth = Arc::new(crate::auth::Auth::open(&options.data_dir, &options.auth, clock)?);
         auth.stats().set_enabled(options.metrics.enabled);
         let mut report = StartupReport::default();
-        let plugins = Plugins::open(
+        let plugins = Arc::new(Plugins::open(
             &options.data_dir.join("plugins"),
             options.plugin_cache_dir.as_deref(),
             &mut report.repairs,
-        )?;
+        )?);
+        // Authenticator plugins (`--auth-mechanisms NAME:plugin`) come from the store.
+        auth.set_plugins(plugins.clone());
         let manager = LogManager::new(
             options.data_dir.join("partitions"),
             ManagerOptions {

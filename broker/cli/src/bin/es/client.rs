@@ -226,7 +226,8 @@ fn api_text(status: u16, body: &Value) -> String {
         }
         "plugin_in_use" => "Unbind it from those topics first: `es topic alter TOPIC --no-validators`.",
         "invalid_plugin" => {
-            "Build a component of the es:plugin record-validator world (see docs/plugins.md)."
+            "Build a component of an es:plugin world: record-validator, schema-compat or authenticator \
+             (see docs/plugins.md)."
         }
         "validation_failed" => "The topic's validators refused the records; nothing was written.",
         _ => "",

@@ -234,6 +234,9 @@ pub const SETTINGS: &[Setting] = &[
     Setting::new("auth", "kafka_session_lifetime_ms", "kafka-session-lifetime-ms", COUNT)
         .default(Default::Int(limits::KAFKA_SESSION_LIFETIME_MS_DEFAULT))
         .help("How long a Kafka SASL login lasts before the client must re-authenticate (KIP-368); 0: no limit."),
+    Setting::new("auth", "mechanisms", "auth-mechanisms", Kind::List)
+        .default(Default::Unset("the built-ins, SCRAM-SHA-512 first"))
+        .help("SASL mechanisms offered, in order: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, or NAME:plugin for a mechanism of an uploaded authenticator plugin, e.g. SCRAM-SHA-512,PLAIN,OAUTHBEARER:jwt. PLAIN still needs TLS or kafka.allow_plaintext_plain."),
     Setting::new("auth", "quota_produce_bytes_per_s", "quota-produce-bytes-per-s", COUNT)
         .default(Default::Unset("unlimited"))
         .help("Default produce quota of every key, in bytes per second.")
