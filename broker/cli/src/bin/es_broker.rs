@@ -370,7 +370,14 @@ fn auth_options(cfg: &Effective) -> anyhow::Result<es_server::auth::AuthOptions>
             allow_plaintext_plain: cfg.flag("kafka.allow_plaintext_plain"),
             session_lifetime_ms: cfg.int("auth.kafka_session_lifetime_ms").unwrap_or(0),
         },
-        mechanisms: cfg.list("auth.mechanisms"),
+        // `--auth-mechanisms A,B` as one flag, as repeated flags, or as a list.
+        mechanisms: cfg
+            .list("auth.mechanisms")
+            .iter()
+            .flat_map(|m| m.split(','))
+            .map(|m| m.trim().to_owned())
+            .filter(|m| !m.is_empty())
+            .collect(),
     })
 }
 
