@@ -146,6 +146,14 @@ impl RecordReader {
             return Ok(Next::End);
         }
         if self.position + HEADER_LEN as u64 > self.len {
+            // A file filled to within a header of its end keeps its preallocated
+            // zeros there: that is the end of a whole file, not a torn record (and
+            // replay must go on to the next file).
+            let mut rest = Vec::new();
+            self.file.read_to_end(&mut rest)?;
+            if rest.iter().all(|b| *b == 0) {
+                return Ok(Next::End);
+            }
             return Ok(Next::Torn("record header cut off".into()));
         }
         let mut header = [0u8; HEADER_LEN];
@@ -608,6 +616,19 @@ mod tests {
         let (entries, end) = read_all(&path);
         assert_eq!(entries.len(), 2);
         assert!(matches!(end, Next::End));
+        // So do fewer zeros than a record header, where a full file stops short of its
+        // size; a non-zero byte there is still a torn header.
+        for tail in 1..HEADER_LEN {
+            let mut short = buf.clone();
+            short.extend(std::iter::repeat_n(0u8, tail));
+            std::fs::write(&path, &short).unwrap();
+            let (entries, end) = read_all(&path);
+            assert_eq!(entries.len(), 2, "{tail} zero bytes");
+            assert!(matches!(end, Next::End), "{tail} zero bytes: {end:?}");
+            *short.last_mut().unwrap() = 1;
+            std::fs::write(&path, &short).unwrap();
+            assert!(matches!(read_all(&path).1, Next::Torn(_)), "{tail} bytes, one not zero");
+        }
     }
 
     #[test]
