@@ -146,7 +146,16 @@ async fn the_snapshot_moves_up_once_retention_removed_the_records_below() {
     assert_eq!(snap.meta.last_log_id, Some(log_id(1, 0)), "data from index 1 is retained");
     // Retention by size removes the sealed segment (indexes 0-2, offsets 0-1).
     log.set_config(LogConfig { retention_bytes: 1, ..LogConfig::default() }).unwrap();
-    let report = log.housekeeping().unwrap();
+    // The flusher seals the rolled segment after its last write is synced, on its
+    // own thread: retention acts on it once it is sealed (bounded wait).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let report = loop {
+        let report = log.housekeeping().unwrap();
+        if !report.deleted_segments.is_empty() || std::time::Instant::now() > deadline {
+            break report;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    };
     assert_eq!(report.deleted_segments, [0]);
     let snap = sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
     assert_eq!(snap.meta.last_log_id, Some(log_id(2, 2)), "the term comes from the epoch checkpoint");
