@@ -102,13 +102,13 @@ pub struct SchemaMetadata {
 pub struct SchemaRuleSet {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Vec<Object>>)]
-    pub migration_rules: Option<Vec<serde_json::Value>>,
+    pub migration_rules: Option<Vec<serde_json::Map<String, serde_json::Value>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Vec<Object>>)]
-    pub domain_rules: Option<Vec<serde_json::Value>>,
+    pub domain_rules: Option<Vec<serde_json::Map<String, serde_json::Value>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Vec<Object>>)]
-    pub encoding_rules: Option<Vec<serde_json::Value>>,
+    pub encoding_rules: Option<Vec<serde_json::Map<String, serde_json::Value>>>,
 }
 
 /// An integer that may come as a JSON number or a string of digits, as Jackson
