@@ -509,9 +509,9 @@ mod tests {
         }
     }
 
-    /// Writes the round the crash interrupted: torn or garbled, never acknowledged.
-    /// Returns whether it reads as torn (always, today).
-    fn tear_journal(jdir: &Path, tail: (f64, bool)) -> bool {
+    /// Writes the round the crash interrupted: torn or garbled, never acknowledged;
+    /// replay must report it as the torn tail.
+    fn tear_journal(jdir: &Path, tail: (f64, bool)) {
         let (_, path) = journal::list_files(jdir).unwrap().pop().expect("a current journal file");
         let mut r = RecordReader::open(&path).unwrap();
         while let Next::Entry(_) = r.next_record().unwrap() {}
@@ -521,10 +521,9 @@ mod tests {
             es_core::batch::encode(&[Record::from_value("torn")], 0, es_core::ProducerInfo::NONE).unwrap();
         encode_batch_for_test(&mut rec, "p0", &batch);
         let (frac, flip) = tail;
-        let torn = if flip {
+        if flip {
             let pos = (rec.len() as f64 * frac) as usize;
             rec[pos] ^= 0x80;
-            true
         } else {
             // Cut before the record's last non-zero byte, so it is torn: a cut that
             // only dropped trailing zeros would leave a whole record, a write that
@@ -533,10 +532,8 @@ mod tests {
             let last = rec.iter().rposition(|b| *b != 0).expect("a record has non-zero bytes");
             let cut = 1 + ((last - 1) as f64 * frac) as usize;
             rec.truncate(cut);
-            true
-        };
+        }
         std::fs::OpenOptions::new().write(true).open(&path).unwrap().write_all_at(&rec, end).unwrap();
-        torn
     }
 
     fn encode_batch_for_test(out: &mut Vec<u8>, name: &str, batch: &[u8]) {
@@ -581,7 +578,10 @@ mod tests {
             let jdir = root.join(crate::JOURNAL_DIR);
             restore_older(&jdir, &side);
             damage_segments(&root, &crash, &journal_floors(&jdir));
-            let torn = crash.journal_tail.is_some_and(|tail| tear_journal(&jdir, tail));
+            if let Some(tail) = crash.journal_tail {
+                tear_journal(&jdir, tail);
+            }
+            let torn = crash.journal_tail.is_some();
             let again = tmp.path().join("again");
             std::fs::create_dir_all(&again).unwrap();
             for (_, path) in journal::list_files(&jdir).unwrap() {

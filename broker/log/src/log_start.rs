@@ -5,10 +5,12 @@
 //! the one holding it keeps its earlier batches on disk until retention removes it.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::error::{IoContext, LogError, Result};
 use crate::files;
-use crate::partition::PartitionLog;
+use crate::partition::{PartitionLog, remove_segment_files};
+use crate::segment::Segment;
 
 /// The floor's file in a partition's directory: one decimal offset.
 pub(crate) const LOG_START_FILE: &str = "log-start-offset";
@@ -56,32 +58,21 @@ impl PartitionLog {
             let mut inner = self.inner.lock().expect("partition lock");
             inner.start_floor = before;
             let active = inner.active().base_offset;
-            let below = |segs: &std::collections::BTreeMap<u64, std::sync::Arc<crate::segment::Segment>>| {
-                segs.values()
-                    .filter(|s| s.base_offset != active && s.next_offset() <= before)
-                    .map(|s| s.base_offset)
-                    .collect::<Vec<u64>>()
-            };
-            let (local, cold) = (below(&inner.segments), below(&inner.cold));
-            for base in &local {
-                inner.segments.remove(base);
-            }
-            for base in &cold {
-                inner.cold.remove(base);
-            }
+            let below = |seg: &Arc<Segment>| seg.base_offset != active && seg.next_offset() <= before;
+            let local: Vec<u64> =
+                inner.segments.values().filter(|s| below(s)).map(|s| s.base_offset).collect();
+            let cold: Vec<u64> = inner.cold.values().filter(|s| below(s)).map(|s| s.base_offset).collect();
+            local.iter().for_each(|b| drop(inner.segments.remove(b)));
+            cold.iter().for_each(|b| drop(inner.cold.remove(b)));
             (local, cold)
         };
-        for base in local {
-            self.remove_files(base)?;
-        }
-        if let Some(cold_dir) = &self.cold_dir {
-            for base in cold {
-                for ext in files::SEGMENT_EXTS {
-                    let p = files::segment_path(cold_dir, base, ext);
-                    files::remove_if_exists(&p).ctx(|| format!("removing {}", p.display()))?;
-                }
+        // Each directory is synced once, after all its removals.
+        for (dir, bases) in [(Some(&self.dir), local), (self.cold_dir.as_ref(), cold)] {
+            let Some(dir) = dir.filter(|_| !bases.is_empty()) else { continue };
+            for base in bases {
+                remove_segment_files(dir, base)?;
             }
-            files::fsync_dir(cold_dir).ctx(|| format!("syncing {}", cold_dir.display()))?;
+            files::fsync_dir(dir).ctx(|| format!("syncing {}", dir.display()))?;
         }
         Ok(before)
     }

@@ -206,10 +206,7 @@ impl PartitionLog {
                 if base >= local_start {
                     // A crash interrupted a move to the cold tier after the copy: the
                     // local segment is still authoritative, so drop the copy.
-                    for ext in files::SEGMENT_EXTS {
-                        let p = files::segment_path(cdir, base, ext);
-                        files::remove_if_exists(&p).ctx(|| format!("removing {}", p.display()))?;
-                    }
+                    remove_segment_files(cdir, base)?;
                     continue;
                 }
                 let upper = cold_bases.get(i + 1).copied().unwrap_or(local_start).min(local_start);
@@ -726,10 +723,7 @@ impl PartitionLog {
     }
 
     pub(crate) fn remove_files(&self, base: u64) -> Result<()> {
-        for ext in files::SEGMENT_EXTS {
-            let p = files::segment_path(&self.dir, base, ext);
-            files::remove_if_exists(&p).ctx(|| format!("removing {}", p.display()))?;
-        }
+        remove_segment_files(&self.dir, base)?;
         files::fsync_dir(&self.dir).ctx(|| format!("syncing {}", self.dir.display()))
     }
 
@@ -924,10 +918,7 @@ fn drop_empty_newest(dir: &Path, mut bases: Vec<u64>) -> Result<Vec<u64>> {
         if len > 0 {
             break;
         }
-        for ext in files::SEGMENT_EXTS {
-            let p = files::segment_path(dir, base, ext);
-            files::remove_if_exists(&p).ctx(|| format!("removing {}", p.display()))?;
-        }
+        remove_segment_files(dir, base)?;
         files::fsync_dir(dir).ctx(|| format!("syncing {}", dir.display()))?;
         bases.pop();
     }
@@ -950,6 +941,16 @@ pub(crate) fn list_segments(dir: &Path) -> Result<Vec<u64>> {
     }
     bases.sort_unstable();
     Ok(bases)
+}
+
+/// Removes every file of the segment at `base` in `dir` (already gone is fine); the
+/// caller fsyncs the directory once for all it removed.
+pub(crate) fn remove_segment_files(dir: &Path, base: u64) -> Result<()> {
+    for ext in files::SEGMENT_EXTS {
+        let p = files::segment_path(dir, base, ext);
+        files::remove_if_exists(&p).ctx(|| format!("removing {}", p.display()))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
