@@ -8,6 +8,7 @@ pub mod api;
 pub mod auth;
 mod binary;
 mod classic_groups;
+pub mod cluster;
 mod config;
 pub mod groups;
 mod http;

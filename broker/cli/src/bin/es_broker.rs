@@ -73,6 +73,18 @@ pub struct Plan {
     binary_addr: SocketAddr,
     kafka: Kafka,
     tls: ListenersTls,
+    cluster: Option<ClusterPlan>,
+}
+
+/// A cluster member's settings, checked: its id, every node's peer address, the
+/// shared secret and the Raft timers.
+pub struct ClusterPlan {
+    node_id: u64,
+    peers: std::collections::BTreeMap<u64, String>,
+    /// This node's own peer address, to listen on.
+    bind: SocketAddr,
+    secret: Vec<u8>,
+    timers: es_raft::Timers,
 }
 
 /// How a setting's value was given, for messages: `--bind`, `ES_HTTP_BIND`,
@@ -104,8 +116,9 @@ pub fn plan(cfg: &Effective) -> Result<Plan, Vec<String>> {
         keep(&mut errors, check_advertised_host(&place(cfg, "kafka.advertised_host"), host));
     }
     let auth_options = keep(&mut errors, auth_options(cfg));
-    let (Some(tls), Some(addr), Some(binary_addr), Some(kafka_addr), Some(auth)) =
-        (tls, addr, binary_addr, kafka_addr, auth_options)
+    let cluster = keep(&mut errors, cluster_plan(cfg));
+    let (Some(tls), Some(addr), Some(binary_addr), Some(kafka_addr), Some(auth), Some(cluster)) =
+        (tls, addr, binary_addr, kafka_addr, auth_options, cluster)
     else {
         return Err(errors);
     };
@@ -113,7 +126,66 @@ pub fn plan(cfg: &Effective) -> Result<Plan, Vec<String>> {
         return Err(errors);
     }
     let kafka = Kafka { addr: kafka_addr, host, port: cfg.int("kafka.advertised_port").map(port) };
-    Ok(Plan { options: broker_options(cfg, auth), addr, binary_addr, kafka, tls })
+    Ok(Plan { options: broker_options(cfg, auth), addr, binary_addr, kafka, tls, cluster })
+}
+
+/// The cluster settings: all three of node_id, peers and secret_file, or none.
+fn cluster_plan(cfg: &Effective) -> anyhow::Result<Option<ClusterPlan>> {
+    let node = cfg.int("cluster.node_id");
+    let listed = cfg.list("cluster.peers");
+    let secret_file = cfg.path("cluster.secret_file");
+    let (node_id, secret_file) = match (node, listed.is_empty(), secret_file) {
+        (None, true, None) => return Ok(None),
+        (Some(n), false, Some(f)) => (n, f),
+        _ => bail!(
+            "a cluster member needs all of {}, {} and {} (or none of them, for a single node)",
+            place(cfg, "cluster.node_id"),
+            place(cfg, "cluster.peers"),
+            place(cfg, "cluster.secret_file")
+        ),
+    };
+    let mut peers = std::collections::BTreeMap::new();
+    for entry in listed.iter().flat_map(|l| l.split(',')).map(str::trim).filter(|e| !e.is_empty()) {
+        let (id, addr) = entry
+            .split_once('=')
+            .with_context(|| format!("{} entry {entry:?} is not ID=HOST:PORT", place(cfg, "cluster.peers")))?;
+        let id: u64 = id.trim().parse().ok().filter(|n| (1..=1023).contains(n)).with_context(|| {
+            format!("{} entry {entry:?}: the node id must be 1 to 1023", place(cfg, "cluster.peers"))
+        })?;
+        if peers.insert(id, addr.trim().to_owned()).is_some() {
+            bail!("{} names node {id} twice", place(cfg, "cluster.peers"));
+        }
+    }
+    let Some(own) = peers.get(&node_id) else {
+        bail!("{} has no entry for this node ({node_id}): list every node, this one included", place(cfg, "cluster.peers"));
+    };
+    let bind = own
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .with_context(|| format!("node {node_id}'s peer address {own:?} is not a host:port address"))?;
+    let raw = std::fs::read(&secret_file)
+        .with_context(|| format!("reading {} {}", place(cfg, "cluster.secret_file"), secret_file.display()))?;
+    let secret = String::from_utf8_lossy(&raw).trim().as_bytes().to_vec();
+    if secret.len() < 16 {
+        bail!(
+            "{} {} holds {} bytes; the cluster secret needs at least 16 (`es key generate > FILE` makes one)",
+            place(cfg, "cluster.secret_file"),
+            secret_file.display(),
+            secret.len()
+        );
+    }
+    let heartbeat_ms = cfg.int("cluster.heartbeat_ms").unwrap_or(300);
+    let election_min_ms = cfg.int("cluster.election_timeout_ms").unwrap_or(1500);
+    if election_min_ms <= 3 * heartbeat_ms {
+        bail!(
+            "{} ({election_min_ms}) must be more than three heartbeats ({} = {heartbeat_ms})",
+            place(cfg, "cluster.election_timeout_ms"),
+            place(cfg, "cluster.heartbeat_ms")
+        );
+    }
+    let timers = es_raft::Timers { heartbeat_ms, election_min_ms, election_max_ms: 2 * election_min_ms };
+    Ok(Some(ClusterPlan { node_id, peers, bind, secret, timers }))
 }
 
 /// A port the settings table bounded to 1..=65535.
@@ -155,7 +227,7 @@ pub fn data_dir(cfg: &Effective) -> std::path::PathBuf {
 }
 
 fn run(plan: Plan) -> anyhow::Result<()> {
-    let Plan { options, addr, binary_addr, kafka, tls } = plan;
+    let Plan { options, addr, binary_addr, kafka, tls, cluster } = plan;
     let data_dir = options.data_dir.clone();
     let (registry, report) = Registry::open(options)
         .with_context(|| format!("opening the data directory {}", data_dir.display()))?;
@@ -173,7 +245,7 @@ fn run(plan: Plan) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     let state = es_server::BinaryState::new(registry.clone());
-    runtime.block_on(serve(addr, binary_addr, kafka, tls, state))?;
+    runtime.block_on(serve(Listeners { addr, binary_addr, kafka, tls }, cluster, state))?;
     // Every acknowledged record is already durable; this closes segments cleanly
     // so the next start has nothing to recover.
     registry.shutdown().context("flushing and closing the logs")?;
@@ -204,10 +276,10 @@ fn check_advertised_host(place: &str, host: &str) -> anyhow::Result<()> {
 }
 
 /// The node Kafka clients are told about: the advertised host and port, else the
-/// bound ones.
-fn kafka_node(kafka: &Kafka, bound: SocketAddr) -> es_server::KafkaNode {
+/// bound ones; in a cluster its id is the node's.
+fn kafka_node(kafka: &Kafka, bound: SocketAddr, cluster: Option<&ClusterPlan>) -> es_server::KafkaNode {
     es_server::KafkaNode {
-        node_id: 0,
+        node_id: cluster.map_or(0, |c| c.node_id as i32),
         host: kafka.host.clone().unwrap_or_else(|| bound.ip().to_string()),
         port: i32::from(kafka.port.unwrap_or(bound.port())),
         cluster_id: "es".into(),
@@ -275,13 +347,44 @@ fn tls_note(tls: &Option<ServerTls>) -> &'static str {
     }
 }
 
-async fn serve(
+/// The client listeners' addresses and TLS.
+struct Listeners {
     addr: SocketAddr,
     binary_addr: SocketAddr,
     kafka: Kafka,
     tls: ListenersTls,
+}
+
+/// Joins the cluster: binds the peer listener, starts the Raft host and opens every
+/// group, before any client listener serves.
+async fn join_cluster(
+    plan: ClusterPlan,
+    registry: &std::sync::Arc<Registry>,
+    addresses: es_server::cluster::NodeAddresses,
+) -> anyhow::Result<std::sync::Arc<es_server::cluster::Cluster>> {
+    let listener = tokio::net::TcpListener::bind(plan.bind)
+        .await
+        .with_context(|| format!("binding {} for the cluster's peer links (--cluster-peers)", plan.bind))?;
+    let options = es_server::cluster::ClusterOptions {
+        node_id: plan.node_id,
+        peers: plan.peers,
+        secrets: es_peer::Secrets::single(es_peer::Secret::new(1, plan.secret)),
+        timers: plan.timers,
+        addresses,
+    };
+    let cluster = es_server::cluster::Cluster::start(registry.clone(), options, listener)
+        .await
+        .context("joining the cluster")?;
+    eprintln!("es-broker: cluster node {} listening for peers on {}", plan.node_id, plan.bind);
+    Ok(cluster)
+}
+
+async fn serve(
+    listeners: Listeners,
+    cluster: Option<ClusterPlan>,
     state: es_server::BinaryState,
 ) -> anyhow::Result<()> {
+    let Listeners { addr, binary_addr, kafka, tls } = listeners;
     let registry = state.service.registry().clone();
     let binary = tokio::net::TcpListener::bind(binary_addr)
         .await
@@ -290,10 +393,23 @@ async fn serve(
         .await
         .with_context(|| format!("binding {} for the Kafka protocol (--bind-kafka)", kafka.addr))?;
     let kafka_local = kafka_listener.local_addr().context("reading the bound address")?;
-    let node = kafka_node(&kafka, kafka_local);
+    let node = kafka_node(&kafka, kafka_local, cluster.as_ref());
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
     let local = listener.local_addr().context("reading the bound address")?;
     let binary_local = binary.local_addr().context("reading the bound address")?;
+    let scheme = if tls.http.is_some() { "https" } else { "http" };
+    let member = match cluster {
+        Some(plan) => {
+            let addresses = es_server::cluster::NodeAddresses {
+                kafka_host: node.host.clone(),
+                kafka_port: u16::try_from(node.port).unwrap_or(0),
+                http: format!("{scheme}://{local}"),
+                binary: binary_local.to_string(),
+            };
+            Some(join_cluster(plan, &registry, addresses).await?)
+        }
+        None => None,
+    };
     // Tests and scripts read these lines to find the ports (the HTTP one comes last).
     let mut out = std::io::stdout().lock();
     writeln!(out, "listening on es://{binary_local}{}", tls_note(&tls.binary))?;
@@ -304,7 +420,6 @@ async fn serve(
         "listening on kafka://{kafka_local} (advertised as {}:{}, {protocol})",
         node.host, node.port
     )?;
-    let scheme = if tls.http.is_some() { "https" } else { "http" };
     writeln!(out, "listening on {scheme}://{local}{}", tls_note(&tls.http))?;
     out.flush()?;
     drop(out);
@@ -336,7 +451,12 @@ async fn serve(
     };
     es_server::serve(listener, tls.http, registry, shutdown).await.context("serving HTTP")?;
     binary.await.context("the binary listener failed")?;
-    kafka_task.await.context("the Kafka listener failed")
+    kafka_task.await.context("the Kafka listener failed")?;
+    if let Some(cluster) = member {
+        // The groups stop before the logs close under them.
+        cluster.shutdown().await;
+    }
+    Ok(())
 }
 
 /// Auth settings. The bootstrap key comes from auth.bootstrap_key (the variable

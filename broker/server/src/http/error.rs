@@ -8,6 +8,10 @@ use es_log::LogError;
 
 use crate::service::error::BrokerError;
 
+
+/// The header of a 421 answer that carries the leader's base URL.
+pub const LEADER_HEADER: &str = "es-leader";
+
 impl BrokerError {
     /// The stable HTTP code; never reuse a code for a different meaning.
     pub fn code(&self) -> &'static str {
@@ -152,6 +156,13 @@ impl IntoResponse for BrokerError {
         }
         let retry_after =
             if let BrokerError::Throttled { ms } = &self { Some(ms.div_ceil(1000).max(1)) } else { None };
+        // A 421 names the leader's base URL when it is known, for clients to follow.
+        let leader = match &self {
+            BrokerError::NotLeader { hint: Some(h), .. } if h.starts_with("http") => {
+                axum::http::HeaderValue::from_str(h).ok()
+            }
+            _ => None,
+        };
         let message = self.to_string();
         let code = self.code().to_owned();
         let violations =
@@ -160,6 +171,9 @@ impl IntoResponse for BrokerError {
         let mut response = (status, axum::Json(body)).into_response();
         if let Some(secs) = retry_after {
             response.headers_mut().insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        if let Some(url) = leader {
+            response.headers_mut().insert(LEADER_HEADER, url);
         }
         if status == StatusCode::UNAUTHORIZED {
             let challenge = axum::http::HeaderValue::from_static("Bearer realm=\"es\"");

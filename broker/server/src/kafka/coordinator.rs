@@ -1,4 +1,6 @@
-//! FindCoordinator (0-5): this node coordinates every group. Transactional ids are
+//! FindCoordinator (0-5): a single node coordinates every group; in a cluster the
+//! metadata group's leader does (so every member of a group meets one coordinator;
+//! group state is not replicated yet: docs/cluster.md). Transactional ids are
 //! refused until transactions exist. v4+ batches keys; v0-3 carry one.
 
 use es_kafka::kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -11,32 +13,37 @@ use super::{Ctx, sb};
 /// Kafka's key types.
 const KEY_TYPE_GROUP: i8 = 0;
 
-/// The coordinator of `key`, or the refusal: (error code, message).
-fn lookup(key_type: i8) -> Result<(), (i16, String)> {
-    if key_type == KEY_TYPE_GROUP {
-        Ok(())
-    } else {
-        Err((
+/// The coordinator (node id, host, port), or the refusal: (error code, message).
+fn lookup(ctx: &Ctx, key_type: i8) -> Result<(i32, String, i32), (i16, String)> {
+    if key_type != KEY_TYPE_GROUP {
+        return Err((
             code::INVALID_REQUEST,
             format!(
                 "es has no transaction coordinator (key type {key_type}); transactions are not supported yet"
             ),
-        ))
+        ));
     }
+    let node = &ctx.node;
+    let Some(controller) = ctx.service.cluster_controller() else {
+        return Ok((node.node_id, node.host.clone(), node.port));
+    };
+    let not_available = || (code::COORDINATOR_NOT_AVAILABLE, "no metadata leader yet; retry".to_owned());
+    let leader = controller.ok_or_else(not_available)?;
+    let nodes = ctx.service.cluster_nodes().unwrap_or_default();
+    let a = nodes.get(&leader).ok_or_else(not_available)?;
+    Ok((super::metadata::node_id(leader), a.kafka_host.clone(), i32::from(a.kafka_port)))
 }
 
 pub fn find_coordinator(ctx: &Ctx, version: i16, req: FindCoordinatorRequest) -> FindCoordinatorResponse {
-    let node = &ctx.node;
     if version >= 4 {
         let coordinators =
             req.coordinator_keys.into_iter().map(|key| coordinator(ctx, key, req.key_type)).collect();
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
-    match lookup(req.key_type) {
-        Ok(()) => FindCoordinatorResponse::default()
-            .with_node_id(BrokerId(node.node_id))
-            .with_host(sb(node.host.clone()))
-            .with_port(node.port),
+    match lookup(ctx, req.key_type) {
+        Ok((id, host, port)) => {
+            FindCoordinatorResponse::default().with_node_id(BrokerId(id)).with_host(sb(host)).with_port(port)
+        }
         Err((error, message)) => FindCoordinatorResponse::default()
             .with_error_code(error)
             .with_error_message(Some(sb(message)))
@@ -46,13 +53,10 @@ pub fn find_coordinator(ctx: &Ctx, version: i16, req: FindCoordinatorRequest) ->
 }
 
 fn coordinator(ctx: &Ctx, key: StrBytes, key_type: i8) -> Coordinator {
-    let node = &ctx.node;
-    match lookup(key_type) {
-        Ok(()) => Coordinator::default()
-            .with_key(key)
-            .with_node_id(BrokerId(node.node_id))
-            .with_host(sb(node.host.clone()))
-            .with_port(node.port),
+    match lookup(ctx, key_type) {
+        Ok((id, host, port)) => {
+            Coordinator::default().with_key(key).with_node_id(BrokerId(id)).with_host(sb(host)).with_port(port)
+        }
         Err((error, message)) => Coordinator::default()
             .with_key(key)
             .with_error_code(error)

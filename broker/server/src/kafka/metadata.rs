@@ -53,17 +53,43 @@ pub fn metadata(ctx: &Ctx, who: &Principal, version: i16, req: MetadataRequest) 
     MetadataResponse::default()
         .with_brokers(brokers(ctx))
         .with_cluster_id(Some(sb(ctx.node.cluster_id.clone())))
-        .with_controller_id(BrokerId(ctx.node.node_id))
+        .with_controller_id(controller(ctx))
         .with_topics(topics)
 }
 
+/// This node, or in a cluster every node whose address is known (each node
+/// advertises its own; the peers exchange them).
 fn brokers(ctx: &Ctx) -> Vec<MetadataResponseBroker> {
-    vec![
-        MetadataResponseBroker::default()
-            .with_node_id(BrokerId(ctx.node.node_id))
-            .with_host(sb(ctx.node.host.clone()))
-            .with_port(ctx.node.port),
-    ]
+    nodes(ctx)
+        .into_iter()
+        .map(|(id, host, port)| {
+            MetadataResponseBroker::default().with_node_id(BrokerId(id)).with_host(sb(host)).with_port(port)
+        })
+        .collect()
+}
+
+/// (node id, advertised host, port) of every node clients can be sent to.
+fn nodes(ctx: &Ctx) -> Vec<(i32, String, i32)> {
+    match ctx.service.cluster_nodes() {
+        None => vec![(ctx.node.node_id, ctx.node.host.clone(), ctx.node.port)],
+        Some(nodes) => nodes
+            .into_iter()
+            .map(|(id, a)| (node_id(id), a.kafka_host, i32::from(a.kafka_port)))
+            .collect(),
+    }
+}
+
+/// A cluster node id as Kafka's broker id (ids are small; the flag bounds them).
+pub(crate) fn node_id(id: u64) -> i32 {
+    i32::try_from(id).unwrap_or(i32::MAX)
+}
+
+/// The controller: in a cluster the metadata group's leader (-1 mid-election).
+fn controller(ctx: &Ctx) -> BrokerId {
+    match ctx.service.cluster_controller() {
+        None => BrokerId(ctx.node.node_id),
+        Some(leader) => BrokerId(leader.map_or(-1, node_id)),
+    }
 }
 
 /// One topic's answer, by name or (when the name is absent) by id.
@@ -93,14 +119,25 @@ fn topic(ctx: &Ctx, who: &Principal, name: Option<String>, id: Uuid) -> Metadata
 fn described_topic(ctx: &Ctx, d: TopicDescription) -> MetadataResponseTopic {
     let node = BrokerId(ctx.node.node_id);
     let epoch = ctx.service.leader_epoch().0;
-    let partitions = (0..d.partitions.len() as i32)
+    let partitions = (0..d.partitions.len() as u32)
         .map(|p| {
-            MetadataResponsePartition::default()
-                .with_partition_index(p)
-                .with_leader_id(node)
-                .with_leader_epoch(epoch)
-                .with_replica_nodes(vec![node])
-                .with_isr_nodes(vec![node])
+            let answer = MetadataResponsePartition::default().with_partition_index(p as i32);
+            let Some(l) = ctx.service.leadership(&d.name, p) else {
+                return answer
+                    .with_leader_id(node)
+                    .with_leader_epoch(epoch)
+                    .with_replica_nodes(vec![node])
+                    .with_isr_nodes(vec![node]);
+            };
+            let ids = |v: Vec<u64>| v.into_iter().map(|n| BrokerId(node_id(n))).collect::<Vec<_>>();
+            // Mid-election: LEADER_NOT_AVAILABLE, which clients retry.
+            let error = if l.leader.is_none() { code::LEADER_NOT_AVAILABLE } else { code::NONE };
+            answer
+                .with_error_code(error)
+                .with_leader_id(BrokerId(l.leader.map_or(-1, node_id)))
+                .with_leader_epoch(l.epoch.0)
+                .with_replica_nodes(ids(l.replicas))
+                .with_isr_nodes(ids(l.in_sync))
         })
         .collect();
     MetadataResponseTopic::default()
@@ -111,12 +148,14 @@ fn described_topic(ctx: &Ctx, d: TopicDescription) -> MetadataResponseTopic {
 }
 
 pub fn describe_cluster(ctx: &Ctx, _version: i16, _req: DescribeClusterRequest) -> DescribeClusterResponse {
-    let broker = DescribeClusterBroker::default()
-        .with_broker_id(BrokerId(ctx.node.node_id))
-        .with_host(sb(ctx.node.host.clone()))
-        .with_port(ctx.node.port);
+    let brokers = nodes(ctx)
+        .into_iter()
+        .map(|(id, host, port)| {
+            DescribeClusterBroker::default().with_broker_id(BrokerId(id)).with_host(sb(host)).with_port(port)
+        })
+        .collect();
     DescribeClusterResponse::default()
         .with_cluster_id(sb(ctx.node.cluster_id.clone()))
-        .with_controller_id(BrokerId(ctx.node.node_id))
-        .with_brokers(vec![broker])
+        .with_controller_id(controller(ctx))
+        .with_brokers(brokers)
 }

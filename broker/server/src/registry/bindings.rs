@@ -154,6 +154,15 @@ impl Registry {
     /// chain is swapped in. Batches in flight finish on the old chain.
     pub fn set_validators(&self, name: &str, specs: Vec<ValidatorBinding>) -> Result<Vec<ValidatorBinding>> {
         self.check_running()?;
+        if self.is_clustered() {
+            // A binding names a plugin blob every node must hold; blobs are not
+            // replicated yet, so a binding could load on one node and not another.
+            return Err(BrokerError::InvalidRequest(
+                "binding validators is not available in a cluster yet (plugins are not replicated); \
+                 see docs/cluster.md"
+                    .into(),
+            ));
+        }
         let _admin = self.admin.lock().expect("admin lock");
         let command = self.metadata().bind_validators(name, specs.clone())?;
         let topic = self.topic(name)?;

@@ -8,6 +8,7 @@
 
 mod bindings;
 pub(crate) mod metadata;
+mod replicated;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -25,6 +26,7 @@ use crate::plugins::{Manifest, Plugins, Upload};
 use crate::service::error::{BrokerError, Result};
 use crate::store::{self, FileMetadataStore, MetadataStore, TopicMeta};
 use metadata::{Command, Metadata, Origin, is_internal};
+pub use replicated::{Applied, CLUSTER_DIR_PREFIX};
 
 /// How the broker was started.
 #[derive(Debug, Clone)]
@@ -182,6 +184,8 @@ pub struct Registry {
     auth: Arc<crate::auth::Auth>,
     /// Broker-wide metrics the listeners and the service move.
     metrics: Arc<crate::metrics::Metrics>,
+    /// Set in a cluster: topic changes go through the metadata Raft group.
+    cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
     /// Held for the broker's life: two brokers on one data directory would corrupt it.
     _lock: std::fs::File,
 }
@@ -238,6 +242,7 @@ impl Registry {
             schemas: std::sync::OnceLock::new(),
             auth,
             metrics,
+            cluster: std::sync::OnceLock::new(),
             _lock: lock,
         };
         registry.assign_missing_topic_ids()?;
@@ -357,7 +362,8 @@ impl Registry {
         for entry in entries {
             let entry = entry.map_err(|e| io(format!("listing {}", root.display()), e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            if owned.contains(&name) || name == es_log::FORMAT_FILE || name == es_log::JOURNAL_DIR {
+            let cluster = name.starts_with(replicated::CLUSTER_DIR_PREFIX);
+            if owned.contains(&name) || cluster || name == es_log::FORMAT_FILE || name == es_log::JOURNAL_DIR {
                 continue;
             }
             std::fs::remove_dir_all(entry.path())
@@ -459,14 +465,17 @@ impl Registry {
         }
         let id = *next;
         *next += 1;
-        Ok((id, 0))
+        Ok((replicated::cluster_producer_id(self.node_id(), id), 0))
     }
 
     /// True when this broker (in any run) handed out producer id `id`. Ids of a
     /// block reserved but not reached before a restart count as issued: the store
     /// keeps only the block's end, and no one else can hold them.
     pub fn producer_id_issued(&self, id: i64) -> bool {
-        (0..*self.producer_next.lock().expect("producer ids lock")).contains(&id)
+        let Some(local) = replicated::local_producer_id(self.node_id(), id) else {
+            return false;
+        };
+        (0..*self.producer_next.lock().expect("producer ids lock")).contains(&local)
     }
 
     pub fn list(&self) -> Vec<Arc<Topic>> {
@@ -497,14 +506,28 @@ impl Registry {
         changes: &BTreeMap<String, Value>,
     ) -> Result<Arc<Topic>> {
         self.check_running()?;
-        let _admin = self.admin.lock().expect("admin lock");
+        let admin = self.admin.lock().expect("admin lock");
         let id = store::new_topic_id();
         let command =
             self.metadata().create_topic(origin, name, partitions, changes, SystemClock.now_ms(), id)?;
         let Command::CreateTopic(meta) = &command else { unreachable!("create_topic plans a CreateTopic") };
+        // The log config is checked here too, so a refused config never reaches the log.
+        self.log_config(&meta.config)?;
+        if let Some(replicator) = self.replicator_for(origin) {
+            drop(admin);
+            replicator.replicate(command.clone())?;
+            return self.topic(name);
+        }
+        self.apply_create(meta, &command)
+    }
+
+    /// The local part of a create, under the admin lock: partition directories,
+    /// then the metadata, then the topic is visible.
+    fn apply_create(&self, meta: &TopicMeta, command: &Command) -> Result<Arc<Topic>> {
+        let (name, partitions) = (meta.name.as_str(), meta.partitions);
         let log_config = self.log_config(&meta.config)?;
         let logs = self.open_new_partitions(name, 0..partitions, &log_config)?;
-        if let Err(e) = self.commit(&command) {
+        if let Err(e) = self.commit(command) {
             self.discard(&logs);
             return Err(e);
         }
@@ -540,9 +563,17 @@ impl Registry {
     /// Removes a topic: metadata first (durably), then its partitions' data.
     pub fn delete(&self, name: &str) -> Result<()> {
         self.check_running()?;
-        let _admin = self.admin.lock().expect("admin lock");
+        let admin = self.admin.lock().expect("admin lock");
         let command = self.metadata().delete_topic(name)?;
-        self.commit(&command)?;
+        if let Some(replicator) = self.replicator_for(Origin::Client) {
+            drop(admin);
+            return replicator.replicate(command);
+        }
+        self.apply_delete(name, &command)
+    }
+
+    fn apply_delete(&self, name: &str, command: &Command) -> Result<()> {
+        self.commit(command)?;
         let topic = self
             .topics
             .write()
@@ -581,13 +612,22 @@ impl Registry {
     /// is swapped whole, so a produce in flight finishes on the partitions it saw.
     pub fn add_partitions(&self, name: &str, count: u32) -> Result<Arc<Topic>> {
         self.check_running()?;
-        let _admin = self.admin.lock().expect("admin lock");
+        let admin = self.admin.lock().expect("admin lock");
         let command = self.metadata().add_partitions(name, count)?;
+        if let Some(replicator) = self.replicator_for(Origin::Client) {
+            drop(admin);
+            replicator.replicate(command)?;
+            return self.topic(name);
+        }
+        self.apply_add_partitions(name, count, &command)
+    }
+
+    fn apply_add_partitions(&self, name: &str, count: u32, command: &Command) -> Result<Arc<Topic>> {
         let topic = self.topic(name)?;
         let current = topic.partition_count();
         let log_config = self.log_config(&topic.config())?;
         let added = self.open_new_partitions(name, current..count, &log_config)?;
-        let next = match self.commit(&command) {
+        let next = match self.commit(command) {
             Ok(after) => after.topic(name).expect("the topic the command grew").clone(),
             Err(e) => {
                 self.discard(&added);
@@ -603,20 +643,35 @@ impl Registry {
     /// Changes a topic's config: validated, persisted, then applied to every partition.
     pub fn alter(&self, name: &str, changes: &BTreeMap<String, Value>) -> Result<TopicConfig> {
         self.check_running()?;
-        let _admin = self.admin.lock().expect("admin lock");
+        let admin = self.admin.lock().expect("admin lock");
         let command = self.metadata().alter_config(name, changes)?;
         let Command::SetConfig { config, .. } = &command else {
             unreachable!("alter_config plans a SetConfig")
         };
+        self.log_config(config)?;
+        if let Some(replicator) = self.replicator_for(Origin::Client) {
+            let config = config.clone();
+            drop(admin);
+            replicator.replicate(command)?;
+            return Ok(config);
+        }
+        let config = self.apply_alter(name, &command)?;
+        tracing::info!(topic = name, ?changes, "altered topic config");
+        Ok(config)
+    }
+
+    fn apply_alter(&self, name: &str, command: &Command) -> Result<TopicConfig> {
+        let Command::SetConfig { config, .. } = command else {
+            unreachable!("apply_alter applies a SetConfig")
+        };
         let log_config = self.log_config(config)?;
         let topic = self.topic(name)?;
-        let next = self.commit(&command)?.topic(name).expect("the topic the command altered").clone();
+        let next = self.commit(command)?.topic(name).expect("the topic the command altered").clone();
         let config = next.config.clone();
         for log in &topic.partitions {
             log.set_config(log_config.clone())?;
         }
         *topic.meta.lock().expect("meta lock") = next;
-        tracing::info!(topic = name, ?changes, "altered topic config");
         Ok(config)
     }
 

@@ -27,6 +27,16 @@ pub struct TopicDescription {
     pub partitions: Vec<PartitionInfo>,
 }
 
+/// A partition's leadership in a cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leadership {
+    pub leader: Option<u64>,
+    pub epoch: es_core::LeaderEpoch,
+    pub replicas: Vec<u64>,
+    /// The replicas caught up to the commit (Kafka's ISR).
+    pub in_sync: Vec<u64>,
+}
+
 /// A topic as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicSummary {
@@ -74,9 +84,34 @@ impl Service {
         self.registry.topic_by_id(id).map(|t| t.name())
     }
 
-    /// The leader epoch of every partition this node leads (one, until replication).
+    /// The leader epoch of every partition a single node leads (it never changes).
     pub fn leader_epoch(&self) -> es_core::LeaderEpoch {
         super::partition::LOCAL_LEADER_EPOCH
+    }
+
+    /// Who leads partition `partition` of `topic` in the cluster, its replicas and
+    /// the ones in sync; `None` on a single node (or for a topic without a group).
+    /// A name lookup after the caller's describe was authorized.
+    pub fn leadership(&self, topic: &str, partition: u32) -> Option<Leadership> {
+        let cluster = self.registry.cluster()?;
+        let group = cluster.replica(&*self.registry.topic(topic).ok()?, partition)?;
+        let status = group.status();
+        Some(Leadership {
+            leader: status.leader,
+            epoch: status.term,
+            replicas: status.voters,
+            in_sync: status.in_sync,
+        })
+    }
+
+    /// Every cluster node whose client addresses are known; `None` on a single node.
+    pub fn cluster_nodes(&self) -> Option<BTreeMap<u64, crate::cluster::NodeAddresses>> {
+        self.registry.cluster().map(|c| c.known_nodes())
+    }
+
+    /// The metadata group's leader; `None` on a single node, `Some(None)` mid-election.
+    pub fn cluster_controller(&self) -> Option<Option<u64>> {
+        self.registry.cluster().map(|c| c.controller())
     }
 
     pub fn describe_topic(&self, principal: &Principal, name: &str) -> Result<TopicDescription> {

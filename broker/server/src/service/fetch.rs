@@ -108,9 +108,16 @@ impl Service {
         self.polls.parked()
     }
 
+    /// The partition a fetch reads. Every replica serves up to its committed high
+    /// watermark, but Kafka clients fetch from the leader (they follow Metadata; a
+    /// follower answers NOT_LEADER_OR_FOLLOWER, as Kafka does without KIP-392).
     fn fetch_handle(&self, principal: &Principal, p: &FetchPartition) -> Result<PartitionHandle> {
         self.authorize(principal, Call::Fetch, Resource::Topic(p.topic.clone()))?;
-        self.partition(&self.topic(&p.topic)?, p.partition)
+        let handle = self.partition(&self.topic(&p.topic)?, p.partition)?;
+        if self.protocol == crate::metrics::Protocol::Kafka {
+            handle.check_leader()?;
+        }
+        Ok(handle)
     }
 }
 

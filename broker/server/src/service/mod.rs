@@ -76,8 +76,14 @@ impl Service {
     }
 
     /// The handle a read or write of one partition goes through: the leader
-    /// routing seam. A single node leads every partition it has.
+    /// routing seam. A single node leads every partition it has; in a cluster the
+    /// partition's Raft group says who leads.
     fn partition(&self, topic: &Arc<Topic>, partition: u32) -> Result<PartitionHandle> {
+        if let Some(cluster) = self.registry.cluster()
+            && let Some(group) = cluster.replica(topic, partition)
+        {
+            return PartitionHandle::replicated(topic, partition, cluster, group);
+        }
         PartitionHandle::local(topic, partition)
     }
 }

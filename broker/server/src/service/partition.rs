@@ -1,11 +1,12 @@
 //! The partition handle: the only way the service reads or appends a partition,
-//! carrying the role and leader epoch the append is stamped with. Replication
-//! replaces what is behind it (a Raft-backed append), not its callers.
+//! carrying the role and leader epoch the append is stamped with. On a single node
+//! it appends to the local log; in a cluster it proposes the batch to the
+//! partition's Raft group, and the append resolves on commit by a majority.
 
 use std::sync::Arc;
 
 use es_core::LeaderEpoch;
-use es_log::{PartitionInfo, PartitionLog, PendingAppend, ReadResult};
+use es_log::{Appended, PartitionInfo, PartitionLog, PendingAppend, ReadResult};
 
 use crate::registry::Topic;
 use crate::service::error::{BrokerError, Result};
@@ -18,6 +19,8 @@ pub(crate) const LOCAL_LEADER_EPOCH: LeaderEpoch = LeaderEpoch::INITIAL;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
     Leader,
+    /// A replica of a partition another node (or no node, mid-election) leads.
+    Follower { leader: Option<u64> },
 }
 
 /// One partition as the service uses it.
@@ -28,6 +31,33 @@ pub struct PartitionHandle {
     pub role: Role,
     pub leader_epoch: LeaderEpoch,
     log: Arc<PartitionLog>,
+    /// The partition's Raft group, in a cluster.
+    replica: Option<Replica>,
+}
+
+#[derive(Clone)]
+struct Replica {
+    group: es_raft::Group,
+    cluster: Arc<crate::cluster::Cluster>,
+}
+
+/// An append on its way to durability: local (the group commit's fsync) or
+/// replicated (commit by a majority, each after its fsync).
+pub enum Pending {
+    Local(PendingAppend),
+    Replicated(tokio::task::JoinHandle<Result<Appended>>),
+}
+
+impl Pending {
+    /// Resolves once the batch is durable (locally, or on a majority).
+    pub async fn durable(self) -> Result<Appended> {
+        match self {
+            Pending::Local(p) => Ok(p.durable().await?),
+            Pending::Replicated(task) => {
+                task.await.map_err(|e| BrokerError::Internal(format!("a replicated append's task failed: {e}")))?
+            }
+        }
+    }
 }
 
 impl PartitionHandle {
@@ -40,17 +70,98 @@ impl PartitionHandle {
             role: Role::Leader,
             leader_epoch: LOCAL_LEADER_EPOCH,
             log,
+            replica: None,
         })
     }
 
-    /// Appends an encoded batch as leader: offsets and epoch are stamped here.
-    pub fn append(&self, batch: Vec<u8>) -> Result<PendingAppend> {
+    /// The partition as a replica of its Raft group: this node's role and the
+    /// group's current leader epoch (term).
+    pub fn replicated(
+        topic: &Arc<Topic>,
+        partition: u32,
+        cluster: &Arc<crate::cluster::Cluster>,
+        group: es_raft::Group,
+    ) -> Result<PartitionHandle> {
+        let log = topic.partition(u64::from(partition))?.clone();
+        let role = if group.is_leader() { Role::Leader } else { Role::Follower { leader: group.leader() } };
+        Ok(PartitionHandle {
+            topic: topic.clone(),
+            partition,
+            role,
+            leader_epoch: group.leader_epoch(),
+            log,
+            replica: Some(Replica { group, cluster: cluster.clone() }),
+        })
+    }
+
+    /// The leader's id when another node leads (`None`: this one, or unknown).
+    pub fn leader(&self) -> Option<u64> {
+        match self.role {
+            Role::Leader => self.replica.as_ref().map(|r| r.cluster.node_id()),
+            Role::Follower { leader } => leader,
+        }
+    }
+
+    /// Refuses with NotLeader (and the leader's address) unless this node leads.
+    pub fn check_leader(&self) -> Result<()> {
+        match (self.role, &self.replica) {
+            (Role::Leader, _) | (_, None) => Ok(()),
+            (Role::Follower { leader }, Some(r)) => Err(BrokerError::NotLeader {
+                topic: self.topic.name(),
+                partition: self.partition,
+                hint: r.cluster.leader_hint(leader),
+            }),
+        }
+    }
+
+    /// Appends an encoded batch as leader: offsets and epoch are stamped here (in
+    /// a cluster, by the group's leader as it appends the entry).
+    pub fn append(&self, batch: Vec<u8>) -> Result<Pending> {
+        self.check_leader()?;
         let (records, bytes) = self.topic.stats.measure(&batch);
-        let pending = match self.role {
-            Role::Leader => self.log.append(batch, self.leader_epoch).map_err(|e| self.log_error(e))?,
+        let pending = match &self.replica {
+            None => Pending::Local(self.log.append(batch, self.leader_epoch).map_err(|e| self.log_error(e))?),
+            Some(r) => Pending::Replicated(tokio::spawn(self.clone().propose(r.clone(), batch))),
         };
         self.topic.stats.produced(records, bytes);
         Ok(pending)
+    }
+
+    /// Proposes one batch to the group. An idempotent producer's batch is checked
+    /// against the producer table first (a retry answers the original offsets), and
+    /// proposals of such batches to one partition go one at a time, so a retry never
+    /// passes the check while its original is still in flight.
+    async fn propose(self, replica: Replica, batch: Vec<u8>) -> Result<Appended> {
+        let idempotent = es_core::BatchHeader::parse(&batch, usize::MAX)
+            .map(|h| h.producer.producer_id >= 0)
+            .map_err(|e| BrokerError::InvalidBatch(e.to_string()))?;
+        let lock = idempotent.then(|| replica.cluster.idempotent_lock(&self.topic, self.partition));
+        let _serial = match &lock {
+            Some(l) => Some(l.lock().await),
+            None => None,
+        };
+        if idempotent
+            && let Some((base_offset, last_offset)) =
+                self.log.check_duplicate(&batch).map_err(|e| self.log_error(e))?
+        {
+            return Ok(Appended { base_offset, last_offset, duplicate: true });
+        }
+        replica.group.propose(batch).await.map_err(|e| self.propose_error(&replica, e))
+    }
+
+    fn propose_error(&self, replica: &Replica, e: es_raft::ProposeError) -> BrokerError {
+        match e {
+            es_raft::ProposeError::NotLeader { leader } => BrokerError::NotLeader {
+                topic: self.topic.name(),
+                partition: self.partition,
+                hint: replica.cluster.leader_hint(leader),
+            },
+            other => BrokerError::Internal(format!(
+                "replicating to partition {} of {}: {other}",
+                self.partition,
+                self.topic.name()
+            )),
+        }
     }
 
     /// Whole batches from `offset`, at most `max_bytes` (at least one batch).

@@ -11,9 +11,10 @@ use std::sync::Arc;
 
 use es_core::batch::BatchView;
 use es_core::{Clock, ProducerInfo, Record, SystemClock};
-use es_log::{Appended, PendingAppend};
+use es_log::Appended;
 
 use super::quota::{Direction, Throttle};
+use super::partition::Pending;
 use super::{Call, PartitionHandle, Principal, Resource, Service};
 use crate::partitioner;
 use crate::plugins::binding::{Checked, EncodedCheckError, Finding, Outcome, dead_letter_record};
@@ -58,8 +59,8 @@ fn route(topic: &Topic, sticky: &mut Option<u32>, explicit: Option<u32>, key: Op
 
 /// Appends whose offsets are assigned; await [`PendingProduce::durable`].
 pub struct PendingProduce {
-    main: Vec<(u32, Vec<usize>, Option<PendingAppend>, u64)>,
-    dead: Vec<(String, u32, Vec<usize>, PendingAppend)>,
+    main: Vec<(u32, Vec<usize>, Option<Pending>, u64)>,
+    dead: Vec<(String, u32, Vec<usize>, Pending)>,
     findings: Vec<Finding>,
     throttle: Throttle,
     /// When the produce began, for its latency once durable.

@@ -128,7 +128,7 @@ pub const SECTIONS: [(&str, &str); 11] = [
     ("metrics", "Prometheus metrics"),
     ("plugins", "Wasm plugins"),
     ("schema_registry", "no settings yet: the registry is always on"),
-    ("cluster", "no settings yet: es runs as a single node"),
+    ("cluster", "replication: a Raft group per partition over authenticated peer links (docs/cluster.md)"),
 ];
 
 const PORT: Kind = Kind::Int { min: 1, max: u16::MAX as u64 };
@@ -268,6 +268,21 @@ pub const SETTINGS: &[Setting] = &[
         .default(Default::Unset("DATA_DIR/plugins/cache"))
         .help("Where compiled plugins are cached; brokers of one build may share it. Keep it writable only by the broker's user.")
         .legacy("ES_PLUGIN_CACHE_DIR"),
+    Setting::new("cluster", "node_id", "node-id", Kind::Int { min: 1, max: 1023 })
+        .default(Default::Unset("a single node, no cluster"))
+        .help("This node's id in the cluster (1 to 1023); set together with cluster.peers and cluster.secret_file."),
+    Setting::new("cluster", "peers", "cluster-peers", Kind::List)
+        .default(Default::Unset("none"))
+        .help("Every node's peer address as ID=HOST:PORT, this node's included, e.g. 1=127.0.0.1:9190,2=127.0.0.1:9290,3=127.0.0.1:9390; this node listens for its peers on its own entry."),
+    Setting::new("cluster", "secret_file", "cluster-secret-file", Kind::Path)
+        .default(Default::Unset("none"))
+        .help("A file holding the secret the nodes share (at least 16 bytes; `es key generate > FILE` makes one). Peers prove it without sending it."),
+    Setting::new("cluster", "heartbeat_ms", "cluster-heartbeat-ms", Kind::Int { min: 10, max: 60_000 })
+        .default(Default::Int(300))
+        .help("How often a Raft leader heartbeats its followers, in milliseconds."),
+    Setting::new("cluster", "election_timeout_ms", "cluster-election-timeout-ms", Kind::Int { min: 50, max: 600_000 })
+        .default(Default::Int(1500))
+        .help("The shortest election timeout in milliseconds (each node picks one between this and twice this); more than 3 heartbeats."),
 ];
 
 /// `ES_*` variables that are not settings but are read by es-broker or by the

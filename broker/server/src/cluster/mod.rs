@@ -1,0 +1,220 @@
+//! The broker as a cluster member (docs/cluster.md): the Raft host over es-peer,
+//! the replicated metadata log (`metadata.rs`), one Raft group per data partition,
+//! and what every protocol needs to follow leaders (`Cluster::replica`, node
+//! addresses). Without `--node-id`/`--cluster-peers` none of this exists and the
+//! broker is the single node it always was.
+
+mod metadata;
+mod rpc;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
+
+use es_raft::{Group, RaftHost, Timers};
+use serde::{Deserialize, Serialize};
+
+use crate::registry::{Registry, Topic, TopicKind};
+use crate::service::error::{BrokerError, Result};
+
+pub use metadata::MetadataLog;
+
+/// Where clients reach a node, as that node advertises it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeAddresses {
+    /// The Kafka listener's advertised `host:port`.
+    pub kafka_host: String,
+    pub kafka_port: u16,
+    /// The HTTP API's base URL (`http://host:port`).
+    pub http: String,
+    /// The binary protocol's `host:port`.
+    pub binary: String,
+}
+
+/// How this node joins its cluster.
+pub struct ClusterOptions {
+    pub node_id: u64,
+    /// Every node's peer-listener address, this node's included.
+    pub peers: BTreeMap<u64, String>,
+    pub secrets: es_peer::Secrets,
+    pub timers: Timers,
+    /// This node's client-facing addresses (exchanged with the peers).
+    pub addresses: NodeAddresses,
+}
+
+/// One cluster member's state.
+pub struct Cluster {
+    node_id: u64,
+    voters: Vec<u64>,
+    host: RaftHost,
+    registry: Arc<Registry>,
+    metadata: MetadataLog,
+    /// The Raft group of each data partition, by (topic id, partition).
+    groups: RwLock<HashMap<([u8; 16], u32), Group>>,
+    /// Client addresses of the nodes, learned from each (this one's included).
+    nodes: RwLock<BTreeMap<u64, NodeAddresses>>,
+    runtime: tokio::runtime::Handle,
+    /// Serialises idempotent proposals per partition: the duplicate check and the
+    /// append must not interleave with another batch of the same partition.
+    idempotent: Mutex<HashMap<([u8; 16], u32), Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// A data partition's group id: stable on every node, from the topic id (which the
+/// replicated create carries) and the partition. 0 is the metadata group.
+pub fn group_id(topic_id: &[u8; 16], partition: u32) -> u64 {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(topic_id);
+    h.update(partition.to_be_bytes());
+    let digest = h.finalize();
+    let id = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
+    id.max(1)
+}
+
+impl Cluster {
+    /// Starts the Raft host on `listener`, opens the metadata group and every data
+    /// partition's group, and makes `registry` replicate its changes through this
+    /// cluster. Runs on the runtime the broker serves on.
+    pub async fn start(
+        registry: Arc<Registry>,
+        options: ClusterOptions,
+        listener: tokio::net::TcpListener,
+    ) -> Result<Arc<Cluster>> {
+        let ClusterOptions { node_id, peers, secrets, timers, addresses } = options;
+        let voters: Vec<u64> = peers.keys().copied().collect();
+        let others = peers.iter().filter(|(id, _)| **id != node_id).map(|(id, a)| (*id, a.clone())).collect();
+        let peer_config = es_peer::PeerConfig {
+            node_id,
+            peers: others,
+            secrets,
+            timeouts: es_peer::Timeouts::default(),
+            tls: None,
+        };
+        let slot: Arc<std::sync::OnceLock<Weak<Cluster>>> = Arc::default();
+        let app = rpc::handler(slot.clone());
+        let host = RaftHost::start(peer_config, listener, timers, Some(app)).map_err(raft_error)?;
+        let log = registry.open_cluster_log("metadata")?;
+        let group = host.open_group(0, log, &voters).await.map_err(raft_error)?;
+        let metadata = MetadataLog::open(&registry, group)?;
+        let cluster = Arc::new(Cluster {
+            node_id,
+            voters,
+            host,
+            registry: registry.clone(),
+            metadata,
+            groups: RwLock::default(),
+            nodes: RwLock::new(BTreeMap::from([(node_id, addresses)])),
+            runtime: tokio::runtime::Handle::current(),
+            idempotent: Mutex::default(),
+        });
+        let _ = slot.set(Arc::downgrade(&cluster));
+        for topic in registry.list() {
+            cluster.open_groups(&topic).await?;
+        }
+        registry.set_cluster(cluster.clone());
+        metadata::spawn_applier(&cluster);
+        rpc::spawn_address_exchange(&cluster);
+        tracing::info!(node = node_id, voters = ?cluster.voters, peer = %cluster.host.peer_addr(), "joined the cluster");
+        Ok(cluster)
+    }
+
+    pub fn node_id(&self) -> u64 {
+        self.node_id
+    }
+
+    /// Every node of the cluster, by id.
+    pub fn voters(&self) -> &[u64] {
+        &self.voters
+    }
+
+    /// The client addresses of node `id`, once learned.
+    pub fn addresses(&self, id: u64) -> Option<NodeAddresses> {
+        self.nodes.read().expect("nodes lock").get(&id).cloned()
+    }
+
+    /// Every node whose addresses are known.
+    pub fn known_nodes(&self) -> BTreeMap<u64, NodeAddresses> {
+        self.nodes.read().expect("nodes lock").clone()
+    }
+
+    /// The metadata group's leader (the controller, in Kafka's words).
+    pub fn controller(&self) -> Option<u64> {
+        self.metadata.group().leader()
+    }
+
+    /// The Raft group of a data partition, when this node holds it.
+    pub fn replica(&self, topic: &Topic, partition: u32) -> Option<Group> {
+        if topic.kind == TopicKind::Internal {
+            return None;
+        }
+        self.groups.read().expect("groups lock").get(&(topic.id, partition)).cloned()
+    }
+
+    /// The lock an idempotent produce to the partition holds from its duplicate check
+    /// until its batch is committed.
+    pub fn idempotent_lock(&self, topic: &Topic, partition: u32) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.idempotent.lock().expect("idempotent locks");
+        locks.entry((topic.id, partition)).or_default().clone()
+    }
+
+    /// A leader hint for errors: the leader's HTTP URL when known, else its id.
+    pub fn leader_hint(&self, leader: Option<u64>) -> Option<String> {
+        let leader = leader?;
+        Some(self.addresses(leader).map_or_else(|| format!("node {leader}"), |a| a.http))
+    }
+
+    /// Opens the groups of every partition of `topic` this node does not have yet.
+    async fn open_groups(&self, topic: &Arc<Topic>) -> Result<()> {
+        if topic.kind == TopicKind::Internal {
+            return Ok(());
+        }
+        for (p, log) in topic.partitions.iter().enumerate() {
+            let p = p as u32;
+            if self.groups.read().expect("groups lock").contains_key(&(topic.id, p)) {
+                continue;
+            }
+            let group =
+                self.host.open_group(group_id(&topic.id, p), log.clone(), &self.voters).await.map_err(raft_error)?;
+            self.groups.write().expect("groups lock").insert((topic.id, p), group);
+        }
+        Ok(())
+    }
+
+    /// Closes the groups of a topic about to be deleted.
+    async fn close_groups(&self, topic: &Topic) {
+        for p in 0..topic.partition_count() {
+            let removed = self.groups.write().expect("groups lock").remove(&(topic.id, p));
+            if removed.is_some() {
+                self.host.close_group(group_id(&topic.id, p)).await;
+            }
+        }
+    }
+
+    /// Stops every group and the peer links (bounded).
+    pub async fn shutdown(&self) {
+        self.host.shutdown().await;
+    }
+
+    /// Commits `command` through the metadata group and waits for this node's apply.
+    async fn replicate_async(&self, command: crate::registry::metadata::Command) -> Result<()> {
+        let offset = self.metadata.propose(self, &command).await?;
+        self.metadata.outcome(offset, metadata::APPLY_WAIT).await
+    }
+}
+
+impl Cluster {
+    /// Commits a metadata command cluster-wide and answers this node's apply of it.
+    /// Blocking: registry changes run on blocking threads (service/admin.rs), so
+    /// waiting here holds no async worker.
+    pub(crate) fn replicate(&self, command: crate::registry::metadata::Command) -> Result<()> {
+        self.runtime.block_on(self.replicate_async(command))
+    }
+}
+
+/// A Raft failure as the service's error: the group could not do its part.
+pub(crate) fn raft_error(e: es_raft::RaftError) -> BrokerError {
+    BrokerError::Internal(format!("replication: {e}"))
+}
+
+/// How long a write waits for a leader to appear before it is refused.
+pub(crate) const LEADER_WAIT: Duration = Duration::from_secs(10);

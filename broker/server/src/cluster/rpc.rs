@@ -1,0 +1,104 @@
+//! The broker's own peer RPCs, beside Raft's: a metadata change forwarded to the
+//! metadata leader, and each node's client addresses (so Metadata, 421 answers and
+//! NotLeader errors can name a leader clients can reach).
+
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use es_peer::{Handler, RpcError};
+
+use super::metadata::Retry;
+use super::{Cluster, NodeAddresses};
+use crate::service::error::BrokerError;
+
+/// A metadata command (JSON) for the leader to append; answers its offset (u64 BE).
+const FORWARD_METADATA: u8 = 128;
+/// Answers this node's [`NodeAddresses`] (JSON).
+const NODE_ADDRESSES: u8 = 129;
+
+/// Failure codes of these RPCs (es-peer keeps codes below 256 for itself).
+const NOT_LEADER: u16 = 1001;
+const FAILED: u16 = 1002;
+const STARTING: u16 = 1003;
+
+/// How long one forwarded call may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often addresses are asked of nodes not known yet, and of all of them.
+const EXCHANGE_EVERY: Duration = Duration::from_millis(500);
+const REFRESH_EVERY: Duration = Duration::from_secs(10);
+
+/// The handler es-raft routes the broker's RPC kinds to. `slot` is filled once the
+/// cluster exists; before that every call is refused as "starting".
+pub(super) fn handler(slot: Arc<OnceLock<Weak<Cluster>>>) -> Handler {
+    es_peer::handler(move |_from, _group, kind, payload| {
+        let cluster = slot.get().and_then(Weak::upgrade);
+        async move {
+            let Some(cluster) = cluster else {
+                return Err(RpcError::new(STARTING, "this node is still starting"));
+            };
+            match kind {
+                FORWARD_METADATA => match cluster.metadata.propose_here(&payload).await {
+                    Ok(offset) => Ok(Bytes::copy_from_slice(&offset.to_be_bytes())),
+                    Err(Retry::NoLeader) => Err(RpcError::new(NOT_LEADER, "not the metadata leader")),
+                    Err(Retry::Failed(e)) => Err(RpcError::new(FAILED, e.to_string())),
+                },
+                NODE_ADDRESSES => {
+                    let own = cluster.addresses(cluster.node_id).expect("a node knows its own addresses");
+                    let json = serde_json::to_vec(&own).map_err(|e| RpcError::new(FAILED, e.to_string()))?;
+                    Ok(Bytes::from(json))
+                }
+                other => Err(RpcError::new(FAILED, format!("unknown broker RPC kind {other}"))),
+            }
+        }
+    })
+}
+
+/// Sends a metadata command to `leader`; answers the offset it got.
+pub(super) async fn forward_metadata(cluster: &Cluster, leader: u64, value: &[u8]) -> Result<u64, Retry> {
+    let payload = Bytes::copy_from_slice(value);
+    match cluster.host.call(leader, FORWARD_METADATA, payload, CALL_TIMEOUT).await {
+        Ok(bytes) => match <[u8; 8]>::try_from(bytes.as_ref()) {
+            Ok(b) => Ok(u64::from_be_bytes(b)),
+            Err(_) => Err(Retry::Failed(BrokerError::Internal("a malformed forwarding answer".into()))),
+        },
+        Err(es_peer::PeerError::Remote(e)) if e.code == FAILED => {
+            Err(Retry::Failed(BrokerError::Internal(format!("node {leader}: {}", e.message))))
+        }
+        // Not the leader any more, unreachable or starting: look for the leader again.
+        Err(e) => {
+            tracing::debug!(leader, error = %e, "forwarding a metadata change failed; retrying");
+            Err(Retry::NoLeader)
+        }
+    }
+}
+
+/// Asks every node for its addresses until all are known, then now and then (a
+/// node restarted with new addresses is learned within `REFRESH_EVERY`).
+pub(super) fn spawn_address_exchange(cluster: &Arc<Cluster>) {
+    let weak = Arc::downgrade(cluster);
+    tokio::spawn(async move {
+        let mut since_refresh = Duration::ZERO;
+        loop {
+            let Some(cluster) = weak.upgrade() else { return };
+            let refresh = since_refresh >= REFRESH_EVERY;
+            let known = cluster.known_nodes();
+            for &id in cluster.voters() {
+                if id == cluster.node_id || (known.contains_key(&id) && !refresh) {
+                    continue;
+                }
+                if let Some(addresses) = ask_addresses(&cluster, id).await {
+                    cluster.nodes.write().expect("nodes lock").insert(id, addresses);
+                }
+            }
+            since_refresh = if refresh { Duration::ZERO } else { since_refresh + EXCHANGE_EVERY };
+            drop(cluster);
+            tokio::time::sleep(EXCHANGE_EVERY).await;
+        }
+    });
+}
+
+async fn ask_addresses(cluster: &Cluster, id: u64) -> Option<NodeAddresses> {
+    let answer = cluster.host.call(id, NODE_ADDRESSES, Bytes::new(), Duration::from_secs(2)).await.ok()?;
+    serde_json::from_slice(&answer).ok()
+}

@@ -1,0 +1,155 @@
+//! The registry in a cluster. A client's topic change (create, delete, add
+//! partitions, alter config) is planned here against this node's metadata, then
+//! handed to the cluster (the metadata Raft group, `crate::cluster`), which
+//! commits it on a majority and waits until this node applied it. Every node,
+//! the proposer included, applies committed commands through
+//! [`Registry::apply_replicated`], in log order, so all nodes end in one state.
+//!
+//! Applying re-checks each command against the state it meets, deterministically:
+//! two nodes that planned the same topic at once both propose, and the second one
+//! applied is refused on every node alike. A command applied twice (a crash after
+//! the apply, before the applied offset was saved) changes nothing the second time.
+
+use std::sync::Arc;
+
+use super::metadata::{Command, Origin};
+use super::{Registry, Topic};
+use crate::cluster::Cluster;
+use crate::service::error::{BrokerError, Result};
+
+/// Partition directories of the cluster's own logs (the metadata group) start with
+/// this; startup never removes them as orphans.
+pub const CLUSTER_DIR_PREFIX: &str = "__es_cluster_";
+
+/// In a cluster each node hands out producer ids from its own blocks (reserved in
+/// its local metadata, not replicated): node `n`'s `k`th id is `k * STRIDE + n`, so
+/// no two nodes ever hand out the same id. Node ids are below this.
+pub const PRODUCER_ID_STRIDE: i64 = 1024;
+
+/// The producer id a node's `local`th allocation is; a single node (`None`) keeps
+/// the plain count.
+pub(super) fn cluster_producer_id(node: Option<u64>, local: i64) -> i64 {
+    match node {
+        None => local,
+        Some(n) => local * PRODUCER_ID_STRIDE + n as i64,
+    }
+}
+
+/// The local allocation number of `id`, if this node handed it out.
+pub(super) fn local_producer_id(node: Option<u64>, id: i64) -> Option<i64> {
+    match node {
+        None => Some(id),
+        Some(_) if id < 0 => None,
+        Some(n) => (id % PRODUCER_ID_STRIDE == n as i64).then_some(id / PRODUCER_ID_STRIDE),
+    }
+}
+
+impl Registry {
+    /// Makes this registry a cluster member: from now on client topic changes are
+    /// replicated. Set once, before any listener starts.
+    pub fn set_cluster(&self, cluster: Arc<Cluster>) {
+        if self.cluster.set(cluster).is_err() {
+            tracing::warn!("the registry's cluster was set twice; the first one stays");
+        }
+    }
+
+    /// The cluster this node is a member of; `None` for a single node.
+    pub fn cluster(&self) -> Option<&Arc<Cluster>> {
+        self.cluster.get()
+    }
+
+    /// This node's id in the cluster; `None` for a single node.
+    pub fn node_id(&self) -> Option<u64> {
+        self.cluster.get().map(|c| c.node_id())
+    }
+
+    /// True once this node is a cluster member.
+    pub fn is_clustered(&self) -> bool {
+        self.cluster.get().is_some()
+    }
+
+    /// The cluster a change from `origin` is replicated through. The broker's own
+    /// internal topics stay local to each node (docs/cluster.md says what that means).
+    pub(super) fn replicator_for(&self, origin: Origin) -> Option<&Arc<Cluster>> {
+        match origin {
+            Origin::Client => self.cluster.get(),
+            Origin::Broker => None,
+        }
+    }
+
+    /// Opens (creating when new) a log of the cluster's own under `partitions/`,
+    /// e.g. the metadata group's, with the default log config.
+    pub fn open_cluster_log(&self, name: &str) -> Result<Arc<es_log::PartitionLog>> {
+        let dir = format!("{CLUSTER_DIR_PREFIX}{name}");
+        let (log, recovery) = self.manager.open_partition(&dir, es_log::LogConfig::default())?;
+        let mut repairs = Vec::new();
+        super::describe_recovery(&dir, &recovery, &mut repairs);
+        for repair in repairs {
+            tracing::warn!("recovery: {repair}");
+        }
+        Ok(log)
+    }
+
+    /// Applies a command the metadata group committed: the local part (partition
+    /// directories, logs, the local metadata files). What it answers is the same on
+    /// every node for the same log.
+    pub fn apply_replicated(&self, command: &Command) -> Result<Applied> {
+        let _admin = self.admin.lock().expect("admin lock");
+        let existing = command.topic().and_then(|name| self.metadata().topic(name).cloned());
+        match (command, existing) {
+            (Command::CreateTopic(meta), Some(have)) if have.topic_id == meta.topic_id => Ok(Applied::Unchanged),
+            (Command::CreateTopic(meta), Some(_)) => Err(BrokerError::TopicExists(meta.name.clone())),
+            (Command::CreateTopic(meta), None) => {
+                self.apply_create(meta, command).map(|t| Applied::Created(t.clone()))
+            }
+            (Command::DeleteTopic { name }, Some(_)) => {
+                let topic = self.topic(name)?;
+                self.apply_delete(name, command).map(|()| Applied::Deleted(topic))
+            }
+            (Command::SetPartitions { count, .. }, Some(have)) if *count <= have.partitions => {
+                Ok(Applied::Unchanged)
+            }
+            (Command::SetPartitions { name, count }, Some(_)) => {
+                self.apply_add_partitions(name, *count, command).map(Applied::Created)
+            }
+            (Command::SetConfig { name, .. }, Some(_)) => {
+                self.apply_alter(name, command).map(|_| Applied::Unchanged)
+            }
+            (
+                Command::DeleteTopic { name }
+                | Command::SetPartitions { name, .. }
+                | Command::SetConfig { name, .. },
+                None,
+            ) => Err(BrokerError::TopicNotFound(name.clone())),
+            (
+                Command::SetValidators { .. } | Command::SetTopicId { .. } | Command::ReserveProducerIds { .. },
+                _,
+            ) => Err(BrokerError::InvalidRequest(format!(
+                "{} is not a replicated metadata command",
+                command_name(command)
+            ))),
+        }
+    }
+}
+
+/// What applying a replicated command did, for the cluster to follow up (open or
+/// close the partitions' Raft groups).
+pub enum Applied {
+    Unchanged,
+    /// The topic as it now stands, with partitions new to this node.
+    Created(Arc<Topic>),
+    /// The topic that was removed (its logs are closed and deleted).
+    Deleted(Arc<Topic>),
+}
+
+fn command_name(command: &Command) -> &'static str {
+    match command {
+        Command::CreateTopic(_) => "CreateTopic",
+        Command::DeleteTopic { .. } => "DeleteTopic",
+        Command::SetPartitions { .. } => "SetPartitions",
+        Command::SetConfig { .. } => "SetConfig",
+        Command::SetValidators { .. } => "SetValidators",
+        Command::SetTopicId { .. } => "SetTopicId",
+        Command::ReserveProducerIds { .. } => "ReserveProducerIds",
+    }
+}

@@ -1,0 +1,222 @@
+//! Three es-broker processes on loopback as one cluster (docs/cluster.md): topics
+//! made on one node exist on all, a produce is acknowledged once a majority has it,
+//! a follower refuses writes with 421 and the leader's URL, and a leader killed
+//! with SIGKILL loses no acknowledged record: the others elect a new leader, take
+//! writes, and the killed node catches up when it comes back.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use es_tests::broker::Broker;
+use serde_json::{Value, json};
+
+/// How long a cluster may take to elect, or to fail over.
+const ELECTION_WAIT: Duration = Duration::from_secs(30);
+
+/// A free port on 127.0.0.1 (bound and released: the peer list needs ports before
+/// the nodes start).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+struct Cluster {
+    nodes: BTreeMap<u64, Broker>,
+    peers: String,
+    secret: std::path::PathBuf,
+    root: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn start(n: u64) -> Cluster {
+        let root = tempfile::tempdir().unwrap();
+        let secret = root.path().join("cluster.secret");
+        std::fs::write(&secret, "a-test-secret-of-more-than-16-bytes\n").unwrap();
+        let peers: Vec<String> = (1..=n).map(|id| format!("{id}=127.0.0.1:{}", free_port())).collect();
+        let mut c = Cluster { nodes: BTreeMap::new(), peers: peers.join(","), secret, root };
+        for id in 1..=n {
+            c.start_node(id);
+        }
+        c
+    }
+
+    fn start_node(&mut self, id: u64) {
+        let dir = self.root.path().join(format!("node{id}"));
+        let args = [
+            "--node-id",
+            &id.to_string(),
+            "--cluster-peers",
+            &self.peers,
+            "--cluster-secret-file",
+            self.secret.to_str().unwrap(),
+        ];
+        self.nodes.insert(id, Broker::start_with(&dir, &args));
+    }
+
+    fn node(&self, id: u64) -> &Broker {
+        &self.nodes[&id]
+    }
+
+    fn kill9(&mut self, id: u64) {
+        self.nodes.get_mut(&id).unwrap().kill9();
+        self.nodes.remove(&id);
+    }
+}
+
+fn dir_of(b: &Broker) -> &Path {
+    &b.data_dir
+}
+
+/// Retries `f` until it answers `Some`, within `wait`.
+fn eventually<T>(wait: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + wait;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {wait:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Produces `values` to partition 0 on whichever node accepts them (the leader);
+/// answers the node and the acknowledged offsets.
+fn produce_anywhere(c: &Cluster, topic: &str, values: &[String]) -> (u64, Vec<u64>) {
+    let records: Vec<Value> = values.iter().map(|v| json!({"value": v, "partition": 0})).collect();
+    let body = json!({ "records": records });
+    eventually(ELECTION_WAIT, "a leader accepting the produce", || {
+        for (id, b) in &c.nodes {
+            let r = b.post(&format!("/topics/{topic}/records"), &body);
+            if r.status == 200 {
+                let offsets = r.body["offsets"].as_array().unwrap().iter();
+                return Some((*id, offsets.map(|o| o["offset"].as_u64().unwrap()).collect()));
+            }
+            // A follower says where the leader is; anything else must be transient.
+            assert!(
+                [421, 500, 503].contains(&r.status),
+                "node {id} answered a produce with {}: {:?}",
+                r.status,
+                r.body
+            );
+        }
+        None
+    })
+}
+
+/// Every record of partition 0 a node serves, by offset.
+fn consume_all(b: &Broker, topic: &str) -> BTreeMap<u64, String> {
+    let mut out = BTreeMap::new();
+    let mut next = 0;
+    loop {
+        let r = b.get(&format!("/topics/{topic}/partitions/0/records?offset={next}&max_records=10000"));
+        if r.status != 200 {
+            return out;
+        }
+        let records = r.body["records"].as_array().cloned().unwrap_or_default();
+        if records.is_empty() {
+            return out;
+        }
+        for rec in records {
+            let offset = rec["offset"].as_u64().unwrap();
+            out.insert(offset, rec["value"].as_str().unwrap_or_default().to_owned());
+            next = offset + 1;
+        }
+    }
+}
+
+fn create_topic_anywhere(c: &Cluster, topic: &str) {
+    eventually(ELECTION_WAIT, "creating the topic", || {
+        let r = c.node(1).post("/topics", &json!({"name": topic, "partitions": 1}));
+        match r.status {
+            201 => Some(()),
+            409 => Some(()),
+            421 | 500 | 503 => None,
+            other => panic!("creating {topic}: {other} {:?}", r.body),
+        }
+    });
+}
+
+#[test]
+fn a_three_node_cluster_replicates_and_survives_a_leader_kill() {
+    let mut c = Cluster::start(3);
+    create_topic_anywhere(&c, "orders");
+    for (id, b) in &c.nodes {
+        eventually(ELECTION_WAIT, &format!("the topic on node {id}"), || {
+            (b.get("/topics/orders").status == 200).then_some(())
+        });
+    }
+
+    let mut acked: BTreeMap<u64, String> = BTreeMap::new();
+    let mut leader = 0;
+    for round in 0..20 {
+        let values: Vec<String> = (0..10).map(|i| format!("r{round}-{i}")).collect();
+        let (node, offsets) = produce_anywhere(&c, "orders", &values);
+        leader = node;
+        for (o, v) in offsets.into_iter().zip(values) {
+            assert!(acked.insert(o, v).is_none(), "offset {o} acknowledged twice");
+        }
+    }
+    assert_eq!(acked.keys().copied().collect::<Vec<_>>(), (0..200).collect::<Vec<_>>(), "dense offsets");
+
+    // A follower refuses a write, naming the leader.
+    let follower = *c.nodes.keys().find(|id| **id != leader).unwrap();
+    let r = c.node(follower).post("/topics/orders/records", &json!({"records": [{"value": "x", "partition": 0}]}));
+    assert_eq!(r.status, 421, "{:?}", r.body);
+    assert_eq!(r.body["error"]["code"], "not_leader");
+
+    // Every replica serves every acknowledged record, byte for byte the same.
+    for (id, b) in &c.nodes {
+        let got = eventually(ELECTION_WAIT, &format!("node {id} catching up"), || {
+            let got = consume_all(b, "orders");
+            (got.len() >= acked.len()).then_some(got)
+        });
+        assert_eq!(got, acked, "node {id} (data in {})", dir_of(b).display());
+    }
+
+    // kill -9 the leader: the other two elect and take writes; nothing is lost.
+    c.kill9(leader);
+    for round in 20..30 {
+        let values: Vec<String> = (0..10).map(|i| format!("r{round}-{i}")).collect();
+        let (node, offsets) = produce_anywhere(&c, "orders", &values);
+        assert_ne!(node, leader, "the killed node cannot answer");
+        for (o, v) in offsets.into_iter().zip(values) {
+            assert!(acked.insert(o, v).is_none(), "offset {o} acknowledged twice after the failover");
+        }
+    }
+    assert_eq!(acked.len(), 300);
+    assert_eq!(*acked.keys().last().unwrap(), 299, "offsets stay dense across the failover");
+
+    // The killed node comes back and catches up with everything acknowledged.
+    c.start_node(leader);
+    for (id, b) in &c.nodes {
+        let got = eventually(ELECTION_WAIT, &format!("node {id} catching up after the restart"), || {
+            let got = consume_all(b, "orders");
+            (got.len() >= acked.len()).then_some(got)
+        });
+        assert_eq!(got, acked, "node {id}");
+    }
+}
+
+#[test]
+fn partial_cluster_flags_and_a_short_secret_are_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(es_tests::broker::broker_bin())
+        .args(["--data-dir", root.path().join("d").to_str().unwrap(), "--node-id", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("needs all of --node-id"), "{stderr}");
+
+    let short = root.path().join("short.secret");
+    std::fs::write(&short, "too short").unwrap();
+    let out = std::process::Command::new(es_tests::broker::broker_bin())
+        .args(["--data-dir", root.path().join("d").to_str().unwrap()])
+        .args(["--node-id", "1", "--cluster-peers", "1=127.0.0.1:1", "--cluster-secret-file"])
+        .arg(&short)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("needs at least 16"), "{stderr}");
+}
