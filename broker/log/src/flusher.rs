@@ -28,8 +28,12 @@ const FLUSH_WORKERS_MAX: usize = 8;
 pub(crate) struct Progress {
     /// The offset after the last durable batch.
     pub durable_offset: AtomicU64,
-    /// Wakes long-polling readers when `durable_offset` moves.
+    /// Wakes long-polling readers when the readers' high watermark
+    /// ([`Progress::visible`]) moves; holds that value.
     pub notify: tokio::sync::watch::Sender<u64>,
+    /// A Raft group's committed offset (the end of the last applied data entry):
+    /// readers see no further. `u64::MAX` outside Raft mode, where durable is enough.
+    pub committed: AtomicU64,
     /// Set after a failed write or fsync: the partition refuses writes until reopened,
     /// because after a failed fsync the kernel may have dropped the dirty pages.
     pub failed: Mutex<Option<String>>,
@@ -40,6 +44,7 @@ impl Progress {
         Arc::new(Progress {
             durable_offset: AtomicU64::new(durable_offset),
             notify: tokio::sync::watch::Sender::new(durable_offset),
+            committed: AtomicU64::new(u64::MAX),
             failed: Mutex::new(None),
         })
     }
@@ -54,8 +59,27 @@ impl Progress {
     pub fn advance(&self, offset: u64) {
         let prev = self.durable_offset.fetch_max(offset, Ordering::AcqRel);
         if offset > prev {
-            self.notify.send_replace(offset);
+            self.publish();
         }
+    }
+
+    /// The readers' high watermark: durable, and in Raft mode also committed.
+    pub fn visible(&self) -> u64 {
+        let durable = self.durable_offset.load(Ordering::Acquire);
+        durable.min(self.committed.load(Ordering::Acquire))
+    }
+
+    /// Wakes readers if the visible watermark grew. Under the watch's lock, so two
+    /// racing publishers never leave the lower value behind.
+    pub fn publish(&self) {
+        let now = self.visible();
+        self.notify.send_if_modified(|seen| {
+            let grew = now > *seen;
+            if grew {
+                *seen = now;
+            }
+            grew
+        });
     }
 }
 

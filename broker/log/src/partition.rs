@@ -604,9 +604,10 @@ impl PartitionLog {
         Ok(self.offset_for_timestamp(max)?.map(|offset| (offset, max)))
     }
 
-    /// The offset after the last durable batch: readers see everything below it.
+    /// The offset readers see up to: after the last durable batch and, in Raft mode,
+    /// no further than the committed offset ([`PartitionLog::set_committed_offset`]).
     pub fn high_watermark(&self) -> u64 {
-        self.progress.durable_offset.load(Ordering::Acquire)
+        self.progress.visible()
     }
 
     /// A receiver that changes whenever the high watermark moves (for long polls).
@@ -718,7 +719,7 @@ impl PartitionLog {
         inner.producers =
             load_producers(&self.dir, inner.cold.values().chain(inner.segments.values()), offset)?;
         self.progress.durable_offset.store(offset, Ordering::Release);
-        self.progress.notify.send_replace(offset);
+        self.progress.notify.send_replace(self.progress.visible());
         Ok(())
     }
 

@@ -60,8 +60,45 @@ pub struct EntryRange {
 
 impl PartitionLog {
     /// Marks this partition as a Raft group's log (compaction stops; see `raft_mode`).
+    /// From then on readers see only committed records: the committed offset starts
+    /// at 0 and grows by [`PartitionLog::set_committed_offset`] (the state machine
+    /// re-applies committed entries after a restart).
     pub fn set_raft_mode(&self) {
-        self.raft_mode.store(true, Ordering::Release);
+        if !self.raft_mode.swap(true, Ordering::AcqRel) {
+            self.progress.committed.store(0, Ordering::Release);
+            self.progress.notify.send_replace(self.progress.visible());
+        }
+    }
+
+    /// Raft mode: records below `offset` are committed. Monotonic (a lower value is
+    /// ignored); readers get min(durable end, committed), so it never exposes a
+    /// record that is not on this replica's disk.
+    pub fn set_committed_offset(&self, offset: u64) {
+        self.set_raft_mode();
+        let prev = self.progress.committed.fetch_max(offset, Ordering::AcqRel);
+        if offset > prev {
+            self.progress.publish();
+        }
+    }
+
+    /// The committed offset of a Raft group's log (`None` outside Raft mode).
+    pub fn committed_offset(&self) -> Option<u64> {
+        let c = self.progress.committed.load(Ordering::Acquire);
+        (c != u64::MAX).then_some(c)
+    }
+
+    /// The idempotent-producer check a Raft leader runs before proposing `bytes`:
+    /// `Some((base, last))` when it retries a batch already in the log (answer its
+    /// original offsets), `None` when it is new. An out-of-order sequence or a fenced
+    /// producer epoch is the same error as a local append. Sees appended entries,
+    /// committed or not: a proposal not yet appended is not known here.
+    pub fn check_duplicate(&self, bytes: &[u8]) -> Result<Option<(u64, u64)>> {
+        let header = es_core::BatchHeader::parse(bytes, usize::MAX)?;
+        let inner = self.inner.lock().expect("partition lock");
+        match inner.producers.check(&header.producer, header.last_offset_delta)? {
+            crate::producers::Check::Duplicate(b) => Ok(Some((b.base_offset, b.last_offset))),
+            crate::producers::Check::Fresh => Ok(None),
+        }
     }
 
     /// The Raft indexes this log holds, cold tier included.
@@ -296,6 +333,7 @@ mod tests {
         for (i, bytes) in [blank(0), data("a"), member, data("b")].into_iter().enumerate() {
             p.append_entry(bytes, i as u64, EntryStamp::Leader(E1)).unwrap().wait().unwrap();
         }
+        p.set_committed_offset(2);
     }
 
     fn values(p: &PartitionLog, offset: u64) -> Vec<String> {
@@ -467,5 +505,70 @@ mod tests {
         assert!(p.read_entries(0, 1, 1).unwrap().len() == 1, "the append was durable before the vote");
         pending.wait().unwrap();
         assert_eq!(p.read_raft_file(RaftFile::Vote).unwrap().as_deref(), Some(&b"vote"[..]));
+    }
+
+    #[test]
+    fn raft_readers_stop_at_the_committed_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path(), true);
+        let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+        let mut rx = p.subscribe();
+        p.append_entry(blank(0), 0, EntryStamp::Leader(E1)).unwrap().wait().unwrap();
+        p.append_entry(data("a"), 1, EntryStamp::Leader(E1)).unwrap().wait().unwrap();
+        p.append_entry(data("b"), 2, EntryStamp::Leader(E1)).unwrap().wait().unwrap();
+        assert_eq!(p.committed_offset(), Some(0));
+        assert_eq!((p.high_watermark(), p.info().high_watermark, p.info().log_end_offset), (0, 0, 2));
+        assert!(values(&p, 0).is_empty(), "nothing is committed yet");
+        assert!(matches!(p.read(1, 1 << 20), Err(LogError::OffsetOutOfRange { .. })));
+        assert_eq!(p.offset_for_timestamp(0).unwrap(), None);
+        rx.borrow_and_update();
+        p.set_committed_offset(1);
+        assert!(rx.has_changed().unwrap(), "readers wake when the commit moves");
+        assert_eq!(*rx.borrow_and_update(), 1);
+        assert_eq!(values(&p, 0), ["a"]);
+        assert_eq!(p.offset_for_timestamp(0).unwrap(), Some(0));
+        p.set_committed_offset(0);
+        assert_eq!(p.high_watermark(), 1, "the committed offset never moves back");
+        // Committed past what this replica holds durably: readers get the durable end.
+        p.set_committed_offset(10);
+        assert_eq!((p.high_watermark(), p.committed_offset()), (2, Some(10)));
+        assert_eq!(values(&p, 0), ["a", "b"]);
+    }
+
+    #[test]
+    fn outside_raft_mode_the_durable_end_is_the_watermark() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path(), true);
+        let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+        p.append(data("a"), E1).unwrap().wait().unwrap();
+        assert_eq!((p.high_watermark(), p.committed_offset()), (1, None));
+    }
+
+    fn idempotent(seq: i32, value: &str) -> Vec<u8> {
+        let producer = es_core::ProducerInfo { producer_id: 7, producer_epoch: 1, base_sequence: seq };
+        batch::encode(&[Record::from_value(value.to_owned())], 1_000, producer).unwrap()
+    }
+
+    #[test]
+    fn the_leader_checks_duplicates_before_proposing() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path(), true);
+        let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+        p.append_entry(blank(0), 0, EntryStamp::Leader(E1)).unwrap().wait().unwrap();
+        assert_eq!(p.check_duplicate(&data("plain")).unwrap(), None, "not idempotent");
+        let first = idempotent(0, "a");
+        assert_eq!(p.check_duplicate(&first).unwrap(), None);
+        p.append_entry(first.clone(), 1, EntryStamp::Leader(E1)).unwrap().wait().unwrap();
+        p.append_entry(idempotent(1, "b"), 2, EntryStamp::Leader(E1)).unwrap().wait().unwrap();
+        assert_eq!(p.check_duplicate(&first).unwrap(), Some((0, 0)), "a retry gets its offsets");
+        assert_eq!(p.check_duplicate(&idempotent(1, "b")).unwrap(), Some((1, 1)));
+        assert_eq!(p.check_duplicate(&idempotent(2, "c")).unwrap(), None);
+        let err = p.check_duplicate(&idempotent(5, "gap")).unwrap_err();
+        assert!(matches!(err, LogError::OutOfOrderSequence { expected: 2, got: 5, .. }), "{err:?}");
+        let old = es_core::ProducerInfo { producer_id: 7, producer_epoch: 0, base_sequence: 2 };
+        let fenced = batch::encode(&[Record::from_value("x".to_owned())], 1_000, old).unwrap();
+        let err = p.check_duplicate(&fenced).unwrap_err();
+        assert!(matches!(err, LogError::ProducerFenced { .. }), "{err:?}");
+        assert!(p.check_duplicate(b"not a batch").is_err());
     }
 }

@@ -7,8 +7,8 @@
 use std::fmt;
 
 use bytes::Bytes;
+use es_core::BatchHeader;
 use es_core::batch::{self, BatchView, RaftControl};
-use es_core::{BatchHeader, Clock, SystemClock};
 use serde::{Deserialize, Serialize};
 
 use crate::types::{BatchData, CommittedLeaderId, LogId, Membership, Payload};
@@ -53,9 +53,14 @@ impl fmt::Display for EsEntry {
     }
 }
 
+/// Control batches carry this timestamp, not the clock: every voter builds the
+/// initial membership entry itself, and the replicas stay byte-identical only if
+/// its bytes do not depend on when each one did.
+const CONTROL_TIMESTAMP: i64 = 0;
+
 /// The control batch for a blank or membership entry at `index`.
 fn control_batch(index: u64, membership: Option<&Membership>) -> Bytes {
-    let now = SystemClock.now_ms();
+    let now = CONTROL_TIMESTAMP;
     let payload = membership.map(|m| serde_json::to_vec(m).expect("a membership serializes"));
     let control = match &payload {
         Some(p) => RaftControl::Membership { index, payload: p },

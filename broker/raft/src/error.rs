@@ -1,4 +1,5 @@
-//! es-raft's error type.
+//! es-raft's error types: [`RaftError`] for opening and running groups,
+//! [`ProposeError`] for a proposal.
 
 use es_log::LogError;
 
@@ -10,6 +11,16 @@ pub enum RaftError {
     BadFile { file: &'static str, reason: String },
     #[error("Raft term {0} does not fit a Kafka leader epoch (at most 2147483647)")]
     TermTooLarge(u64),
+    #[error("peer links: {0}")]
+    Peer(#[from] es_peer::PeerError),
+    #[error("Raft configuration: {0}")]
+    Config(String),
+    #[error("group {group} is already open on this node")]
+    GroupOpen { group: u64 },
+    #[error("group {group}: {reason}")]
+    Group { group: u64, reason: String },
+    #[error("the Raft host is shut down")]
+    Shutdown,
 }
 
 impl RaftError {
@@ -22,4 +33,30 @@ impl RaftError {
 /// Maps a log error into what openraft's storage traits return.
 pub(crate) fn io(e: LogError) -> std::io::Error {
     RaftError::Log(e).into_io()
+}
+
+/// Why a proposal was not acknowledged.
+#[derive(Debug, thiserror::Error)]
+pub enum ProposeError {
+    /// This node does not lead the group (or stopped leading it before the batch
+    /// committed: the batch may or may not be in the log, and may still commit under
+    /// the next leader). The caller may retry at `leader`; an idempotent producer's
+    /// retry is answered with the original offsets.
+    #[error("not the leader (leader: {leader:?})")]
+    NotLeader { leader: Option<u64> },
+    /// Not committed within the proposal timeout; it may still commit.
+    #[error("the proposal was not committed in time")]
+    Timeout,
+    /// The group or the host is closed.
+    #[error("the group is shut down")]
+    Shutdown,
+    /// The batch is refused before it is proposed: invalid, out of order, fenced.
+    #[error("batch refused: {0}")]
+    Rejected(#[from] LogError),
+    /// A Raft control batch (blank, membership) cannot be proposed as data.
+    #[error("a Raft control batch cannot be proposed as data")]
+    ControlBatch,
+    /// The group failed (a storage error or a panic in openraft): it must be reopened.
+    #[error("the group failed: {0}")]
+    Failed(String),
 }

@@ -5,11 +5,16 @@
 //! it, or a control batch (blank, membership) that takes no Kafka offset. The
 //! entry's bytes are the segment's bytes; there is no second copy. The log id is
 //! (term = the batch's partitionLeaderEpoch, index = its Raft index in es-log).
-//! openraft stays inside this crate: the rest of the broker will talk to a group
-//! through es types (the wiring, network and cluster flags are not built yet).
+//! openraft stays inside this crate: the broker talks to a group through es types
+//! ([`RaftHost`], [`Group`]); the network is openraft's `RaftNetworkV2` over
+//! es-peer's authenticated links (`network.rs`, `codec.rs`).
 
+mod codec;
 mod entry;
 mod error;
+mod host;
+pub mod limits;
+mod network;
 mod state_machine;
 mod store;
 mod types;
@@ -17,7 +22,10 @@ mod types;
 #[cfg(test)]
 mod suite_tests;
 
-pub use error::RaftError;
+pub use codec::CodecError;
+pub use error::{ProposeError, RaftError};
+pub use host::{Group, GroupStatus, RaftHost, Timers};
+pub use network::{CODE_BAD_REQUEST, CODE_GROUP_STOPPED, CODE_NO_GROUP, CODE_UNKNOWN_KIND};
 pub use state_machine::{AppliedState, DataStateMachine};
 pub use store::{LogStore, StoreState};
 pub use types::Term;

@@ -1,7 +1,9 @@
 //! The state machine of a data partition: what applying entries means when the
 //! records are already in the log. It tracks the last applied log id, the
 //! membership and the high watermark (the end offset of the last applied data
-//! entry). Idempotent-producer state is not replicated here yet (docs/cluster.md).
+//! entry), which it sets as the log's committed offset: readers of any replica never
+//! see past it. A restart starts from the snapshot's offset; openraft re-applies
+//! the committed entries after it. Idempotent-producer state is not replicated here yet (docs/cluster.md).
 //!
 //! Snapshots are metadata only and are taken at the retention boundary, never at
 //! the applied index alone (DESIGN §4, "snapshot trap"): a snapshot covers only
@@ -74,6 +76,7 @@ impl DataStateMachine {
             };
         }
         state.snapshot = snapshot;
+        log.set_committed_offset(state.applied.high_watermark);
         Ok(DataStateMachine { log, state: Arc::new(Mutex::new(state)) })
     }
 
@@ -100,6 +103,8 @@ impl DataStateMachine {
         match entry.header() {
             Some(h) if !h.is_raft_control() => {
                 st.applied.high_watermark = h.next_offset();
+                // Readers of this replica may now see the entry (es-log Raft mode).
+                self.log.set_committed_offset(h.next_offset());
                 Applied { base_offset: h.base_offset, next_offset: h.next_offset() }
             }
             _ => Applied { base_offset: st.applied.high_watermark, next_offset: st.applied.high_watermark },
@@ -222,6 +227,7 @@ impl RaftStateMachine<TypeConfig> for DataStateMachine {
             };
             st.memberships = vec![meta.last_membership.clone()];
         }
+        self.log.set_committed_offset(file.next_offset);
         self.keep(SnapshotFile { meta: meta.clone(), next_offset: file.next_offset })?;
         Ok(())
     }

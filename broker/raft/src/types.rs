@@ -18,6 +18,10 @@ impl Term {
     /// The largest term: Kafka's partitionLeaderEpoch is an i32.
     pub const MAX: Term = Term(i32::MAX as u32);
 
+    pub(crate) fn as_u32(self) -> u32 {
+        self.0
+    }
+
     pub fn epoch(self) -> LeaderEpoch {
         LeaderEpoch(self.0 as i32)
     }

@@ -1,0 +1,436 @@
+//! The API the broker uses: a [`RaftHost`] per process (the peer node and every
+//! open group) and a [`Group`] per partition (propose, leadership, status). No
+//! openraft type crosses it (docs/cluster.md, "Raft groups").
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use es_core::LeaderEpoch;
+use es_log::{Appended, PartitionLog};
+use es_peer::{Handler, HandlerFuture, PeerConfig, PeerError, PeerNode, RpcError};
+use openraft::async_runtime::watch::WatchReceiver;
+use openraft::errors::{ClientWriteError, Fatal, InitializeError};
+use tokio::sync::watch;
+
+use crate::error::{ProposeError, RaftError};
+use crate::limits;
+use crate::network::{self, Factory, Raft};
+use crate::state_machine::DataStateMachine;
+use crate::store::LogStore;
+use crate::types::{BatchData, Term};
+
+/// A group's Raft timers, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timers {
+    pub heartbeat_ms: u64,
+    pub election_min_ms: u64,
+    pub election_max_ms: u64,
+}
+
+impl Default for Timers {
+    fn default() -> Self {
+        Timers {
+            heartbeat_ms: limits::HEARTBEAT_MS_DEFAULT,
+            election_min_ms: limits::ELECTION_MIN_MS_DEFAULT,
+            election_max_ms: limits::ELECTION_MAX_MS_DEFAULT,
+        }
+    }
+}
+
+/// The Raft side of one process: its peer node and open groups. Clones share it.
+#[derive(Clone)]
+pub struct RaftHost {
+    inner: Arc<HostInner>,
+}
+
+struct HostInner {
+    peer: Arc<PeerNode>,
+    groups: Arc<RwLock<HashMap<u64, Group>>>,
+    config: Arc<openraft::Config>,
+    stopped: AtomicBool,
+}
+
+/// The leader as a group's watchers see it: (leader id, term).
+type LeaderView = (Option<u64>, LeaderEpoch);
+
+impl RaftHost {
+    /// Starts the peer node with a handler that routes Raft RPCs to the open group
+    /// by group id (an unknown group is a typed failure the caller treats as
+    /// unreachable) and RPC kinds >= 128 to `app`. Must be called inside a tokio
+    /// runtime.
+    pub fn start(
+        peer: PeerConfig,
+        listener: tokio::net::TcpListener,
+        timers: Timers,
+        app: Option<Handler>,
+    ) -> Result<RaftHost, RaftError> {
+        let config = Arc::new(raft_config(timers)?);
+        let groups: Arc<RwLock<HashMap<u64, Group>>> = Arc::default();
+        let handler = route(groups.clone(), app);
+        let peer = Arc::new(PeerNode::start(peer, listener, handler)?);
+        let inner = HostInner { peer, groups, config, stopped: AtomicBool::new(false) };
+        Ok(RaftHost { inner: Arc::new(inner) })
+    }
+
+    pub fn node_id(&self) -> u64 {
+        self.inner.peer.node_id()
+    }
+
+    /// The address the peer listener is bound to.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.inner.peer.local_addr()
+    }
+
+    /// Opens (or reopens after a restart) the group over `log`. When the log is
+    /// fresh (no vote, no entries) it initializes the group with `voters`: every
+    /// voter does, which openraft documents as safe when the membership is the same
+    /// everywhere (the vote elects one leader).
+    pub async fn open_group(
+        &self,
+        group: u64,
+        log: Arc<PartitionLog>,
+        voters: &[u64],
+    ) -> Result<Group, RaftError> {
+        if self.inner.stopped.load(Ordering::Acquire) {
+            return Err(RaftError::Shutdown);
+        }
+        if self.inner.groups.read().expect("groups lock").contains_key(&group) {
+            return Err(RaftError::GroupOpen { group });
+        }
+        let store = LogStore::open(log.clone())?;
+        let fresh = store.state().next_index == 0 && log.read_raft_file(es_log::RaftFile::Vote)?.is_none();
+        let sm = DataStateMachine::open(log.clone())?;
+        let factory = Factory { peer: self.inner.peer.clone(), group };
+        let node = self.node_id();
+        let raft = Raft::new(node, self.inner.config.clone(), factory, store, sm)
+            .await
+            .map_err(|e| RaftError::Group { group, reason: e.to_string() })?;
+        if fresh {
+            initialize(&raft, group, voters).await?;
+        }
+        let handle = Group::new(group, node, raft, log);
+        let mut groups = self.inner.groups.write().expect("groups lock");
+        if groups.contains_key(&group) {
+            // Opened twice at once: the first one stays.
+            drop(groups);
+            handle.close().await;
+            return Err(RaftError::GroupOpen { group });
+        }
+        groups.insert(group, handle.clone());
+        Ok(handle)
+    }
+
+    /// Shuts one group down (tests, topic deletion); its `Group` handles answer
+    /// `Shutdown` from then on. Unknown groups are ignored.
+    pub async fn close_group(&self, group: u64) {
+        let handle = self.inner.groups.write().expect("groups lock").remove(&group);
+        if let Some(g) = handle {
+            g.close().await;
+        }
+    }
+
+    /// An app-level call to a peer (kind >= 128), bounded by `timeout`.
+    pub async fn call(
+        &self,
+        to: u64,
+        kind: u8,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> Result<Bytes, PeerError> {
+        if kind < limits::APP_KIND_MIN {
+            return Err(PeerError::Malformed("broker RPC kinds start at 128; lower ones are Raft's"));
+        }
+        self.inner.peer.call_timeout(to, 0, kind, payload, timeout).await
+    }
+
+    /// Closes every group, then the peer node; bounded.
+    pub async fn shutdown(&self) {
+        self.inner.stopped.store(true, Ordering::Release);
+        let groups: Vec<Group> =
+            self.inner.groups.write().expect("groups lock").drain().map(|(_, g)| g).collect();
+        futures_util::future::join_all(groups.iter().map(Group::close)).await;
+        self.inner.peer.shutdown().await;
+    }
+}
+
+/// openraft's configuration from the timers: heartbeats on, snapshots never built by
+/// log size (the snapshot trap, state_machine.rs), a follower never sent a snapshot
+/// for lagging (a data snapshot is metadata only: it cannot replace the records).
+fn raft_config(t: Timers) -> Result<openraft::Config, RaftError> {
+    let config = openraft::Config {
+        cluster_name: "es".into(),
+        heartbeat_interval: t.heartbeat_ms,
+        // Replication traffic proves liveness: skip heartbeats to a follower that
+        // acknowledged something within half an interval.
+        heartbeat_min_interval: Some(t.heartbeat_ms / 2),
+        election_timeout_min: t.election_min_ms,
+        election_timeout_max: t.election_max_ms,
+        enable_heartbeat: true,
+        enable_elect: true,
+        enable_tick: true,
+        snapshot_policy: openraft::SnapshotPolicy::Never,
+        replication_lag_threshold: u64::MAX / 2,
+        max_in_snapshot_log_to_keep: limits::PURGE_LAG_ENTRIES,
+        max_payload_entries: limits::APPEND_ENTRIES_MAX,
+        ..openraft::Config::default()
+    };
+    config.validate().map_err(|e| RaftError::Config(e.to_string()))
+}
+
+async fn initialize(raft: &Raft, group: u64, voters: &[u64]) -> Result<(), RaftError> {
+    let members: BTreeMap<u64, openraft::impls::BasicNode> =
+        voters.iter().map(|&v| (v, openraft::impls::BasicNode::default())).collect();
+    match raft.initialize(members).await {
+        // NotAllowed: another voter's entries got here first; the group exists.
+        Ok(()) | Err(openraft::errors::RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
+        Err(openraft::errors::RaftError::APIError(InitializeError::NotInMembers(e))) => {
+            Err(RaftError::Group { group, reason: e.to_string() })
+        }
+        Err(openraft::errors::RaftError::Fatal(e)) => Err(RaftError::Group { group, reason: e.to_string() }),
+    }
+}
+
+/// The peer handler: Raft kinds to the group's Raft, broker kinds to `app`.
+fn route(groups: Arc<RwLock<HashMap<u64, Group>>>, app: Option<Handler>) -> Handler {
+    Arc::new(move |from: u64, group: u64, kind: u8, payload: Bytes| -> HandlerFuture {
+        if kind >= limits::APP_KIND_MIN {
+            return match &app {
+                Some(app) => app(from, group, kind, payload),
+                None => Box::pin(async move {
+                    Err(RpcError::new(
+                        network::CODE_UNKNOWN_KIND,
+                        format!("no broker handler for kind {kind}"),
+                    ))
+                }),
+            };
+        }
+        let raft = groups.read().expect("groups lock").get(&group).map(|g| g.inner.raft.clone());
+        Box::pin(async move {
+            match raft {
+                Some(raft) => network::serve(raft, kind, payload).await,
+                None => Err(RpcError::new(network::CODE_NO_GROUP, format!("group {group} is not open here"))),
+            }
+        })
+    })
+}
+
+/// One partition's Raft group on this node. Clones share it.
+#[derive(Clone)]
+pub struct Group {
+    inner: Arc<GroupInner>,
+}
+
+struct GroupInner {
+    id: u64,
+    node: u64,
+    raft: Raft,
+    log: Arc<PartitionLog>,
+    leader: watch::Receiver<LeaderView>,
+    watcher: tokio::task::JoinHandle<()>,
+    stopped: AtomicBool,
+}
+
+/// What a group looks like from this node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupStatus {
+    pub group: u64,
+    pub leader: Option<u64>,
+    pub term: LeaderEpoch,
+    pub voters: Vec<u64>,
+    /// Voters whose log reaches the commit index, per the leader's replication
+    /// state; on a follower this is unknown and lists every voter.
+    pub in_sync: Vec<u64>,
+    /// The committed offset: the high watermark readers see here.
+    pub committed_offset: u64,
+    /// The Raft index of the last entry in this node's log.
+    pub last_log_index: Option<u64>,
+}
+
+impl Group {
+    fn new(id: u64, node: u64, raft: Raft, log: Arc<PartitionLog>) -> Group {
+        let (tx, rx) = watch::channel(leader_view(&raft));
+        let watcher = tokio::spawn(watch_leader(raft.clone(), tx));
+        let inner = GroupInner { id, node, raft, log, leader: rx, watcher, stopped: AtomicBool::new(false) };
+        Group { inner: Arc::new(inner) }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// Proposes one encoded v2 data batch (unstamped, as the service appends
+    /// locally) and resolves once a majority has it durably and it is committed,
+    /// with the offsets it got. An idempotent producer's retry of a batch in the
+    /// log answers the original offsets once they are committed. Not the leader, or
+    /// leadership lost before the commit: `NotLeader` (the batch may or may not be in
+    /// the log then). Bounded by the proposal timeout.
+    pub async fn propose(&self, mut batch: Vec<u8>) -> Result<Appended, ProposeError> {
+        if self.inner.stopped.load(Ordering::Acquire) {
+            return Err(ProposeError::Shutdown);
+        }
+        if !self.is_leader() {
+            return Err(ProposeError::NotLeader { leader: self.leader() });
+        }
+        let header = es_core::BatchHeader::parse(&batch, usize::MAX).map_err(es_log::LogError::from)?;
+        if header.is_raft_control() {
+            return Err(ProposeError::ControlBatch);
+        }
+        if let Some((base, last)) = self.inner.log.check_duplicate(&batch)? {
+            return self.committed_duplicate(base, last).await;
+        }
+        // The leader's store stamps a batch without a leader epoch; one a client
+        // stamped would take the follower path there and fail the group.
+        es_core::batch::stamp(&mut batch, 0, LeaderEpoch::UNKNOWN);
+        let write = self.inner.raft.client_write(BatchData(Bytes::from(batch)));
+        match tokio::time::timeout(Duration::from_millis(limits::PROPOSE_TIMEOUT_MS), write).await {
+            Err(_) => Err(ProposeError::Timeout),
+            Ok(Ok(resp)) => Ok(Appended {
+                base_offset: resp.data.base_offset,
+                last_offset: resp.data.next_offset.saturating_sub(1),
+                duplicate: false,
+            }),
+            Ok(Err(e)) => Err(write_error(e)),
+        }
+    }
+
+    /// A retry: answers once the original is committed (bounded).
+    async fn committed_duplicate(&self, base: u64, last: u64) -> Result<Appended, ProposeError> {
+        let mut rx = self.inner.log.subscribe();
+        let committed = async {
+            while self.inner.log.high_watermark() <= last {
+                if rx.changed().await.is_err() {
+                    return false;
+                }
+            }
+            true
+        };
+        match tokio::time::timeout(Duration::from_millis(limits::PROPOSE_TIMEOUT_MS), committed).await {
+            Ok(true) => Ok(Appended { base_offset: base, last_offset: last, duplicate: true }),
+            Ok(false) => Err(ProposeError::Shutdown),
+            Err(_) => Err(ProposeError::Timeout),
+        }
+    }
+
+    pub fn is_leader(&self) -> bool {
+        !self.inner.stopped.load(Ordering::Acquire) && self.inner.raft.is_leader()
+    }
+
+    /// The leader this node knows of, if any.
+    pub fn leader(&self) -> Option<u64> {
+        self.inner.leader.borrow().0
+    }
+
+    /// The current term, which is the Kafka leader epoch.
+    pub fn leader_epoch(&self) -> LeaderEpoch {
+        self.inner.leader.borrow().1
+    }
+
+    pub fn status(&self) -> GroupStatus {
+        let m = self.inner.raft.metrics().borrow_watched().clone();
+        let voters: Vec<u64> = m.membership_config.membership().voter_ids().collect();
+        let committed = m.local_committed.map(|c| c.index);
+        let in_sync = match (&m.replication, committed) {
+            (Some(repl), Some(c)) => voters
+                .iter()
+                .copied()
+                .filter(|v| {
+                    *v == self.inner.node || repl.get(v).is_some_and(|r| r.is_some_and(|r| r.index >= c))
+                })
+                .collect(),
+            (Some(_), None) | (None, _) => voters.clone(),
+        };
+        GroupStatus {
+            group: self.inner.id,
+            leader: m.current_leader,
+            term: m.current_term.epoch(),
+            voters,
+            in_sync,
+            committed_offset: self.inner.log.high_watermark(),
+            last_log_index: m.last_log_index,
+        }
+    }
+
+    /// Changes whenever the leader id or the term changes (for routing caches).
+    pub fn watch_leader(&self) -> watch::Receiver<LeaderView> {
+        self.inner.leader.clone()
+    }
+
+    /// Asks openraft to hand leadership to `to`; returns once the transfer is
+    /// triggered (watch [`Group::watch_leader`] for the outcome). Only the leader.
+    pub async fn transfer_leader(&self, to: u64) -> Result<(), ProposeError> {
+        if !self.is_leader() {
+            return Err(ProposeError::NotLeader { leader: self.leader() });
+        }
+        self.inner.raft.trigger().transfer_leader(to).await.map_err(fatal)
+    }
+
+    pub fn log(&self) -> &Arc<PartitionLog> {
+        &self.inner.log
+    }
+
+    async fn close(&self) {
+        self.inner.stopped.store(true, Ordering::Release);
+        let stop = self.inner.raft.shutdown();
+        if tokio::time::timeout(Duration::from_millis(limits::GROUP_SHUTDOWN_MS), stop).await.is_err() {
+            tracing::warn!(group = self.inner.id, "the Raft group did not stop in time");
+        }
+        self.inner.watcher.abort();
+    }
+}
+
+fn leader_view(raft: &Raft) -> LeaderView {
+    let m = raft.server_metrics();
+    let s = m.borrow_watched();
+    (s.current_leader, term_of(&s.vote))
+}
+
+fn term_of(vote: &crate::types::Vote) -> LeaderEpoch {
+    let term: Term = vote.leader_id.term;
+    term.epoch()
+}
+
+/// Follows openraft's server metrics (leader, vote, membership: they change on
+/// elections, not on every append) into the group's leader watch.
+async fn watch_leader(raft: Raft, tx: watch::Sender<LeaderView>) {
+    let mut m = raft.server_metrics();
+    loop {
+        let now = {
+            let s = m.borrow_and_update();
+            (s.current_leader, term_of(&s.vote))
+        };
+        tx.send_if_modified(|seen| {
+            let changed = *seen != now;
+            *seen = now;
+            changed
+        });
+        if m.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+fn fatal(e: Fatal<crate::types::TypeConfig>) -> ProposeError {
+    match e {
+        Fatal::Stopped => ProposeError::Shutdown,
+        Fatal::StorageError(_) | Fatal::Panicked => ProposeError::Failed(e.to_string()),
+    }
+}
+
+fn write_error(
+    e: openraft::errors::RaftError<crate::types::TypeConfig, ClientWriteError<crate::types::TypeConfig>>,
+) -> ProposeError {
+    match e {
+        openraft::errors::RaftError::APIError(api) => match api {
+            ClientWriteError::ForwardToLeader(f) | ClientWriteError::LogEntryDiscarded(f) => {
+                ProposeError::NotLeader { leader: f.leader_id }
+            }
+            ClientWriteError::ChangeMembershipError(e) => ProposeError::Failed(e.to_string()),
+            ClientWriteError::PreconditionFailed(e) => ProposeError::Failed(e.to_string()),
+        },
+        openraft::errors::RaftError::Fatal(f) => fatal(f),
+    }
+}

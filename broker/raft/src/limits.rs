@@ -1,0 +1,27 @@
+//! es-raft's limits and default timers.
+
+/// Default Raft timers (DESIGN §4, "Many groups"): raised from openraft's so 1,000
+/// idle groups per node stay cheap. A follower that hears nothing for 1.5-3 s
+/// starts an election.
+pub const HEARTBEAT_MS_DEFAULT: u64 = 300;
+pub const ELECTION_MIN_MS_DEFAULT: u64 = 1_500;
+pub const ELECTION_MAX_MS_DEFAULT: u64 = 3_000;
+
+/// The longest a proposal waits to be committed (and a retried batch for its
+/// original to be committed) before it answers `ProposeError::Timeout`.
+pub const PROPOSE_TIMEOUT_MS: u64 = 10_000;
+
+/// The longest closing one group (openraft's shutdown) may take.
+pub const GROUP_SHUTDOWN_MS: u64 = 5_000;
+
+/// Entries per append-entries RPC (openraft's `max_payload_entries`).
+pub const APPEND_ENTRIES_MAX: u64 = 256;
+
+/// Log entries kept behind a snapshot before openraft purges them. Purge only moves
+/// the Raft log start (segments go by retention), so a generous lag costs nothing
+/// but lets a briefly lagging follower catch up from the log.
+pub const PURGE_LAG_ENTRIES: u64 = 1 << 20;
+
+/// The RPC kinds at and above this belong to the broker (`RaftHost::call` and the
+/// `app` handler); below it, to Raft.
+pub const APP_KIND_MIN: u8 = 128;
