@@ -160,7 +160,9 @@ fn a_three_node_cluster_replicates_and_survives_a_leader_kill() {
 
     // A follower refuses a write, naming the leader.
     let follower = *c.nodes.keys().find(|id| **id != leader).unwrap();
-    let r = c.node(follower).post("/topics/orders/records", &json!({"records": [{"value": "x", "partition": 0}]}));
+    let r = c
+        .node(follower)
+        .post("/topics/orders/records", &json!({"records": [{"value": "x", "partition": 0}]}));
     assert_eq!(r.status, 421, "{:?}", r.body);
     assert_eq!(r.body["error"]["code"], "not_leader");
 

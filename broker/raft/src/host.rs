@@ -113,14 +113,20 @@ impl RaftHost {
             initialize(&raft, group, voters).await?;
         }
         let handle = Group::new(group, node, raft, log);
-        let mut groups = self.inner.groups.write().expect("groups lock");
-        if groups.contains_key(&group) {
+        // The guard ends with the block: the future stays Send across the await.
+        let twice = {
+            let mut groups = self.inner.groups.write().expect("groups lock");
+            let twice = groups.contains_key(&group);
+            if !twice {
+                groups.insert(group, handle.clone());
+            }
+            twice
+        };
+        if twice {
             // Opened twice at once: the first one stays.
-            drop(groups);
             handle.close().await;
             return Err(RaftError::GroupOpen { group });
         }
-        groups.insert(group, handle.clone());
         Ok(handle)
     }
 

@@ -146,9 +146,9 @@ fn cluster_plan(cfg: &Effective) -> anyhow::Result<Option<ClusterPlan>> {
     };
     let mut peers = std::collections::BTreeMap::new();
     for entry in listed.iter().flat_map(|l| l.split(',')).map(str::trim).filter(|e| !e.is_empty()) {
-        let (id, addr) = entry
-            .split_once('=')
-            .with_context(|| format!("{} entry {entry:?} is not ID=HOST:PORT", place(cfg, "cluster.peers")))?;
+        let (id, addr) = entry.split_once('=').with_context(|| {
+            format!("{} entry {entry:?} is not ID=HOST:PORT", place(cfg, "cluster.peers"))
+        })?;
         let id: u64 = id.trim().parse().ok().filter(|n| (1..=1023).contains(n)).with_context(|| {
             format!("{} entry {entry:?}: the node id must be 1 to 1023", place(cfg, "cluster.peers"))
         })?;
@@ -157,15 +157,19 @@ fn cluster_plan(cfg: &Effective) -> anyhow::Result<Option<ClusterPlan>> {
         }
     }
     let Some(own) = peers.get(&node_id) else {
-        bail!("{} has no entry for this node ({node_id}): list every node, this one included", place(cfg, "cluster.peers"));
+        bail!(
+            "{} has no entry for this node ({node_id}): list every node, this one included",
+            place(cfg, "cluster.peers")
+        );
     };
     let bind = own
         .to_socket_addrs()
         .ok()
         .and_then(|mut a| a.next())
         .with_context(|| format!("node {node_id}'s peer address {own:?} is not a host:port address"))?;
-    let raw = std::fs::read(&secret_file)
-        .with_context(|| format!("reading {} {}", place(cfg, "cluster.secret_file"), secret_file.display()))?;
+    let raw = std::fs::read(&secret_file).with_context(|| {
+        format!("reading {} {}", place(cfg, "cluster.secret_file"), secret_file.display())
+    })?;
     let secret = String::from_utf8_lossy(&raw).trim().as_bytes().to_vec();
     if secret.len() < 16 {
         bail!(

@@ -49,12 +49,20 @@ impl MetadataLog {
         let applied_file = dir.join("metadata-applied");
         let applied = match std::fs::read_to_string(&applied_file) {
             Ok(text) => text.trim().parse::<u64>().map_err(|e| {
-                BrokerError::Internal(format!("{} is not an offset ({e}); restore it from a peer", applied_file.display()))
+                BrokerError::Internal(format!(
+                    "{} is not an offset ({e}); restore it from a peer",
+                    applied_file.display()
+                ))
             })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
             Err(e) => return Err(BrokerError::Internal(format!("reading {}: {e}", applied_file.display()))),
         };
-        Ok(MetadataLog { group, applied_file, applied: watch::Sender::new(applied), outcomes: Mutex::default() })
+        Ok(MetadataLog {
+            group,
+            applied_file,
+            applied: watch::Sender::new(applied),
+            outcomes: Mutex::default(),
+        })
     }
 
     pub fn group(&self) -> &Group {
@@ -90,12 +98,18 @@ impl MetadataLog {
     /// Proposes a command's record here, as the leader.
     pub(super) async fn propose_here(&self, value: &[u8]) -> std::result::Result<u64, Retry> {
         let record = Record::from_value(value.to_vec());
-        let batch = es_core::batch::encode(&[record], es_core::Clock::now_ms(&es_core::SystemClock), ProducerInfo::NONE)
-            .map_err(|e| Retry::Failed(BrokerError::Internal(e.to_string())))?;
+        let batch = es_core::batch::encode(
+            &[record],
+            es_core::Clock::now_ms(&es_core::SystemClock),
+            ProducerInfo::NONE,
+        )
+        .map_err(|e| Retry::Failed(BrokerError::Internal(e.to_string())))?;
         match self.group.propose(batch).await {
             Ok(appended) => Ok(appended.base_offset),
             Err(ProposeError::NotLeader { .. }) => Err(Retry::NoLeader),
-            Err(e) => Err(Retry::Failed(BrokerError::Internal(format!("replicating a metadata change: {e}")))),
+            Err(e) => {
+                Err(Retry::Failed(BrokerError::Internal(format!("replicating a metadata change: {e}"))))
+            }
         }
     }
 

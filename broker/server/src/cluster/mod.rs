@@ -173,8 +173,11 @@ impl Cluster {
             if self.groups.read().expect("groups lock").contains_key(&(topic.id, p)) {
                 continue;
             }
-            let group =
-                self.host.open_group(group_id(&topic.id, p), log.clone(), &self.voters).await.map_err(raft_error)?;
+            let group = self
+                .host
+                .open_group(group_id(&topic.id, p), log.clone(), &self.voters)
+                .await
+                .map_err(raft_error)?;
             self.groups.write().expect("groups lock").insert((topic.id, p), group);
         }
         Ok(())

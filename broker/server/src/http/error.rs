@@ -8,7 +8,6 @@ use es_log::LogError;
 
 use crate::service::error::BrokerError;
 
-
 /// The header of a 421 answer that carries the leader's base URL.
 pub const LEADER_HEADER: &str = "es-leader";
 

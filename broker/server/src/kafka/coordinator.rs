@@ -54,9 +54,11 @@ pub fn find_coordinator(ctx: &Ctx, version: i16, req: FindCoordinatorRequest) ->
 
 fn coordinator(ctx: &Ctx, key: StrBytes, key_type: i8) -> Coordinator {
     match lookup(ctx, key_type) {
-        Ok((id, host, port)) => {
-            Coordinator::default().with_key(key).with_node_id(BrokerId(id)).with_host(sb(host)).with_port(port)
-        }
+        Ok((id, host, port)) => Coordinator::default()
+            .with_key(key)
+            .with_node_id(BrokerId(id))
+            .with_host(sb(host))
+            .with_port(port),
         Err((error, message)) => Coordinator::default()
             .with_key(key)
             .with_error_code(error)

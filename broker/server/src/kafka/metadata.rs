@@ -72,10 +72,9 @@ fn brokers(ctx: &Ctx) -> Vec<MetadataResponseBroker> {
 fn nodes(ctx: &Ctx) -> Vec<(i32, String, i32)> {
     match ctx.service.cluster_nodes() {
         None => vec![(ctx.node.node_id, ctx.node.host.clone(), ctx.node.port)],
-        Some(nodes) => nodes
-            .into_iter()
-            .map(|(id, a)| (node_id(id), a.kafka_host, i32::from(a.kafka_port)))
-            .collect(),
+        Some(nodes) => {
+            nodes.into_iter().map(|(id, a)| (node_id(id), a.kafka_host, i32::from(a.kafka_port))).collect()
+        }
     }
 }
 

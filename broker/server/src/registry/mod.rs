@@ -26,7 +26,7 @@ use crate::plugins::{Manifest, Plugins, Upload};
 use crate::service::error::{BrokerError, Result};
 use crate::store::{self, FileMetadataStore, MetadataStore, TopicMeta};
 use metadata::{Command, Metadata, Origin, is_internal};
-pub use replicated::{Applied, CLUSTER_DIR_PREFIX};
+pub use replicated::Applied;
 
 /// How the broker was started.
 #[derive(Debug, Clone)]
@@ -363,7 +363,8 @@ impl Registry {
             let entry = entry.map_err(|e| io(format!("listing {}", root.display()), e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
             let cluster = name.starts_with(replicated::CLUSTER_DIR_PREFIX);
-            if owned.contains(&name) || cluster || name == es_log::FORMAT_FILE || name == es_log::JOURNAL_DIR {
+            if owned.contains(&name) || cluster || name == es_log::FORMAT_FILE || name == es_log::JOURNAL_DIR
+            {
                 continue;
             }
             std::fs::remove_dir_all(entry.path())

@@ -97,7 +97,9 @@ impl Registry {
         let _admin = self.admin.lock().expect("admin lock");
         let existing = command.topic().and_then(|name| self.metadata().topic(name).cloned());
         match (command, existing) {
-            (Command::CreateTopic(meta), Some(have)) if have.topic_id == meta.topic_id => Ok(Applied::Unchanged),
+            (Command::CreateTopic(meta), Some(have)) if have.topic_id == meta.topic_id => {
+                Ok(Applied::Unchanged)
+            }
             (Command::CreateTopic(meta), Some(_)) => Err(BrokerError::TopicExists(meta.name.clone())),
             (Command::CreateTopic(meta), None) => {
                 self.apply_create(meta, command).map(|t| Applied::Created(t.clone()))
@@ -122,7 +124,9 @@ impl Registry {
                 None,
             ) => Err(BrokerError::TopicNotFound(name.clone())),
             (
-                Command::SetValidators { .. } | Command::SetTopicId { .. } | Command::ReserveProducerIds { .. },
+                Command::SetValidators { .. }
+                | Command::SetTopicId { .. }
+                | Command::ReserveProducerIds { .. },
                 _,
             ) => Err(BrokerError::InvalidRequest(format!(
                 "{} is not a replicated metadata command",

@@ -20,7 +20,9 @@ pub(crate) const LOCAL_LEADER_EPOCH: LeaderEpoch = LeaderEpoch::INITIAL;
 pub enum Role {
     Leader,
     /// A replica of a partition another node (or no node, mid-election) leads.
-    Follower { leader: Option<u64> },
+    Follower {
+        leader: Option<u64>,
+    },
 }
 
 /// One partition as the service uses it.
@@ -53,9 +55,9 @@ impl Pending {
     pub async fn durable(self) -> Result<Appended> {
         match self {
             Pending::Local(p) => Ok(p.durable().await?),
-            Pending::Replicated(task) => {
-                task.await.map_err(|e| BrokerError::Internal(format!("a replicated append's task failed: {e}")))?
-            }
+            Pending::Replicated(task) => task
+                .await
+                .map_err(|e| BrokerError::Internal(format!("a replicated append's task failed: {e}")))?,
         }
     }
 }

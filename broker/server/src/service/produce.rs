@@ -13,8 +13,8 @@ use es_core::batch::BatchView;
 use es_core::{Clock, ProducerInfo, Record, SystemClock};
 use es_log::Appended;
 
-use super::quota::{Direction, Throttle};
 use super::partition::Pending;
+use super::quota::{Direction, Throttle};
 use super::{Call, PartitionHandle, Principal, Resource, Service};
 use crate::partitioner;
 use crate::plugins::binding::{Checked, EncodedCheckError, Finding, Outcome, dead_letter_record};
