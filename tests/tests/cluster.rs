@@ -222,3 +222,42 @@ fn partial_cluster_flags_and_a_short_secret_are_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("needs at least 16"), "{stderr}");
 }
+
+/// librdkafka's idempotent acks=all producer keeps writing while the partition's
+/// leader is killed with SIGKILL: it meets only retriable errors, and every record
+/// it was told is written is read back at its acknowledged offset, exactly once.
+#[test]
+fn a_kafka_producer_writes_through_a_leader_kill_and_loses_nothing() {
+    let mut c = Cluster::start(3);
+    create_topic_anywhere(&c, "pay");
+    let (leader, _) = produce_anywhere(&c, "pay", &["probe".to_owned()]);
+    let bootstrap: Vec<String> = c.nodes.values().map(|b| b.kafka_addr.clone()).collect();
+    let marker = c.root.path().join("marker");
+    let script = {
+        let (bootstrap, marker) = (bootstrap.join(","), marker.to_str().unwrap().to_owned());
+        std::thread::spawn(move || {
+            es_tests::python::run_script(
+                "kafka_failover.py",
+                &[&bootstrap, "pay", &marker],
+                Duration::from_secs(240),
+            )
+        })
+    };
+    let half = marker.with_extension("half");
+    eventually(Duration::from_secs(120), "the producer's first half", || half.exists().then_some(()));
+    c.kill9(leader);
+    std::fs::write(marker.with_extension("killed"), b"").unwrap();
+    let (ok, out) = script.join().unwrap();
+    assert!(ok, "kafka_failover.py failed:\n{out}");
+    let line = out.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no result:\n{out}"));
+    let r: Value = serde_json::from_str(line).unwrap();
+    eprintln!("failover result: {r}");
+    assert_eq!(r["fatal"], json!([]), "{r}");
+    assert_eq!(r["missing_count"], 0, "acknowledged records lost: {r}");
+    assert_eq!(r["moved_count"], 0, "records found at another offset than acknowledged: {r}");
+    assert_eq!(r["duplicates"], 0, "an idempotent producer's record was written twice: {r}");
+    assert!(r["acked"].as_u64().unwrap() >= 400, "{r}");
+    for (name, _) in r["errors"].as_object().unwrap() {
+        assert_eq!(name, "_MSG_TIMED_OUT", "a non-retriable delivery error: {r}");
+    }
+}

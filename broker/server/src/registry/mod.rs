@@ -472,7 +472,16 @@ impl Registry {
     /// True when this broker (in any run) handed out producer id `id`. Ids of a
     /// block reserved but not reached before a restart count as issued: the store
     /// keeps only the block's end, and no one else can hold them.
+    /// In a cluster an id another node handed out is taken on trust when its node
+    /// is a member (a producer whose leader moved keeps its id; ids are not
+    /// replicated, so this node cannot check the other's count).
     pub fn producer_id_issued(&self, id: i64) -> bool {
+        if let Some(cluster) = self.cluster()
+            && let Some(node) = replicated::issuing_node(id)
+            && node != cluster.node_id()
+        {
+            return cluster.voters().contains(&node);
+        }
         let Some(local) = replicated::local_producer_id(self.node_id(), id) else {
             return false;
         };
