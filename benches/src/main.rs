@@ -4,6 +4,7 @@
 //! Kafka (`es-bench kafka`).
 
 mod auth_handshake;
+mod cluster;
 mod kafka;
 mod latency;
 mod log_bench;
@@ -42,6 +43,9 @@ enum Command {
     /// SASL handshake cost on the Kafka listener: PLAIN, SCRAM-SHA-512 and an
     /// authenticator plugin (OAUTHBEARER through the JWT example), interleaved.
     AuthHandshake(auth_handshake::AuthHandshakeArgs),
+    /// Replicated produce on a three-node cluster against a single node, rows
+    /// alternated in rounds, and failover time; PASS/MISS against issue 17.
+    Cluster(cluster::ClusterArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -52,5 +56,6 @@ fn main() -> anyhow::Result<()> {
         Command::Validators(args) => validators::run(&args),
         Command::Kafka(args) => kafka::run(&args),
         Command::AuthHandshake(args) => auth_handshake::run(&args),
+        Command::Cluster(args) => cluster::run(&args),
     }
 }

@@ -261,3 +261,92 @@ fn a_kafka_producer_writes_through_a_leader_kill_and_loses_nothing() {
         assert_eq!(name, "_MSG_TIMED_OUT", "a non-retriable delivery error: {r}");
     }
 }
+
+/// Produces `rounds` requests of ten records each, adding what was acknowledged to
+/// `acked` (offset -> value); answers the node that took the last one.
+fn produce_rounds(
+    c: &Cluster,
+    topic: &str,
+    tag: &str,
+    rounds: usize,
+    acked: &mut BTreeMap<u64, String>,
+) -> u64 {
+    let mut leader = 0;
+    for round in 0..rounds {
+        let values: Vec<String> = (0..10).map(|i| format!("{tag}{round}-{i}")).collect();
+        let (node, offsets) = produce_anywhere(c, topic, &values);
+        leader = node;
+        for (o, v) in offsets.into_iter().zip(values) {
+            assert!(acked.insert(o, v).is_none(), "offset {o} acknowledged twice");
+        }
+    }
+    leader
+}
+
+/// Waits until every node serves exactly `acked` (no more, no less).
+fn converge(c: &Cluster, topic: &str, acked: &BTreeMap<u64, String>) {
+    for (id, b) in &c.nodes {
+        let got = eventually(ELECTION_WAIT, &format!("node {id} serving every acknowledged record"), || {
+            let got = consume_all(b, topic);
+            (got.len() >= acked.len()).then_some(got)
+        });
+        assert_eq!(&got, acked, "node {id}");
+    }
+}
+
+#[test]
+fn every_node_killed_at_once_comes_back_with_every_acknowledged_record() {
+    let mut c = Cluster::start(3);
+    create_topic_anywhere(&c, "all");
+    let mut acked = BTreeMap::new();
+    produce_rounds(&c, "all", "a", 10, &mut acked);
+    for id in 1..=3 {
+        c.kill9(id);
+    }
+    for id in 1..=3 {
+        c.start_node(id);
+    }
+    converge(&c, "all", &acked);
+    produce_rounds(&c, "all", "b", 5, &mut acked);
+    assert_eq!(acked.keys().copied().collect::<Vec<_>>(), (0..150).collect::<Vec<_>>(), "dense offsets");
+    converge(&c, "all", &acked);
+}
+
+/// SIGSTOP the leader past the election timeout: the others elect and take writes;
+/// after SIGCONT the old leader has stepped down, refuses writes and catches up.
+/// Meanwhile a follower is killed and restarted and a topic is created without it.
+#[test]
+fn a_paused_leader_is_replaced_and_a_restarted_follower_catches_up() {
+    let mut c = Cluster::start(3);
+    create_topic_anywhere(&c, "pause");
+    let mut acked = BTreeMap::new();
+    let leader = produce_rounds(&c, "pause", "a", 5, &mut acked);
+    c.node(leader).signal("STOP");
+    let new_leader = produce_rounds(&c, "pause", "b", 5, &mut acked);
+    assert_ne!(new_leader, leader, "a paused node cannot have answered");
+    c.node(leader).signal("CONT");
+    let r = eventually(ELECTION_WAIT, "the old leader stepping down", || {
+        let r = c
+            .node(leader)
+            .post("/topics/pause/records", &json!({"records": [{"value": "x", "partition": 0}]}));
+        (r.status == 421).then_some(r)
+    });
+    assert_eq!(r.body["error"]["code"], "not_leader");
+    converge(&c, "pause", &acked);
+
+    // A follower down: the other two are a majority for data and metadata.
+    let follower = (1..=3).find(|id| *id != new_leader).unwrap();
+    c.kill9(follower);
+    produce_rounds(&c, "pause", "c", 5, &mut acked);
+    let alive = *c.nodes.keys().next().unwrap();
+    let r = eventually(ELECTION_WAIT, "creating a topic with a node down", || {
+        let r = c.node(alive).post("/topics", &json!({"name": "later", "partitions": 2}));
+        (r.status == 201).then_some(r)
+    });
+    assert_eq!(r.body["partition_count"], 2, "{:?}", r.body);
+    c.start_node(follower);
+    converge(&c, "pause", &acked);
+    eventually(ELECTION_WAIT, "the restarted node learning the new topic", || {
+        (c.node(follower).get("/topics/later").status == 200).then_some(())
+    });
+}

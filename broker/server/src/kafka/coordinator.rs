@@ -13,16 +13,22 @@ use super::{Ctx, sb};
 /// Kafka's key types.
 const KEY_TYPE_GROUP: i8 = 0;
 
+/// Groups have a coordinator; transactional ids are refused: (error code, message).
+fn check_key_type(key_type: i8) -> Result<(), (i16, String)> {
+    if key_type == KEY_TYPE_GROUP {
+        return Ok(());
+    }
+    Err((
+        code::INVALID_REQUEST,
+        format!(
+            "es has no transaction coordinator (key type {key_type}); transactions are not supported yet"
+        ),
+    ))
+}
+
 /// The coordinator (node id, host, port), or the refusal: (error code, message).
 fn lookup(ctx: &Ctx, key_type: i8) -> Result<(i32, String, i32), (i16, String)> {
-    if key_type != KEY_TYPE_GROUP {
-        return Err((
-            code::INVALID_REQUEST,
-            format!(
-                "es has no transaction coordinator (key type {key_type}); transactions are not supported yet"
-            ),
-        ));
-    }
+    check_key_type(key_type)?;
     let node = &ctx.node;
     let Some(controller) = ctx.service.cluster_controller() else {
         return Ok((node.node_id, node.host.clone(), node.port));
@@ -74,7 +80,7 @@ mod tests {
 
     #[test]
     fn groups_are_coordinated_here_and_transactions_refused() {
-        assert!(lookup(KEY_TYPE_GROUP).is_ok());
-        assert_eq!(lookup(1).unwrap_err().0, code::INVALID_REQUEST);
+        assert!(check_key_type(KEY_TYPE_GROUP).is_ok());
+        assert_eq!(check_key_type(1).unwrap_err().0, code::INVALID_REQUEST);
     }
 }

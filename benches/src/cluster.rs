@@ -1,0 +1,421 @@
+//! `es-bench cluster` (issue 17): replicated produce on a three-node cluster on
+//! loopback (a Raft group per partition; a produce is acknowledged once a majority
+//! has it on disk) against a single node, in one run, the two alternated in each
+//! round; then failover time: the leader of a partition killed with SIGKILL until
+//! the first acknowledged write on its successor. Medians over rounds; ratios per
+//! round, then their median.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail, ensure};
+use bytes::Bytes;
+use es_client::Client;
+use es_protocol::{Request, Response};
+use serde::Serialize;
+use tokio::runtime::Runtime;
+
+use crate::latency;
+use crate::machine::Machine;
+use crate::report;
+use crate::suite::broker::{self, Broker};
+use crate::suite::row::{Shape, SuiteRow, Tally};
+use crate::suite::{Place, binary, http};
+use crate::timed::{self, Control};
+use crate::validators::median;
+use crate::workload::Workload;
+
+/// The issue's targets: cluster records/s over single-node records/s, and p99 over
+/// the single node's p99 at most this.
+const TARGET_RATIO: f64 = 0.5;
+const TARGET_P99: f64 = 3.0;
+/// Failover p50 at most this, in seconds (default timers).
+const TARGET_FAILOVER_S: f64 = 2.0;
+/// How long a cluster may take to elect or fail over before the run gives up.
+const ELECTION_WAIT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, clap::Args, Serialize)]
+pub struct ClusterArgs {
+    /// Duration of each row in each round, in seconds.
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
+    /// Rounds; each row runs once per round on each system, order alternated.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Partitions of the produce rows, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 4])]
+    pub partitions: Vec<usize>,
+    /// Producer connections (each waits for its batch before the next).
+    #[arg(long, default_value_t = 8)]
+    pub connections: usize,
+    /// Records per batch.
+    #[arg(long, default_value_t = 500)]
+    pub batch: usize,
+    /// Value size of each record, in bytes.
+    #[arg(long, default_value_t = 256)]
+    pub record_bytes: usize,
+    /// Leader kills timed after the rows.
+    #[arg(long, default_value_t = 3)]
+    pub failovers: usize,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub place: Place,
+}
+
+/// One node of the benchmark's cluster, restartable on its data directory.
+struct Node {
+    id: u64,
+    dir: PathBuf,
+    broker: Option<Broker>,
+}
+
+/// The three nodes and how to start them.
+struct Nodes {
+    bin: PathBuf,
+    peers: String,
+    secret: PathBuf,
+    nodes: Vec<Node>,
+}
+
+impl Nodes {
+    fn start(bin: &Path, root: &Path) -> Result<Nodes> {
+        let secret = root.join("cluster.secret");
+        std::fs::write(&secret, "es-bench-cluster-secret-0123456789\n")?;
+        let mut peers = Vec::new();
+        for id in 1..=3 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+            peers.push(format!("{id}=127.0.0.1:{port}"));
+        }
+        let nodes =
+            (1..=3).map(|id| Node { id, dir: root.join(format!("node{id}")), broker: None }).collect();
+        let mut n = Nodes { bin: bin.to_owned(), peers: peers.join(","), secret, nodes };
+        for i in 0..3 {
+            n.boot(i)?;
+        }
+        Ok(n)
+    }
+
+    fn boot(&mut self, i: usize) -> Result<()> {
+        let node = &mut self.nodes[i];
+        let id = node.id.to_string();
+        let secret = self.secret.to_string_lossy().into_owned();
+        let args = ["--node-id", &id, "--cluster-peers", &self.peers, "--cluster-secret-file", &secret];
+        node.broker = Some(Broker::start_with(&self.bin, &node.dir, &args, &[("ES_LOG", "warn")])?);
+        Ok(())
+    }
+
+    fn live(&self) -> impl Iterator<Item = (u64, &Broker)> {
+        self.nodes.iter().filter_map(|n| n.broker.as_ref().map(|b| (n.id, b)))
+    }
+
+    /// The node that accepts a one-record produce to `partition` (its leader).
+    fn leader_of(&self, topic: &str, partition: usize) -> Result<u64> {
+        let body = format!(r#"{{"records":[{{"value":"probe","partition":{partition}}}]}}"#);
+        let deadline = Instant::now() + ELECTION_WAIT;
+        while Instant::now() < deadline {
+            for (id, b) in self.live() {
+                let (status, _) = post(&format!("{}/topics/{topic}/records", b.url), &body)?;
+                if status == 200 {
+                    return Ok(id);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        bail!("no node accepted a produce to {topic}/{partition} within {ELECTION_WAIT:?}")
+    }
+
+    fn create_topic(&self, topic: &str, partitions: usize) -> Result<()> {
+        let deadline = Instant::now() + ELECTION_WAIT;
+        let body = format!(r#"{{"name":"{topic}","partitions":{partitions}}}"#);
+        while Instant::now() < deadline {
+            let Some((_, b)) = self.live().next() else { bail!("no node is running") };
+            let (status, text) = post(&format!("{}/topics", b.url), &body)?;
+            match status {
+                201 => return Ok(()),
+                421 | 500 | 503 => std::thread::sleep(Duration::from_millis(50)),
+                other => bail!("creating {topic}: {other} {text}"),
+            }
+        }
+        bail!("the cluster did not create {topic} within {ELECTION_WAIT:?}")
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct RowResult {
+    system: &'static str,
+    partitions: usize,
+    round: usize,
+    row: SuiteRow,
+}
+
+#[derive(Debug, Serialize)]
+struct Report<'a> {
+    benchmark: &'static str,
+    command_line: String,
+    started_utc: String,
+    finished_utc: String,
+    args: &'a ClusterArgs,
+    machine: &'a Machine,
+    rows: Vec<RowResult>,
+    failover_s: Vec<f64>,
+}
+
+pub fn run(args: &ClusterArgs) -> Result<()> {
+    crate::suite::check_seconds(args.seconds)?;
+    ensure!(
+        args.rounds >= 1 && args.connections >= 1 && args.batch >= 1,
+        "rounds, connections and batch are at least 1"
+    );
+    ensure!(args.partitions.iter().all(|p| *p >= 1), "--partitions are at least 1");
+    let started_utc = report::utc_now();
+    let root = args.place.root()?;
+    let out = args.place.out_dir(&started_utc)?;
+    let bin = match &args.place.broker_bin {
+        Some(b) => b.clone(),
+        None => broker::default_bin()?,
+    };
+    let run_id = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let dir = root.join(format!("cluster-bench-{run_id}"));
+    let mut machine = Machine::probe(&root);
+    let w = Workload::encode(args.batch, args.record_bytes)?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    println!(
+        "es-bench cluster: {} connections x {} records x {} B, partitions {:?}, {} rounds of {} s; {} cores, load {}",
+        args.connections,
+        args.batch,
+        args.record_bytes,
+        args.partitions,
+        args.rounds,
+        args.seconds,
+        machine.nproc,
+        machine.load_start.describe()
+    );
+    let mut single = Broker::start_with(&bin, &dir.join("single"), &[], &[("ES_LOG", "warn")])?;
+    let mut nodes = Nodes::start(&bin, &dir)?;
+    let duration = Duration::from_secs_f64(args.seconds);
+    let mut rows = Vec::new();
+    for round in 0..args.rounds {
+        for &p in &args.partitions {
+            let order: [&'static str; 2] =
+                if round % 2 == 0 { ["single", "cluster"] } else { ["cluster", "single"] };
+            for system in order {
+                let topic = format!("{system}-{p}p-r{round}");
+                let row = match system {
+                    "single" => single_row(&rt, &single, &topic, p, args, &w, duration)?,
+                    _ => cluster_row(&rt, &nodes, &topic, p, args, &w, duration)?,
+                };
+                println!(
+                    "  round {round} {system:7} {p}p: {:>10.0} records/s  p50 {:>7.1} ms  p99 {:>7.1} ms",
+                    row.records_per_s,
+                    row.latency.p50_us as f64 / 1000.0,
+                    row.latency.p99_us as f64 / 1000.0
+                );
+                rows.push(RowResult { system, partitions: p, round, row });
+            }
+        }
+    }
+    let failover_s = failovers(&mut nodes, args.failovers)?;
+    machine.note_end();
+    let _ = single.stop();
+    for n in &mut nodes.nodes {
+        if let Some(mut b) = n.broker.take() {
+            let _ = b.stop();
+        }
+    }
+    if !args.place.keep_data {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    print_summary(args, &rows, &failover_s);
+    let report = Report {
+        benchmark: "cluster",
+        command_line: report::command_line(),
+        started_utc,
+        finished_utc: report::utc_now(),
+        args,
+        machine: &machine,
+        rows,
+        failover_s,
+    };
+    let path = out.join("cluster.json");
+    report::write_json(&path, &report)?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
+fn shape(args: &ClusterArgs, partitions: usize) -> Shape {
+    Shape {
+        kind: "binary_produce",
+        connections: args.connections,
+        partitions,
+        records_per_request: args.batch,
+        in_flight: 1,
+    }
+}
+
+fn single_row(
+    rt: &Runtime,
+    b: &Broker,
+    topic: &str,
+    partitions: usize,
+    args: &ClusterArgs,
+    w: &Workload,
+    duration: Duration,
+) -> Result<SuiteRow> {
+    let client = binary::connect(rt, &b.binary_addr, args.connections)?;
+    binary::create_topic(rt, &client, topic, partitions)?;
+    let label = format!("single {partitions}p x {}c", args.connections);
+    binary::produce_on(rt, &client, &label, topic, partitions, args.connections, w, duration)
+}
+
+/// Worker *i* produces to partition *i mod P* on a connection to that partition's
+/// leader (partitions may be led by different nodes).
+fn cluster_row(
+    rt: &Runtime,
+    nodes: &Nodes,
+    topic: &str,
+    partitions: usize,
+    args: &ClusterArgs,
+    w: &Workload,
+    duration: Duration,
+) -> Result<SuiteRow> {
+    nodes.create_topic(topic, partitions)?;
+    let mut clients: BTreeMap<u64, Arc<Client>> = BTreeMap::new();
+    let mut leaders = Vec::with_capacity(partitions);
+    for p in 0..partitions {
+        let leader = nodes.leader_of(topic, p)?;
+        if !clients.contains_key(&leader) {
+            let addr = nodes.live().find(|(id, _)| *id == leader).map(|(_, b)| b.binary_addr.clone());
+            let addr = addr.context("the leader stopped")?;
+            clients.insert(leader, binary::connect(rt, &addr, args.connections)?);
+        }
+        leaders.push(clients[&leader].clone());
+    }
+    let batch = Bytes::from(w.batch.clone());
+    let label = format!("cluster {partitions}p x {}c", args.connections);
+    let timed = timed::run(&label, duration, args.connections, |i, ctl| {
+        let p = i % partitions;
+        rt.block_on(produce_loop(&leaders[p], i, topic, p as u32, &batch, w.records_per_batch, ctl))
+    })?;
+    SuiteRow::from_timed(&label, shape(args, partitions), timed)
+}
+
+async fn produce_loop(
+    client: &Client,
+    slot: usize,
+    topic: &str,
+    partition: u32,
+    batch: &Bytes,
+    records: usize,
+    ctl: &Control,
+) -> Result<Tally> {
+    let mut t = Tally::new()?;
+    while ctl.running() {
+        let start = Instant::now();
+        let req = Request::Produce { topic: topic.to_owned(), partition, batch: batch.clone() };
+        match client.call_on(slot, req, false).await.context("produce")? {
+            Response::Produce { .. } => {}
+            other => bail!("unexpected answer to a produce: {other:?}"),
+        }
+        latency::record_since(&mut t.latency, start);
+        t.requests += 1;
+        t.records += records as u64;
+        t.bytes += batch.len() as u64;
+        ctl.add_bytes(batch.len());
+    }
+    Ok(t)
+}
+
+/// Kills a partition's leader `count` times; each time, the seconds from the kill
+/// to the first produce another node acknowledges. The killed node is restarted
+/// (on its data) before the next kill.
+fn failovers(nodes: &mut Nodes, count: usize) -> Result<Vec<f64>> {
+    let mut times = Vec::new();
+    for i in 0..count {
+        let topic = format!("failover-{i}");
+        nodes.create_topic(&topic, 1)?;
+        let leader = nodes.leader_of(&topic, 0)?;
+        let idx = nodes.nodes.iter().position(|n| n.id == leader).context("the leader is a node")?;
+        let started = Instant::now();
+        drop(nodes.nodes[idx].broker.take());
+        let body = r#"{"records":[{"value":"after","partition":0}]}"#;
+        let took = loop {
+            ensure!(started.elapsed() < ELECTION_WAIT, "no new leader within {ELECTION_WAIT:?}");
+            let mut done = None;
+            for (id, b) in nodes.live() {
+                let (status, _) = post(&format!("{}/topics/{topic}/records", b.url), body)?;
+                if status == 200 {
+                    done = Some((id, started.elapsed()));
+                    break;
+                }
+            }
+            if let Some((id, t)) = done {
+                println!(
+                    "  failover {i}: node {leader} killed, node {id} acknowledged after {:.2} s",
+                    t.as_secs_f64()
+                );
+                break t;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        times.push(took.as_secs_f64());
+        nodes.boot(idx)?;
+    }
+    Ok(times)
+}
+
+fn print_summary(args: &ClusterArgs, rows: &[RowResult], failover_s: &[f64]) {
+    println!();
+    println!(
+        "| partitions | single records/s | cluster records/s | ratio (median of rounds) | single p99 ms | cluster p99 ms | p99 ratio |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for &p in &args.partitions {
+        let of = |system: &str| -> Vec<&SuiteRow> {
+            rows.iter().filter(|r| r.system == system && r.partitions == p).map(|r| &r.row).collect()
+        };
+        let (single, cluster) = (of("single"), of("cluster"));
+        let rate = |v: &[&SuiteRow]| median(v.iter().map(|r| r.records_per_s));
+        let p99 = |v: &[&SuiteRow]| median(v.iter().map(|r| r.latency.p99_us as f64 / 1000.0));
+        let ratios: Vec<f64> =
+            single.iter().zip(&cluster).map(|(s, c)| c.records_per_s / s.records_per_s.max(1.0)).collect();
+        let p99_ratios: Vec<f64> = single
+            .iter()
+            .zip(&cluster)
+            .map(|(s, c)| c.latency.p99_us as f64 / (s.latency.p99_us as f64).max(1.0))
+            .collect();
+        let (ratio, p99_ratio) = (median(ratios.into_iter()), median(p99_ratios.into_iter()));
+        println!(
+            "| {p} | {:.0} | {:.0} | {ratio:.2} ({}) | {:.1} | {:.1} | {p99_ratio:.2} ({}) |",
+            rate(&single),
+            rate(&cluster),
+            pass(ratio >= TARGET_RATIO),
+            p99(&single),
+            p99(&cluster),
+            pass(p99_ratio <= TARGET_P99),
+        );
+    }
+    if !failover_s.is_empty() {
+        let p50 = median(failover_s.iter().copied());
+        let max = failover_s.iter().copied().fold(0.0, f64::max);
+        println!();
+        println!(
+            "failover (leader killed to first acknowledged write): p50 {p50:.2} s, max {max:.2} s over {} kills ({})",
+            failover_s.len(),
+            pass(p50 <= TARGET_FAILOVER_S)
+        );
+    }
+}
+
+/// POSTs JSON, bounded; a refused connection (a node just killed) answers 503.
+fn post(url: &str, body: &str) -> Result<(u16, String)> {
+    match http::send("POST", url, "application/json", body.as_bytes(), Duration::from_secs(10)) {
+        Ok(answer) => Ok(answer),
+        Err(e) => Ok((503, format!("{e:#}"))),
+    }
+}
+
+fn pass(ok: bool) -> &'static str {
+    if ok { "PASS" } else { "MISS" }
+}
