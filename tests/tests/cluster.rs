@@ -22,6 +22,8 @@ fn free_port() -> u16 {
 
 struct Cluster {
     nodes: BTreeMap<u64, Broker>,
+    /// Nodes stopped with SIGSTOP: requests to them would hang until the timeout.
+    paused: std::collections::BTreeSet<u64>,
     peers: String,
     secret: std::path::PathBuf,
     root: tempfile::TempDir,
@@ -33,7 +35,7 @@ impl Cluster {
         let secret = root.path().join("cluster.secret");
         std::fs::write(&secret, "a-test-secret-of-more-than-16-bytes\n").unwrap();
         let peers: Vec<String> = (1..=n).map(|id| format!("{id}=127.0.0.1:{}", free_port())).collect();
-        let mut c = Cluster { nodes: BTreeMap::new(), peers: peers.join(","), secret, root };
+        let mut c = Cluster { nodes: BTreeMap::new(), paused: Default::default(), peers: peers.join(","), secret, root };
         for id in 1..=n {
             c.start_node(id);
         }
@@ -55,6 +57,21 @@ impl Cluster {
 
     fn node(&self, id: u64) -> &Broker {
         &self.nodes[&id]
+    }
+
+    fn pause(&mut self, id: u64) {
+        self.node(id).signal("STOP");
+        self.paused.insert(id);
+    }
+
+    fn resume(&mut self, id: u64) {
+        self.node(id).signal("CONT");
+        self.paused.remove(&id);
+    }
+
+    /// The nodes that answer requests (not paused).
+    fn live(&self) -> impl Iterator<Item = (&u64, &Broker)> {
+        self.nodes.iter().filter(|(id, _)| !self.paused.contains(id))
     }
 
     fn kill9(&mut self, id: u64) {
@@ -85,7 +102,7 @@ fn produce_anywhere(c: &Cluster, topic: &str, values: &[String]) -> (u64, Vec<u6
     let records: Vec<Value> = values.iter().map(|v| json!({"value": v, "partition": 0})).collect();
     let body = json!({ "records": records });
     eventually(ELECTION_WAIT, "a leader accepting the produce", || {
-        for (id, b) in &c.nodes {
+        for (id, b) in c.live() {
             let r = b.post(&format!("/topics/{topic}/records"), &body);
             if r.status == 200 {
                 let offsets = r.body["offsets"].as_array().unwrap().iter();
@@ -124,6 +141,8 @@ fn consume_all(b: &Broker, topic: &str) -> BTreeMap<u64, String> {
     }
 }
 
+/// Creates a one-partition topic through node 1 and waits until every node has it
+/// (each applies the metadata log on its own).
 fn create_topic_anywhere(c: &Cluster, topic: &str) {
     eventually(ELECTION_WAIT, "creating the topic", || {
         let r = c.node(1).post("/topics", &json!({"name": topic, "partitions": 1}));
@@ -134,17 +153,17 @@ fn create_topic_anywhere(c: &Cluster, topic: &str) {
             other => panic!("creating {topic}: {other} {:?}", r.body),
         }
     });
+    for (id, b) in c.live() {
+        eventually(ELECTION_WAIT, &format!("{topic} on node {id}"), || {
+            (b.get(&format!("/topics/{topic}")).status == 200).then_some(())
+        });
+    }
 }
 
 #[test]
 fn a_three_node_cluster_replicates_and_survives_a_leader_kill() {
     let mut c = Cluster::start(3);
     create_topic_anywhere(&c, "orders");
-    for (id, b) in &c.nodes {
-        eventually(ELECTION_WAIT, &format!("the topic on node {id}"), || {
-            (b.get("/topics/orders").status == 200).then_some(())
-        });
-    }
 
     let mut acked: BTreeMap<u64, String> = BTreeMap::new();
     let mut leader = 0;
@@ -321,10 +340,10 @@ fn a_paused_leader_is_replaced_and_a_restarted_follower_catches_up() {
     create_topic_anywhere(&c, "pause");
     let mut acked = BTreeMap::new();
     let leader = produce_rounds(&c, "pause", "a", 5, &mut acked);
-    c.node(leader).signal("STOP");
+    c.pause(leader);
     let new_leader = produce_rounds(&c, "pause", "b", 5, &mut acked);
     assert_ne!(new_leader, leader, "a paused node cannot have answered");
-    c.node(leader).signal("CONT");
+    c.resume(leader);
     let r = eventually(ELECTION_WAIT, "the old leader stepping down", || {
         let r = c
             .node(leader)
