@@ -86,9 +86,10 @@ impl RaftHost {
     }
 
     /// Opens (or reopens after a restart) the group over `log`. When the log is
-    /// fresh (no vote, no entries) it initializes the group with `voters`: every
-    /// voter does, which openraft documents as safe when the membership is the same
-    /// everywhere (the vote elects one leader).
+    /// fresh (no vote, no entries) the group is initialized with `voters`: by the
+    /// lowest voter at once, by the others after two election timeouts if nothing
+    /// reached them (openraft documents initializing several voters with the same
+    /// membership as safe: the vote elects one leader).
     pub async fn open_group(
         &self,
         group: u64,
@@ -110,18 +111,50 @@ impl RaftHost {
             .await
             .map_err(|e| RaftError::Group { group, reason: e.to_string() })?;
         if fresh {
-            initialize(&raft, group, voters).await?;
+            self.initialize_fresh(&raft, group, voters).await?;
         }
         let handle = Group::new(group, node, raft, log);
-        let mut groups = self.inner.groups.write().expect("groups lock");
-        if groups.contains_key(&group) {
+        let inserted = {
+            let mut groups = self.inner.groups.write().expect("groups lock");
+            let fresh_slot = !groups.contains_key(&group);
+            if fresh_slot {
+                groups.insert(group, handle.clone());
+            }
+            fresh_slot
+        };
+        if !inserted {
             // Opened twice at once: the first one stays.
-            drop(groups);
             handle.close().await;
             return Err(RaftError::GroupOpen { group });
         }
-        groups.insert(group, handle.clone());
         Ok(handle)
+    }
+
+    /// A fresh group is initialized by its lowest voter at once, so one candidate
+    /// runs the first election (three at once split the vote and churn). The others
+    /// initialize too, with the same membership, if nothing reached them within two
+    /// election timeouts: the group forms even when the lowest voter is down.
+    async fn initialize_fresh(&self, raft: &Raft, group: u64, voters: &[u64]) -> Result<(), RaftError> {
+        let node = self.node_id();
+        if !voters.contains(&node) {
+            return Ok(());
+        }
+        if voters.iter().min() == Some(&node) {
+            return initialize(raft, group, voters).await;
+        }
+        let (raft, voters) = (raft.clone(), voters.to_vec());
+        let delay = Duration::from_millis(self.inner.config.election_timeout_max.saturating_mul(2));
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            // Stopped, or already initialized by the lowest voter's entries: done.
+            if !matches!(raft.is_initialized().await, Ok(false)) {
+                return;
+            }
+            if let Err(e) = initialize(&raft, group, &voters).await {
+                tracing::warn!(group, error = %e, "initializing the group failed");
+            }
+        });
+        Ok(())
     }
 
     /// Shuts one group down (tests, topic deletion); its `Group` handles answer
