@@ -336,3 +336,69 @@ async fn an_idempotent_retry_answers_the_original_offsets_and_close_group_stops_
     assert!(!lead.is_leader());
     stop_all(&mut nodes).await;
 }
+
+/// Node 3 is a bare peer node (no Raft): what it sends a host's Raft kinds is
+/// refused with typed failures, and kinds >= 128 go to the broker's handlers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_raft_rpcs_are_typed_failures_and_broker_kinds_reach_the_app_handler() {
+    use es_peer::{PeerError, PeerNode, handler};
+    logs();
+    let mut listeners = Vec::new();
+    let mut addrs = BTreeMap::new();
+    for id in VOTERS {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        addrs.insert(id, l.local_addr().unwrap().to_string());
+        listeners.push(l);
+    }
+    let mut listeners = listeners.into_iter();
+    let app = handler(|from, _group, kind, payload: bytes::Bytes| async move {
+        Ok(bytes::Bytes::from(format!("app {from} {kind} {}", String::from_utf8_lossy(&payload))))
+    });
+    let one = RaftHost::start(peer_config(1, &addrs), listeners.next().unwrap(), TIMERS, Some(app)).unwrap();
+    let two = RaftHost::start(peer_config(2, &addrs), listeners.next().unwrap(), TIMERS, None).unwrap();
+    let bare = handler(|_, _, _, _| async { Ok(bytes::Bytes::from_static(b"three")) });
+    let three = PeerNode::start(peer_config(3, &addrs), listeners.next().unwrap(), bare).unwrap();
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let opts = || ManagerOptions { housekeeping_interval: None, ..ManagerOptions::default() };
+    let managers =
+        [LogManager::new(dirs[0].path(), opts()).unwrap(), LogManager::new(dirs[1].path(), opts()).unwrap()];
+    let mut groups = Vec::new();
+    for (host, m) in [&one, &two].into_iter().zip(&managers) {
+        let (log, _) = m.open_partition("g-7", LogConfig::default()).unwrap();
+        groups.push(host.open_group(7, log.clone(), &[1, 2]).await.unwrap());
+        let again = host.open_group(7, log, &[1, 2]).await;
+        assert!(matches!(again, Err(es_raft::RaftError::GroupOpen { group: 7 })));
+    }
+
+    let code = |r: Result<bytes::Bytes, PeerError>| match r {
+        Err(PeerError::Remote(e)) => e.code,
+        other => panic!("expected a remote failure, got {other:?}"),
+    };
+    let call = |to, group, kind, payload: &'static [u8]| {
+        three.call_timeout(to, group, kind, bytes::Bytes::from_static(payload), WAIT)
+    };
+    assert_eq!(code(call(1, 7, 1, b"\x00\x00\x00\x09garbage").await), es_raft::CODE_BAD_REQUEST);
+    assert_eq!(code(call(1, 7, 2, b"{\"not\":\"a vote\"}").await), es_raft::CODE_BAD_REQUEST);
+    assert_eq!(code(call(1, 7, 3, b"").await), es_raft::CODE_BAD_REQUEST);
+    assert_eq!(code(call(1, 7, 99, b"").await), es_raft::CODE_UNKNOWN_KIND);
+    assert_eq!(code(call(1, 42, 1, b"").await), es_raft::CODE_NO_GROUP);
+    assert_eq!(code(call(2, 0, 200, b"hi").await), es_raft::CODE_UNKNOWN_KIND, "node 2 has no app handler");
+    assert_eq!(call(1, 0, 200, b"hi").await.unwrap(), "app 3 200 hi".as_bytes());
+    assert_eq!(one.call(3, 130, bytes::Bytes::from_static(b"x"), WAIT).await.unwrap(), &b"three"[..]);
+    assert!(matches!(one.call(3, 1, bytes::Bytes::new(), WAIT).await, Err(PeerError::Malformed(_))));
+
+    // The group of nodes 1 and 2 works through all of it.
+    assert!(wait_until(WAIT, || groups.iter().any(|g| g.is_leader())).await);
+    let lead = groups.iter().find(|g| g.is_leader()).unwrap();
+    assert_eq!(lead.status().leader, lead.leader());
+    let a = lead.propose(batch("after the noise")).await;
+    let a = a.unwrap();
+    assert_eq!(a.base_offset, 0);
+    one.shutdown().await;
+    two.shutdown().await;
+    three.shutdown().await;
+    drop(groups);
+    for m in &managers {
+        m.shutdown().unwrap();
+    }
+}
