@@ -318,7 +318,7 @@ async fn a_leader_failure_elects_a_new_leader_and_a_restarted_node_catches_up() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_idempotent_retry_answers_the_original_offsets_and_close_group_stops_it() {
+async fn an_idempotent_retry_answers_its_offsets_leadership_transfers_and_close_group_stops_it() {
     let (mut nodes, _addrs) = cluster(&[5]).await;
     let leader = leader_of(&nodes, 5).await;
     let host = node(&nodes, leader).host().clone();
@@ -331,6 +331,16 @@ async fn an_idempotent_retry_answers_the_original_offsets_and_close_group_stops_
     let gap = ProducerInfo { base_sequence: 9, ..producer };
     let out_of_order = es_core::batch::encode(&[Record::from_value("gap".to_owned())], 1_000, gap).unwrap();
     assert!(matches!(lead.propose(out_of_order).await, Err(ProposeError::Rejected(_))));
+    // Leadership moves on request, and the watch sees the new leader and term.
+    let to = VOTERS.into_iter().find(|v| *v != leader).unwrap();
+    let mut watch = lead.watch_leader();
+    let term = watch.borrow_and_update().1;
+    lead.transfer_leader(to).await.unwrap();
+    let moved = tokio::time::timeout(WAIT, watch.wait_for(|(l, t)| *l == Some(to) && *t > term)).await;
+    assert!(matches!(moved, Ok(Ok(_))), "leadership did not move to {to}: {:?}", lead.status());
+    assert!(wait_until(WAIT, || node(&nodes, to).groups[&5].is_leader()).await);
+    let err = lead.transfer_leader(leader).await.unwrap_err();
+    assert!(matches!(err, ProposeError::NotLeader { .. }), "only the leader transfers: {err:?}");
     host.close_group(5).await;
     assert!(matches!(lead.propose(batch("closed")).await, Err(ProposeError::Shutdown)));
     assert!(!lead.is_leader());
