@@ -257,6 +257,8 @@ async fn one_group_elects_replicates_and_refuses_proposals_on_followers() {
     stop.store(true, std::sync::atomic::Ordering::Release);
     assert!(watcher.await.unwrap() > 0);
 
+    // Once idle, the leader's replication state has every voter at the commit.
+    assert!(wait_until(WAIT, || lead.status().in_sync == VOTERS.to_vec()).await, "{:?}", lead.status());
     let status = lead.status();
     assert_eq!((status.leader, status.voters.clone()), (Some(leader), VOTERS.to_vec()));
     assert_eq!(status.committed_offset, 200);
