@@ -15,8 +15,14 @@ use tokio::net::TcpListener;
 
 const SECRET: &[u8] = b"a shared cluster secret for raft tests";
 const VOTERS: [u64; 3] = [1, 2, 3];
-/// Short timers so elections in tests take well under a second or two.
-const TIMERS: Timers = Timers { heartbeat_ms: 100, election_min_ms: 600, election_max_ms: 1200 };
+/// Short timers so elections in tests take a second or two; `ES_RAFT_DEFAULT_TIMERS=1`
+/// runs with the defaults (to measure failover as the broker will see it).
+fn timers() -> Timers {
+    if std::env::var_os("ES_RAFT_DEFAULT_TIMERS").is_some() {
+        return Timers::default();
+    }
+    Timers { heartbeat_ms: 100, election_min_ms: 600, election_max_ms: 1200 }
+}
 const WAIT: Duration = Duration::from_secs(30);
 
 fn logs() {
@@ -64,7 +70,7 @@ fn peer_config(id: u64, addrs: &BTreeMap<u64, String>) -> PeerConfig {
 async fn start(node: &mut Node, listener: TcpListener, addrs: &BTreeMap<u64, String>, groups: &[u64]) {
     let opts = ManagerOptions { housekeeping_interval: None, ..ManagerOptions::default() };
     let manager = LogManager::new(node.dir.path(), opts).unwrap();
-    let host = RaftHost::start(peer_config(node.id, addrs), listener, TIMERS, None).unwrap();
+    let host = RaftHost::start(peer_config(node.id, addrs), listener, timers(), None).unwrap();
     for &g in groups {
         let (log, _) = manager.open_partition(&format!("g-{g}"), LogConfig::default()).unwrap();
         let group = host.open_group(g, log, &VOTERS).await.unwrap();
@@ -366,8 +372,9 @@ async fn bad_raft_rpcs_are_typed_failures_and_broker_kinds_reach_the_app_handler
     let app = handler(|from, _group, kind, payload: bytes::Bytes| async move {
         Ok(bytes::Bytes::from(format!("app {from} {kind} {}", String::from_utf8_lossy(&payload))))
     });
-    let one = RaftHost::start(peer_config(1, &addrs), listeners.next().unwrap(), TIMERS, Some(app)).unwrap();
-    let two = RaftHost::start(peer_config(2, &addrs), listeners.next().unwrap(), TIMERS, None).unwrap();
+    let one =
+        RaftHost::start(peer_config(1, &addrs), listeners.next().unwrap(), timers(), Some(app)).unwrap();
+    let two = RaftHost::start(peer_config(2, &addrs), listeners.next().unwrap(), timers(), None).unwrap();
     let bare = handler(|_, _, _, _| async { Ok(bytes::Bytes::from_static(b"three")) });
     let three = PeerNode::start(peer_config(3, &addrs), listeners.next().unwrap(), bare).unwrap();
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
