@@ -286,6 +286,8 @@ async fn a_leader_failure_elects_a_new_leader_and_a_restarted_node_catches_up() 
     let mut epochs = node(&nodes, old).groups[&1].watch_leader();
     let old_epoch = epochs.borrow_and_update().1;
     // The leader's host goes away.
+    let seen: BTreeMap<u64, u64> =
+        groups.iter().map(|&g| (g, node(&nodes, old).log(g).high_watermark())).collect();
     {
         let n = nodes.iter_mut().find(|n| n.id == old).unwrap();
         n.host.take().unwrap().shutdown().await;
@@ -313,6 +315,10 @@ async fn a_leader_failure_elects_a_new_leader_and_a_restarted_node_catches_up() 
     let n = nodes.iter_mut().find(|n| n.id == old).unwrap();
     n.groups.clear();
     start(n, listener, &addrs, &groups).await;
+    for &g in &groups {
+        // What readers saw before the restart is served again at once.
+        assert!(n.log(g).high_watermark() >= seen[&g], "group {g}: the watermark moved back");
+    }
     for &g in &groups {
         check_replicas(&nodes, g, &acked[&g]).await;
     }
