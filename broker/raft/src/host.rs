@@ -412,7 +412,7 @@ impl Group {
     }
 
     /// Changes whenever the leader id or the term changes (for routing caches).
-    pub fn watch_leader(&self) -> watch::Receiver<LeaderView> {
+    pub fn watch_leader(&self) -> watch::Receiver<(Option<u64>, LeaderEpoch)> {
         self.inner.leader.clone()
     }
 
