@@ -86,9 +86,10 @@ impl RaftHost {
     }
 
     /// Opens (or reopens after a restart) the group over `log`. When the log is
-    /// fresh (no vote, no entries) it initializes the group with `voters`: every
-    /// voter does, which openraft documents as safe when the membership is the same
-    /// everywhere (the vote elects one leader).
+    /// fresh (no vote, no entries) the group is initialized with `voters`: by the
+    /// lowest voter at once, by the others after two election timeouts if nothing
+    /// reached them (openraft documents initializing several voters with the same
+    /// membership as safe: the vote elects one leader).
     pub async fn open_group(
         &self,
         group: u64,
@@ -110,24 +111,50 @@ impl RaftHost {
             .await
             .map_err(|e| RaftError::Group { group, reason: e.to_string() })?;
         if fresh {
-            initialize(&raft, group, voters).await?;
+            self.initialize_fresh(&raft, group, voters).await?;
         }
         let handle = Group::new(group, node, raft, log);
-        // The guard ends with the block: the future stays Send across the await.
-        let twice = {
+        let inserted = {
             let mut groups = self.inner.groups.write().expect("groups lock");
-            let twice = groups.contains_key(&group);
-            if !twice {
+            let fresh_slot = !groups.contains_key(&group);
+            if fresh_slot {
                 groups.insert(group, handle.clone());
             }
-            twice
+            fresh_slot
         };
-        if twice {
+        if !inserted {
             // Opened twice at once: the first one stays.
             handle.close().await;
             return Err(RaftError::GroupOpen { group });
         }
         Ok(handle)
+    }
+
+    /// A fresh group is initialized by its lowest voter at once, so one candidate
+    /// runs the first election (three at once split the vote and churn). The others
+    /// initialize too, with the same membership, if nothing reached them within two
+    /// election timeouts: the group forms even when the lowest voter is down.
+    async fn initialize_fresh(&self, raft: &Raft, group: u64, voters: &[u64]) -> Result<(), RaftError> {
+        let node = self.node_id();
+        if !voters.contains(&node) {
+            return Ok(());
+        }
+        if voters.iter().min() == Some(&node) {
+            return initialize(raft, group, voters).await;
+        }
+        let (raft, voters) = (raft.clone(), voters.to_vec());
+        let delay = Duration::from_millis(self.inner.config.election_timeout_max.saturating_mul(2));
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            // Stopped, or already initialized by the lowest voter's entries: done.
+            if !matches!(raft.is_initialized().await, Ok(false)) {
+                return;
+            }
+            if let Err(e) = initialize(&raft, group, &voters).await {
+                tracing::warn!(group, error = %e, "initializing the group failed");
+            }
+        });
+        Ok(())
     }
 
     /// Shuts one group down (tests, topic deletion); its `Group` handles answer
@@ -291,15 +318,36 @@ impl Group {
         // The leader's store stamps a batch without a leader epoch; one a client
         // stamped would take the follower path there and fail the group.
         es_core::batch::stamp(&mut batch, 0, LeaderEpoch::UNKNOWN);
-        let write = self.inner.raft.client_write(BatchData(Bytes::from(batch)));
+        let write = self.write(Bytes::from(batch));
         match tokio::time::timeout(Duration::from_millis(limits::PROPOSE_TIMEOUT_MS), write).await {
             Err(_) => Err(ProposeError::Timeout),
-            Ok(Ok(resp)) => Ok(Appended {
-                base_offset: resp.data.base_offset,
-                last_offset: resp.data.next_offset.saturating_sub(1),
-                duplicate: false,
-            }),
-            Ok(Err(e)) => Err(write_error(e)),
+            Ok(result) => result,
+        }
+    }
+
+    /// Hands the batch to openraft. A leader whose quorum lease is not (yet or any
+    /// more) valid refuses it before appending: a new leader has its lease only once
+    /// a follower answered it. Then the write is retried when the metrics change
+    /// (a follower's answer), within the caller's deadline, while this node leads.
+    async fn write(&self, batch: Bytes) -> Result<Appended, ProposeError> {
+        let mut metrics = self.inner.raft.metrics();
+        loop {
+            metrics.borrow_and_update();
+            match self.inner.raft.client_write(BatchData(batch.clone())).await {
+                Ok(resp) => {
+                    return Ok(Appended {
+                        base_offset: resp.data.base_offset,
+                        last_offset: resp.data.next_offset.saturating_sub(1),
+                        duplicate: false,
+                    });
+                }
+                Err(e) if lease_expired(&e) && self.is_leader() => {
+                    let heartbeat = Duration::from_millis(self.inner.raft.config().heartbeat_interval);
+                    // Bounded by a heartbeat too: a lease can also come back without a change.
+                    let _ = tokio::time::timeout(heartbeat, metrics.changed()).await;
+                }
+                Err(e) => return Err(write_error(e)),
+            }
         }
     }
 
@@ -321,8 +369,11 @@ impl Group {
         }
     }
 
+    /// Whether this node leads the group now (an elected leader, term 1 or later).
     pub fn is_leader(&self) -> bool {
-        !self.inner.stopped.load(Ordering::Acquire) && self.inner.raft.is_leader()
+        !self.inner.stopped.load(Ordering::Acquire)
+            && self.inner.raft.is_leader()
+            && self.leader() == Some(self.inner.node)
     }
 
     /// The leader this node knows of, if any.
@@ -351,7 +402,7 @@ impl Group {
         };
         GroupStatus {
             group: self.inner.id,
-            leader: m.current_leader,
+            leader: self.leader(),
             term: m.current_term.epoch(),
             voters,
             in_sync,
@@ -361,7 +412,7 @@ impl Group {
     }
 
     /// Changes whenever the leader id or the term changes (for routing caches).
-    pub fn watch_leader(&self) -> watch::Receiver<LeaderView> {
+    pub fn watch_leader(&self) -> watch::Receiver<(Option<u64>, LeaderEpoch)> {
         self.inner.leader.clone()
     }
 
@@ -391,7 +442,14 @@ impl Group {
 fn leader_view(raft: &Raft) -> LeaderView {
     let m = raft.server_metrics();
     let s = m.borrow_watched();
-    (s.current_leader, term_of(&s.vote))
+    view(s.current_leader, &s.vote)
+}
+
+/// Term 0 has no elected leader: `initialize` makes the node leader of term 0 for
+/// the moment it takes to write the membership entry, then it runs an election.
+fn view(leader: Option<u64>, vote: &crate::types::Vote) -> LeaderView {
+    let term = term_of(vote);
+    (if term == LeaderEpoch(0) { None } else { leader }, term)
 }
 
 fn term_of(vote: &crate::types::Vote) -> LeaderEpoch {
@@ -406,7 +464,7 @@ async fn watch_leader(raft: Raft, tx: watch::Sender<LeaderView>) {
     loop {
         let now = {
             let s = m.borrow_and_update();
-            (s.current_leader, term_of(&s.vote))
+            view(s.current_leader, &s.vote)
         };
         tx.send_if_modified(|seen| {
             let changed = *seen != now;
@@ -424,6 +482,16 @@ fn fatal(e: Fatal<crate::types::TypeConfig>) -> ProposeError {
         Fatal::Stopped => ProposeError::Shutdown,
         Fatal::StorageError(_) | Fatal::Panicked => ProposeError::Failed(e.to_string()),
     }
+}
+
+fn lease_expired(
+    e: &openraft::errors::RaftError<crate::types::TypeConfig, ClientWriteError<crate::types::TypeConfig>>,
+) -> bool {
+    matches!(
+        e,
+        openraft::errors::RaftError::APIError(ClientWriteError::ForwardToLeader(f))
+            if f.reason == openraft::errors::ForwardReason::LeaseExpired
+    )
 }
 
 fn write_error(

@@ -68,6 +68,9 @@ impl LogStore {
             purged: read_file(&log, RaftFile::Purged)?,
             committed: read_file(&log, RaftFile::Committed)?,
         };
+        if let Some(committed) = meta.committed {
+            restore_committed_offset(&log, committed.index)?;
+        }
         let shared = Shared { log, meta: Mutex::new(meta), completions: OnceLock::new() };
         Ok(LogStore { shared: Arc::new(shared) })
     }
@@ -147,6 +150,26 @@ impl LogStore {
         let bytes = serde_json::to_vec(value).map_err(io::Error::other)?;
         self.shared.log.write_raft_file(file, &bytes).map_err(io)
     }
+}
+
+/// Readers see the committed records again as soon as the group reopens, not only
+/// once openraft has re-applied them: a consumer that read up to the watermark
+/// before a restart must not find it lower after (it could reset its offsets). The
+/// committed id is written after the entries it covers are durable, so the entry is
+/// here; its end offset is the committed offset (a control batch's base offset is
+/// the next offset at its place, as it takes none). An entry retention removed
+/// leaves the offset to the re-apply.
+fn restore_committed_offset(log: &PartitionLog, index: u64) -> Result<(), RaftError> {
+    let range = log.entry_range();
+    if index < range.first || index >= range.next {
+        return Ok(());
+    }
+    let Some((_, bytes)) = log.read_entries(index, index + 1, 1)?.pop() else {
+        return Ok(());
+    };
+    let h = es_core::BatchHeader::parse(&bytes, usize::MAX).map_err(LogError::InvalidBatch)?;
+    log.set_committed_offset(if h.is_raft_control() { h.base_offset } else { h.next_offset() });
+    Ok(())
 }
 
 /// An entry read back from the log: its term is the batch's leader epoch.

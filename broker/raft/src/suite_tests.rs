@@ -190,7 +190,11 @@ async fn the_raft_log_survives_a_restart() {
     };
     let m = LogManager::new(dir.path(), opts()).unwrap();
     let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
-    let mut store = LogStore::open(p).unwrap();
+    let mut store = LogStore::open(p.clone()).unwrap();
+    // Readers see what was committed before the restart at once: data "a" at
+    // index 1, committed up to the blank at index 2.
+    assert_eq!((p.high_watermark(), p.committed_offset()), (1, Some(1)));
+    assert_eq!(values(&p), ["a"]);
     assert_eq!(store.read_vote().await.unwrap(), Some(vote));
     assert_eq!(store.read_committed().await.unwrap(), Some(log_id(3, 2)));
     assert_eq!(store.get_log_state().await.unwrap(), before.1);

@@ -1,0 +1,429 @@
+//! Three Raft hosts in one process on 127.0.0.1, each with its own data directory
+//! and es-log manager, talking over real es-peer links: elections, proposals from
+//! concurrent tasks, every acknowledged batch at its offset on every replica,
+//! byte-identical replicas, failover and a restarted node catching up.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use es_core::{LeaderEpoch, ProducerInfo, Record};
+use es_log::{LogConfig, LogManager, ManagerOptions, PartitionLog};
+use es_peer::{PeerConfig, Secret, Secrets, Timeouts};
+use es_raft::{Group, ProposeError, RaftHost, Timers};
+use tokio::net::TcpListener;
+
+const SECRET: &[u8] = b"a shared cluster secret for raft tests";
+const VOTERS: [u64; 3] = [1, 2, 3];
+/// Short timers so elections in tests take a second or two; `ES_RAFT_DEFAULT_TIMERS=1`
+/// runs with the defaults (to measure failover as the broker will see it).
+fn timers() -> Timers {
+    if std::env::var_os("ES_RAFT_DEFAULT_TIMERS").is_some() {
+        return Timers::default();
+    }
+    Timers { heartbeat_ms: 100, election_min_ms: 600, election_max_ms: 1200 }
+}
+const WAIT: Duration = Duration::from_secs(30);
+
+fn logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
+/// Fields drop in order: the host and the log manager before the directory.
+struct Node {
+    id: u64,
+    host: Option<RaftHost>,
+    groups: BTreeMap<u64, Group>,
+    manager: Option<LogManager>,
+    dir: tempfile::TempDir,
+}
+
+impl Node {
+    fn host(&self) -> &RaftHost {
+        self.host.as_ref().expect("node is running")
+    }
+
+    fn log(&self, group: u64) -> &Arc<PartitionLog> {
+        self.groups[&group].log()
+    }
+}
+
+fn peer_config(id: u64, addrs: &BTreeMap<u64, String>) -> PeerConfig {
+    let ms = Duration::from_millis;
+    let timeouts = Timeouts {
+        connect: ms(500),
+        handshake: ms(1000),
+        request: ms(2000),
+        backoff_min: ms(10),
+        backoff_max: ms(200),
+        keepalive: ms(100),
+        idle: ms(2000),
+    };
+    let peers = addrs.iter().filter(|(p, _)| **p != id).map(|(p, a)| (*p, a.clone())).collect();
+    PeerConfig { node_id: id, peers, secrets: Secrets::single(Secret::new(1, SECRET)), timeouts, tls: None }
+}
+
+/// Starts (or restarts, over the same directory) node `node.id` with `groups`.
+async fn start(node: &mut Node, listener: TcpListener, addrs: &BTreeMap<u64, String>, groups: &[u64]) {
+    let opts = ManagerOptions { housekeeping_interval: None, ..ManagerOptions::default() };
+    let manager = LogManager::new(node.dir.path(), opts).unwrap();
+    let host = RaftHost::start(peer_config(node.id, addrs), listener, timers(), None).unwrap();
+    for &g in groups {
+        let (log, _) = manager.open_partition(&format!("g-{g}"), LogConfig::default()).unwrap();
+        let group = host.open_group(g, log, &VOTERS).await.unwrap();
+        node.groups.insert(g, group);
+    }
+    node.manager = Some(manager);
+    node.host = Some(host);
+}
+
+async fn cluster(groups: &[u64]) -> (Vec<Node>, BTreeMap<u64, String>) {
+    logs();
+    let mut listeners = Vec::new();
+    let mut addrs = BTreeMap::new();
+    for id in VOTERS {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        addrs.insert(id, l.local_addr().unwrap().to_string());
+        listeners.push(l);
+    }
+    let mut nodes = Vec::new();
+    for (id, l) in VOTERS.into_iter().zip(listeners) {
+        let mut node = Node {
+            id,
+            host: None,
+            groups: BTreeMap::new(),
+            manager: None,
+            dir: tempfile::tempdir().unwrap(),
+        };
+        start(&mut node, l, &addrs, groups).await;
+        assert_eq!(node.host().node_id(), id);
+        assert_eq!(node.host().peer_addr().to_string(), addrs[&id]);
+        nodes.push(node);
+    }
+    (nodes, addrs)
+}
+
+async fn stop_all(nodes: &mut [Node]) {
+    for n in nodes {
+        if let Some(host) = n.host.take() {
+            host.shutdown().await;
+        }
+        n.groups.clear();
+        if let Some(m) = n.manager.take() {
+            m.shutdown().unwrap();
+        }
+    }
+}
+
+/// Polls `cond` until it holds or `limit` passes.
+async fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !cond() {
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    true
+}
+
+/// The node every running member agrees leads `group`, once they do.
+async fn leader_of(nodes: &[Node], group: u64) -> u64 {
+    let running: Vec<&Node> = nodes.iter().filter(|n| n.host.is_some()).collect();
+    let mut leader = None;
+    let agreed = wait_until(WAIT, || {
+        let seen: Vec<Option<u64>> = running.iter().map(|n| n.groups[&group].leader()).collect();
+        leader = seen[0];
+        let Some(l) = leader else { return false };
+        seen.iter().all(|s| *s == Some(l))
+            && running.iter().any(|n| n.id == l && n.groups[&group].is_leader())
+    })
+    .await;
+    assert!(agreed, "no agreed leader for group {group} within {WAIT:?}");
+    leader.unwrap()
+}
+
+fn node(nodes: &[Node], id: u64) -> &Node {
+    nodes.iter().find(|n| n.id == id).unwrap()
+}
+
+fn batch(value: &str) -> Vec<u8> {
+    es_core::batch::encode(&[Record::from_value(value.to_owned())], 1_000, ProducerInfo::NONE).unwrap()
+}
+
+/// Proposes `count` one-record batches from `tasks` concurrent tasks; answers
+/// (offset, value) of every acknowledged one.
+async fn propose_many(group: &Group, prefix: &str, tasks: usize, count: usize) -> Vec<(u64, String)> {
+    let mut set = tokio::task::JoinSet::new();
+    for t in 0..tasks {
+        let (group, prefix) = (group.clone(), prefix.to_owned());
+        set.spawn(async move {
+            let mut acked = Vec::new();
+            for i in (t..count).step_by(tasks) {
+                let value = format!("{prefix}-{i}");
+                let a = group.propose(batch(&value)).await.unwrap();
+                assert_eq!(a.base_offset, a.last_offset, "one record per batch");
+                acked.push((a.base_offset, value));
+            }
+            acked
+        });
+    }
+    let mut all = Vec::new();
+    while let Some(r) = set.join_next().await {
+        all.extend(r.unwrap());
+    }
+    all.sort();
+    all
+}
+
+/// The value of the record at `offset` as `log` serves it.
+fn value_at(log: &PartitionLog, offset: u64) -> Option<String> {
+    let read = log.read(offset, 1).ok()?;
+    let batch = read.batches().next()?;
+    let rec = batch.records().find_map(|r| r.ok().filter(|r| r.offset == offset))?;
+    Some(String::from_utf8(rec.value?.to_vec()).unwrap())
+}
+
+/// Every acknowledged batch is at its offset on every running replica of
+/// `group`, and the replicas hold the same entries, byte for byte.
+async fn check_replicas(nodes: &[Node], group: u64, acked: &[(u64, String)]) {
+    let running: Vec<&Node> = nodes.iter().filter(|n| n.host.is_some()).collect();
+    let end = acked.iter().map(|(o, _)| o + 1).max().unwrap_or(0);
+    let caught_up = wait_until(WAIT, || {
+        let ranges: Vec<_> = running.iter().map(|n| n.log(group).entry_range()).collect();
+        running.iter().all(|n| n.log(group).high_watermark() >= end) && ranges.iter().all(|r| *r == ranges[0])
+    })
+    .await;
+    assert!(caught_up, "group {group}: replicas did not all reach offset {end}");
+    for n in &running {
+        for (offset, value) in acked {
+            assert_eq!(value_at(n.log(group), *offset).as_deref(), Some(value.as_str()), "node {}", n.id);
+        }
+    }
+    let entries = |n: &Node| {
+        let r = n.log(group).entry_range();
+        n.log(group).read_entries(r.first, r.next, usize::MAX).unwrap()
+    };
+    let first = entries(running[0]);
+    for n in &running[1..] {
+        assert!(entries(n) == first, "node {} differs from node {}", n.id, running[0].id);
+    }
+    let served = |n: &Node| n.log(group).read(0, 64 << 20).unwrap().data;
+    for n in &running[1..] {
+        assert_eq!(served(n), served(running[0]));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_group_elects_replicates_and_refuses_proposals_on_followers() {
+    let (mut nodes, _addrs) = cluster(&[7]).await;
+    let leader = leader_of(&nodes, 7).await;
+    let lead = &node(&nodes, leader).groups[&7];
+    for n in nodes.iter().filter(|n| n.id != leader) {
+        let err = n.groups[&7].propose(batch("nope")).await.unwrap_err();
+        assert!(matches!(err, ProposeError::NotLeader { leader: Some(l) } if l == leader), "{err:?}");
+    }
+    assert!(lead.leader_epoch() > LeaderEpoch(0), "term 1 or later");
+    assert!(matches!(lead.propose(vec![1, 2, 3]).await, Err(ProposeError::Rejected(_))));
+
+    // A follower's watermark never passes its committed offset, nor what it holds
+    // durably, nor what the leader holds, and never moves back. (Not "the leader's
+    // watermark": each replica applies on its own task, and a follower told of a
+    // commit may apply it before the leader's state machine gets to it.)
+    let watch_logs: Vec<(Arc<PartitionLog>, Arc<PartitionLog>)> =
+        nodes.iter().filter(|n| n.id != leader).map(|n| (n.log(7).clone(), lead.log().clone())).collect();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut last = vec![0u64; watch_logs.len()];
+            let mut samples = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                for (i, (follower, leader)) in watch_logs.iter().enumerate() {
+                    let f = follower.high_watermark();
+                    let l = leader.info().log_end_offset;
+                    assert!(f <= l, "a follower's watermark {f} passed the leader's log end {l}");
+                    assert!(f <= follower.committed_offset().unwrap());
+                    assert!(f <= follower.info().log_end_offset);
+                    assert!(f >= last[i], "the watermark moved back");
+                    last[i] = f;
+                }
+                samples += 1;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            samples
+        })
+    };
+    let acked = propose_many(lead, "a", 8, 200).await;
+    assert_eq!(acked.iter().map(|(o, _)| *o).collect::<Vec<_>>(), (0..200).collect::<Vec<_>>());
+    check_replicas(&nodes, 7, &acked).await;
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    assert!(watcher.await.unwrap() > 0);
+
+    // Once idle, the leader's replication state has every voter at the commit.
+    assert!(wait_until(WAIT, || lead.status().in_sync == VOTERS.to_vec()).await, "{:?}", lead.status());
+    let status = lead.status();
+    assert_eq!((status.leader, status.voters.clone()), (Some(leader), VOTERS.to_vec()));
+    assert_eq!(status.committed_offset, 200);
+    assert!(status.in_sync.contains(&leader));
+    stop_all(&mut nodes).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_failure_elects_a_new_leader_and_a_restarted_node_catches_up() {
+    let groups = [1u64, 2, 3];
+    let (mut nodes, addrs) = cluster(&groups).await;
+    let mut acked: BTreeMap<u64, Vec<(u64, String)>> = BTreeMap::new();
+    for &g in &groups {
+        let leader = leader_of(&nodes, g).await;
+        acked.insert(g, propose_many(&node(&nodes, leader).groups[&g], &format!("g{g}-a"), 4, 40).await);
+    }
+    let old = leader_of(&nodes, 1).await;
+    let old_group = node(&nodes, old).groups[&1].clone();
+    let mut epochs = node(&nodes, old).groups[&1].watch_leader();
+    let old_epoch = epochs.borrow_and_update().1;
+    // The leader's host goes away.
+    let seen: BTreeMap<u64, u64> =
+        groups.iter().map(|&g| (g, node(&nodes, old).log(g).high_watermark())).collect();
+    {
+        let n = nodes.iter_mut().find(|n| n.id == old).unwrap();
+        n.host.take().unwrap().shutdown().await;
+        n.manager.take().unwrap().shutdown().unwrap();
+    }
+    let err = old_group.propose(batch("late")).await.unwrap_err();
+    assert!(matches!(err, ProposeError::NotLeader { .. } | ProposeError::Shutdown), "{err:?}");
+
+    let started = std::time::Instant::now();
+    let new = leader_of(&nodes, 1).await;
+    assert_ne!(new, old);
+    let elapsed = started.elapsed();
+    let lead = node(&nodes, new).groups[&1].clone();
+    assert!(lead.leader_epoch() > old_epoch, "a new term");
+    for &g in &groups {
+        let leader = leader_of(&nodes, g).await;
+        let more = propose_many(&node(&nodes, leader).groups[&g], &format!("g{g}-b"), 4, 40).await;
+        acked.get_mut(&g).unwrap().extend(more);
+        check_replicas(&nodes, g, &acked[&g]).await;
+    }
+    eprintln!("group 1: new leader {new} {elapsed:?} after the old one ({old}) stopped");
+
+    // The old leader restarts over the same directory and catches up.
+    let listener = TcpListener::bind(&addrs[&old]).await.unwrap();
+    let n = nodes.iter_mut().find(|n| n.id == old).unwrap();
+    n.groups.clear();
+    start(n, listener, &addrs, &groups).await;
+    for &g in &groups {
+        // What readers saw before the restart is served again at once.
+        assert!(n.log(g).high_watermark() >= seen[&g], "group {g}: the watermark moved back");
+    }
+    for &g in &groups {
+        check_replicas(&nodes, g, &acked[&g]).await;
+    }
+    // And it serves as a follower: a proposal there names the leader.
+    let leader = leader_of(&nodes, 1).await;
+    if leader != old {
+        let err = node(&nodes, old).groups[&1].propose(batch("x")).await.unwrap_err();
+        assert!(matches!(err, ProposeError::NotLeader { leader: Some(l) } if l == leader), "{err:?}");
+    }
+    stop_all(&mut nodes).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_idempotent_retry_answers_its_offsets_leadership_transfers_and_close_group_stops_it() {
+    let (mut nodes, _addrs) = cluster(&[5]).await;
+    let leader = leader_of(&nodes, 5).await;
+    let host = node(&nodes, leader).host().clone();
+    let lead = node(&nodes, leader).groups[&5].clone();
+    let producer = ProducerInfo { producer_id: 11, producer_epoch: 0, base_sequence: 0 };
+    let first = es_core::batch::encode(&[Record::from_value("once".to_owned())], 1_000, producer).unwrap();
+    let a = lead.propose(first.clone()).await.unwrap();
+    let again = lead.propose(first).await.unwrap();
+    assert_eq!((again.base_offset, again.last_offset, again.duplicate), (a.base_offset, a.last_offset, true));
+    let gap = ProducerInfo { base_sequence: 9, ..producer };
+    let out_of_order = es_core::batch::encode(&[Record::from_value("gap".to_owned())], 1_000, gap).unwrap();
+    assert!(matches!(lead.propose(out_of_order).await, Err(ProposeError::Rejected(_))));
+    // Leadership moves on request, and the watch sees the new leader and term.
+    let to = VOTERS.into_iter().find(|v| *v != leader).unwrap();
+    let mut watch = lead.watch_leader();
+    let term = watch.borrow_and_update().1;
+    lead.transfer_leader(to).await.unwrap();
+    let moved = tokio::time::timeout(WAIT, watch.wait_for(|(l, t)| *l == Some(to) && *t > term)).await;
+    assert!(matches!(moved, Ok(Ok(_))), "leadership did not move to {to}: {:?}", lead.status());
+    assert!(wait_until(WAIT, || node(&nodes, to).groups[&5].is_leader()).await);
+    let err = lead.transfer_leader(leader).await.unwrap_err();
+    assert!(matches!(err, ProposeError::NotLeader { .. }), "only the leader transfers: {err:?}");
+    host.close_group(5).await;
+    assert!(matches!(lead.propose(batch("closed")).await, Err(ProposeError::Shutdown)));
+    assert!(!lead.is_leader());
+    stop_all(&mut nodes).await;
+}
+
+/// Node 3 is a bare peer node (no Raft): what it sends a host's Raft kinds is
+/// refused with typed failures, and kinds >= 128 go to the broker's handlers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_raft_rpcs_are_typed_failures_and_broker_kinds_reach_the_app_handler() {
+    use es_peer::{PeerError, PeerNode, handler};
+    logs();
+    let mut listeners = Vec::new();
+    let mut addrs = BTreeMap::new();
+    for id in VOTERS {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        addrs.insert(id, l.local_addr().unwrap().to_string());
+        listeners.push(l);
+    }
+    let mut listeners = listeners.into_iter();
+    let app = handler(|from, _group, kind, payload: bytes::Bytes| async move {
+        Ok(bytes::Bytes::from(format!("app {from} {kind} {}", String::from_utf8_lossy(&payload))))
+    });
+    let one =
+        RaftHost::start(peer_config(1, &addrs), listeners.next().unwrap(), timers(), Some(app)).unwrap();
+    let two = RaftHost::start(peer_config(2, &addrs), listeners.next().unwrap(), timers(), None).unwrap();
+    let bare = handler(|_, _, _, _| async { Ok(bytes::Bytes::from_static(b"three")) });
+    let three = PeerNode::start(peer_config(3, &addrs), listeners.next().unwrap(), bare).unwrap();
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let opts = || ManagerOptions { housekeeping_interval: None, ..ManagerOptions::default() };
+    let managers =
+        [LogManager::new(dirs[0].path(), opts()).unwrap(), LogManager::new(dirs[1].path(), opts()).unwrap()];
+    let mut groups = Vec::new();
+    for (host, m) in [&one, &two].into_iter().zip(&managers) {
+        let (log, _) = m.open_partition("g-7", LogConfig::default()).unwrap();
+        groups.push(host.open_group(7, log.clone(), &[1, 2]).await.unwrap());
+        let again = host.open_group(7, log, &[1, 2]).await;
+        assert!(matches!(again, Err(es_raft::RaftError::GroupOpen { group: 7 })));
+    }
+
+    let code = |r: Result<bytes::Bytes, PeerError>| match r {
+        Err(PeerError::Remote(e)) => e.code,
+        other => panic!("expected a remote failure, got {other:?}"),
+    };
+    let call = |to, group, kind, payload: &'static [u8]| {
+        three.call_timeout(to, group, kind, bytes::Bytes::from_static(payload), WAIT)
+    };
+    assert_eq!(code(call(1, 7, 1, b"\x00\x00\x00\x09garbage").await), es_raft::CODE_BAD_REQUEST);
+    assert_eq!(code(call(1, 7, 2, b"{\"not\":\"a vote\"}").await), es_raft::CODE_BAD_REQUEST);
+    assert_eq!(code(call(1, 7, 3, b"").await), es_raft::CODE_BAD_REQUEST);
+    assert_eq!(code(call(1, 7, 99, b"").await), es_raft::CODE_UNKNOWN_KIND);
+    assert_eq!(code(call(1, 42, 1, b"").await), es_raft::CODE_NO_GROUP);
+    assert_eq!(code(call(2, 0, 200, b"hi").await), es_raft::CODE_UNKNOWN_KIND, "node 2 has no app handler");
+    assert_eq!(call(1, 0, 200, b"hi").await.unwrap(), "app 3 200 hi".as_bytes());
+    assert_eq!(one.call(3, 130, bytes::Bytes::from_static(b"x"), WAIT).await.unwrap(), &b"three"[..]);
+    assert!(matches!(one.call(3, 1, bytes::Bytes::new(), WAIT).await, Err(PeerError::Malformed(_))));
+
+    // The group of nodes 1 and 2 works through all of it.
+    assert!(wait_until(WAIT, || groups.iter().any(|g| g.is_leader())).await);
+    let lead = groups.iter().find(|g| g.is_leader()).unwrap();
+    assert_eq!(lead.status().leader, lead.leader());
+    let a = lead.propose(batch("after the noise")).await;
+    let a = a.unwrap();
+    assert_eq!(a.base_offset, 0);
+    one.shutdown().await;
+    two.shutdown().await;
+    three.shutdown().await;
+    drop(groups);
+    for m in &managers {
+        m.shutdown().unwrap();
+    }
+}
