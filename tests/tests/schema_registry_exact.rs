@@ -178,11 +178,12 @@ fn every_exchange_file_is_run() {
     assert_eq!(files, FILES, "add a test for each file in tests/schema-exchanges");
 }
 
-const FILES: [&str; 10] = [
+const FILES: [&str; 11] = [
     "compatibility.json",
     "config.json",
     "contexts.json",
     "contracts.json",
+    "json-identity.json",
     "malformed.json",
     "protobuf.json",
     "routes.json",
@@ -199,6 +200,11 @@ fn answer_shapes() {
 #[test]
 fn protobuf_text_and_formats() {
     run_file("protobuf.json");
+}
+
+#[test]
+fn json_schema_identity() {
+    run_file("json-identity.json");
 }
 
 #[test]
