@@ -22,7 +22,7 @@ use prost_reflect::{DynamicMessage, FileDescriptor, Kind, MessageDescriptor, Val
 use prost_types::field_descriptor_proto::{Label, Type};
 use prost_types::{
     DescriptorProto, EnumDescriptorProto, FieldDescriptorProto, FileDescriptorProto, ServiceDescriptorProto,
-    UninterpretedOption,
+    SourceCodeInfo, UninterpretedOption,
 };
 
 use crate::schema::Schema;
@@ -50,6 +50,7 @@ pub fn render(schema: &Schema, form: Form) -> String {
         proto3: proto.syntax() == "proto3",
         // A descriptor's map fields are its entry messages; text writes `map<K, V>`.
         maps: form == Form::Normalized || schema.source.is_some(),
+        locations: if matches!(options, Options::Written) { proto.source_code_info.as_ref() } else { None },
     };
     printer.file(proto)
 }
@@ -87,6 +88,9 @@ struct Printer<'a> {
     options: Options<'a>,
     proto3: bool,
     maps: bool,
+    /// The text's source positions (as written only): which ranges one
+    /// `reserved` statement listed.
+    locations: Option<&'a SourceCodeInfo>,
 }
 
 impl Printer<'_> {
@@ -158,11 +162,10 @@ impl Printer<'_> {
     /// A message; `path` is its index at each nesting level.
     fn message(&self, message: &DescriptorProto, path: &[usize]) -> String {
         let mut out = format!("message {} {{", message.name());
-        self.reserved(
-            &mut out,
-            &message.reserved_range.iter().map(|r| (r.start(), r.end() - 1)).collect::<Vec<_>>(),
-            &message.reserved_name,
-        );
+        let ranges: Vec<(i32, i32)> =
+            message.reserved_range.iter().map(|r| (r.start(), r.end() - 1)).collect();
+        let at = Reserved { element: message_location(path), ranges_field: 9, names_field: 10 };
+        self.reserved(&mut out, &ranges, &message.reserved_name, &at);
         let options = self.options_of(
             &Place::Message(path),
             written(message.options.as_ref().map(|o| &o.uninterpreted_option)),
@@ -355,7 +358,12 @@ impl Printer<'_> {
         let mut out = format!("enum {} {{", enumeration.name());
         let ranges: Vec<(i32, i32)> =
             enumeration.reserved_range.iter().map(|r| (r.start(), r.end())).collect();
-        self.reserved(&mut out, &ranges, &enumeration.reserved_name);
+        let mut element = if parent.is_empty() { vec![5] } else { message_location(parent) };
+        element.extend(
+            [if parent.is_empty() { None } else { Some(4) }, Some(index_i32(index))].into_iter().flatten(),
+        );
+        let at = Reserved { element, ranges_field: 4, names_field: 5 };
+        self.reserved(&mut out, &ranges, &enumeration.reserved_name, &at);
         let options = self.options_of(
             &Place::Enum(parent, index),
             written(enumeration.options.as_ref().map(|o| &o.uninterpreted_option)),
@@ -390,7 +398,23 @@ impl Printer<'_> {
 
     /// `reserved` statements, one per range or name (a descriptor keeps no
     /// grouping); normalized, by number, then the names.
-    fn reserved(&self, out: &mut String, ranges: &[(i32, i32)], names: &[String]) {
+    fn reserved(&self, out: &mut String, ranges: &[(i32, i32)], names: &[String], at: &Reserved) {
+        if let Some(statements) = self.locations.and_then(|l| written_reserved(l, at, ranges, names)) {
+            section(
+                out,
+                statements.into_iter().map(|items| {
+                    let items: Vec<String> = items
+                        .into_iter()
+                        .map(|item| match item {
+                            Item::Range(r) => self.range(r),
+                            Item::Name(n) => format!("\"{n}\""),
+                        })
+                        .collect();
+                    format!("reserved {};\n", items.join(", "))
+                }),
+            );
+            return;
+        }
         let mut lines: Vec<(i32, String)> =
             ranges.iter().map(|r| (r.0, format!("reserved {};\n", self.range(*r)))).collect();
         lines.extend(names.iter().map(|n| (i32::MAX, format!("reserved \"{n}\";\n"))));
@@ -598,6 +622,87 @@ impl Printer<'_> {
         }
         if self.normalize { decimal_format(x) } else { format!("{x:?}") }
     }
+}
+
+/// Where an element's reserved ranges and names are in the source positions.
+struct Reserved {
+    element: Vec<i32>,
+    ranges_field: i32,
+    names_field: i32,
+}
+
+/// One value of a `reserved` statement.
+enum Item {
+    Range((i32, i32)),
+    Name(String),
+}
+
+/// The `reserved` statements as written, each with the ranges or names it listed,
+/// from the source positions (each statement has one, and so has each of its
+/// values); `None` when they do not account for every range and name.
+fn written_reserved(
+    locations: &SourceCodeInfo,
+    at: &Reserved,
+    ranges: &[(i32, i32)],
+    names: &[String],
+) -> Option<Vec<Vec<Item>>> {
+    let under = |field: i32| {
+        let mut path = at.element.clone();
+        path.push(field);
+        path
+    };
+    let (ranges_path, names_path) = (under(at.ranges_field), under(at.names_field));
+    let mut statements: Vec<(&[i32], bool)> = locations
+        .location
+        .iter()
+        .filter(|l| l.path == ranges_path || l.path == names_path)
+        .map(|l| (l.span.as_slice(), l.path == ranges_path))
+        .collect();
+    statements.sort_by_key(|(span, _)| (span.first().copied(), span.get(1).copied()));
+    let value_at = |path: &[i32], i: usize| {
+        let mut path = path.to_vec();
+        path.push(index_i32(i));
+        locations.location.iter().find(|l| l.path == path).map(|l| l.span.as_slice())
+    };
+    let mut out: Vec<Vec<Item>> = statements.iter().map(|_| Vec::new()).collect();
+    let mut place = |span: Option<&[i32]>, numbers: bool, item: Item| -> Option<()> {
+        let k = statements.iter().position(|(s, n)| *n == numbers && span.is_some_and(|v| within(v, s)))?;
+        out[k].push(item);
+        Some(())
+    };
+    for (i, range) in ranges.iter().enumerate() {
+        place(value_at(&ranges_path, i), true, Item::Range(*range))?;
+    }
+    for (i, name) in names.iter().enumerate() {
+        place(value_at(&names_path, i), false, Item::Name(name.clone()))?;
+    }
+    Some(out.into_iter().filter(|items| !items.is_empty()).collect())
+}
+
+/// Whether the span `inner` starts inside `outer` (spans are `[line, column,
+/// end column]` or `[line, column, end line, end column]`).
+fn within(inner: &[i32], outer: &[i32]) -> bool {
+    let start = |s: &[i32]| (s.first().copied().unwrap_or(0), s.get(1).copied().unwrap_or(0));
+    let end = |s: &[i32]| match s {
+        [line, _, end] => (*line, *end),
+        [_, _, line, end, ..] => (*line, *end),
+        _ => (i32::MAX, i32::MAX),
+    };
+    start(outer) <= start(inner) && start(inner) <= end(outer)
+}
+
+/// The source-position path of the message at `path` (indices at each level).
+fn message_location(path: &[usize]) -> Vec<i32> {
+    let mut out = Vec::with_capacity(path.len() * 2);
+    for (level, i) in path.iter().enumerate() {
+        out.push(if level == 0 { 4 } else { 3 });
+        out.push(index_i32(*i));
+    }
+    out
+}
+
+fn index_i32(i: usize) -> i32 {
+    i32::try_from(i).unwrap_or(i32::MAX)
 }
 
 /// Appends `items` indented after a newline, when there are any.
@@ -857,8 +962,7 @@ option java_package = "com.example.shop";
 option java_multiple_files = true;
 
 message Order {
-  reserved 9;
-  reserved 11 to 15;
+  reserved 9, 11 to 15;
 
   string id = 1;
   google.protobuf.Timestamp placed_at = 2;
@@ -965,6 +1069,19 @@ message User {
         let text = render(&descriptor, Form::Canonical);
         assert!(text.contains("  .shop.Order.Line l = 1;\n"), "{text}");
         assert_eq!(render(&descriptor, Form::Normalized), render(&schema, Form::Normalized));
+    }
+
+    #[test]
+    fn reserved_statements_keep_their_grouping_as_written() {
+        let text = "syntax = \"proto3\";\nmessage M {\n  reserved 2, 15, 9 to 11;\n  reserved \"a\", \"b\";\n  reserved 20;\n  int32 x = 1;\n  enum E { Z = 0; reserved 3, 5 to max; }\n}\n";
+        let canonical = print(text, Form::Canonical);
+        assert!(canonical.contains("message M {\n  reserved 2, 15, 9 to 11;\n  reserved \"a\", \"b\";\n  reserved 20;\n\n  int32 x = 1;\n"), "{canonical}");
+        assert!(
+            canonical.contains("  enum E {\n    reserved 3, 5 to max;\n    Z = 0;\n  }\n"),
+            "{canonical}"
+        );
+        let normalized = print(text, Form::Normalized);
+        assert!(normalized.contains("  reserved 2;\n  reserved 9 to 11;\n  reserved 15;\n  reserved 20;\n  reserved \"a\";\n  reserved \"b\";\n"), "{normalized}");
     }
 
     #[test]
