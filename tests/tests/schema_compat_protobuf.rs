@@ -88,14 +88,31 @@ fn proto_text_normalizes_to_a_canonical_text_that_round_trips() {
           message Line { int32 qty = 1; }
         }"#;
     let canonical = normalize(text).unwrap();
-    assert_eq!(
-        canonical,
-        "syntax = \"proto3\";\npackage shop.v1;\nimport \"google/protobuf/timestamp.proto\";\n\
-         import \"google/protobuf/wrappers.proto\";\nmessage Order {\n  string id = 1;\n  \
-         .google.protobuf.Timestamp placed_at = 2;\n  repeated .shop.v1.Order.Line lines = 3;\n  \
-         map<string, int64> counts = 4;\n  oneof payment {\n    string card = 5;\n    string iban = 6;\n  }\n  \
-         optional .google.protobuf.StringValue note = 7;\n  message Line {\n    int32 qty = 1;\n  }\n}\n"
-    );
+    // Confluent's normalized print (ProtobufSchemaUtils.toNormalizedString).
+    let expected = r#"syntax = "proto3";
+package shop.v1;
+
+import "google/protobuf/timestamp.proto";
+import "google/protobuf/wrappers.proto";
+
+message Order {
+  string id = 1;
+  .google.protobuf.Timestamp placed_at = 2;
+  repeated .shop.v1.Order.Line lines = 3;
+  map<string, int64> counts = 4;
+  optional .google.protobuf.StringValue note = 7;
+
+  oneof payment {
+    string card = 5;
+    string iban = 6;
+  }
+
+  message Line {
+    int32 qty = 1;
+  }
+}
+"#;
+    assert_eq!(canonical, expected);
     assert_eq!(normalize(&canonical).unwrap(), canonical);
 }
 

@@ -178,12 +178,14 @@ fn every_exchange_file_is_run() {
     assert_eq!(files, FILES, "add a test for each file in tests/schema-exchanges");
 }
 
-const FILES: [&str; 9] = [
+const FILES: [&str; 11] = [
     "compatibility.json",
     "config.json",
     "contexts.json",
     "contracts.json",
+    "json-identity.json",
     "malformed.json",
+    "protobuf.json",
     "routes.json",
     "shapes.json",
     "validation.json",
@@ -193,6 +195,16 @@ const FILES: [&str; 9] = [
 #[test]
 fn answer_shapes() {
     run_file("shapes.json");
+}
+
+#[test]
+fn protobuf_text_and_formats() {
+    run_file("protobuf.json");
+}
+
+#[test]
+fn json_schema_identity() {
+    run_file("json-identity.json");
 }
 
 #[test]

@@ -53,8 +53,40 @@ pub enum CheckerError {
     Failed(String),
 }
 
+/// A form of a schema's text other than the normalized one, as Confluent's
+/// registry prints schemas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// The schema as written, in the type's own print (Confluent's
+    /// `canonicalString`): what is stored and compared without `normalize`.
+    Canonical,
+    /// Confluent's `format=serialized` (Protobuf: base64 of the file descriptor).
+    Serialized,
+}
+
+impl Form {
+    /// The name a checker plugin's `form` config key takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Form::Canonical => "canonical",
+            Form::Serialized => "serialized",
+        }
+    }
+}
+
 /// Normalization and compatibility checks for one schema type.
 pub trait SchemaChecker: Send + Sync {
+    /// The schema printed in `form`; `Ok(None)` when the checker has no such form
+    /// (the registry then keeps the text as registered). `Ok(Some(Err(reason)))`
+    /// when the schema is invalid.
+    fn print(
+        &self,
+        _schema: &ResolvedSchema,
+        _form: Form,
+    ) -> Result<Option<Result<String, String>>, CheckerError> {
+        Ok(None)
+    }
+
     /// The canonical form of the schema's text, `Ok(Err(reason))` when it is not
     /// a valid schema (with the definitions its references bring).
     fn normalize(&self, schema: &ResolvedSchema) -> Result<Result<String, String>, CheckerError>;
@@ -124,6 +156,22 @@ impl SchemaCheckers {
     /// The types that have a checker.
     pub fn types(&self) -> Vec<SchemaType> {
         self.by_type.read().expect("checkers lock").keys().copied().collect()
+    }
+
+    /// `schema` printed in `form`, `None` when its type's checker has no such
+    /// form; 42201 when the checker calls it invalid.
+    pub fn print(
+        &self,
+        schema_type: SchemaType,
+        schema: &ResolvedSchema,
+        form: Form,
+    ) -> Result<Option<String>> {
+        match self.get(schema_type)?.print(schema, form) {
+            Ok(None) => Ok(None),
+            Ok(Some(Ok(text))) => Ok(Some(text)),
+            Ok(Some(Err(reason))) => Err(RegistryError::InvalidSchema(reason)),
+            Err(e) => Err(checker_error(schema_type, e)),
+        }
     }
 
     /// The canonical form of `schema`, 42201 when the checker calls it invalid.

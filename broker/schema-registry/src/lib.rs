@@ -21,7 +21,7 @@ mod state;
 pub mod types;
 
 pub use checker::{
-    CheckerError, Incompatibility, ResolvedReference, ResolvedSchema, SchemaChecker, SchemaCheckers,
+    CheckerError, Form, Incompatibility, ResolvedReference, ResolvedSchema, SchemaChecker, SchemaCheckers,
 };
 pub use error::{RegistryError, Result};
 pub use plan::{CompatibilityResult, Plan, Registered};

@@ -4,7 +4,7 @@
 //! for the fsync, then applies them. Writes are serialized by the caller, so a plan
 //! is never stale when it is applied.
 
-use crate::checker::{ResolvedReference, ResolvedSchema, SchemaCheckers};
+use crate::checker::{Form, ResolvedReference, ResolvedSchema, SchemaCheckers};
 use crate::error::{RegistryError, Result};
 use crate::record::{Change, ConfigValue, ModeValue, NextIdValue, SchemaValue};
 use crate::state::{CONFLUENT_VERSION, Identity, State, identity, validate_subject};
@@ -100,8 +100,19 @@ impl State {
             references.iter().map(|r| self.resolve_reference(r)).collect::<Result<_>>()?;
         let resolved = self.referenced_schemas(&references)?;
         let schema = ResolvedSchema { text, references: resolved };
-        let canonical = checkers.normalize(schema_type, &schema)?;
-        let text = if normalize { canonical.clone() } else { schema.text };
+        let normalized = checkers.normalize(schema_type, &schema)?;
+        // As Confluent: with `normalize` the normalized form is stored and
+        // compared; else the type's print of the schema as written, when its
+        // checker has one (Protobuf), and otherwise the text as registered,
+        // compared by its normalized form.
+        let (text, canonical) = if normalize {
+            (normalized.clone(), normalized)
+        } else {
+            match checkers.print(schema_type, &schema, Form::Canonical)? {
+                Some(printed) => (printed.clone(), printed),
+                None => (schema.text, normalized),
+            }
+        };
         Ok(Proposed {
             schema_type,
             text,
@@ -112,6 +123,26 @@ impl State {
             rule_set: req.rule_set.clone(),
             from_latest,
         })
+    }
+
+    /// A stored schema's text in Confluent's `format` (the `format` query
+    /// parameter): `serialized` asks the type's checker for that form (Protobuf:
+    /// base64 of the file descriptor). Any other format, and a form the checker
+    /// lacks, gives the text as stored, as Confluent answers formats it does
+    /// not know.
+    pub fn formatted(
+        &self,
+        checkers: &SchemaCheckers,
+        schema_type: SchemaType,
+        text: String,
+        references: &[Reference],
+        format: &str,
+    ) -> Result<String> {
+        if format != Form::Serialized.as_str() {
+            return Ok(text);
+        }
+        let schema = ResolvedSchema { text, references: self.referenced_schemas(references)? };
+        Ok(checkers.print(schema_type, &schema, Form::Serialized)?.unwrap_or(schema.text))
     }
 
     /// The schemas `references` (resolved to version numbers) point at, and

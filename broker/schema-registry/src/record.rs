@@ -37,8 +37,10 @@ pub struct SchemaValue {
     pub schema_type: SchemaType,
     #[serde(default)]
     pub references: Vec<Reference>,
-    /// The checker's normalized form: two schemas are the same schema when type,
-    /// canonical form and references are equal.
+    /// What identifies the schema's text: the checker's print of it as written
+    /// (`Form::Canonical`, Confluent's stored text) or, with `normalize` or for a
+    /// type without such a print, its normalized form. Two schemas are the same
+    /// schema when type, this and references are equal.
     pub canonical: String,
     /// Confluent's data-contract `metadata` and `ruleSet`, as registered (after
     /// the config's default and override metadata were merged in); part of what

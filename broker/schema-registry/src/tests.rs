@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::checker::{
-    CheckerError, Incompatibility, ResolvedReference, ResolvedSchema, SchemaChecker, SchemaCheckers,
+    CheckerError, Form, Incompatibility, ResolvedReference, ResolvedSchema, SchemaChecker, SchemaCheckers,
 };
 use crate::record::{Change, ConfigValue};
 use crate::types::{CompatLevel, Mode, Reference, RegisterRequest, SchemaType, VersionSpec};
@@ -488,4 +488,66 @@ fn compatibility_groups_aliases_contexts_and_read_only_configs() {
         [":.ctx:x", "g"]
     );
     assert_eq!(s.all_schemas("g", false, false, 1, Some(1)).len(), 1);
+}
+
+/// A checker with Confluent's two prints: as written (whitespace collapsed, so
+/// layout does not matter but order does) and normalized (words sorted), and a
+/// serialized form.
+struct Printing;
+
+impl SchemaChecker for Printing {
+    fn normalize(&self, schema: &ResolvedSchema) -> Result<Result<String, String>, CheckerError> {
+        let mut words: Vec<&str> = schema.text.split_whitespace().collect();
+        words.sort_unstable();
+        Ok(Ok(words.join(" ")))
+    }
+
+    fn print(
+        &self,
+        schema: &ResolvedSchema,
+        form: Form,
+    ) -> Result<Option<Result<String, String>>, CheckerError> {
+        let words: Vec<&str> = schema.text.split_whitespace().collect();
+        Ok(Some(Ok(match form {
+            Form::Canonical => words.join(" "),
+            Form::Serialized => format!("serialized({})", words.join(" ")),
+        })))
+    }
+
+    fn check(
+        &self,
+        _level: CompatLevel,
+        _proposed: &ResolvedSchema,
+        _existing: &[ResolvedSchema],
+    ) -> Result<Vec<Incompatibility>, CheckerError> {
+        Ok(Vec::new())
+    }
+}
+
+#[test]
+fn a_checkers_print_is_stored_and_compared_unless_normalizing() {
+    let mut s = State::new();
+    let c = SchemaCheckers::new();
+    c.set(SchemaType::Protobuf, Arc::new(Printing));
+    let proto = |text: &str| RegisterRequest { schema_type: Some("PROTOBUF".into()), ..req(text) };
+    let mut register = |text: &str, normalize: bool| {
+        let plan = s.plan_register(&c, "p", &proto(text), normalize).unwrap();
+        let r = apply_plan(&mut s, plan);
+        (r.id, r.version.schema)
+    };
+    // Stored as printed; the same print is the same schema.
+    assert_eq!(register("a  b\n c", false), (1, "a b c".to_owned()));
+    assert_eq!(register("a b c", false).0, 1);
+    // Another order prints differently: a new schema, as in Confluent.
+    assert_eq!(register("c b a", false), (2, "c b a".to_owned()));
+    // Normalizing stores and compares the normalized form, which may be an
+    // earlier print.
+    assert_eq!(register("b c a", true).0, 1);
+    assert_eq!(register("z y x", true), (3, "x y z".to_owned()));
+    assert_eq!(register("y z x", true).0, 3);
+    // `format=serialized` asks the checker; other formats give the stored text.
+    let formatted =
+        |format: &str| s.formatted(&c, SchemaType::Protobuf, "a b c".into(), &[], format).unwrap();
+    assert_eq!(formatted("serialized"), "serialized(a b c)");
+    assert_eq!(formatted("default"), "a b c");
 }

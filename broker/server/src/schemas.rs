@@ -13,8 +13,8 @@ use es_core::{LeaderEpoch, Record};
 use es_log::{PartitionLog, ReplayError};
 use es_plugin_host::{CompatChecker, PluginEngine, PluginError, PluginLimits, builtin};
 use es_schema_registry::{
-    Change, CheckerError, CompatLevel, Incompatibility, Plan, RegistryError, ResolvedSchema, SchemaChecker,
-    SchemaCheckers, SchemaType, State,
+    Change, CheckerError, CompatLevel, Form, Incompatibility, Plan, RegistryError, ResolvedSchema,
+    SchemaChecker, SchemaCheckers, SchemaType, State,
 };
 
 /// The internal compacted topic that holds the registry.
@@ -181,15 +181,42 @@ struct PluginChecker {
     loaded: OnceLock<Result<Arc<CompatChecker>, String>>,
     /// The built-in to load on first use, when not loaded already.
     builtin: Option<(&'static str, PluginEngine)>,
+    /// A built-in that takes the config key `form` prints a schema in another
+    /// form from an instance configured with it (`Form::Canonical`,
+    /// `Form::Serialized`), each loaded on first use.
+    forms: [OnceLock<Result<Arc<CompatChecker>, String>>; 2],
 }
+
+/// The config key a checker plugin takes to print a schema in another form.
+const FORM_KEY: &str = "form";
 
 impl PluginChecker {
     fn loaded(checker: Arc<CompatChecker>) -> Self {
-        Self { loaded: OnceLock::from(Ok(checker)), builtin: None }
+        Self { loaded: OnceLock::from(Ok(checker)), builtin: None, forms: Default::default() }
     }
 
     fn builtin(name: &'static str, engine: PluginEngine) -> Self {
-        Self { loaded: OnceLock::new(), builtin: Some((name, engine)) }
+        Self { loaded: OnceLock::new(), builtin: Some((name, engine)), forms: Default::default() }
+    }
+
+    /// The instance printing `form`, `None` when the checker has no such form
+    /// (a user's checker, or a built-in without the `form` key).
+    fn form(&self, form: Form) -> Result<Option<&CompatChecker>, CheckerError> {
+        let takes_form = self.get()?.info().config_keys.iter().any(|k| k == FORM_KEY);
+        let Some((name, engine)) = self.builtin.as_ref().filter(|_| takes_form) else { return Ok(None) };
+        let slot = match form {
+            Form::Canonical => &self.forms[0],
+            Form::Serialized => &self.forms[1],
+        };
+        let loaded = slot.get_or_init(|| {
+            let wasm = builtin::compat(name).expect("listed in COMPAT_TYPES");
+            let config = vec![(FORM_KEY.to_owned(), form.as_str().to_owned())];
+            let loaded = CompatChecker::load(engine, name, wasm, config, PluginLimits::compat());
+            loaded.map(Arc::new).map_err(|e| {
+                format!("loading the built-in checker {name} ({FORM_KEY}={}): {e}", form.as_str())
+            })
+        });
+        loaded.as_deref().map(Some).map_err(|e| CheckerError::Failed(e.clone()))
     }
 
     /// The checker, loading a built-in the first time; concurrent first calls
@@ -206,6 +233,17 @@ impl PluginChecker {
 }
 
 impl SchemaChecker for PluginChecker {
+    fn print(
+        &self,
+        schema: &ResolvedSchema,
+        form: Form,
+    ) -> Result<Option<Result<String, String>>, CheckerError> {
+        match self.form(form)? {
+            Some(checker) => checker.normalize(&plugin_schema(schema)).map(Some).map_err(checker_error),
+            None => Ok(None),
+        }
+    }
+
     fn normalize(&self, schema: &ResolvedSchema) -> Result<Result<String, String>, CheckerError> {
         self.get()?.normalize(&plugin_schema(schema)).map_err(checker_error)
     }

@@ -1,344 +1,881 @@
-//! The canonical `.proto` text of a compiled schema, which the registry stores and
-//! returns (Confluent returns Protobuf schemas as `.proto` text too).
+//! The `.proto` text the registry stores and returns for a schema, printed as
+//! Confluent Schema Registry prints it (its `ProtobufSchemaUtils` layout), so
+//! clients and tools that compare schema text see the same bytes.
 //!
-//! The rendering is deterministic and parses back to the same descriptor: types
-//! are written fully qualified (`.shop.Order`), messages keep their declaration
-//! order (serialized records name a message by its index), imports are sorted,
-//! options come in field-number order, and comments and formatting are dropped.
-//! Inside a file, messages come first, then enums, extensions and services.
+//! Two forms, as in Confluent:
+//! - `Form::Canonical` (Confluent's `canonicalString`): the schema as written,
+//!   comments and layout dropped. Declarations keep their order, type names and
+//!   options stay as written (a base64 descriptor's names are its qualified
+//!   ones). Two texts that differ only in layout or comments print the same.
+//! - `Form::Normalized` (Confluent's `normalize`): types fully qualified with a
+//!   leading dot, fields, oneofs, enum values, reserved and extension ranges by
+//!   number, imports and options by name, `syntax` only for proto3.
+//!
+//! Either way the layout is Confluent's: a blank line before the imports, the
+//! options, the types (messages first, then enums, each group in declaration
+//! order, since records name a message by its index), the `extend` blocks and the
+//! services, and inside a message before the reserved ranges, options, fields,
+//! oneofs, groups, extension ranges, `extend` blocks and nested types; two-space
+//! indents, whitespace-only lines included; several field options one per line.
 
-use std::fmt::Write;
-
-use prost_reflect::{
-    DynamicMessage, EnumDescriptor, ExtensionDescriptor, FieldDescriptor, FileDescriptor, Kind, MapKey,
-    MessageDescriptor, ServiceDescriptor, Syntax, Value,
-};
+use prost_reflect::{DynamicMessage, FileDescriptor, Kind, MessageDescriptor, Value};
 use prost_types::field_descriptor_proto::{Label, Type};
+use prost_types::{
+    DescriptorProto, EnumDescriptorProto, FieldDescriptorProto, FileDescriptorProto, ServiceDescriptorProto,
+    SourceCodeInfo, UninterpretedOption,
+};
 
-/// The canonical text of `file`.
-pub fn render(file: &FileDescriptor) -> String {
-    let mut out = Out { text: String::new(), depth: 0, proto3: file.syntax() == Syntax::Proto3 };
-    let syntax = if out.proto3 { "proto3" } else { "proto2" };
-    out.line(&format!("syntax = \"{syntax}\";"));
-    if !file.package_name().is_empty() {
-        out.line(&format!("package {};", file.package_name()));
-    }
-    imports(&mut out, file);
-    out.options(&file.options());
-    for message in file.messages() {
-        out.message(&message);
-    }
-    for enumeration in file.enums() {
-        out.enumeration(&enumeration);
-    }
-    out.extensions(file.extensions());
-    for service in file.services() {
-        out.service(&service);
-    }
-    out.text
+use crate::schema::Schema;
+
+/// Which of Confluent's two prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    Canonical,
+    Normalized,
 }
 
-fn imports(out: &mut Out, file: &FileDescriptor) {
-    let proto = file.file_descriptor_proto();
-    let mut imports: Vec<(String, &str)> = proto
-        .dependency
-        .iter()
-        .enumerate()
-        .map(|(index, name)| {
-            let index = i32::try_from(index).unwrap_or(i32::MAX);
-            let kind = if proto.public_dependency.contains(&index) {
-                "public "
-            } else if proto.weak_dependency.contains(&index) {
-                "weak "
-            } else {
-                ""
-            };
-            (name.clone(), kind)
-        })
-        .collect();
-    imports.sort();
-    for (name, kind) in imports {
-        out.line(&format!("import {kind}{};", quote(name.as_bytes())));
-    }
+/// Protobuf's largest field number: a range ending there is `to max`.
+const MAX_TAG: i32 = 536_870_911;
+
+/// `schema` printed in `form`.
+pub fn render(schema: &Schema, form: Form) -> String {
+    let compiled = schema.file.file_descriptor_proto();
+    let (proto, options) = match (form, &schema.source) {
+        (Form::Canonical, Some(source)) => (source, Options::Written),
+        _ => (compiled, Options::Compiled(&schema.file)),
+    };
+    let printer = Printer {
+        normalize: form == Form::Normalized,
+        options,
+        proto3: proto.syntax() == "proto3",
+        // A descriptor's map fields are its entry messages; text writes `map<K, V>`.
+        maps: form == Form::Normalized || schema.source.is_some(),
+        locations: if matches!(options, Options::Written) { proto.source_code_info.as_ref() } else { None },
+    };
+    printer.file(proto)
 }
 
-struct Out {
+/// Where an element's options come from: the text's options as written (in
+/// order, names as written), or the compiled descriptor's, custom ones included.
+#[derive(Clone, Copy)]
+enum Options<'a> {
+    Written,
+    Compiled(&'a FileDescriptor),
+}
+
+/// An element of the file, to find its compiled options.
+enum Place<'a> {
+    File,
+    Message(&'a [usize]),
+    Field(&'a [usize], &'a str),
+    Oneof(&'a [usize], usize),
+    Enum(&'a [usize], usize),
+    EnumValue(&'a [usize], usize, &'a str),
+    Service(usize),
+    Method(usize, &'a str),
+    Extension(&'a str),
+}
+
+/// One option: the name it sorts by (custom options without parentheses, as
+/// Confluent sorts them) and its `name = value` text.
+struct Opt {
+    key: String,
     text: String,
-    depth: usize,
-    proto3: bool,
 }
 
-impl Out {
-    fn line(&mut self, line: &str) {
-        for _ in 0..self.depth {
-            self.text.push_str("  ");
+struct Printer<'a> {
+    normalize: bool,
+    options: Options<'a>,
+    proto3: bool,
+    maps: bool,
+    /// The text's source positions (as written only): which ranges one
+    /// `reserved` statement listed.
+    locations: Option<&'a SourceCodeInfo>,
+}
+
+impl Printer<'_> {
+    fn file(&self, proto: &FileDescriptorProto) -> String {
+        let mut out = String::new();
+        if self.proto3 || (!self.normalize && syntax_written(proto)) {
+            out.push_str(&format!("syntax = \"{}\";\n", if self.proto3 { "proto3" } else { "proto2" }));
         }
-        self.text.push_str(line);
-        self.text.push('\n');
-    }
-
-    fn open(&mut self, header: &str) {
-        self.line(&format!("{header} {{"));
-        self.depth += 1;
-    }
-
-    fn close(&mut self) {
-        self.depth -= 1;
-        self.line("}");
-    }
-
-    /// `option name = value;` for every option set, in field-number order.
-    fn options(&mut self, options: &DynamicMessage) {
-        for (name, value) in option_values(options) {
-            self.line(&format!("option {name} = {value};"));
+        if !proto.package().is_empty() {
+            out.push_str(&format!("package {};\n", proto.package()));
         }
-    }
-
-    fn message(&mut self, message: &MessageDescriptor) {
-        self.open(&format!("message {}", message.name()));
-        self.message_body(message);
-        self.close();
-    }
-
-    fn message_body(&mut self, message: &MessageDescriptor) {
-        self.options(&message.options());
-        let proto = message.descriptor_proto();
-        let mut oneofs_done = Vec::new();
-        for field in message.fields() {
-            match field.containing_oneof().filter(|o| !o.is_synthetic()) {
-                Some(oneof) if oneofs_done.contains(&oneof.name().to_owned()) => {}
-                Some(oneof) => {
-                    oneofs_done.push(oneof.name().to_owned());
-                    self.open(&format!("oneof {}", oneof.name()));
-                    self.options(&oneof.options());
-                    for member in oneof.fields() {
-                        self.field(&member, false);
-                    }
-                    self.close();
-                }
-                None => self.field(&field, true),
+        self.imports(&mut out, proto);
+        let options =
+            self.options_of(&Place::File, written(proto.options.as_ref().map(|o| &o.uninterpreted_option)));
+        if !options.is_empty() {
+            out.push('\n');
+            for option in options {
+                out.push_str(&format!("option {};\n", option.text));
             }
         }
-        for range in &proto.reserved_range {
-            self.line(&format!(
-                "reserved {};",
-                range_text(range.start(), range.end() - 1, MESSAGE_FIELD_MAX)
-            ));
+        if !proto.message_type.is_empty() || !proto.enum_type.is_empty() {
+            out.push('\n');
+            for (i, message) in proto.message_type.iter().enumerate() {
+                out.push_str(&self.message(message, &[i]));
+            }
+            for (i, enumeration) in proto.enum_type.iter().enumerate() {
+                out.push_str(&self.enumeration(enumeration, &[], i));
+            }
         }
-        if !proto.reserved_name.is_empty() {
-            let names: Vec<String> = proto.reserved_name.iter().map(|n| quote(n.as_bytes())).collect();
-            self.line(&format!("reserved {};", names.join(", ")));
+        if !proto.extension.is_empty() {
+            out.push('\n');
+            out.push_str(&self.extends(&proto.extension));
         }
-        for range in &proto.extension_range {
-            let mut line =
-                format!("extensions {}", range_text(range.start(), range.end() - 1, MESSAGE_FIELD_MAX));
-            if let Some(options) = &range.options {
-                let values = option_list(
-                    &message.parent_pool().get_message_by_name("google.protobuf.ExtensionRangeOptions"),
-                    options,
+        if !proto.service.is_empty() {
+            out.push('\n');
+            for (i, service) in proto.service.iter().enumerate() {
+                out.push_str(&self.service(service, i));
+            }
+        }
+        out
+    }
+
+    fn imports(&self, out: &mut String, proto: &FileDescriptorProto) {
+        let public: Vec<usize> =
+            proto.public_dependency.iter().filter_map(|i| usize::try_from(*i).ok()).collect();
+        let mut plain: Vec<&str> = Vec::new();
+        let mut public_names: Vec<&str> = Vec::new();
+        for (i, name) in proto.dependency.iter().enumerate() {
+            if public.contains(&i) { public_names.push(name) } else { plain.push(name) }
+        }
+        if plain.is_empty() && public_names.is_empty() {
+            return;
+        }
+        if self.normalize {
+            for list in [&mut plain, &mut public_names] {
+                list.sort_unstable();
+                list.dedup();
+            }
+        }
+        out.push('\n');
+        for name in plain {
+            out.push_str(&format!("import \"{name}\";\n"));
+        }
+        for name in public_names {
+            out.push_str(&format!("import public \"{name}\";\n"));
+        }
+    }
+
+    /// A message; `path` is its index at each nesting level.
+    fn message(&self, message: &DescriptorProto, path: &[usize]) -> String {
+        let mut out = format!("message {} {{", message.name());
+        let ranges: Vec<(i32, i32)> =
+            message.reserved_range.iter().map(|r| (r.start(), r.end() - 1)).collect();
+        let at = Reserved { element: message_location(path), ranges_field: 9, names_field: 10 };
+        self.reserved(&mut out, &ranges, &message.reserved_name, &at);
+        let options = self.options_of(
+            &Place::Message(path),
+            written(message.options.as_ref().map(|o| &o.uninterpreted_option)),
+        );
+        section(&mut out, options.iter().map(|o| format!("option {};\n", o.text)));
+        let groups: Vec<&FieldDescriptorProto> =
+            message.field.iter().filter(|f| f.r#type() == Type::Group).collect();
+        let plain = message.field.iter().filter(|f| f.r#type() != Type::Group && !in_oneof(f));
+        let mut plain: Vec<&FieldDescriptorProto> = plain.collect();
+        if self.normalize {
+            plain.sort_by_key(|f| f.number());
+        }
+        section(&mut out, plain.iter().map(|f| self.field(f, message, path, true)));
+        section(&mut out, self.oneofs(message, path));
+        section(&mut out, groups.iter().map(|g| self.group(g, message, path)));
+        let mut ranges: Vec<(i32, i32)> =
+            message.extension_range.iter().map(|r| (r.start(), r.end() - 1)).collect();
+        if self.normalize {
+            ranges.sort_unstable();
+        }
+        section(&mut out, ranges.iter().map(|r| format!("extensions {};\n", self.range(*r))));
+        if !message.extension.is_empty() {
+            out.push('\n');
+            out.push_str(&indented(&self.extends(&message.extension)));
+        }
+        let nested: Vec<(usize, &DescriptorProto)> = message
+            .nested_type
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| {
+                !(groups.iter().any(|g| type_simple_name(g) == n.name()) || self.maps && is_map_entry(n))
+            })
+            .collect();
+        if !nested.is_empty() || !message.enum_type.is_empty() {
+            out.push('\n');
+            for (i, child) in nested {
+                let child_path: Vec<usize> = path.iter().copied().chain([i]).collect();
+                out.push_str(&indented(&self.message(child, &child_path)));
+            }
+            for (i, enumeration) in message.enum_type.iter().enumerate() {
+                out.push_str(&indented(&self.enumeration(enumeration, path, i)));
+            }
+        }
+        out.push_str("}\n");
+        out
+    }
+
+    /// The oneofs (synthetic ones of proto3 `optional` fields left out), each
+    /// with its fields; normalized, each by number and the oneofs by their first.
+    fn oneofs(&self, message: &DescriptorProto, path: &[usize]) -> Vec<String> {
+        let mut oneofs: Vec<(usize, Vec<&FieldDescriptorProto>)> = Vec::new();
+        for (i, _) in message.oneof_decl.iter().enumerate() {
+            let fields: Vec<&FieldDescriptorProto> = message
+                .field
+                .iter()
+                .filter(|f| in_oneof(f) && usize::try_from(f.oneof_index()).ok() == Some(i))
+                .collect();
+            if !fields.is_empty()
+                || !message
+                    .field
+                    .iter()
+                    .any(|f| f.proto3_optional() && usize::try_from(f.oneof_index()).ok() == Some(i))
+            {
+                oneofs.push((i, fields));
+            }
+        }
+        if self.normalize {
+            oneofs.retain(|(_, fields)| !fields.is_empty());
+            for (_, fields) in &mut oneofs {
+                fields.sort_by_key(|f| f.number());
+            }
+            oneofs.sort_by_key(|(_, fields)| fields[0].number());
+        }
+        oneofs
+            .into_iter()
+            .map(|(i, fields)| {
+                let decl = &message.oneof_decl[i];
+                let mut out = format!("oneof {} {{", decl.name());
+                let options = self.options_of(
+                    &Place::Oneof(path, i),
+                    written(decl.options.as_ref().map(|o| &o.uninterpreted_option)),
                 );
-                if !values.is_empty() {
-                    let _ = write!(line, " [{}]", values.join(", "));
-                }
-            }
-            line.push(';');
-            self.line(&line);
-        }
-        for child in message.child_messages() {
-            if !child.is_map_entry() && !is_group_type(message, &child) {
-                self.message(&child);
-            }
-        }
-        for enumeration in message.child_enums() {
-            self.enumeration(&enumeration);
-        }
-        self.extensions(message.child_extensions());
+                section(&mut out, options.iter().map(|o| format!("option {};\n", o.text)));
+                section(&mut out, fields.iter().map(|f| self.field(f, message, path, false)));
+                out.push_str("}\n");
+                out
+            })
+            .collect()
     }
 
-    /// One field; `labelled` is false inside a oneof, where fields take no label.
-    fn field(&mut self, field: &FieldDescriptor, labelled: bool) {
-        let proto = field.field_descriptor_proto();
-        let mut options = Vec::new();
-        if let Some(default) = &proto.default_value {
-            options.push(format!("default = {}", default_text(proto.r#type(), default)));
-        }
-        if proto.json_name.as_deref().is_some_and(|json| json != default_json_name(field.name())) {
-            options.push(format!("json_name = {}", quote(proto.json_name().as_bytes())));
-        }
-        options.extend(option_values(&field.options()).into_iter().map(|(n, v)| format!("{n} = {v}")));
-        let label =
-            if labelled && !field.is_map() { self.label(proto.label(), proto.proto3_optional()) } else { "" };
-        let head = format!("{label}{} {} = {}", field_type(field), field.name(), field.number());
-        let options = if options.is_empty() { String::new() } else { format!(" [{}]", options.join(", ")) };
-        match (field.is_group(), field.kind()) {
-            (true, Kind::Message(group)) => {
-                // A group's field name is its type's name in lower case; the text
-                // names the type.
-                self.open(&format!("{label}group {} = {}{options}", group.name(), field.number()));
-                self.message_body(&group);
-                self.close();
-            }
-            _ => self.line(&format!("{head}{options};")),
-        }
+    /// One field line; `labelled` is false inside a oneof.
+    fn field(
+        &self,
+        field: &FieldDescriptorProto,
+        parent: &DescriptorProto,
+        path: &[usize],
+        labelled: bool,
+    ) -> String {
+        let map = self.map_type(field, parent);
+        let label = if labelled && map.is_none() { self.label(field) } else { "" };
+        let ty = map.unwrap_or_else(|| self.type_name(field));
+        let options = self.field_options(field, Place::Field(path, field.name()));
+        format!("{label}{ty} {} = {}{};\n", field.name(), field.number(), option_list(&options))
     }
 
-    fn label(&self, label: Label, proto3_optional: bool) -> &'static str {
-        match label {
+    /// A field's options: its own, then `default` and `json_name`, as Confluent
+    /// lists them (normalized: every one by name).
+    fn field_options(&self, field: &FieldDescriptorProto, place: Place<'_>) -> Vec<Opt> {
+        let mut options =
+            self.options_of(&place, written(field.options.as_ref().map(|o| &o.uninterpreted_option)));
+        if let Some(default) = &field.default_value {
+            let value = match field.r#type() {
+                Type::String => quote(default),
+                Type::Bool | Type::Enum | Type::Message | Type::Group | Type::Bytes => default.clone(),
+                _ => self.number_text(default),
+            };
+            options.push(Opt { key: "default".into(), text: format!("default = {value}") });
+        }
+        let json_written = match self.options {
+            Options::Written => field.json_name.is_some(),
+            // Compiled descriptors carry a json_name for every field; it was
+            // written only when it is not the default one.
+            Options::Compiled(_) => {
+                field.json_name.as_deref().is_some_and(|j| j != default_json_name(field.name()))
+            }
+        };
+        if json_written {
+            options.push(Opt {
+                key: "json_name".into(),
+                text: format!("json_name = {}", quote(field.json_name())),
+            });
+        }
+        if self.normalize {
+            options.sort_by(|a, b| a.key.cmp(&b.key));
+        }
+        options
+    }
+
+    fn group(&self, field: &FieldDescriptorProto, parent: &DescriptorProto, path: &[usize]) -> String {
+        let name = type_simple_name(field);
+        let mut out = format!("{}group {name} = {} {{", self.label(field), field.number());
+        if let Some((i, body)) = parent.nested_type.iter().enumerate().find(|(_, n)| n.name() == name) {
+            let body_path: Vec<usize> = path.iter().copied().chain([i]).collect();
+            let mut fields: Vec<&FieldDescriptorProto> = body.field.iter().collect();
+            if self.normalize {
+                fields.sort_by_key(|f| f.number());
+            }
+            section(&mut out, fields.iter().map(|f| self.field(f, body, &body_path, true)));
+        }
+        out.push_str("}\n");
+        out
+    }
+
+    fn label(&self, field: &FieldDescriptorProto) -> &'static str {
+        match field.label() {
             Label::Repeated => "repeated ",
             Label::Required => "required ",
-            Label::Optional if !self.proto3 || proto3_optional => "optional ",
+            Label::Optional if !self.proto3 || field.proto3_optional() => "optional ",
             Label::Optional => "",
         }
     }
 
-    fn enumeration(&mut self, enumeration: &EnumDescriptor) {
-        self.open(&format!("enum {}", enumeration.name()));
-        self.options(&enumeration.options());
-        // In declaration order: `values()` orders aliases differently.
-        let declared = enumeration.enum_descriptor_proto().value.iter().map(|v| v.name());
-        for value in declared.filter_map(|name| enumeration.get_value_by_name(name)) {
-            let options: Vec<String> =
-                option_values(&value.options()).into_iter().map(|(n, v)| format!("{n} = {v}")).collect();
+    /// `map<K, V>` when `field` is a map written as one.
+    fn map_type(&self, field: &FieldDescriptorProto, parent: &DescriptorProto) -> Option<String> {
+        if !self.maps
+            || field.label() != Label::Repeated
+            || field.r#type.is_some_and(|t| t != Type::Message as i32)
+        {
+            return None;
+        }
+        let entry =
+            parent.nested_type.iter().find(|n| n.name() == type_simple_name(field) && is_map_entry(n))?;
+        let key = entry.field.iter().find(|f| f.number() == 1)?;
+        let value = entry.field.iter().find(|f| f.number() == 2)?;
+        Some(format!("map<{}, {}>", self.type_name(key), self.type_name(value)))
+    }
+
+    fn type_name(&self, field: &FieldDescriptorProto) -> String {
+        match field.r#type {
+            Some(t) if t != Type::Message as i32 && t != Type::Enum as i32 && t != Type::Group as i32 => {
+                scalar_name(field.r#type())
+            }
+            _ => field.type_name().to_owned(),
+        }
+    }
+
+    /// An enum; `parent` is the path of the message it is nested in (empty at the
+    /// top), `index` its place there.
+    fn enumeration(&self, enumeration: &EnumDescriptorProto, parent: &[usize], index: usize) -> String {
+        let mut out = format!("enum {} {{", enumeration.name());
+        let ranges: Vec<(i32, i32)> =
+            enumeration.reserved_range.iter().map(|r| (r.start(), r.end())).collect();
+        let mut element = if parent.is_empty() { vec![5] } else { message_location(parent) };
+        element.extend(
+            [if parent.is_empty() { None } else { Some(4) }, Some(index_i32(index))].into_iter().flatten(),
+        );
+        let at = Reserved { element, ranges_field: 4, names_field: 5 };
+        self.reserved(&mut out, &ranges, &enumeration.reserved_name, &at);
+        let options = self.options_of(
+            &Place::Enum(parent, index),
+            written(enumeration.options.as_ref().map(|o| &o.uninterpreted_option)),
+        );
+        if ranges.is_empty()
+            && enumeration.reserved_name.is_empty()
+            && (!options.is_empty() || !enumeration.value.is_empty())
+        {
+            out.push('\n');
+        }
+        for option in &options {
+            out.push_str(&indented(&format!("option {};\n", option.text)));
+        }
+        let mut values: Vec<_> = enumeration.value.iter().collect();
+        if self.normalize {
+            values.sort_by(|a, b| (a.number(), a.name()).cmp(&(b.number(), b.name())));
+        }
+        for value in values {
+            let place = Place::EnumValue(parent, index, value.name());
             let options =
-                if options.is_empty() { String::new() } else { format!(" [{}]", options.join(", ")) };
-            self.line(&format!("{} = {}{options};", value.name(), value.number()));
+                self.options_of(&place, written(value.options.as_ref().map(|o| &o.uninterpreted_option)));
+            out.push_str(&indented(&format!(
+                "{} = {}{};\n",
+                value.name(),
+                value.number(),
+                option_list(&options)
+            )));
         }
-        let proto = enumeration.enum_descriptor_proto();
-        for range in &proto.reserved_range {
-            self.line(&format!("reserved {};", range_text(range.start(), range.end(), i32::MAX)));
-        }
-        if !proto.reserved_name.is_empty() {
-            let names: Vec<String> = proto.reserved_name.iter().map(|n| quote(n.as_bytes())).collect();
-            self.line(&format!("reserved {};", names.join(", ")));
-        }
-        self.close();
+        out.push_str("}\n");
+        out
     }
 
-    /// `extend` blocks, one per extended message, in order of first appearance.
-    fn extensions(&mut self, extensions: impl Iterator<Item = ExtensionDescriptor>) {
-        let mut blocks: Vec<(String, Vec<ExtensionDescriptor>)> = Vec::new();
-        for extension in extensions {
-            let extendee = format!(".{}", extension.containing_message().full_name());
-            match blocks.iter_mut().find(|(name, _)| *name == extendee) {
-                Some((_, list)) => list.push(extension),
-                None => blocks.push((extendee, vec![extension])),
-            }
-        }
-        for (extendee, list) in blocks {
-            self.open(&format!("extend {extendee}"));
-            for extension in list {
-                let proto = extension.field_descriptor_proto();
-                let label = match proto.label() {
-                    Label::Repeated => "repeated ",
-                    Label::Required => "required ",
-                    Label::Optional if !self.proto3 => "optional ",
-                    Label::Optional => "",
-                };
-                let mut options = Vec::new();
-                if let Some(default) = &proto.default_value {
-                    options.push(format!("default = {}", default_text(proto.r#type(), default)));
-                }
-                options.extend(
-                    option_values(&extension.options()).into_iter().map(|(n, v)| format!("{n} = {v}")),
-                );
-                let options =
-                    if options.is_empty() { String::new() } else { format!(" [{}]", options.join(", ")) };
-                let ty = kind_name(&extension.kind());
-                self.line(&format!("{label}{ty} {} = {}{options};", extension.name(), extension.number()));
-            }
-            self.close();
-        }
-    }
-
-    fn service(&mut self, service: &ServiceDescriptor) {
-        self.open(&format!("service {}", service.name()));
-        self.options(&service.options());
-        for method in service.methods() {
-            let stream = |yes: bool| if yes { "stream " } else { "" };
-            let head = format!(
-                "rpc {}({}.{}) returns ({}.{})",
-                method.name(),
-                stream(method.is_client_streaming()),
-                method.input().full_name(),
-                stream(method.is_server_streaming()),
-                method.output().full_name()
+    /// `reserved` statements, one per range or name (a descriptor keeps no
+    /// grouping); normalized, by number, then the names.
+    fn reserved(&self, out: &mut String, ranges: &[(i32, i32)], names: &[String], at: &Reserved) {
+        if let Some(statements) = self.locations.and_then(|l| written_reserved(l, at, ranges, names)) {
+            section(
+                out,
+                statements.into_iter().map(|items| {
+                    let items: Vec<String> = items
+                        .into_iter()
+                        .map(|item| match item {
+                            Item::Range(r) => self.range(r),
+                            Item::Name(n) => format!("\"{n}\""),
+                        })
+                        .collect();
+                    format!("reserved {};\n", items.join(", "))
+                }),
             );
-            let options = option_values(&method.options());
-            if options.is_empty() {
-                self.line(&format!("{head};"));
-            } else {
-                self.open(&head);
-                for (name, value) in options {
-                    self.line(&format!("option {name} = {value};"));
-                }
-                self.close();
+            return;
+        }
+        let mut lines: Vec<(i32, String)> =
+            ranges.iter().map(|r| (r.0, format!("reserved {};\n", self.range(*r)))).collect();
+        lines.extend(names.iter().map(|n| (i32::MAX, format!("reserved \"{n}\";\n"))));
+        if self.normalize {
+            lines.sort();
+        }
+        section(out, lines.into_iter().map(|(_, line)| line));
+    }
+
+    /// An inclusive range: `5`, `5 to 9` or `5 to max`.
+    fn range(&self, (start, end): (i32, i32)) -> String {
+        if start == end {
+            start.to_string()
+        } else if end >= MAX_TAG {
+            format!("{start} to max")
+        } else {
+            format!("{start} to {end}")
+        }
+    }
+
+    /// `extend` blocks, one per extended message in order of first appearance.
+    fn extends(&self, fields: &[FieldDescriptorProto]) -> String {
+        let mut blocks: Vec<(&str, Vec<&FieldDescriptorProto>)> = Vec::new();
+        for field in fields {
+            match blocks.iter_mut().find(|(name, _)| *name == field.extendee()) {
+                Some((_, list)) => list.push(field),
+                None => blocks.push((field.extendee(), vec![field])),
             }
         }
-        self.close();
+        let mut out = String::new();
+        for (extendee, mut list) in blocks {
+            if self.normalize {
+                list.sort_by_key(|f| f.number());
+            }
+            out.push_str(&format!("extend {extendee} {{"));
+            let lines = list.iter().map(|f| {
+                let options = self.field_options(f, Place::Extension(f.name()));
+                format!(
+                    "{}{} {} = {}{};\n",
+                    self.label(f),
+                    self.type_name(f),
+                    f.name(),
+                    f.number(),
+                    option_list(&options)
+                )
+            });
+            section(&mut out, lines);
+            out.push_str("}\n");
+        }
+        out
+    }
+
+    fn service(&self, service: &ServiceDescriptorProto, index: usize) -> String {
+        let mut out = format!("service {} {{", service.name());
+        let options = self.options_of(
+            &Place::Service(index),
+            written(service.options.as_ref().map(|o| &o.uninterpreted_option)),
+        );
+        section(&mut out, options.iter().map(|o| format!("option {};\n", o.text)));
+        let rpcs = service.method.iter().map(|m| {
+            let stream = |yes: bool| if yes { "stream " } else { "" };
+            let mut rpc = format!(
+                "rpc {} ({}{}) returns ({}{})",
+                m.name(),
+                stream(m.client_streaming()),
+                m.input_type(),
+                stream(m.server_streaming()),
+                m.output_type()
+            );
+            let options = self.options_of(
+                &Place::Method(index, m.name()),
+                written(m.options.as_ref().map(|o| &o.uninterpreted_option)),
+            );
+            if !options.is_empty() {
+                rpc.push_str(" {\n");
+                for option in options {
+                    rpc.push_str(&indented(&format!("option {};\n", option.text)));
+                }
+                rpc.push('}');
+            }
+            rpc.push_str(";\n");
+            rpc
+        });
+        section(&mut out, rpcs);
+        out.push_str("}\n");
+        out
+    }
+
+    /// The options of an element, as written or as compiled; normalized, by name.
+    fn options_of(&self, place: &Place<'_>, written: &[UninterpretedOption]) -> Vec<Opt> {
+        let mut options = match self.options {
+            Options::Written => written.iter().map(written_option).collect(),
+            Options::Compiled(file) => {
+                compiled_options(file, place).map_or_else(Vec::new, |o| self.dynamic_options(&o))
+            }
+        };
+        if self.normalize {
+            options.sort_by(|a, b| a.key.cmp(&b.key));
+        }
+        options
+    }
+
+    /// The options set in a compiled options message, standard ones by number,
+    /// then custom ones; a repeated option gives one per element.
+    fn dynamic_options(&self, options: &DynamicMessage) -> Vec<Opt> {
+        let mut fields: Vec<(String, String, Kind, Value)> = options
+            .fields()
+            .filter(|(f, _)| f.name() != "uninterpreted_option")
+            .map(|(f, v)| (f.name().to_owned(), f.name().to_owned(), f.kind(), v.clone()))
+            .collect();
+        let mut extensions: Vec<_> = options.extensions().collect();
+        extensions.sort_by_key(|(e, _)| e.number());
+        fields.extend(
+            extensions.into_iter().map(|(e, v)| {
+                (e.full_name().to_owned(), format!("({})", e.full_name()), e.kind(), v.clone())
+            }),
+        );
+        let mut out = Vec::new();
+        for (key, name, kind, value) in fields {
+            match value {
+                Value::List(values) => {
+                    for v in values {
+                        out.push(Opt {
+                            key: key.clone(),
+                            text: format!("{name} = {}", self.value_text(&kind, &v)),
+                        });
+                    }
+                }
+                value => out.push(Opt { key, text: format!("{name} = {}", self.value_text(&kind, &value)) }),
+            }
+        }
+        out
+    }
+
+    fn value_text(&self, kind: &Kind, value: &Value) -> String {
+        match value {
+            Value::Bool(b) => b.to_string(),
+            Value::I32(n) => n.to_string(),
+            Value::I64(n) => n.to_string(),
+            Value::U32(n) => n.to_string(),
+            Value::U64(n) => n.to_string(),
+            Value::F32(x) => self.float_text(f64::from(*x)),
+            Value::F64(x) => self.float_text(*x),
+            Value::String(s) => quote(s),
+            Value::Bytes(b) => quote(&String::from_utf8_lossy(b)),
+            Value::EnumNumber(n) => match kind {
+                Kind::Enum(e) => e.get_value(*n).map_or_else(|| n.to_string(), |v| v.name().to_owned()),
+                _ => n.to_string(),
+            },
+            Value::Message(m) => self.message_value(m),
+            Value::List(values) if self.normalize && values.len() == 1 => self.value_text(kind, &values[0]),
+            Value::List(values) => {
+                let items: Vec<String> = values.iter().map(|v| self.value_text(kind, v)).collect();
+                let last = items.len().saturating_sub(1);
+                let body: String = items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, item)| indented(&format!("{item}{}", if i == last { "" } else { "," })))
+                    .collect();
+                format!("[\n{body}]")
+            }
+            Value::Map(_) => "{\n}".into(),
+        }
+    }
+
+    /// A message-valued option in Confluent's map form: `{\n  key: value,\n}`.
+    fn message_value(&self, message: &DynamicMessage) -> String {
+        let mut entries: Vec<(String, String)> =
+            message.fields().map(|(f, v)| (f.name().to_owned(), self.value_text(&f.kind(), v))).collect();
+        entries.extend(
+            message
+                .extensions()
+                .map(|(e, v)| (format!("[{}]", e.full_name()), self.value_text(&e.kind(), v))),
+        );
+        if self.normalize {
+            entries.sort();
+        }
+        let last = entries.len().saturating_sub(1);
+        let body: String = entries
+            .iter()
+            .enumerate()
+            .map(|(i, (k, v))| indented(&format!("{k}: {v}{}", if i == last { "" } else { "," })))
+            .collect();
+        format!("{{\n{body}}}")
+    }
+
+    /// A number as Confluent prints it: as written, or normalized through Java's
+    /// `DecimalFormat` (no grouping, at most three decimals).
+    fn number_text(&self, text: &str) -> String {
+        match text.parse::<f64>() {
+            Ok(x) if self.normalize && x.is_finite() && text.parse::<i64>().is_err() => decimal_format(x),
+            _ => text.to_owned(),
+        }
+    }
+
+    fn float_text(&self, x: f64) -> String {
+        if !x.is_finite() {
+            return if x.is_nan() {
+                "nan".into()
+            } else if x > 0.0 {
+                "inf".into()
+            } else {
+                "-inf".into()
+            };
+        }
+        if self.normalize { decimal_format(x) } else { format!("{x:?}") }
     }
 }
 
-/// The largest field number; `to max` in a range.
-const MESSAGE_FIELD_MAX: i32 = 536_870_911;
+/// Where an element's reserved ranges and names are in the source positions.
+struct Reserved {
+    element: Vec<i32>,
+    ranges_field: i32,
+    names_field: i32,
+}
 
-/// `5`, `5 to 9` or `5 to max` for an inclusive range.
-fn range_text(start: i32, end: i32, max: i32) -> String {
-    if start == end {
-        start.to_string()
-    } else if end == max {
-        format!("{start} to max")
+/// One value of a `reserved` statement.
+enum Item {
+    Range((i32, i32)),
+    Name(String),
+}
+
+/// The `reserved` statements as written, each with the ranges or names it listed,
+/// from the source positions (each statement has one, and so has each of its
+/// values); `None` when they do not account for every range and name.
+fn written_reserved(
+    locations: &SourceCodeInfo,
+    at: &Reserved,
+    ranges: &[(i32, i32)],
+    names: &[String],
+) -> Option<Vec<Vec<Item>>> {
+    let under = |field: i32| {
+        let mut path = at.element.clone();
+        path.push(field);
+        path
+    };
+    let (ranges_path, names_path) = (under(at.ranges_field), under(at.names_field));
+    let mut statements: Vec<(&[i32], bool)> = locations
+        .location
+        .iter()
+        .filter(|l| l.path == ranges_path || l.path == names_path)
+        .map(|l| (l.span.as_slice(), l.path == ranges_path))
+        .collect();
+    statements.sort_by_key(|(span, _)| (span.first().copied(), span.get(1).copied()));
+    let value_at = |path: &[i32], i: usize| {
+        let mut path = path.to_vec();
+        path.push(index_i32(i));
+        locations.location.iter().find(|l| l.path == path).map(|l| l.span.as_slice())
+    };
+    let mut out: Vec<Vec<Item>> = statements.iter().map(|_| Vec::new()).collect();
+    let mut place = |span: Option<&[i32]>, numbers: bool, item: Item| -> Option<()> {
+        let k = statements.iter().position(|(s, n)| *n == numbers && span.is_some_and(|v| within(v, s)))?;
+        out[k].push(item);
+        Some(())
+    };
+    for (i, range) in ranges.iter().enumerate() {
+        place(value_at(&ranges_path, i), true, Item::Range(*range))?;
+    }
+    for (i, name) in names.iter().enumerate() {
+        place(value_at(&names_path, i), false, Item::Name(name.clone()))?;
+    }
+    Some(out.into_iter().filter(|items| !items.is_empty()).collect())
+}
+
+/// Whether the span `inner` starts inside `outer` (spans are `[line, column,
+/// end column]` or `[line, column, end line, end column]`).
+fn within(inner: &[i32], outer: &[i32]) -> bool {
+    let start = |s: &[i32]| (s.first().copied().unwrap_or(0), s.get(1).copied().unwrap_or(0));
+    let end = |s: &[i32]| match s {
+        [line, _, end] => (*line, *end),
+        [_, _, line, end, ..] => (*line, *end),
+        _ => (i32::MAX, i32::MAX),
+    };
+    start(outer) <= start(inner) && start(inner) <= end(outer)
+}
+
+/// The source-position path of the message at `path` (indices at each level).
+fn message_location(path: &[usize]) -> Vec<i32> {
+    let mut out = Vec::with_capacity(path.len() * 2);
+    for (level, i) in path.iter().enumerate() {
+        out.push(if level == 0 { 4 } else { 3 });
+        out.push(index_i32(*i));
+    }
+    out
+}
+
+fn index_i32(i: usize) -> i32 {
+    i32::try_from(i).unwrap_or(i32::MAX)
+}
+
+/// Appends `items` indented after a newline, when there are any.
+fn section(out: &mut String, items: impl IntoIterator<Item = String>) {
+    let mut items = items.into_iter().peekable();
+    if items.peek().is_some() {
+        out.push('\n');
+        for item in items {
+            out.push_str(&indented(&item));
+        }
+    }
+}
+
+/// Confluent's `appendIndented`: each line (trailing empty ones dropped, as
+/// Java's `split` does) prefixed with two spaces, blank ones too.
+fn indented(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    for line in text.trim_end_matches('\n').split('\n') {
+        out.push_str("  ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// `[a = 1]`, or one per line when there are several, as Confluent lists them.
+fn option_list(options: &[Opt]) -> String {
+    match options {
+        [] => String::new(),
+        [one] => format!(" [{}]", one.text),
+        many => {
+            let last = many.len() - 1;
+            let body: String = many
+                .iter()
+                .enumerate()
+                .map(|(i, o)| indented(&format!("{}{}", o.text, if i == last { "" } else { "," })))
+                .collect();
+            format!(" [\n{body}]")
+        }
+    }
+}
+
+fn written(options: Option<&Vec<UninterpretedOption>>) -> &[UninterpretedOption] {
+    options.map_or(&[], Vec::as_slice)
+}
+
+/// An option as written: `name = value`, `(custom.name).field = value`.
+fn written_option(option: &UninterpretedOption) -> Opt {
+    let name: Vec<String> = option
+        .name
+        .iter()
+        .map(|p| if p.is_extension { format!("({})", p.name_part) } else { p.name_part.clone() })
+        .collect();
+    let name = name.join(".");
+    let value = if let Some(id) = &option.identifier_value {
+        id.clone()
+    } else if let Some(n) = option.positive_int_value {
+        n.to_string()
+    } else if let Some(n) = option.negative_int_value {
+        n.to_string()
+    } else if let Some(x) = option.double_value {
+        format!("{x:?}")
+    } else if let Some(s) = &option.string_value {
+        quote(&String::from_utf8_lossy(s))
     } else {
-        format!("{start} to {end}")
+        format!("{{\n{}}}", indented(option.aggregate_value()))
+    };
+    Opt { key: name.trim_start_matches('(').replace(')', ""), text: format!("{name} = {value}") }
+}
+
+/// The compiled options message of the element at `place`.
+fn compiled_options(file: &FileDescriptor, place: &Place<'_>) -> Option<DynamicMessage> {
+    let message = |path: &[usize]| -> Option<MessageDescriptor> {
+        let (first, rest) = path.split_first()?;
+        let mut message = file.messages().nth(*first)?;
+        for i in rest {
+            let child = message.child_messages().nth(*i)?;
+            message = child;
+        }
+        Some(message)
+    };
+    match place {
+        Place::File => Some(file.options()),
+        Place::Message(path) => message(path).map(|m| m.options()),
+        Place::Field(path, name) => message(path)?.get_field_by_name(name).map(|f| f.options()),
+        Place::Oneof(path, i) => message(path)?.oneofs().nth(*i).map(|o| o.options()),
+        Place::Enum([], i) => file.enums().nth(*i).map(|e| e.options()),
+        Place::Enum(path, i) => message(path)?.child_enums().nth(*i).map(|e| e.options()),
+        Place::EnumValue(path, i, name) => {
+            let enumeration =
+                if path.is_empty() { file.enums().nth(*i) } else { message(path)?.child_enums().nth(*i) }?;
+            enumeration.get_value_by_name(name).map(|v| v.options())
+        }
+        Place::Service(i) => file.services().nth(*i).map(|s| s.options()),
+        Place::Method(i, name) => {
+            file.services().nth(*i)?.methods().find(|m| m.name() == *name).map(|m| m.options())
+        }
+        Place::Extension(name) => file
+            .extensions()
+            .chain(file.messages().flat_map(|m| all_extensions(&m)))
+            .find(|e| e.name() == *name)
+            .map(|e| e.options()),
     }
 }
 
-/// Whether `child` is the type of a group field of `parent`; it is written inside
-/// the field, not as a nested message.
-fn is_group_type(parent: &MessageDescriptor, child: &MessageDescriptor) -> bool {
-    parent.fields().any(|f| f.is_group() && matches!(f.kind(), Kind::Message(m) if m == *child))
+fn all_extensions(message: &MessageDescriptor) -> Vec<prost_reflect::ExtensionDescriptor> {
+    let mut out: Vec<_> = message.child_extensions().collect();
+    for child in message.child_messages() {
+        out.extend(all_extensions(&child));
+    }
+    out
 }
 
-fn field_type(field: &FieldDescriptor) -> String {
-    if field.is_map()
-        && let Kind::Message(entry) = field.kind()
-    {
-        let key = kind_name(&entry.map_entry_key_field().kind());
-        let value = kind_name(&entry.map_entry_value_field().kind());
-        return format!("map<{key}, {value}>");
-    }
-    kind_name(&field.kind())
+/// Whether the text declared its syntax: `syntax = "proto2";` leaves no trace
+/// in the descriptor but a source location (field 12 of the file).
+fn syntax_written(proto: &FileDescriptorProto) -> bool {
+    proto.syntax.is_some()
+        || proto.source_code_info.as_ref().is_some_and(|info| info.location.iter().any(|l| l.path == [12]))
 }
 
-fn kind_name(kind: &Kind) -> String {
-    match kind {
-        Kind::Double => "double".into(),
-        Kind::Float => "float".into(),
-        Kind::Int32 => "int32".into(),
-        Kind::Int64 => "int64".into(),
-        Kind::Uint32 => "uint32".into(),
-        Kind::Uint64 => "uint64".into(),
-        Kind::Sint32 => "sint32".into(),
-        Kind::Sint64 => "sint64".into(),
-        Kind::Fixed32 => "fixed32".into(),
-        Kind::Fixed64 => "fixed64".into(),
-        Kind::Sfixed32 => "sfixed32".into(),
-        Kind::Sfixed64 => "sfixed64".into(),
-        Kind::Bool => "bool".into(),
-        Kind::String => "string".into(),
-        Kind::Bytes => "bytes".into(),
-        Kind::Message(message) => format!(".{}", message.full_name()),
-        Kind::Enum(enumeration) => format!(".{}", enumeration.full_name()),
-    }
+fn in_oneof(field: &FieldDescriptorProto) -> bool {
+    field.oneof_index.is_some() && !field.proto3_optional()
 }
 
-/// A proto2 default as the descriptor stores it: strings unescaped, bytes
-/// C-escaped, enum values by name, numbers as written.
-fn default_text(ty: Type, default: &str) -> String {
-    match ty {
-        Type::String => quote(default.as_bytes()),
-        Type::Bytes => format!("\"{default}\""),
-        _ => default.to_owned(),
-    }
+fn is_map_entry(message: &DescriptorProto) -> bool {
+    message.options.as_ref().is_some_and(|o| o.map_entry())
+}
+
+/// The last part of a field's type name (`.shop.Order.Line` -> `Line`).
+fn type_simple_name(field: &FieldDescriptorProto) -> &str {
+    field.type_name().rsplit('.').next().unwrap_or_default()
+}
+
+fn scalar_name(ty: Type) -> String {
+    let name = match ty {
+        Type::Double => "double",
+        Type::Float => "float",
+        Type::Int64 => "int64",
+        Type::Uint64 => "uint64",
+        Type::Int32 => "int32",
+        Type::Fixed64 => "fixed64",
+        Type::Fixed32 => "fixed32",
+        Type::Bool => "bool",
+        Type::String => "string",
+        Type::Bytes => "bytes",
+        Type::Uint32 => "uint32",
+        Type::Sfixed32 => "sfixed32",
+        Type::Sfixed64 => "sfixed64",
+        Type::Sint32 => "sint32",
+        Type::Sint64 => "sint64",
+        Type::Group => "group",
+        Type::Message => "message",
+        Type::Enum => "enum",
+    };
+    name.to_owned()
+}
+
+/// Java's `new DecimalFormat()` without grouping: at most three decimals,
+/// rounded half-even, no trailing zeros.
+fn decimal_format(x: f64) -> String {
+    let scaled = x * 1000.0;
+    let rounded = {
+        let floor = scaled.floor();
+        let diff = scaled - floor;
+        if (diff - 0.5).abs() < f64::EPSILON * scaled.abs().max(1.0) {
+            if floor % 2.0 == 0.0 { floor } else { floor + 1.0 }
+        } else {
+            scaled.round()
+        }
+    };
+    let text = format!("{:.3}", rounded / 1000.0);
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text == "-0" { "0".into() } else { text.to_owned() }
 }
 
 /// protoc's JSON name: underscores dropped, the letter after each one upper-cased.
@@ -358,111 +895,23 @@ fn default_json_name(name: &str) -> String {
     out
 }
 
-/// Every option set in `options` as (name, value text), in field-number order,
-/// extensions (custom options) after the standard ones; a repeated option gives
-/// one pair per element.
-fn option_values(options: &DynamicMessage) -> Vec<(String, String)> {
-    let mut fields: Vec<(FieldDescriptor, &Value)> =
-        options.fields().filter(|(f, _)| f.name() != "uninterpreted_option").collect();
-    fields.sort_by_key(|(f, _)| f.number());
-    let mut out = Vec::new();
-    for (field, value) in fields {
-        push_values(&mut out, field.name().to_owned(), &field.kind(), value);
-    }
-    let mut extensions: Vec<(ExtensionDescriptor, &Value)> = options.extensions().collect();
-    extensions.sort_by_key(|(e, _)| e.number());
-    for (extension, value) in extensions {
-        push_values(&mut out, format!("({})", extension.full_name()), &extension.kind(), value);
-    }
-    out
-}
-
-fn push_values(out: &mut Vec<(String, String)>, name: String, kind: &Kind, value: &Value) {
-    match value {
-        Value::List(values) => {
-            for value in values {
-                out.push((name.clone(), value_text(kind, value)));
-            }
-        }
-        value => out.push((name, value_text(kind, value))),
-    }
-}
-
-/// `name = value` pairs of an options message held as a prost-types struct.
-fn option_list<M: prost::Message>(descriptor: &Option<MessageDescriptor>, options: &M) -> Vec<String> {
-    let Some(descriptor) = descriptor else { return Vec::new() };
-    let Ok(options) = DynamicMessage::decode(descriptor.clone(), options.encode_to_vec().as_slice()) else {
-        return Vec::new();
-    };
-    option_values(&options).into_iter().map(|(n, v)| format!("{n} = {v}")).collect()
-}
-
-fn value_text(kind: &Kind, value: &Value) -> String {
-    match value {
-        Value::Bool(b) => b.to_string(),
-        Value::I32(n) => n.to_string(),
-        Value::I64(n) => n.to_string(),
-        Value::U32(n) => n.to_string(),
-        Value::U64(n) => n.to_string(),
-        Value::F32(x) => float_text(f64::from(*x)),
-        Value::F64(x) => float_text(*x),
-        Value::String(s) => quote(s.as_bytes()),
-        Value::Bytes(b) => quote(b),
-        Value::EnumNumber(n) => match kind {
-            Kind::Enum(e) => e.get_value(*n).map_or_else(|| n.to_string(), |v| v.name().to_owned()),
-            _ => n.to_string(),
-        },
-        Value::Message(m) => format!("{{ {} }}", m.to_text_format()),
-        Value::List(values) => {
-            let items: Vec<String> = values.iter().map(|v| value_text(kind, v)).collect();
-            format!("[{}]", items.join(", "))
-        }
-        Value::Map(map) => map_text(kind, map),
-    }
-}
-
-/// A map-typed option value, as the list of entry messages it is on the wire.
-fn map_text(kind: &Kind, map: &std::collections::HashMap<MapKey, Value>) -> String {
-    let Kind::Message(entry) = kind else { return "[]".into() };
-    let mut entries: Vec<(&MapKey, &Value)> = map.iter().collect();
-    entries.sort_by(|a, b| a.0.cmp(b.0));
-    let items: Vec<String> = entries
-        .into_iter()
-        .map(|(key, value)| {
-            let mut message = DynamicMessage::new(entry.clone());
-            message.set_field(&entry.map_entry_key_field(), Value::from(key.clone()));
-            message.set_field(&entry.map_entry_value_field(), value.clone());
-            format!("{{ {} }}", message.to_text_format())
-        })
-        .collect();
-    format!("[{}]", items.join(", "))
-}
-
-fn float_text(x: f64) -> String {
-    if x.is_nan() {
-        "nan".into()
-    } else if x.is_infinite() {
-        if x > 0.0 { "inf".into() } else { "-inf".into() }
-    } else {
-        format!("{x:?}")
-    }
-}
-
-/// A string literal: printable ASCII as is, the rest escaped (octal for bytes).
-fn quote(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len() + 2);
+/// A string literal escaped as Confluent's `escapeChars` does.
+fn quote(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
-    for &b in bytes {
-        match b {
-            b'\\' => out.push_str("\\\\"),
-            b'"' => out.push_str("\\\""),
-            b'\n' => out.push_str("\\n"),
-            b'\r' => out.push_str("\\r"),
-            b'\t' => out.push_str("\\t"),
-            0x20..=0x7e => out.push(char::from(b)),
-            _ => {
-                let _ = write!(out, "\\{b:03o}");
-            }
+    for c in text.chars() {
+        match c {
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("\\'"),
+            '"' => out.push_str("\\\""),
+            c => out.push(c),
         }
     }
     out.push('"');
@@ -472,107 +921,174 @@ fn quote(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::Schema;
 
-    fn normalize(text: &str) -> String {
-        render(&Schema::parse(text).unwrap().file)
+    fn print(text: &str, form: Form) -> String {
+        render(&Schema::parse(text).unwrap(), form)
     }
 
-    /// Renders, parses the rendering and renders again: the two must match, and
-    /// the descriptors (without source positions) too.
-    fn round_trip(text: &str) -> String {
-        let first = Schema::parse(text).unwrap();
-        let rendered = render(&first.file);
-        let second = Schema::parse(&rendered).unwrap_or_else(|e| panic!("{e}\n{rendered}"));
-        assert_eq!(render(&second.file), rendered);
-        let strip = |file: &FileDescriptor| {
-            let mut proto = file.file_descriptor_proto().clone();
-            proto.source_code_info = None;
-            proto.name = None;
-            proto.dependency.sort();
-            proto
-        };
-        assert_eq!(strip(&first.file), strip(&second.file), "{rendered}");
-        rendered
+    const ORDER: &str = r#"syntax = "proto3";
+// A comment that goes away.
+package shop.v1;
+import "google/protobuf/wrappers.proto";
+import "google/protobuf/timestamp.proto";
+option java_package = "com.example.shop";
+option java_multiple_files = true;
+message Order {
+  reserved 9, 11 to 15;
+  string id = 1;
+  google.protobuf.Timestamp placed_at = 2;
+  repeated Line lines = 3 [deprecated = true, json_name = "LINES"];
+  map<string, Status> tags = 4;
+  optional int64 total = 5;
+  oneof payment { string card = 6; string iban = 7; }
+  google.protobuf.StringValue note = 8;
+  message Line { int32 qty = 1; }
+  enum Status { UNKNOWN = 0; OK = 1; }
+}
+enum Kind { A = 0; }
+message Empty {}
+service Shop { rpc Place(Order) returns (stream Order); }
+"#;
+
+    #[test]
+    fn canonical_is_confluents_print_as_written() {
+        let expected = r#"syntax = "proto3";
+package shop.v1;
+
+import "google/protobuf/wrappers.proto";
+import "google/protobuf/timestamp.proto";
+
+option java_package = "com.example.shop";
+option java_multiple_files = true;
+
+message Order {
+  reserved 9, 11 to 15;
+
+  string id = 1;
+  google.protobuf.Timestamp placed_at = 2;
+  repeated Line lines = 3 [
+    deprecated = true,
+    json_name = "LINES"
+  ];
+  map<string, Status> tags = 4;
+  optional int64 total = 5;
+  google.protobuf.StringValue note = 8;
+
+  oneof payment {
+    string card = 6;
+    string iban = 7;
+  }
+
+  message Line {
+    int32 qty = 1;
+  }
+  enum Status {
+    UNKNOWN = 0;
+    OK = 1;
+  }
+}
+message Empty {}
+enum Kind {
+  A = 0;
+}
+
+service Shop {
+  rpc Place (Order) returns (stream Order);
+}
+"#;
+        assert_eq!(print(ORDER, Form::Canonical), expected);
     }
 
     #[test]
-    fn proto3_round_trip() {
-        let text = round_trip(
-            r#"syntax = "proto3";
-            // A comment that goes away.
-            package shop.v1;
-            import "google/protobuf/timestamp.proto";
-            import "google/protobuf/wrappers.proto";
-            option java_package = "com.example.shop";
-            option java_multiple_files = true;
-            message Order {
-              string id = 1;
-              google.protobuf.Timestamp placed_at = 2;
-              repeated Line lines = 3 [deprecated = true];
-              map<string, Status> tags = 4;
-              optional int64 total = 5;
-              oneof payment { string card = 6; string iban = 7 [json_name = "IBAN"]; }
-              google.protobuf.StringValue note = 8;
-              reserved 9, 11 to 15, 100 to max;
-              reserved "old";
-              message Line { int32 qty = 1; bytes sku = 2; }
-              enum Status { UNKNOWN = 0; OK = 1 [deprecated = true]; reserved 5 to 9; }
-            }
-            enum Kind { option allow_alias = true; A = 0; B = 0; }
-            service Shop { rpc Place(Order) returns (stream Order); }"#,
-        );
-        assert!(text.starts_with("syntax = \"proto3\";\npackage shop.v1;\n"), "{text}");
-        assert!(text.contains("  repeated .shop.v1.Order.Line lines = 3 [deprecated = true];\n"), "{text}");
+    fn normalized_qualifies_and_sorts() {
+        let text = print(ORDER, Form::Normalized);
+        assert!(text.starts_with("syntax = \"proto3\";\npackage shop.v1;\n\nimport \"google/protobuf/timestamp.proto\";\nimport \"google/protobuf/wrappers.proto\";\n\noption java_multiple_files = true;\noption java_package = \"com.example.shop\";\n"), "{text}");
+        assert!(text.contains("  .google.protobuf.Timestamp placed_at = 2;\n"), "{text}");
         assert!(text.contains("  map<string, .shop.v1.Order.Status> tags = 4;\n"), "{text}");
-        assert!(text.contains("  optional int64 total = 5;\n"), "{text}");
-        assert!(text.contains("    string iban = 7 [json_name = \"IBAN\"];\n"), "{text}");
-        assert!(text.contains("  reserved 100 to max;\n"), "{text}");
-        assert!(!text.contains("comment"), "{text}");
+        assert!(text.contains("  rpc Place (.shop.v1.Order) returns (stream .shop.v1.Order);\n"), "{text}");
+        // Normalizing is idempotent, and the print compiles to the same descriptor.
+        assert_eq!(print(&text, Form::Normalized), text);
+        let strip = |s: &Schema| {
+            let mut p = s.file.file_descriptor_proto().clone();
+            p.source_code_info = None;
+            p.dependency.sort();
+            p.message_type[0].field.sort_by_key(|f| f.number());
+            p
+        };
+        assert_eq!(strip(&Schema::parse(&text).unwrap()), strip(&Schema::parse(ORDER).unwrap()));
     }
 
     #[test]
-    fn proto2_round_trip() {
-        round_trip(
-            r#"syntax = "proto2";
-            package legacy;
-            import "google/protobuf/descriptor.proto";
-            extend google.protobuf.FieldOptions { optional string pii = 50001; }
-            message User {
-              required string name = 1 [(pii) = "name"];
-              optional int32 age = 2 [default = -1];
-              optional string nick = 3 [default = "a \"b\"\n"];
-              optional bytes raw = 4 [default = "\001\377"];
-              optional double ratio = 5 [default = inf];
-              repeated int32 scores = 6 [packed = true];
-              optional group Address = 7 { optional string city = 1; }
-              extensions 100 to 199;
-            }
-            extend User { optional int32 level = 100; }"#,
-        );
+    fn layout_and_comments_do_not_matter_but_order_does() {
+        let a = "syntax = \"proto3\"; message M { int32 a = 1; string b = 2; }";
+        let b = "syntax = \"proto3\";\n// hi\nmessage M {\n  int32 a = 1; /* x */\n  string b = 2;\n}\n";
+        let c = "syntax = \"proto3\"; message M { string b = 2; int32 a = 1; }";
+        assert_eq!(print(a, Form::Canonical), print(b, Form::Canonical));
+        assert_ne!(print(a, Form::Canonical), print(c, Form::Canonical));
+        assert_eq!(print(a, Form::Normalized), print(c, Form::Normalized));
     }
 
     #[test]
-    fn deterministic_for_equivalent_texts() {
-        let a = normalize(
-            "syntax = \"proto3\"; package p; import \"google/protobuf/empty.proto\"; import \"google/protobuf/any.proto\"; message M { google.protobuf.Any a = 1; }",
+    fn proto2_options_defaults_and_extensions() {
+        let text = r#"syntax = "proto2";
+package legacy;
+import "google/protobuf/descriptor.proto";
+extend google.protobuf.FieldOptions { optional string pii = 50001; }
+message User {
+  required string name = 1 [(pii) = "name"];
+  optional int32 age = 2 [default = -1];
+  optional string nick = 3 [default = "a\"b"];
+  extensions 100 to max;
+}
+"#;
+        let canonical = print(text, Form::Canonical);
+        assert!(canonical.starts_with("syntax = \"proto2\";\n"), "{canonical}");
+        assert!(canonical.contains("  required string name = 1 [(pii) = \"name\"];\n"), "{canonical}");
+        assert!(canonical.contains("  optional int32 age = 2 [default = -1];\n"), "{canonical}");
+        assert!(canonical.contains("  optional string nick = 3 [default = \"a\\\"b\"];\n"), "{canonical}");
+        assert!(canonical.contains("\n\n  extensions 100 to max;\n}\n"), "{canonical}");
+        assert!(
+            canonical
+                .contains("\nextend google.protobuf.FieldOptions {\n  optional string pii = 50001;\n}\n"),
+            "{canonical}"
         );
-        let b = normalize(
-            "syntax=\"proto3\";\n\npackage p;\nimport \"google/protobuf/any.proto\";\nimport \"google/protobuf/empty.proto\";\nmessage M {\n  .google.protobuf.Any a = 1;\n}\n",
+        let normalized = print(text, Form::Normalized);
+        assert!(!normalized.contains("syntax"), "{normalized}");
+        assert!(
+            normalized.contains("  required string name = 1 [(legacy.pii) = \"name\"];\n"),
+            "{normalized}"
         );
-        assert_eq!(a, b);
+        assert!(normalized.contains("extend .google.protobuf.FieldOptions {"), "{normalized}");
+        assert_eq!(print(&normalized, Form::Normalized), normalized);
     }
 
     #[test]
-    fn a_descriptor_renders_like_its_text() {
-        use base64::Engine;
-        use prost::Message;
-        let text = "syntax = \"proto3\";\npackage shop;\nimport \"google/protobuf/timestamp.proto\";\n\
-                    message Order { google.protobuf.Timestamp at = 1; map<string, int64> counts = 2; oneof o { string a = 3; } }";
-        let schema = Schema::parse(text).unwrap();
-        let mut proto = schema.file.file_descriptor_proto().clone();
-        proto.source_code_info = None;
-        let encoded = base64::engine::general_purpose::STANDARD.encode(proto.encode_to_vec());
-        assert_eq!(normalize(&encoded), normalize(text));
+    fn a_descriptor_prints_with_its_qualified_names() {
+        let schema = Schema::parse("syntax = \"proto3\";\npackage shop;\nmessage Order { Line l = 1; message Line { int32 q = 1; } }").unwrap();
+        let descriptor = Schema::parse(&schema.serialized()).unwrap();
+        let text = render(&descriptor, Form::Canonical);
+        assert!(text.contains("  .shop.Order.Line l = 1;\n"), "{text}");
+        assert_eq!(render(&descriptor, Form::Normalized), render(&schema, Form::Normalized));
+    }
+
+    #[test]
+    fn reserved_statements_keep_their_grouping_as_written() {
+        let text = "syntax = \"proto3\";\nmessage M {\n  reserved 2, 15, 9 to 11;\n  reserved \"a\", \"b\";\n  reserved 20;\n  int32 x = 1;\n  enum E { Z = 0; reserved 3, 5 to max; }\n}\n";
+        let canonical = print(text, Form::Canonical);
+        assert!(canonical.contains("message M {\n  reserved 2, 15, 9 to 11;\n  reserved \"a\", \"b\";\n  reserved 20;\n\n  int32 x = 1;\n"), "{canonical}");
+        assert!(
+            canonical.contains("  enum E {\n    reserved 3, 5 to max;\n    Z = 0;\n  }\n"),
+            "{canonical}"
+        );
+        let normalized = print(text, Form::Normalized);
+        assert!(normalized.contains("  reserved 2;\n  reserved 9 to 11;\n  reserved 15;\n  reserved 20;\n  reserved \"a\";\n  reserved \"b\";\n"), "{normalized}");
+    }
+
+    #[test]
+    fn decimal_format_is_javas() {
+        assert_eq!(decimal_format(1.5), "1.5");
+        assert_eq!(decimal_format(2.0), "2");
+        assert_eq!(decimal_format(0.12345), "0.123");
+        assert_eq!(decimal_format(-0.0001), "0");
     }
 }

@@ -17,6 +17,19 @@ use protox::file::File;
 /// The file name a schema given as `.proto` text is compiled under.
 const TEXT_FILE_NAME: &str = "schema.proto";
 
+impl Schema {
+    /// Base64 of the compiled file's `FileDescriptorProto` without source
+    /// positions, as Confluent answers `format=serialized`. Custom options are
+    /// left out: prost's descriptor types keep no extensions.
+    pub fn serialized(&self) -> String {
+        use base64::Engine;
+        use prost::Message;
+        let mut proto = self.file.file_descriptor_proto().clone();
+        proto.source_code_info = None;
+        base64::engine::general_purpose::STANDARD.encode(proto.encode_to_vec())
+    }
+}
+
 /// Why a schema was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SchemaError {
@@ -38,6 +51,9 @@ pub enum SchemaError {
 #[derive(Debug, Clone)]
 pub struct Schema {
     pub file: FileDescriptor,
+    /// The file as written, before names are resolved, when it came as `.proto`
+    /// text (Confluent prints a schema with its names as written).
+    pub source: Option<FileDescriptorProto>,
 }
 
 impl Schema {
@@ -69,6 +85,7 @@ impl Schema {
             let file = file.map_err(|e| in_reference(name, e))?;
             imports.insert((*name).to_owned(), file);
         }
+        let written = file.source().is_some().then(|| file.file_descriptor_proto().clone());
         let source = file.source().map(str::to_owned);
         let name = file.name().to_owned();
         let mut compiler = Compiler::with_file_resolver(Resolver { name: name.clone(), file, imports });
@@ -97,7 +114,7 @@ impl Schema {
         if file.messages().len() == 0 {
             return Err(SchemaError::Invalid("the schema defines no message type".into()));
         }
-        Ok(Self { file })
+        Ok(Self { file, source: written })
     }
 }
 

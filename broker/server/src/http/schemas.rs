@@ -422,7 +422,9 @@ pub(super) async fn list_versions(
     params(
         ("subject" = String, Path, description = "Subject name", example = "st-value"),
         ("version" = VersionParam, Path),
-        ("deleted" = Option<bool>, Query, description = "A soft-deleted version may be returned")),
+        ("deleted" = Option<bool>, Query, description = "A soft-deleted version may be returned"),
+        ("format" = Option<String>, Query, description = "`serialized`: a PROTOBUF schema as base64 of its \
+            FileDescriptorProto; any other value: the text as stored")),
     responses(
         (status = 200, body = SchemaVersion),
         (status = 404, description = "40401 subject not found, 40402 version not found", body = RegistryErrorBody),
@@ -433,8 +435,19 @@ pub(super) async fn get_version(
     q: Params,
 ) -> SrResult {
     let spec = VersionSpec::parse(&version)?;
-    let v =
-        s.registry.schemas().read(|st| st.version(&st.resolve_alias(&subject), spec, q.flag("deleted")))?;
+    let deleted = q.flag("deleted");
+    let format = q.text("format").map(str::to_owned);
+    let v = s
+        .registry
+        .schemas()
+        .read_checked(move |st, checkers| {
+            let mut v = st.version(&st.resolve_alias(&subject), spec, deleted)?;
+            if let Some(format) = format {
+                v.schema = st.formatted(checkers, v.schema_type, v.schema, &v.references, &format)?;
+            }
+            Ok(v)
+        })
+        .await?;
     Ok(ok(SchemaVersion::from(v)))
 }
 
@@ -442,7 +455,9 @@ pub(super) async fn get_version(
     params(
         ("subject" = String, Path, description = "Subject name", example = "st-value"),
         ("version" = VersionParam, Path),
-        ("deleted" = Option<bool>, Query, description = "A soft-deleted version may be returned")),
+        ("deleted" = Option<bool>, Query, description = "A soft-deleted version may be returned"),
+        ("format" = Option<String>, Query, description = "`serialized`: a PROTOBUF schema as base64 of its \
+            FileDescriptorProto; any other value: the text as stored")),
     responses(
         (status = 200, description = "The schema text itself, as registered: JSON for AVRO and JSON \
             schemas, `.proto` text or base64 for PROTOBUF", body = Value),
@@ -454,9 +469,20 @@ pub(super) async fn get_version_schema(
     q: Params,
 ) -> SrResult {
     let spec = VersionSpec::parse(&version)?;
-    let v =
-        s.registry.schemas().read(|st| st.version(&st.resolve_alias(&subject), spec, q.flag("deleted")))?;
-    Ok(text(v.schema))
+    let deleted = q.flag("deleted");
+    let format = q.text("format").map(str::to_owned);
+    let schema = s
+        .registry
+        .schemas()
+        .read_checked(move |st, checkers| {
+            let v = st.version(&st.resolve_alias(&subject), spec, deleted)?;
+            match format {
+                Some(format) => st.formatted(checkers, v.schema_type, v.schema, &v.references, &format),
+                None => Ok(v.schema),
+            }
+        })
+        .await?;
+    Ok(text(schema))
 }
 
 #[utoipa::path(get, path = "/registry/subjects/{subject}/versions/{version}/referencedby", tag = "registry",
@@ -592,27 +618,59 @@ pub(super) async fn schema_types(State(s): State<AppState>) -> Reply {
     params(
         ("id" = i32, Path, description = "Schema id"),
         ("subject" = Option<String>, Query, description = "Accepted and ignored"),
-        ("format" = Option<String>, Query, description = "Accepted and ignored (e.g. `serialized`)")),
+        ("format" = Option<String>, Query, description = "`serialized`: a PROTOBUF schema as base64 of its \
+            FileDescriptorProto; any other value: the text as stored")),
     responses(
         (status = 200, description = "Soft-deleted schemas stay readable by id", body = SchemaText),
         (status = 404, description = "40403 schema not found", body = RegistryErrorBody)))]
-pub(super) async fn schema_by_id(State(s): State<AppState>, SrPath(id): SrPath<String>) -> SrResult {
+pub(super) async fn schema_by_id(
+    State(s): State<AppState>,
+    SrPath(id): SrPath<String>,
+    q: Params,
+) -> SrResult {
     let id = parse_id(&id)?;
-    Ok(ok(SchemaText::from(s.registry.schemas().read(|st| st.schema_by_id(id))?)))
+    Ok(ok(SchemaText::from(by_id_formatted(&s, id, &q).await?)))
+}
+
+/// The schema with `id`, its text in the `format` the query asks for.
+async fn by_id_formatted(
+    s: &AppState,
+    id: i32,
+    q: &Params,
+) -> SrResult<es_schema_registry::types::SchemaById> {
+    let format = q.text("format").map(str::to_owned);
+    let found = s
+        .registry
+        .schemas()
+        .read_checked(move |st, checkers| {
+            let mut found = st.schema_by_id(id)?;
+            if let Some(format) = format {
+                found.schema =
+                    st.formatted(checkers, found.schema_type, found.schema, &found.references, &format)?;
+            }
+            Ok(found)
+        })
+        .await?;
+    Ok(found)
 }
 
 #[utoipa::path(get, path = "/registry/schemas/ids/{id}/schema", tag = "registry",
     params(
         ("id" = i32, Path, description = "Schema id"),
         ("subject" = Option<String>, Query, description = "Accepted and ignored"),
-        ("format" = Option<String>, Query, description = "Accepted and ignored (e.g. `serialized`)")),
+        ("format" = Option<String>, Query, description = "`serialized`: a PROTOBUF schema as base64 of its \
+            FileDescriptorProto; any other value: the text as stored")),
     responses(
         (status = 200, description = "The schema text itself, as registered: JSON for AVRO and JSON \
             schemas, `.proto` text or base64 for PROTOBUF", body = Value),
         (status = 404, description = "40403 schema not found", body = RegistryErrorBody)))]
-pub(super) async fn schema_text_by_id(State(s): State<AppState>, SrPath(id): SrPath<String>) -> SrResult {
+pub(super) async fn schema_text_by_id(
+    State(s): State<AppState>,
+    SrPath(id): SrPath<String>,
+    q: Params,
+) -> SrResult {
     let id = parse_id(&id)?;
-    Ok(text(s.registry.schemas().read(|st| st.schema_by_id(id))?.schema))
+    Ok(text(by_id_formatted(&s, id, &q).await?.schema))
 }
 
 #[utoipa::path(get, path = "/registry/schemas/ids/{id}/versions", tag = "registry",
