@@ -169,11 +169,7 @@ impl PartitionLog {
         shared: Arc<Shared>,
     ) -> Result<(Arc<Self>, RecoveryReport)> {
         config.validate()?;
-        if config.cold_tier && shared.cold.is_none() {
-            return Err(LogError::InvalidConfig(
-                "the cold tier is on for this topic, but the broker has no cold tier configured".into(),
-            ));
-        }
+        check_cold(&config, &shared)?;
         std::fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
         let max = config.batch_bytes_max.max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
         let mut report = RecoveryReport::default();
@@ -246,9 +242,7 @@ impl PartitionLog {
     /// Replaces the configuration; applies to the next append and housekeeping round.
     pub fn set_config(&self, config: LogConfig) -> Result<()> {
         config.validate()?;
-        if config.cold_tier && self.cold.is_none() {
-            return Err(LogError::InvalidConfig("the broker has no cold tier configured".into()));
-        }
+        check_cold(&config, &self.shared)?;
         *self.config.write().expect("config lock") = config;
         Ok(())
     }
@@ -960,6 +954,31 @@ pub(crate) fn list_segments(dir: &Path) -> Result<Vec<u64>> {
 
 /// Removes every file of the segment at `base` in `dir` (already gone is fine); the
 /// caller fsyncs the directory once for all it removed.
+/// Refuses a cold tier the broker does not have, and one whose retention is
+/// shorter than the topic's local retention (segments would be deleted from the
+/// cold tier as soon as they arrive).
+fn check_cold(config: &LogConfig, shared: &Shared) -> Result<()> {
+    if !config.cold_tier {
+        return Ok(());
+    }
+    let Some(cold) = &shared.cold else {
+        return Err(LogError::InvalidConfig(
+            "the cold tier is on for this topic, but the broker has no cold tier configured".into(),
+        ));
+    };
+    let cold_ms = cold.options.retention_ms;
+    if cold_ms >= 0 && (config.retention_ms < 0 || config.retention_ms > cold_ms) {
+        let local = match config.retention_ms {
+            -1 => "unlimited".to_owned(),
+            ms => format!("{ms} ms"),
+        };
+        return Err(LogError::InvalidConfig(format!(
+            "retention.ms ({local}) is longer than the cold tier's retention ({cold_ms} ms): tiered segments would be deleted as soon as they arrive; raise cold.retention_ms or lower retention.ms"
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) fn remove_segment_files(dir: &Path, base: u64) -> Result<()> {
     for ext in files::SEGMENT_EXTS {
         let p = files::segment_path(dir, base, ext);

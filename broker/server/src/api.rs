@@ -92,8 +92,12 @@ pub struct PartitionDescription {
     pub partition: u32,
     pub log_start_offset: u64,
     pub high_watermark: u64,
+    /// Bytes and segments on local disk.
     pub size_bytes: u64,
     pub segment_count: usize,
+    /// Bytes and segments in the cold tier (below the local ones; read back transparently).
+    pub cold_size_bytes: u64,
+    pub cold_segment_count: usize,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
