@@ -38,6 +38,8 @@ pub const COLD_PART_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;
 pub const COLD_PART_BYTES_MIN: u64 = 5 * 1024 * 1024;
 /// Most parts one S3 multipart upload may have.
 pub const COLD_PARTS_MAX: u64 = 10_000;
+/// Bytes one ranged read of a cold object asks for (a fetch never holds more).
+pub const COLD_FETCH_CHUNK_BYTES: u64 = 8 * 1024 * 1024;
 /// The longest one cold-store call may take, its retries included.
 pub const COLD_OP_TIMEOUT_SECS_DEFAULT: u64 = 30;
 /// Most segment files kept open for reading at once, across all partitions.

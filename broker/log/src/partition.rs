@@ -173,6 +173,11 @@ impl PartitionLog {
         std::fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
         let max = config.batch_bytes_max.max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
         let mut report = RecoveryReport::default();
+        let cold_tier =
+            shared.cold.as_ref().map(|c| ColdPartition::open(c.clone(), &name, &dir)).transpose()?;
+        if let Some(tier) = &cold_tier {
+            tier.finish_moves(&dir)?;
+        }
         let bases = drop_empty_newest(&dir, list_segments(&dir)?)?;
         let mut segments = BTreeMap::new();
         let (last, sealed) = bases.split_last().map_or((None, &[][..]), |(l, s)| (Some(*l), s));
@@ -195,8 +200,6 @@ impl PartitionLog {
         };
         let next_offset = active.next_offset();
         segments.insert(active.base_offset, active);
-        let cold_tier =
-            shared.cold.as_ref().map(|c| ColdPartition::open(c.clone(), &name, &dir)).transpose()?;
         let cold = match &cold_tier {
             Some(tier) => {
                 let local_start = segments.keys().next().copied().unwrap_or(u64::MAX);

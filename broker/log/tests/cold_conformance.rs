@@ -292,9 +292,20 @@ fn expired_segments_go_cold_and_read_back_after_eviction_and_restart() {
         drop(p);
         m.shutdown().unwrap();
         drop(m);
-        // After a restart the cold segments come from the local manifest.
+        // A crash after the manifest named a segment but before its local copy went:
+        // put a cold segment's files back beside the local ones.
+        let (part, cache) = (dir.join("data/t-0"), dir.join("data/t-0/cold-cache"));
+        let cached = local_logs(&cache);
+        let revived = cached.first().expect("one cold segment is cached").clone();
+        for ext in ["log", "index", "timeindex", "raftidx"] {
+            let name = revived.replace(".log", &format!(".{ext}"));
+            std::fs::copy(cache.join(&name), part.join(&name)).unwrap();
+        }
+        // After a restart the cold segments come from the local manifest, and the
+        // interrupted move is finished: the local copy is gone.
         let m = manager(dir, clock, cold);
         let (p, _) = m.open_partition("t-0", cold_cfg()).unwrap();
+        assert!(!local_logs(&part).contains(&revived), "{:?}", local_logs(&part));
         assert_eq!(p.info().cold_segment_count, info.cold_segment_count);
         assert_eq!(read_all(&p, 0), expected(0, 600));
         assert_eq!(p.offset_for_timestamp(0).unwrap(), Some(0));

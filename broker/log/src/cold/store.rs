@@ -70,6 +70,6 @@ pub(crate) fn sha256_file(path: &Path) -> std::io::Result<(String, u64)> {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -13,7 +13,7 @@ use bytes::Bytes;
 
 use super::cache::ColdCache;
 use super::manifest::{Entry, Manifest, ObjectSum};
-use super::store::{ColdStore, Expect, sha256_file, sha256_hex};
+use super::store::{ColdStore, Expect, sha256_file};
 use crate::error::{IoContext, LogError, Result};
 use crate::files::{self, INDEX_EXT, LOG_EXT, TIME_INDEX_EXT};
 use crate::open_files::OpenFiles;
@@ -129,6 +129,42 @@ impl ColdPartition {
             state: Mutex::new(state),
             fetch: Mutex::new(()),
         })
+    }
+
+    /// Completes moves a crash interrupted after the manifest named the segment:
+    /// its upload is confirmed, so the local copy goes (its `.log` into the cache
+    /// unless one is there). Runs before the local segments are listed.
+    pub fn finish_moves(&self, dir: &Path) -> Result<()> {
+        let bases: Vec<u64> =
+            self.state.lock().expect("cold state lock").manifest.entries.iter().map(|e| e.base).collect();
+        let mut moved = false;
+        for base in bases {
+            let local = files::segment_path(dir, base, LOG_EXT);
+            if !local.exists() {
+                continue;
+            }
+            let cached = files::segment_path(&self.cache_dir, base, LOG_EXT);
+            if cached.exists() {
+                files::remove_if_exists(&local).ctx(|| format!("removing {}", local.display()))?;
+            } else {
+                std::fs::rename(&local, &cached)
+                    .ctx(|| format!("moving {} into the cold cache", local.display()))?;
+            }
+            for ext in files::SEGMENT_EXTS {
+                let p = files::segment_path(dir, base, ext);
+                files::remove_if_exists(&p).ctx(|| format!("removing {}", p.display()))?;
+            }
+            tracing::info!(
+                partition = self.name,
+                base,
+                "finished a move to the cold tier a crash interrupted"
+            );
+            moved = true;
+        }
+        if moved {
+            files::fsync_dir(dir).ctx(|| format!("syncing {}", dir.display()))?;
+        }
+        Ok(())
     }
 
     /// The cold segments of the manifest, opened from their (verified) index files
@@ -269,17 +305,29 @@ impl ColdPartition {
         self.fetch_object(entry, ext)
     }
 
-    /// Downloads one object, refuses it unless its size and sha256 are the
-    /// manifest's, and renames it into the cache.
+    /// Downloads one object in bounded ranges into a temporary file, refuses it
+    /// unless its size and sha256 are the manifest's, and renames it into the cache.
     fn fetch_object(&self, entry: &Entry, ext: &str) -> Result<()> {
         let key = self.key(&entry.stem, ext);
         let sum = entry
             .object(ext)
             .ok_or_else(|| LogError::ColdManifest(format!("{key} is not in the manifest")))?;
-        let bytes = self.shared.options.store.get_range(&key, 0..sum.size)?;
+        let dst = files::segment_path(&self.cache_dir, entry.base, ext);
+        let mut tmp = dst.as_os_str().to_owned();
+        tmp.push(files::TMP_SUFFIX);
+        let tmp = PathBuf::from(tmp);
+        let fetched = self.download(&key, sum.size, &tmp);
         self.shared.note(|s| s.fetches += 1);
-        let (size, sha) = (bytes.len() as u64, sha256_hex(&bytes));
+        let (size, sha) = match fetched {
+            Ok(got) => got,
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(e);
+            }
+        };
+        // Only `sum.size` bytes are read: a longer object shows as a sha256 mismatch.
         if size != sum.size || sha != sum.sha256 {
+            let _ = std::fs::remove_file(&tmp);
             self.shared.note(|s| s.refused += 1);
             let reason = format!(
                 "{size} bytes with sha256 {sha}; the manifest says {} bytes with sha256 {}",
@@ -288,12 +336,27 @@ impl ColdPartition {
             tracing::error!(key, reason, "cold object refused");
             return Err(LogError::ColdCorrupt { key, reason });
         }
-        let dst = files::segment_path(&self.cache_dir, entry.base, ext);
-        let mut tmp = dst.as_os_str().to_owned();
-        tmp.push(files::TMP_SUFFIX);
-        let tmp = PathBuf::from(tmp);
-        std::fs::write(&tmp, &bytes).ctx(|| format!("writing {}", tmp.display()))?;
         std::fs::rename(&tmp, &dst).ctx(|| format!("renaming {}", tmp.display()))
+    }
+
+    /// Copies up to `size` bytes of `key` into `path`, a bounded range at a time, so
+    /// a fetch never holds a whole segment in memory; returns the bytes and sha256.
+    fn download(&self, key: &str, size: u64, path: &Path) -> Result<(u64, String)> {
+        use sha2::Digest;
+        use std::io::Write;
+        let mut file = std::fs::File::create(path).ctx(|| format!("creating {}", path.display()))?;
+        let (mut hasher, mut got) = (sha2::Sha256::new(), 0u64);
+        while got < size {
+            let end = size.min(got + es_core::limits::COLD_FETCH_CHUNK_BYTES);
+            let chunk = self.shared.options.store.get_range(key, got..end)?;
+            if chunk.is_empty() {
+                break;
+            }
+            hasher.update(&chunk);
+            file.write_all(&chunk).ctx(|| format!("writing {}", path.display()))?;
+            got += chunk.len() as u64;
+        }
+        Ok((got, super::store::hex(&hasher.finalize())))
     }
 
     fn entry(&self, base: u64) -> Result<Entry> {
