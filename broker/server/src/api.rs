@@ -315,7 +315,7 @@ fn config_changes_schema() -> utoipa::openapi::Object {
             "cold.tier.enable",
             ObjectBuilder::new()
                 .schema_type(Type::Boolean)
-                .description(Some("true needs a broker started with --cold-dir")),
+                .description(Some("true needs a broker with a cold tier (--cold-dir, or cold.backend = s3)")),
         )
         .additional_properties(Some(AdditionalProperties::<utoipa::openapi::Schema>::FreeForm(false)))
         .build()
