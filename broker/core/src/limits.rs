@@ -30,6 +30,18 @@ pub const RETENTION_BYTES_DEFAULT: i64 = -1;
 /// How long a tombstone survives compaction (Kafka's `delete.retention.ms`: 1 day).
 pub const DELETE_RETENTION_MS_DEFAULT: i64 = 24 * 3600 * 1000;
 
+/// Default bytes of fetched cold-tier segments cached locally, across all partitions.
+pub const COLD_CACHE_BYTES_DEFAULT: u64 = 4 * 1024 * 1024 * 1024;
+/// Default part size of S3 multipart uploads (S3 wants at least 5 MiB but the last).
+pub const COLD_PART_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;
+/// The smallest part S3 accepts (every part but the last).
+pub const COLD_PART_BYTES_MIN: u64 = 5 * 1024 * 1024;
+/// Most parts one S3 multipart upload may have.
+pub const COLD_PARTS_MAX: u64 = 10_000;
+/// Bytes one ranged read of a cold object asks for (a fetch never holds more).
+pub const COLD_FETCH_CHUNK_BYTES: u64 = 8 * 1024 * 1024;
+/// The longest one cold-store call may take, its retries included.
+pub const COLD_OP_TIMEOUT_SECS_DEFAULT: u64 = 30;
 /// Most segment files kept open for reading at once, across all partitions.
 pub const OPEN_SEGMENT_FILES_MAX_DEFAULT: usize = 1024;
 

@@ -46,6 +46,16 @@ pub enum LogError {
         "{dir} holds partition data from an earlier es storage format ({found}). es now stores Kafka v2 batches, and no release ever shipped the old format, so there is nothing to migrate: move the directory away or delete it, then start again"
     )]
     OldFormat { dir: PathBuf, found: String },
+    #[error("cold store {op} of {key:?} failed: {reason}")]
+    ColdStore { op: &'static str, key: String, reason: String },
+    #[error(
+        "cold store object {key} changed under this broker (a conditional write failed): another broker may be writing under the same prefix"
+    )]
+    ColdConflict { key: String },
+    #[error("cold object {key} refused: {reason}; it is never served")]
+    ColdCorrupt { key: String, reason: String },
+    #[error("cold manifest: {0}")]
+    ColdManifest(String),
     #[error("invalid log config: {0}")]
     InvalidConfig(String),
     #[error(

@@ -60,6 +60,8 @@ pub(crate) fn replay(root: &Path, journal_dir: &Path, options: &ManagerOptions) 
         flusher: Flusher::start(None, stats.clone()),
         open_files: OpenFiles::new(options.open_segment_files_max),
         clock: options.clock.clone(),
+        // Replay only appends to the tail: the cold tier is not needed.
+        cold: None,
     });
     let mut replayer = Replayer { root, shared: shared.clone(), parts: HashMap::new(), gaps: HashMap::new() };
     let result = replayer.run(&found, &mut report).and_then(|()| replayer.finish(&stats));
@@ -281,7 +283,7 @@ impl Replayer<'_> {
                 record_bytes_max: limits::BATCH_BYTES_MAX_HARD,
                 ..LogConfig::default()
             };
-            Some(PartitionLog::open(name.to_owned(), dir, None, config, self.shared.clone())?.0)
+            Some(PartitionLog::open(name.to_owned(), dir, config, self.shared.clone())?.0)
         } else {
             None
         };

@@ -9,6 +9,7 @@
 //! durable high watermark. The log knows nothing of HTTP, Kafka, Raft or Wasm.
 
 mod check;
+mod cold;
 mod compaction;
 mod config;
 mod epochs;
@@ -30,6 +31,7 @@ mod retention;
 mod segment;
 
 pub use check::{SegmentCheck, check_partition};
+pub use cold::{ColdOptions, ColdStatus, ColdStore, DirStore, Expect, Listed, S3Config, S3Store};
 pub use config::{CleanupPolicy, LogConfig};
 pub use epochs::EpochStart;
 pub use error::{LogError, Result};

@@ -67,12 +67,14 @@ impl PartitionLog {
             (local, cold)
         };
         // Each directory is synced once, after all its removals.
-        for (dir, bases) in [(Some(&self.dir), local), (self.cold_dir.as_ref(), cold)] {
-            let Some(dir) = dir.filter(|_| !bases.is_empty()) else { continue };
-            for base in bases {
-                remove_segment_files(dir, base)?;
+        if !local.is_empty() {
+            for base in local {
+                remove_segment_files(&self.dir, base)?;
             }
-            files::fsync_dir(dir).ctx(|| format!("syncing {}", dir.display()))?;
+            files::fsync_dir(&self.dir).ctx(|| format!("syncing {}", self.dir.display()))?;
+        }
+        if let Some(tier) = self.cold.as_ref().filter(|_| !cold.is_empty()) {
+            tier.remove(&cold)?;
         }
         Ok(before)
     }

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use es_core::{Clock, SystemClock};
 
+use crate::cold::tier::ColdShared;
+use crate::cold::{ColdOptions, ColdStatus, DirStore};
 use crate::config::LogConfig;
 use crate::error::{IoContext, LogError, Result};
 use crate::files;
@@ -20,8 +22,11 @@ use crate::partition::{PartitionLog, RecoveryReport};
 
 #[derive(Debug, Clone)]
 pub struct ManagerOptions {
-    /// Where expired segments go when a topic has the cold tier on.
+    /// Where expired segments go when a topic has the cold tier on: a directory
+    /// store here, with default cache and retention (`cold` takes precedence).
     pub cold_dir: Option<PathBuf>,
+    /// The cold tier's store (directory or S3), cache bound and retention.
+    pub cold: Option<ColdOptions>,
     pub open_segment_files_max: usize,
     /// How often retention and compaction run; `None` disables the background thread.
     pub housekeeping_interval: Option<Duration>,
@@ -42,6 +47,7 @@ impl Default for ManagerOptions {
     fn default() -> Self {
         Self {
             cold_dir: None,
+            cold: None,
             open_segment_files_max: es_core::limits::OPEN_SEGMENT_FILES_MAX_DEFAULT,
             housekeeping_interval: Some(Duration::from_secs(30)),
             clock: Arc::new(SystemClock),
@@ -56,6 +62,7 @@ pub(crate) struct Shared {
     pub flusher: Arc<Flusher>,
     pub open_files: Arc<OpenFiles>,
     pub clock: Arc<dyn Clock>,
+    pub cold: Option<Arc<ColdShared>>,
 }
 
 struct Housekeeper {
@@ -66,7 +73,6 @@ struct Housekeeper {
 
 pub struct LogManager {
     root: PathBuf,
-    cold_dir: Option<PathBuf>,
     pub(crate) shared: Arc<Shared>,
     housekeeper: Arc<Housekeeper>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -113,6 +119,7 @@ impl LogManager {
             flusher: Flusher::start(journal, stats),
             open_files: OpenFiles::new(options.open_segment_files_max),
             clock: options.clock.clone(),
+            cold: cold_options(&options)?.map(ColdShared::new),
         });
         let housekeeper = Arc::new(Housekeeper {
             stop: Mutex::new(false),
@@ -126,14 +133,7 @@ impl LogManager {
                 .spawn(move || housekeeping_loop(&hk, every))
                 .expect("spawning the housekeeping thread")
         });
-        Ok(LogManager {
-            root,
-            cold_dir: options.cold_dir,
-            shared,
-            housekeeper,
-            thread: Mutex::new(thread),
-            replayed,
-        })
+        Ok(LogManager { root, shared, housekeeper, thread: Mutex::new(thread), replayed })
     }
 
     pub fn root(&self) -> &Path {
@@ -150,10 +150,9 @@ impl LogManager {
         if name.is_empty() || name.contains(['/', '\\']) || name == "." || name == ".." {
             return Err(LogError::InvalidConfig(format!("{name:?} is not a valid partition directory name")));
         }
-        let cold = self.cold_dir.as_ref().map(|c| c.join(name));
         let fresh = !self.root.join(name).exists();
         let (log, report) =
-            PartitionLog::open(name.to_owned(), self.root.join(name), cold, config, self.shared.clone())?;
+            PartitionLog::open(name.to_owned(), self.root.join(name), config, self.shared.clone())?;
         if fresh && let Some(journal) = self.shared.flusher.journal() {
             // Marks the birth of this partition in the journal, so that a replay never
             // applies records of a deleted partition that had the same name.
@@ -187,6 +186,11 @@ impl LogManager {
             let _ = t.join();
         }
         self.shared.flusher.shutdown_without_checkpoint();
+    }
+
+    /// The cold tier's counters, or `None` without a cold tier.
+    pub fn cold_status(&self) -> Option<ColdStatus> {
+        self.shared.cold.as_ref().map(|c| c.status())
     }
 
     /// Flush counters shared by every partition of this manager.
@@ -226,6 +230,15 @@ impl Drop for LogManager {
         self.housekeeper.wake.notify_all();
         self.shared.flusher.shutdown();
     }
+}
+
+/// The cold tier asked for: `cold`, or a directory store at `cold_dir`.
+fn cold_options(options: &ManagerOptions) -> Result<Option<ColdOptions>> {
+    if let Some(c) = &options.cold {
+        return Ok(Some(c.clone()));
+    }
+    let Some(dir) = &options.cold_dir else { return Ok(None) };
+    Ok(Some(ColdOptions::new(Arc::new(DirStore::new(dir)?))))
 }
 
 /// Accepts a directory marked with today's format, marks a fresh one (durably), and

@@ -12,6 +12,7 @@ use es_core::batch::{self, BatchView, TimestampType};
 use es_core::{LeaderEpoch, ProducerInfo, Record};
 use tokio::sync::oneshot;
 
+use crate::cold::ColdPartition;
 use crate::config::LogConfig;
 use crate::epochs::Epochs;
 use crate::error::{IoContext, LogError, Result};
@@ -70,7 +71,8 @@ impl Inner {
 pub struct PartitionLog {
     pub(crate) name: String,
     pub(crate) dir: PathBuf,
-    pub(crate) cold_dir: Option<PathBuf>,
+    /// This partition's cold tier, when the manager has one.
+    pub(crate) cold: Option<ColdPartition>,
     pub(crate) config: RwLock<LogConfig>,
     pub(crate) inner: Mutex<Inner>,
     pub(crate) progress: Arc<Progress>,
@@ -148,6 +150,8 @@ pub struct PartitionInfo {
     pub size_bytes: u64,
     pub segment_count: usize,
     pub cold_segment_count: usize,
+    /// Bytes of `.log` data in the cold tier.
+    pub cold_size_bytes: u64,
 }
 
 /// What opening a partition found and repaired.
@@ -161,20 +165,19 @@ impl PartitionLog {
     pub(crate) fn open(
         name: String,
         dir: PathBuf,
-        cold_dir: Option<PathBuf>,
         config: LogConfig,
         shared: Arc<Shared>,
     ) -> Result<(Arc<Self>, RecoveryReport)> {
         config.validate()?;
-        if config.cold_tier && cold_dir.is_none() {
-            return Err(LogError::InvalidConfig(
-                "the cold tier is on for this topic, but the broker has no cold tier directory configured"
-                    .into(),
-            ));
-        }
+        check_cold(&config, &shared)?;
         std::fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
         let max = config.batch_bytes_max.max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
         let mut report = RecoveryReport::default();
+        let cold_tier =
+            shared.cold.as_ref().map(|c| ColdPartition::open(c.clone(), &name, &dir)).transpose()?;
+        if let Some(tier) = &cold_tier {
+            tier.finish_moves(&dir)?;
+        }
         let bases = drop_empty_newest(&dir, list_segments(&dir)?)?;
         let mut segments = BTreeMap::new();
         let (last, sealed) = bases.split_last().map_or((None, &[][..]), |(l, s)| (Some(*l), s));
@@ -197,24 +200,13 @@ impl PartitionLog {
         };
         let next_offset = active.next_offset();
         segments.insert(active.base_offset, active);
-        let mut cold = BTreeMap::new();
-        if let Some(cdir) = &cold_dir {
-            std::fs::create_dir_all(cdir).ctx(|| format!("creating {}", cdir.display()))?;
-            let local_start = segments.keys().next().copied().unwrap_or(u64::MAX);
-            let cold_bases = list_segments(cdir)?;
-            for (i, &base) in cold_bases.iter().enumerate() {
-                if base >= local_start {
-                    // A crash interrupted a move to the cold tier after the copy: the
-                    // local segment is still authoritative, so drop the copy.
-                    remove_segment_files(cdir, base)?;
-                    continue;
-                }
-                let upper = cold_bases.get(i + 1).copied().unwrap_or(local_start).min(local_start);
-                let seg = Segment::open_sealed(cdir, base, upper, shared.open_files.clone(), max)?;
-                note_corrupt(&seg, &mut report);
-                cold.insert(base, seg);
+        let cold = match &cold_tier {
+            Some(tier) => {
+                let local_start = segments.keys().next().copied().unwrap_or(u64::MAX);
+                tier.segments(local_start, &shared.open_files, max)?
             }
-        }
+            None => BTreeMap::new(),
+        };
         derive_first_indexes(cold.values().chain(segments.values()));
         let next_index = segments
             .values()
@@ -227,7 +219,7 @@ impl PartitionLog {
         let log = Arc::new(PartitionLog {
             name,
             dir,
-            cold_dir,
+            cold: cold_tier,
             config: RwLock::new(config),
             inner: Mutex::new(Inner { segments, cold, next_offset, epochs, producers, start_floor }),
             progress: Progress::new(next_offset),
@@ -253,9 +245,7 @@ impl PartitionLog {
     /// Replaces the configuration; applies to the next append and housekeeping round.
     pub fn set_config(&self, config: LogConfig) -> Result<()> {
         config.validate()?;
-        if config.cold_tier && self.cold_dir.is_none() {
-            return Err(LogError::InvalidConfig("the broker has no cold tier directory configured".into()));
-        }
+        check_cold(&config, &self.shared)?;
         *self.config.write().expect("config lock") = config;
         Ok(())
     }
@@ -558,14 +548,19 @@ impl PartitionLog {
             if offset < log_start || offset > hw {
                 return Err(LogError::OffsetOutOfRange { requested: offset, log_start, high_watermark: hw });
             }
-            let all = inner.cold.iter().chain(inner.segments.iter());
-            let floor = all.clone().take_while(|(b, _)| **b <= offset).count().saturating_sub(1);
-            let candidates: Vec<Arc<Segment>> = all.skip(floor).map(|(_, s)| s.clone()).collect();
+            let cold = inner.cold.iter().map(|(b, s)| (b, s, true));
+            let all = cold.chain(inner.segments.iter().map(|(b, s)| (b, s, false)));
+            let floor = all.clone().take_while(|(b, ..)| **b <= offset).count().saturating_sub(1);
+            let candidates: Vec<(Arc<Segment>, bool)> =
+                all.skip(floor).map(|(_, s, c)| (s.clone(), c)).collect();
             (candidates, log_start)
         };
         let mut data = Vec::new();
         if offset < hw {
-            for seg in candidates {
+            for (seg, is_cold) in candidates {
+                if is_cold {
+                    self.fetch_cold(&seg)?;
+                }
                 data = strip_raft_control(seg.read(offset, max_bytes, hw)?);
                 if !data.is_empty() {
                     break;
@@ -579,11 +574,19 @@ impl PartitionLog {
     /// durable record is older.
     pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<u64>> {
         let hw = self.high_watermark();
-        let segments: Vec<Arc<Segment>> = {
+        let segments: Vec<(Arc<Segment>, bool)> = {
             let inner = self.inner.lock().expect("partition lock");
-            inner.cold.values().chain(inner.segments.values()).cloned().collect()
+            let cold = inner.cold.values().map(|s| (s.clone(), true));
+            cold.chain(inner.segments.values().map(|s| (s.clone(), false))).collect()
         };
-        for seg in segments {
+        for (seg, is_cold) in segments {
+            // A cold segment whose newest record is older needs no fetch.
+            if is_cold && seg.max_timestamp().is_some_and(|m| m < timestamp) {
+                continue;
+            }
+            if is_cold {
+                self.fetch_cold(&seg)?;
+            }
             if let Some(o) = seg.offset_for_timestamp(timestamp, hw)? {
                 return Ok(Some(o));
             }
@@ -602,6 +605,14 @@ impl PartitionLog {
         };
         let Some(max) = max else { return Ok(None) };
         Ok(self.offset_for_timestamp(max)?.map(|offset| (offset, max)))
+    }
+
+    /// Makes a cold segment's `.log` local (fetched into the cache and verified).
+    fn fetch_cold(&self, seg: &Arc<Segment>) -> Result<()> {
+        match &self.cold {
+            Some(tier) => tier.ensure_local(seg),
+            None => Ok(()),
+        }
     }
 
     /// The offset readers see up to: after the last durable batch and, in Raft mode,
@@ -625,6 +636,7 @@ impl PartitionLog {
             size_bytes: inner.segments.values().map(|s| s.size()).sum(),
             segment_count: inner.segments.len(),
             cold_segment_count: inner.cold.len(),
+            cold_size_bytes: inner.cold.values().map(|s| s.size()).sum(),
         }
     }
 
@@ -946,6 +958,31 @@ pub(crate) fn list_segments(dir: &Path) -> Result<Vec<u64>> {
 
 /// Removes every file of the segment at `base` in `dir` (already gone is fine); the
 /// caller fsyncs the directory once for all it removed.
+/// Refuses a cold tier the broker does not have, and one whose retention is
+/// shorter than the topic's local retention (segments would be deleted from the
+/// cold tier as soon as they arrive).
+fn check_cold(config: &LogConfig, shared: &Shared) -> Result<()> {
+    if !config.cold_tier {
+        return Ok(());
+    }
+    let Some(cold) = &shared.cold else {
+        return Err(LogError::InvalidConfig(
+            "the cold tier is on for this topic, but the broker has no cold tier configured".into(),
+        ));
+    };
+    let cold_ms = cold.options.retention_ms;
+    if cold_ms >= 0 && (config.retention_ms < 0 || config.retention_ms > cold_ms) {
+        let local = match config.retention_ms {
+            -1 => "unlimited".to_owned(),
+            ms => format!("{ms} ms"),
+        };
+        return Err(LogError::InvalidConfig(format!(
+            "retention.ms ({local}) is longer than the cold tier's retention ({cold_ms} ms): tiered segments would be deleted as soon as they arrive; raise cold.retention_ms or lower retention.ms"
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) fn remove_segment_files(dir: &Path, base: u64) -> Result<()> {
     for ext in files::SEGMENT_EXTS {
         let p = files::segment_path(dir, base, ext);

@@ -73,6 +73,13 @@ impl RaftPositions {
         files::write_atomic(&path, &self.encode(with_positions)).ctx(|| format!("writing {}", path.display()))
     }
 
+    /// Loads a sidecar verified by other means (a cold segment's, checked against
+    /// its manifest) without the `.log` file; `None` when it does not decode.
+    pub fn load_trusted(dir: &Path, base: u64) -> Option<Self> {
+        let bytes = std::fs::read(files::segment_path(dir, base, RAFT_EXT)).ok()?;
+        decode(&bytes).map(|(first, positions)| RaftPositions { first: Some(first), positions })
+    }
+
     /// Loads a segment's sidecar and checks it against the `.log` file of `size`
     /// bytes; rebuilds the positions by a header walk when they do not land exactly
     /// on the file end. `trust_positions` is false for the active segment.

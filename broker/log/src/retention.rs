@@ -1,12 +1,11 @@
 //! Retention by age and size, and the cold tier. Both act on sealed local segments
 //! only; the active segment is never touched. With the cold tier on, an expired
-//! segment is copied (with its indexes) to the cold directory and then removed
-//! locally; reads below the local start offset are served from there.
+//! segment is uploaded (with its indexes) to the cold store and then removed
+//! locally; reads below the local start offset are fetched from there (`cold/`).
 
 use std::sync::Arc;
 
-use crate::error::{IoContext, Result};
-use crate::files::{self, INDEX_EXT, LOG_EXT, TIME_INDEX_EXT};
+use crate::error::Result;
 use crate::partition::PartitionLog;
 use crate::segment::Segment;
 
@@ -15,6 +14,8 @@ use crate::segment::Segment;
 pub struct HousekeepingReport {
     pub deleted_segments: Vec<u64>,
     pub tiered_segments: Vec<u64>,
+    /// Cold segments deleted by the cold tier's retention.
+    pub deleted_cold_segments: Vec<u64>,
     pub compacted_segments: Vec<u64>,
     pub records_removed: u64,
 }
@@ -26,6 +27,7 @@ impl PartitionLog {
         let now = self.shared.clock.now_ms();
         let mut report = HousekeepingReport::default();
         self.enforce_retention(now, &mut report)?;
+        self.enforce_cold_retention(now, &mut report)?;
         self.compact(now, &mut report)?;
         Ok(report)
     }
@@ -56,7 +58,9 @@ impl PartitionLog {
                 break;
             }
             if cfg.cold_tier {
-                self.move_to_cold(&seg)?;
+                if !self.move_to_cold(&seg, now)? {
+                    break;
+                }
                 report.tiered_segments.push(seg.base_offset);
             } else {
                 self.inner.lock().expect("partition lock").segments.remove(&seg.base_offset);
@@ -68,37 +72,50 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// Copies a sealed segment and its indexes to the cold directory durably, then
-    /// swaps it from the local list to the cold list and deletes the local files.
-    fn move_to_cold(&self, seg: &Arc<Segment>) -> Result<()> {
-        let cold_dir = self.cold_dir.as_ref().expect("cold tier checked at config time");
-        let base = seg.base_offset;
-        let dst = files::segment_path(cold_dir, base, LOG_EXT);
-        let mut tmp = dst.as_os_str().to_owned();
-        tmp.push(files::TMP_SUFFIX);
-        let tmp = std::path::PathBuf::from(tmp);
-        std::fs::copy(&seg.log_path, &tmp)
-            .ctx(|| format!("copying {} to the cold tier", seg.log_path.display()))?;
-        std::fs::File::open(&tmp).and_then(|f| f.sync_all()).ctx(|| format!("syncing {}", tmp.display()))?;
-        seg.write_indexes(cold_dir)?;
-        if seg.state.read().expect("segment state lock").compacted {
-            let marker = files::segment_path(cold_dir, base, files::COMPACTED_EXT);
-            files::write_atomic(&marker, b"").ctx(|| format!("writing {}", marker.display()))?;
+    /// Uploads a sealed segment and its indexes to the cold store and publishes the
+    /// manifest; only then swaps it from the local list to the cold list (its
+    /// `.log` moved into the cold cache) and deletes the other local files. While
+    /// the store fails, the segment stays local and keeps being served.
+    fn move_to_cold(&self, seg: &Arc<Segment>, now: i64) -> Result<bool> {
+        let tier = self.cold.as_ref().expect("cold tier checked at config time");
+        if !tier.may_upload(now) {
+            return Ok(false);
         }
-        std::fs::rename(&tmp, &dst).ctx(|| format!("renaming {}", tmp.display()))?;
-        files::fsync_dir(cold_dir).ctx(|| format!("syncing {}", cold_dir.display()))?;
         let max = self.config().batch_bytes_max.max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
-        let cold =
-            Segment::open_sealed(cold_dir, base, seg.next_offset(), self.shared.open_files.clone(), max)?;
+        let cold = tier.upload(seg, &self.dir, now, max)?;
+        let base = seg.base_offset;
         {
             let mut inner = self.inner.lock().expect("partition lock");
             inner.segments.remove(&base);
             inner.cold.insert(base, cold);
         }
-        for ext in [INDEX_EXT, TIME_INDEX_EXT, LOG_EXT, files::COMPACTED_EXT] {
-            let p = files::segment_path(&self.dir, base, ext);
-            files::remove_if_exists(&p).ctx(|| format!("removing {}", p.display()))?;
+        seg.close_reader();
+        self.remove_files(base)?;
+        Ok(true)
+    }
+
+    /// Deletes cold segments past the cold tier's own retention (age or size).
+    fn enforce_cold_retention(&self, now: i64, report: &mut HousekeepingReport) -> Result<()> {
+        let Some(tier) = &self.cold else { return Ok(()) };
+        let expired = tier.expired(now);
+        if expired.is_empty() {
+            return Ok(());
         }
-        files::fsync_dir(&self.dir).ctx(|| format!("syncing {}", self.dir.display()))
+        {
+            let mut inner = self.inner.lock().expect("partition lock");
+            expired.iter().for_each(|b| drop(inner.cold.remove(b)));
+        }
+        tier.remove(&expired)?;
+        report.deleted_cold_segments.extend(expired);
+        Ok(())
+    }
+
+    /// Deletes every object this partition has in the cold store (its topic is being
+    /// deleted). The local files are the caller's to remove.
+    pub fn delete_cold(&self) -> Result<()> {
+        let Some(tier) = &self.cold else { return Ok(()) };
+        let _guard = self.housekeeping.lock().expect("housekeeping lock");
+        self.inner.lock().expect("partition lock").cold.clear();
+        tier.delete_all()
     }
 }

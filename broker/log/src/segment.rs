@@ -185,6 +185,48 @@ impl Segment {
         Ok(Arc::new(seg))
     }
 
+    /// Opens a cold segment from its index files alone (its `.log` may not be in
+    /// the cache yet). The files were checked against the manifest's sha256 when
+    /// uploaded or fetched, so they are trusted; the manifest gives the size, end
+    /// offset and newest timestamp the header walk would otherwise find.
+    pub(crate) fn open_cold(
+        dir: &Path,
+        entry: &crate::cold::manifest::Entry,
+        open_files: Arc<OpenFiles>,
+        batch_bytes_max: usize,
+    ) -> Result<Arc<Segment>> {
+        let base = entry.base;
+        let read = |ext: &str| {
+            let p = files::segment_path(dir, base, ext);
+            std::fs::read(&p).ctx(|| format!("reading {}", p.display()))
+        };
+        let size = entry.log_size();
+        let bad = |what: &str| LogError::ColdManifest(format!("segment {base} in {}: {what}", dir.display()));
+        let mut index = SegmentIndex::decode(&read(INDEX_EXT)?, &read(TIME_INDEX_EXT)?, size)
+            .ok_or_else(|| bad("index files do not decode"))?;
+        if let Some(t) = entry.max_timestamp {
+            index.note_timestamp(t);
+        }
+        let raft =
+            RaftPositions::load_trusted(dir, base).ok_or_else(|| bad("Raft sidecar does not decode"))?;
+        let state = SegState {
+            index,
+            size,
+            next_offset: entry.next_offset,
+            first_append_ms: None,
+            sealed: true,
+            compacted: entry.compacted,
+            corrupt_at: None,
+            raft,
+        };
+        let log_path = files::segment_path(dir, base, LOG_EXT);
+        Ok(Arc::new(Segment::new(base, log_path, state, None, open_files, batch_bytes_max)))
+    }
+
+    pub(crate) fn open_files(&self) -> &Arc<OpenFiles> {
+        &self.open_files
+    }
+
     /// Opens the newest segment for appending: validates CRCs from its last valid
     /// index entry to the end and truncates a torn or corrupt tail.
     pub fn open_active(

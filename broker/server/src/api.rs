@@ -92,8 +92,12 @@ pub struct PartitionDescription {
     pub partition: u32,
     pub log_start_offset: u64,
     pub high_watermark: u64,
+    /// Bytes and segments on local disk.
     pub size_bytes: u64,
     pub segment_count: usize,
+    /// Bytes and segments in the cold tier (below the local ones; read back transparently).
+    pub cold_size_bytes: u64,
+    pub cold_segment_count: usize,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -311,7 +315,7 @@ fn config_changes_schema() -> utoipa::openapi::Object {
             "cold.tier.enable",
             ObjectBuilder::new()
                 .schema_type(Type::Boolean)
-                .description(Some("true needs a broker started with --cold-dir")),
+                .description(Some("true needs a broker with a cold tier (--cold-dir, or cold.backend = s3)")),
         )
         .additional_properties(Some(AdditionalProperties::<utoipa::openapi::Schema>::FreeForm(false)))
         .build()

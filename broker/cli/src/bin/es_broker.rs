@@ -5,6 +5,8 @@
 
 // The modules live in es_broker/ (a bin root's `mod` would look beside it, among
 // the other binaries).
+#[path = "es_broker/cold.rs"]
+mod cold;
 #[path = "es_broker/config_cmd.rs"]
 mod config_cmd;
 #[path = "es_broker/doctor.rs"]
@@ -117,6 +119,7 @@ pub fn plan(cfg: &Effective) -> Result<Plan, Vec<String>> {
     }
     let auth_options = keep(&mut errors, auth_options(cfg));
     let cluster = keep(&mut errors, cluster_plan(cfg));
+    let cold = keep(&mut errors, cold::options(cfg)).flatten();
     let (Some(tls), Some(addr), Some(binary_addr), Some(kafka_addr), Some(auth), Some(cluster)) =
         (tls, addr, binary_addr, kafka_addr, auth_options, cluster)
     else {
@@ -126,7 +129,8 @@ pub fn plan(cfg: &Effective) -> Result<Plan, Vec<String>> {
         return Err(errors);
     }
     let kafka = Kafka { addr: kafka_addr, host, port: cfg.int("kafka.advertised_port").map(port) };
-    Ok(Plan { options: broker_options(cfg, auth), addr, binary_addr, kafka, tls, cluster })
+    let options = BrokerOptions { cold, ..broker_options(cfg, auth) };
+    Ok(Plan { options, addr, binary_addr, kafka, tls, cluster })
 }
 
 /// The cluster settings: all three of node_id, peers and secret_file, or none.
@@ -207,6 +211,7 @@ fn broker_options(cfg: &Effective, auth: es_server::auth::AuthOptions) -> Broker
     BrokerOptions {
         data_dir: data_dir(cfg),
         cold_dir: cfg.path("log.cold_dir"),
+        cold: None,
         request_bytes_max: size(cfg.int("http.max_request_bytes")),
         in_flight_requests_max: size(cfg.int("http.max_in_flight_requests")),
         housekeeping_interval: std::time::Duration::from_millis(ms("log.housekeeping_interval_ms")),

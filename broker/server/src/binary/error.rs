@@ -67,7 +67,11 @@ fn log_code(e: &LogError) -> ErrorCode {
         LogError::Io { .. }
         | LogError::Failed(_)
         | LogError::JournalFull { .. }
-        | LogError::Corrupt { .. } => ErrorCode::StorageError,
+        | LogError::Corrupt { .. }
+        | LogError::ColdStore { .. }
+        | LogError::ColdConflict { .. }
+        | LogError::ColdCorrupt { .. }
+        | LogError::ColdManifest(_) => ErrorCode::StorageError,
         LogError::StaleEpoch { .. }
         | LogError::UnknownEpoch { .. }
         | LogError::OldFormat { .. }

@@ -112,6 +112,10 @@ fn storage_code(e: &LogError) -> &'static str {
         LogError::ShutDown => "shutting_down",
         LogError::Io { .. }
         | LogError::Corrupt { .. }
+        | LogError::ColdStore { .. }
+        | LogError::ColdConflict { .. }
+        | LogError::ColdCorrupt { .. }
+        | LogError::ColdManifest(_)
         | LogError::Failed(_)
         | LogError::JournalFull { .. }
         | LogError::OffsetMismatch { .. }
@@ -135,6 +139,10 @@ fn storage_status(e: &LogError) -> StatusCode {
         LogError::ShutDown | LogError::JournalFull { .. } => StatusCode::SERVICE_UNAVAILABLE,
         LogError::Io { .. }
         | LogError::Corrupt { .. }
+        | LogError::ColdStore { .. }
+        | LogError::ColdConflict { .. }
+        | LogError::ColdCorrupt { .. }
+        | LogError::ColdManifest(_)
         | LogError::Failed(_)
         | LogError::OffsetMismatch { .. }
         | LogError::StaleEpoch { .. }

@@ -152,6 +152,8 @@ fn describe_topic(topic: admin::TopicDescription) -> TopicDescription {
             high_watermark: info.high_watermark,
             size_bytes: info.size_bytes,
             segment_count: info.segment_count,
+            cold_size_bytes: info.cold_size_bytes,
+            cold_segment_count: info.cold_segment_count,
         })
         .collect();
     TopicDescription {

@@ -117,6 +117,10 @@ fn log_code(e: &LogError) -> i16 {
         LogError::Io { .. }
         | LogError::Failed(_)
         | LogError::Corrupt { .. }
+        | LogError::ColdStore { .. }
+        | LogError::ColdConflict { .. }
+        | LogError::ColdCorrupt { .. }
+        | LogError::ColdManifest(_)
         | LogError::JournalFull { .. } => KAFKA_STORAGE_ERROR,
         LogError::StaleEpoch { .. }
         | LogError::UnknownEpoch { .. }

@@ -207,7 +207,32 @@ impl Exposition {
         histograms(enc, "es_log_fsync_latency_seconds", "fdatasync calls of group commit", SECONDS, fsyncs)?;
         let one = |v: &std::sync::atomic::AtomicU64| vec![(Labels::new(), v.load(RELAXED))];
         counters(enc, "es_log_flush_rounds", "Group-commit rounds", one(&stats.rounds))?;
-        counters(enc, "es_log_fsyncs", "fdatasync calls of group commit", one(&stats.fsyncs))
+        counters(enc, "es_log_fsyncs", "fdatasync calls of group commit", one(&stats.fsyncs))?;
+        self.cold(enc)
+    }
+
+    /// The cold tier's counters; `es_cold_store_up` is 0 while uploads fail.
+    fn cold(&self, enc: &mut DescriptorEncoder) -> Fmt {
+        let Some(s) = self.registry.cold_status() else { return Ok(()) };
+        let one = |v: u64| vec![(Labels::new(), v)];
+        counters(enc, "es_cold_uploads", "Segments uploaded to the cold store", one(s.uploads))?;
+        counters(
+            enc,
+            "es_cold_upload_failures",
+            "Segment uploads that failed (retried with backoff)",
+            one(s.upload_failures),
+        )?;
+        counters(enc, "es_cold_fetches", "Objects fetched back from the cold store", one(s.fetches))?;
+        counters(
+            enc,
+            "es_cold_refused_objects",
+            "Fetched objects refused: size or sha256 not the manifest's",
+            one(s.refused),
+        )?;
+        let gauge = |v: u64| vec![(Labels::new(), v as i64)];
+        gauges(enc, "es_cold_cache_bytes", "Bytes of cold segments cached locally", gauge(s.cached_bytes))?;
+        let up = u64::from(s.last_error.is_none());
+        gauges(enc, "es_cold_store_up", "1 unless the last cold-store upload failed", gauge(up))
     }
 
     /// Kafka's JMX-exporter names (`kafka.server:type=BrokerTopicMetrics`), the
@@ -247,7 +272,7 @@ fn partitions(enc: &mut DescriptorEncoder, topics: &[(String, Arc<Topic>)]) -> F
                 .map(|(p, log)| (vec![("topic", n.clone()), ("partition", p.to_string())], log.info()))
         })
         .collect();
-    let fields: [(&str, &str, InfoField); 4] = [
+    let fields: [(&str, &str, InfoField); 6] = [
         ("es_partition_high_watermark", "The offset below which records are durable and readable", |i| {
             i.high_watermark
         }),
@@ -256,6 +281,10 @@ fn partitions(enc: &mut DescriptorEncoder, topics: &[(String, Arc<Topic>)]) -> F
         }),
         ("es_partition_size_bytes", "Bytes of the partition's local segments", |i| i.size_bytes),
         ("es_partition_segments", "Local segment files of the partition", |i| i.segment_count as u64),
+        ("es_partition_cold_segments", "Segments of the partition in the cold tier", |i| {
+            i.cold_segment_count as u64
+        }),
+        ("es_partition_cold_size_bytes", "Bytes of the partition in the cold tier", |i| i.cold_size_bytes),
     ];
     for (name, help, field) in fields {
         let rows = infos.iter().map(|(l, i)| (l.clone(), field(i) as i64));

@@ -34,6 +34,9 @@ pub struct BrokerOptions {
     pub data_dir: PathBuf,
     /// Where topics with `cold.tier.enable` move expired segments.
     pub cold_dir: Option<PathBuf>,
+    /// The cold tier's store (an S3 bucket, or a directory), cache and retention;
+    /// set, it replaces `cold_dir`.
+    pub cold: Option<es_log::ColdOptions>,
     pub request_bytes_max: usize,
     /// Requests served at once; more get 503 `overloaded`.
     pub in_flight_requests_max: usize,
@@ -64,6 +67,7 @@ impl BrokerOptions {
         Self {
             data_dir: data_dir.into(),
             cold_dir: None,
+            cold: None,
             request_bytes_max: limits::REQUEST_BYTES_MAX_DEFAULT,
             in_flight_requests_max: limits::IN_FLIGHT_REQUESTS_MAX_DEFAULT,
             housekeeping_interval: std::time::Duration::from_millis(limits::HOUSEKEEPING_INTERVAL_MS_DEFAULT),
@@ -220,6 +224,7 @@ impl Registry {
             options.data_dir.join("partitions"),
             ManagerOptions {
                 cold_dir: options.cold_dir.clone(),
+                cold: options.cold.clone(),
                 housekeeping_interval: Some(options.housekeeping_interval),
                 journal: options.journal,
                 journal_dir: options.journal_dir.clone(),
@@ -439,6 +444,12 @@ impl Registry {
         self.manager.stats()
     }
 
+    /// The cold tier's counters (uploads, failures, refused objects, the last
+    /// store error), or `None` without a cold tier.
+    pub fn cold_status(&self) -> Option<es_log::ColdStatus> {
+        self.manager.cold_status()
+    }
+
     pub fn topic(&self, name: &str) -> Result<Arc<Topic>> {
         self.topics
             .read()
@@ -601,6 +612,10 @@ impl Registry {
             if let Err(e) = log.close() {
                 tracing::warn!(partition = log.name(), error = %e, "closing a deleted partition failed");
             }
+            // The cold objects first: the local manifest is what names them.
+            if let Err(e) = log.delete_cold() {
+                tracing::warn!(partition = log.name(), error = %e, "deleting a partition's cold objects failed; they are left in the store");
+            }
             if let Err(e) = self.remove_partition_dir(log.name()) {
                 tracing::warn!(partition = log.name(), error = %e, "deleting a partition's data failed; the next start removes it");
             }
@@ -688,9 +703,9 @@ impl Registry {
     /// The log config for `config`, refusing a cold tier this broker does not have.
     fn log_config(&self, config: &TopicConfig) -> Result<es_log::LogConfig> {
         let log_config = config.to_log_config()?;
-        if log_config.cold_tier && self.options.cold_dir.is_none() {
+        if log_config.cold_tier && self.options.cold_dir.is_none() && self.options.cold.is_none() {
             return Err(BrokerError::InvalidConfig(
-                "cold.tier.enable needs a cold tier: start the broker with --cold-dir".into(),
+                "cold.tier.enable needs a cold tier: start the broker with --cold-dir or cold.backend = \"s3\"".into(),
             ));
         }
         Ok(log_config)

@@ -175,6 +175,10 @@ impl From<LogError> for BrokerError {
             e @ LogError::ProducerFenced { .. } => BrokerError::ProducerFenced(e.to_string()),
             e @ (LogError::Io { .. }
             | LogError::Corrupt { .. }
+            | LogError::ColdStore { .. }
+            | LogError::ColdConflict { .. }
+            | LogError::ColdCorrupt { .. }
+            | LogError::ColdManifest(_)
             | LogError::BatchTooLarge { .. }
             | LogError::RecordTooLarge { .. }
             | LogError::OffsetOutOfRange { .. }

@@ -222,6 +222,10 @@ impl PartitionHandle {
             }
             other @ (es_log::LogError::Io { .. }
             | es_log::LogError::Corrupt { .. }
+            | es_log::LogError::ColdStore { .. }
+            | es_log::LogError::ColdConflict { .. }
+            | es_log::LogError::ColdCorrupt { .. }
+            | es_log::LogError::ColdManifest(_)
             | es_log::LogError::InvalidBatch(_)
             | es_log::LogError::RecordTooLarge { .. }
             | es_log::LogError::OffsetMismatch { .. }

@@ -199,13 +199,15 @@ fn describe_table(v: &Value) {
     let rows: Vec<Vec<String>> = array(&v["partitions"])
         .iter()
         .map(|p| {
-            ["partition", "log_start_offset", "high_watermark", "size_bytes", "segment_count"]
-                .iter()
-                .map(|k| text(&p[*k]))
-                .collect()
+            let keys = ["partition", "log_start_offset", "high_watermark", "size_bytes", "segment_count"];
+            let cold = ["cold_size_bytes", "cold_segment_count"];
+            // A broker without the cold columns (older) shows 0 there.
+            let cold = cold.iter().map(|k| if p[*k].is_null() { "0".to_owned() } else { text(&p[*k]) });
+            keys.iter().map(|k| text(&p[*k])).chain(cold).collect()
         })
         .collect();
-    table(&["PARTITION", "LOG START", "HIGH WATERMARK", "SIZE BYTES", "SEGMENTS"], &rows);
+    let heads = ["PARTITION", "LOG START", "HIGH WATERMARK", "LOCAL BYTES", "LOCAL SEGMENTS"];
+    table(&[&heads[..], &["COLD BYTES", "COLD SEGMENTS"]].concat(), &rows);
     println!();
     config_table(&v["config"]);
 }

@@ -1,7 +1,8 @@
 //! `es-broker doctor`: offline checks of the configuration, the machine and the
 //! data directory before a start, each ok / warn / fail with what to do next.
 //! Nothing here changes the data (the log's recovery scan runs read-only); the
-//! only writes are a probe file in the data directory, removed at once. Exit code:
+//! only writes are a probe file in the data directory and a probe object in the
+//! cold store, each removed at once. Exit code:
 //! 0 all ok, 1 warnings, 2 failures.
 
 #[path = "doctor/checks.rs"]
@@ -83,6 +84,7 @@ fn findings(line: &CommandLine) -> Vec<Finding> {
     out.extend(checks::tls_expiry(&cfg));
     out.extend(disk::data_dir(&cfg));
     out.extend(checks::clock(&crate::data_dir(&cfg)));
+    out.extend(crate::cold::doctor(&cfg));
     out
 }
 

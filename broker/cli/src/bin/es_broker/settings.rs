@@ -117,9 +117,10 @@ impl Setting {
 
 /// The sections, in file order, with what each holds. Sections without settings
 /// yet are listed so a file that names them gets a clear answer.
-pub const SECTIONS: [(&str, &str); 11] = [
+pub const SECTIONS: [(&str, &str); 12] = [
     ("log", "where the data lives and how often housekeeping runs"),
     ("journal", "the group-commit journal"),
+    ("cold", "the cold tier: a directory (log.cold_dir) or an S3-compatible bucket"),
     ("http", "the HTTP API listener"),
     ("binary", "the binary-protocol listener"),
     ("kafka", "the Kafka listener"),
@@ -158,6 +159,62 @@ pub const SETTINGS: &[Setting] = &[
     Setting::new("journal", "dir", "journal-dir", Kind::Path)
         .default(Default::Unset("DATA_DIR/partitions/journal"))
         .help("Where the journal lives, e.g. another disk."),
+    Setting::new("cold", "backend", "cold-backend", Kind::Text)
+        .default(Default::Text("dir"))
+        .help("Where the cold tier keeps expired segments: dir (log.cold_dir; no cold tier when unset) or s3 (cold.bucket)."),
+    Setting::new("cold", "bucket", "cold-bucket", Kind::Text)
+        .default(Default::Unset("none; required with cold.backend = s3"))
+        .help("The S3 bucket of the cold tier (it must exist)."),
+    Setting::new("cold", "prefix", "cold-prefix", Kind::Text)
+        .default(Default::Text("es"))
+        .help("Key prefix of every object this broker writes; one broker per prefix."),
+    Setting::new("cold", "endpoint", "cold-endpoint", Kind::Text)
+        .default(Default::Unset("AWS S3 in cold.region"))
+        .help("An S3-compatible endpoint URL (MinIO, R2, moto_server...)."),
+    Setting::new("cold", "region", "cold-region", Kind::Text)
+        .default(Default::Text("us-east-1"))
+        .help("The bucket's region (signing needs one with any endpoint)."),
+    Setting::new("cold", "path_style", "cold-path-style", Kind::Bool)
+        .default(Default::Bool(false))
+        .help("Path-style requests (endpoint/bucket/key), as MinIO and moto want; false: virtual-hosted (bucket.endpoint)."),
+    Setting::new("cold", "allow_http", "cold-allow-http", Kind::Bool)
+        .default(Default::Bool(false))
+        .help("Allow a plain http:// endpoint (a local test store); objects then cross the network unencrypted."),
+    Setting {
+        flag: None,
+        secret: true,
+        ..Setting::new("cold", "access_key_id", "", Kind::Text)
+            .default(Default::Unset("AWS_ACCESS_KEY_ID and the standard AWS variables"))
+            .help("The S3 access key id. Never a flag; with it, cold.secret_access_key (or its _file) is needed.")
+    },
+    Setting {
+        flag: None,
+        secret: true,
+        ..Setting::new("cold", "secret_access_key", "", Kind::Text)
+            .default(Default::Unset("AWS_SECRET_ACCESS_KEY"))
+            .help("The S3 secret key. Never a flag (flags show in the process list); prefer secret_access_key_file.")
+    },
+    Setting::new("cold", "secret_access_key_file", "cold-secret-access-key-file", Kind::Path)
+        .default(Default::Unset("none"))
+        .help("A file holding the S3 secret key."),
+    Setting::new("cold", "part_size_bytes", "cold-part-size-bytes", Kind::Int {
+        min: es_core::limits::COLD_PART_BYTES_MIN,
+        max: 5 * 1024 * 1024 * 1024,
+    })
+    .default(Default::Int(es_core::limits::COLD_PART_BYTES_DEFAULT))
+    .help("Part size of S3 multipart uploads; smaller segments go up in one PUT. Times S3's 10000-part limit it must cover the largest segment."),
+    Setting::new("cold", "cache_bytes", "cold-cache-bytes", POSITIVE)
+        .default(Default::Int(es_core::limits::COLD_CACHE_BYTES_DEFAULT))
+        .help("Bytes of cold segments fetched back for reads kept on local disk, all partitions together."),
+    Setting::new("cold", "retention_ms", "cold-retention-ms", COUNT)
+        .default(Default::Int(0))
+        .help("Delete cold segments whose newest record is older than this; 0 keeps them forever. Shorter than a cold topic's retention.ms is refused."),
+    Setting::new("cold", "retention_bytes", "cold-retention-bytes", COUNT)
+        .default(Default::Int(0))
+        .help("Keep each partition's cold data below this many bytes, oldest deleted first; 0: unbounded."),
+    Setting::new("cold", "op_timeout_ms", "cold-op-timeout-ms", Kind::Int { min: 100, max: 600_000 })
+        .default(Default::Int(es_core::limits::COLD_OP_TIMEOUT_SECS_DEFAULT * 1000))
+        .help("The longest one cold-store request may take, retries included; a slower store fails the upload, which retries with backoff."),
     Setting::new("http", "bind", "bind", Kind::Text)
         .default(Default::Text("127.0.0.1:9000"))
         .help("Address for the HTTP API; port 0 picks a free port. A non-loopback address needs auth.")
