@@ -13,11 +13,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail, ensure};
 use bytes::Bytes;
 use es_client::Client;
-use es_protocol::{Request, Response};
 use serde::Serialize;
 use tokio::runtime::Runtime;
 
-use crate::latency;
 use crate::machine::Machine;
 use crate::report;
 use crate::suite::broker::{self, Broker};
@@ -59,6 +57,12 @@ pub struct ClusterArgs {
     /// Leader kills timed after the rows.
     #[arg(long, default_value_t = 3)]
     pub failovers: usize,
+    /// The nodes' `cluster.heartbeat_ms` (es-broker's default when unset).
+    #[arg(long)]
+    pub heartbeat_ms: Option<u64>,
+    /// The nodes' `cluster.election_timeout_ms` (es-broker's default when unset).
+    #[arg(long)]
+    pub election_timeout_ms: Option<u64>,
     #[command(flatten)]
     #[serde(flatten)]
     pub place: Place,
@@ -74,13 +78,15 @@ struct Node {
 /// The three nodes and how to start them.
 struct Nodes {
     bin: PathBuf,
+    /// Timer flags every node starts with.
+    timers: Vec<String>,
     peers: String,
     secret: PathBuf,
     nodes: Vec<Node>,
 }
 
 impl Nodes {
-    fn start(bin: &Path, root: &Path) -> Result<Nodes> {
+    fn start(bin: &Path, root: &Path, args: &ClusterArgs) -> Result<Nodes> {
         let secret = root.join("cluster.secret");
         std::fs::write(&secret, "es-bench-cluster-secret-0123456789\n")?;
         let mut peers = Vec::new();
@@ -90,7 +96,14 @@ impl Nodes {
         }
         let nodes =
             (1..=3).map(|id| Node { id, dir: root.join(format!("node{id}")), broker: None }).collect();
-        let mut n = Nodes { bin: bin.to_owned(), peers: peers.join(","), secret, nodes };
+        let mut timers = Vec::new();
+        if let Some(ms) = args.heartbeat_ms {
+            timers.extend(["--cluster-heartbeat-ms".to_owned(), ms.to_string()]);
+        }
+        if let Some(ms) = args.election_timeout_ms {
+            timers.extend(["--cluster-election-timeout-ms".to_owned(), ms.to_string()]);
+        }
+        let mut n = Nodes { bin: bin.to_owned(), timers, peers: peers.join(","), secret, nodes };
         for i in 0..3 {
             n.boot(i)?;
         }
@@ -101,7 +114,9 @@ impl Nodes {
         let node = &mut self.nodes[i];
         let id = node.id.to_string();
         let secret = self.secret.to_string_lossy().into_owned();
-        let args = ["--node-id", &id, "--cluster-peers", &self.peers, "--cluster-secret-file", &secret];
+        let mut args =
+            vec!["--node-id", &id, "--cluster-peers", &self.peers, "--cluster-secret-file", &secret];
+        args.extend(self.timers.iter().map(String::as_str));
         node.broker = Some(Broker::start_with(&self.bin, &node.dir, &args, &[("ES_LOG", "warn")])?);
         Ok(())
     }
@@ -193,7 +208,7 @@ pub fn run(args: &ClusterArgs) -> Result<()> {
         machine.load_start.describe()
     );
     let mut single = Broker::start_with(&bin, &dir.join("single"), &[], &[("ES_LOG", "warn")])?;
-    let mut nodes = Nodes::start(&bin, &dir)?;
+    let mut nodes = Nodes::start(&bin, &dir, args)?;
     let duration = Duration::from_secs_f64(args.seconds);
     let mut rows = Vec::new();
     for round in 0..args.rounds {
@@ -312,17 +327,7 @@ async fn produce_loop(
 ) -> Result<Tally> {
     let mut t = Tally::new()?;
     while ctl.running() {
-        let start = Instant::now();
-        let req = Request::Produce { topic: topic.to_owned(), partition, batch: batch.clone() };
-        match client.call_on(slot, req, false).await.context("produce")? {
-            Response::Produce { .. } => {}
-            other => bail!("unexpected answer to a produce: {other:?}"),
-        }
-        latency::record_since(&mut t.latency, start);
-        t.requests += 1;
-        t.records += records as u64;
-        t.bytes += batch.len() as u64;
-        ctl.add_bytes(batch.len());
+        binary::produce_one(client, slot, topic, partition, (batch, records), &mut t, ctl).await?;
     }
     Ok(t)
 }

@@ -35,7 +35,13 @@ impl Cluster {
         let secret = root.path().join("cluster.secret");
         std::fs::write(&secret, "a-test-secret-of-more-than-16-bytes\n").unwrap();
         let peers: Vec<String> = (1..=n).map(|id| format!("{id}=127.0.0.1:{}", free_port())).collect();
-        let mut c = Cluster { nodes: BTreeMap::new(), paused: Default::default(), peers: peers.join(","), secret, root };
+        let mut c = Cluster {
+            nodes: BTreeMap::new(),
+            paused: Default::default(),
+            peers: peers.join(","),
+            secret,
+            root,
+        };
         for id in 1..=n {
             c.start_node(id);
         }
@@ -367,5 +373,66 @@ fn a_paused_leader_is_replaced_and_a_restarted_follower_catches_up() {
     converge(&c, "pause", &acked);
     eventually(ELECTION_WAIT, "the restarted node learning the new topic", || {
         (c.node(follower).get("/topics/later").status == 200).then_some(())
+    });
+}
+
+/// The README's three-node commands, run as written but for the ports (each
+/// `127.0.0.1:PORT` becomes a free one, consistently) and the directories (in a
+/// temporary one): the cluster forms, takes a topic and a produce.
+#[test]
+fn the_readme_cluster_commands_start_a_cluster() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let start = readme.find("A three-node cluster on one machine").expect("the README's cluster section");
+    let block = readme[start..].split("```").nth(1).expect("a code block after it");
+    let lines: Vec<&str> = block.lines().filter(|l| l.starts_with("./target/release/")).collect();
+    assert_eq!(lines[0], "./target/release/es key generate > cluster.secret", "{block}");
+    let root = tempfile::tempdir().unwrap();
+    let key =
+        std::process::Command::new(es_tests::broker::es_bin()).args(["key", "generate"]).output().unwrap();
+    assert!(key.status.success());
+    std::fs::write(root.path().join("cluster.secret"), &key.stdout).unwrap();
+    let mut ports: BTreeMap<String, String> = BTreeMap::new();
+    let mut nodes = Vec::new();
+    for line in &lines[1..] {
+        let mut words = line.split_whitespace();
+        assert_eq!(words.next(), Some("./target/release/es-broker"), "{line}");
+        let mut cmd = std::process::Command::new(es_tests::broker::broker_bin());
+        cmd.current_dir(root.path()).env("ES_PLUGIN_CACHE_DIR", es_tests::broker::shared_plugin_cache());
+        let mut data_dir = None;
+        let mut prev = "";
+        for word in words {
+            let mapped = word
+                .split(',')
+                .map(|part| match part.rsplit_once("127.0.0.1:") {
+                    Some((head, port)) => {
+                        let free = ports.entry(port.to_owned()).or_insert_with(|| free_port().to_string());
+                        format!("{head}127.0.0.1:{free}")
+                    }
+                    None => part.to_owned(),
+                })
+                .collect::<Vec<_>>()
+                .join(",");
+            if prev == "--data-dir" {
+                data_dir = Some(root.path().join(&mapped));
+            }
+            cmd.arg(&mapped);
+            prev = word;
+        }
+        nodes.push(Broker::spawn(cmd, &data_dir.expect("each command names its --data-dir")));
+    }
+    assert_eq!(nodes.len(), 3);
+    let r = eventually(ELECTION_WAIT, "the README cluster creating a topic", || {
+        let r = nodes[1].post("/topics", &json!({"name": "readme", "partitions": 1}));
+        (r.status == 201).then_some(r)
+    });
+    assert_eq!(r.body["partition_count"], 1);
+    eventually(ELECTION_WAIT, "a produce on the README cluster", || {
+        nodes
+            .iter()
+            .any(|b| {
+                let r = b.post("/topics/readme/records", &json!({"records": [{"value": "hi"}]}));
+                r.status == 200
+            })
+            .then_some(())
     });
 }

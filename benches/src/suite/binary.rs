@@ -107,20 +107,35 @@ async fn produce_loop(
 ) -> Result<Tally> {
     let mut t = Tally::new()?;
     while ctl.running() {
-        let start = Instant::now();
         let partition = spread.partition(t.requests) as u32;
-        let req = Request::Produce { topic: topic.to_owned(), partition, batch: batch.clone() };
-        match client.call_on(slot, req, false).await.context("produce")? {
-            Response::Produce { .. } => {}
-            other => bail!("unexpected answer to a produce: {other:?}"),
-        }
-        latency::record_since(&mut t.latency, start);
-        t.requests += 1;
-        t.records += records as u64;
-        t.bytes += batch.len() as u64;
-        ctl.add_bytes(batch.len());
+        produce_one(client, slot, topic, partition, (batch, records), &mut t, ctl).await?;
     }
     Ok(t)
+}
+
+/// One produce of `batch` (of `records` records) on connection `slot`, waited for
+/// and counted in `t`.
+pub(crate) async fn produce_one(
+    client: &Client,
+    slot: usize,
+    topic: &str,
+    partition: u32,
+    (batch, records): (&Bytes, usize),
+    t: &mut Tally,
+    ctl: &Control,
+) -> Result<()> {
+    let start = Instant::now();
+    let req = Request::Produce { topic: topic.to_owned(), partition, batch: batch.clone() };
+    match client.call_on(slot, req, false).await.context("produce")? {
+        Response::Produce { .. } => {}
+        other => bail!("unexpected answer to a produce: {other:?}"),
+    }
+    latency::record_since(&mut t.latency, start);
+    t.requests += 1;
+    t.records += records as u64;
+    t.bytes += batch.len() as u64;
+    ctl.add_bytes(batch.len());
+    Ok(())
 }
 
 /// One connection, one partition, `in_flight` produces of `w`'s small batch in

@@ -77,8 +77,9 @@ pub struct PartitionLog {
     pub(crate) inner: Mutex<Inner>,
     pub(crate) progress: Arc<Progress>,
     pub(crate) shared: Arc<Shared>,
-    /// Serialises retention, tiering and compaction of this partition.
-    pub(crate) housekeeping: Mutex<()>,
+    /// Held by retention, tiering, compaction and DeleteRecords; true once the
+    /// partition is being deleted, after which housekeeping never runs again.
+    pub(crate) housekeeping: Mutex<bool>,
     /// A Raft group stores its entries here: compaction, which may drop whole
     /// batches (Raft entries), is off until it is a replicated decision.
     pub(crate) raft_mode: std::sync::atomic::AtomicBool,
@@ -224,7 +225,7 @@ impl PartitionLog {
             inner: Mutex::new(Inner { segments, cold, next_offset, epochs, producers, start_floor }),
             progress: Progress::new(next_offset),
             shared,
-            housekeeping: Mutex::new(()),
+            housekeeping: Mutex::new(false),
             raft_mode: std::sync::atomic::AtomicBool::new(false),
         });
         Ok((log, report))

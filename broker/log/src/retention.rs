@@ -23,9 +23,13 @@ pub struct HousekeepingReport {
 impl PartitionLog {
     /// Runs retention (or tiering) and compaction once, with the manager's clock.
     pub fn housekeeping(&self) -> Result<HousekeepingReport> {
-        let _guard = self.housekeeping.lock().expect("housekeeping lock");
-        let now = self.shared.clock.now_ms();
+        let retired = self.housekeeping.lock().expect("housekeeping lock");
         let mut report = HousekeepingReport::default();
+        if *retired {
+            // Its topic is being deleted: nothing may be written to it or its store.
+            return Ok(report);
+        }
+        let now = self.shared.clock.now_ms();
         self.enforce_retention(now, &mut report)?;
         self.enforce_cold_retention(now, &mut report)?;
         self.compact(now, &mut report)?;
@@ -111,10 +115,13 @@ impl PartitionLog {
     }
 
     /// Deletes every object this partition has in the cold store (its topic is being
-    /// deleted). The local files are the caller's to remove.
+    /// deleted) and retires it: a housekeeping round in progress finishes first, and
+    /// none runs after, so no upload lands after the deletion. The local files are
+    /// the caller's to remove.
     pub fn delete_cold(&self) -> Result<()> {
+        let mut retired = self.housekeeping.lock().expect("housekeeping lock");
+        *retired = true;
         let Some(tier) = &self.cold else { return Ok(()) };
-        let _guard = self.housekeeping.lock().expect("housekeeping lock");
         self.inner.lock().expect("partition lock").cold.clear();
         tier.delete_all()
     }
