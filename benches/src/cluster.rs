@@ -300,10 +300,10 @@ fn cluster_row(
     let mut leaders = Vec::with_capacity(partitions);
     for p in 0..partitions {
         let leader = nodes.leader_of(topic, p)?;
-        if !clients.contains_key(&leader) {
+        if let std::collections::btree_map::Entry::Vacant(slot) = clients.entry(leader) {
             let addr = nodes.live().find(|(id, _)| *id == leader).map(|(_, b)| b.binary_addr.clone());
             let addr = addr.context("the leader stopped")?;
-            clients.insert(leader, binary::connect(rt, &addr, args.connections)?);
+            slot.insert(binary::connect(rt, &addr, args.connections)?);
         }
         leaders.push(clients[&leader].clone());
     }

@@ -42,6 +42,9 @@ pub struct ClusterOptions {
     pub addresses: NodeAddresses,
 }
 
+/// A data partition: its topic's id and its number.
+type PartitionKey = ([u8; 16], u32);
+
 /// One cluster member's state.
 pub struct Cluster {
     node_id: u64,
@@ -50,13 +53,13 @@ pub struct Cluster {
     registry: Arc<Registry>,
     metadata: MetadataLog,
     /// The Raft group of each data partition, by (topic id, partition).
-    groups: RwLock<HashMap<([u8; 16], u32), Group>>,
+    groups: RwLock<HashMap<PartitionKey, Group>>,
     /// Client addresses of the nodes, learned from each (this one's included).
     nodes: RwLock<BTreeMap<u64, NodeAddresses>>,
     runtime: tokio::runtime::Handle,
     /// Serialises idempotent proposals per partition: the duplicate check and the
     /// append must not interleave with another batch of the same partition.
-    idempotent: Mutex<HashMap<([u8; 16], u32), Arc<tokio::sync::Mutex<()>>>>,
+    idempotent: Mutex<HashMap<PartitionKey, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// A data partition's group id: stable on every node, from the topic id (which the

@@ -37,7 +37,7 @@ pub(super) fn cluster_producer_id(node: Option<u64>, local: i64) -> i64 {
 
 /// The node that handed out cluster producer id `id`.
 pub(super) fn issuing_node(id: i64) -> Option<u64> {
-    (id >= 0).then(|| (id % PRODUCER_ID_STRIDE) as u64)
+    (id >= 0).then_some((id % PRODUCER_ID_STRIDE) as u64)
 }
 
 /// The local allocation number of `id`, if this node handed it out.
