@@ -436,3 +436,40 @@ fn the_readme_cluster_commands_start_a_cluster() {
             .then_some(())
     });
 }
+
+/// A data directory a single node filled cannot join a cluster (its batches have no
+/// Raft indexes): the start is refused with what to do, and the data is untouched.
+#[test]
+fn a_single_node_data_directory_with_records_is_refused_as_a_cluster_member() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("single");
+    let mut single = Broker::start(&dir);
+    single.create_topic("kept", 1);
+    let r = single.post("/topics/kept/records", &json!({"records": [{"value": "v"}]}));
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    single.signal("TERM");
+    assert!(single.wait_exit(Duration::from_secs(30)).success());
+    drop(single);
+
+    let secret = root.path().join("s");
+    std::fs::write(&secret, "a-test-secret-of-more-than-16-bytes").unwrap();
+    let peers = format!("1=127.0.0.1:{},2=127.0.0.1:{}", free_port(), free_port());
+    let mut child = std::process::Command::new(es_tests::broker::broker_bin())
+        .args(["--data-dir", dir.to_str().unwrap(), "--node-id", "1", "--cluster-peers", &peers])
+        .args(["--bind", "127.0.0.1:0", "--bind-binary", "127.0.0.1:0", "--bind-kafka", "127.0.0.1:0"])
+        .arg("--cluster-secret-file")
+        .arg(&secret)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status =
+        eventually(Duration::from_secs(30), "the refused start exiting", || child.try_wait().unwrap());
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot join a cluster yet"), "{stderr}");
+    let again = Broker::start(&dir);
+    let r = again.get("/topics/kept/partitions/0/records?offset=0");
+    assert_eq!(r.body["records"][0]["value"], "v", "the single node's data is untouched: {:?}", r.body);
+}

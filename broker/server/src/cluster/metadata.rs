@@ -205,8 +205,16 @@ async fn apply_available(cluster: &Arc<Cluster>) -> Result<()> {
         }
         for (offset, value) in records {
             let outcome = apply_one(cluster, &value).await;
-            if let Err(e) = &outcome {
-                tracing::info!(offset, error = %e, "a replicated metadata change was refused on apply");
+            match &outcome {
+                // This node could not do its part (a disk error): it must not skip the
+                // command, or it would differ from the others; the applier retries.
+                Err(e @ (BrokerError::Internal(_) | BrokerError::Storage(_))) => {
+                    return Err(BrokerError::Internal(format!("applying metadata offset {offset}: {e}")));
+                }
+                Err(e) => {
+                    tracing::info!(offset, error = %e, "a replicated metadata change was refused on apply")
+                }
+                Ok(()) => {}
             }
             cluster.metadata.record_outcome(offset, outcome);
             cluster.metadata.save_applied(offset + 1)?;
@@ -217,19 +225,31 @@ async fn apply_available(cluster: &Arc<Cluster>) -> Result<()> {
 /// Applies one command: the registry's local part, then the partitions' groups.
 async fn apply_one(cluster: &Arc<Cluster>, value: &[u8]) -> Result<()> {
     let command: Command = serde_json::from_slice(value)
-        .map_err(|e| BrokerError::Internal(format!("an unreadable metadata command: {e}")))?;
+        // The same bytes on every node: refused alike everywhere, then skipped.
+        .map_err(|e| BrokerError::InvalidRequest(format!("an unreadable metadata command: {e}")))?;
     if let Command::DeleteTopic { name } = &command
         && let Ok(topic) = cluster.registry.topic(name)
     {
         // The groups stop before their logs are deleted under them.
         cluster.close_groups(&topic).await;
     }
+    let grows = match &command {
+        Command::CreateTopic(meta) => Some(meta.name.clone()),
+        Command::SetPartitions { name, .. } => Some(name.clone()),
+        _ => None,
+    };
     let registry = cluster.registry.clone();
     let applied = tokio::task::spawn_blocking(move || registry.apply_replicated(&command))
         .await
         .map_err(|e| BrokerError::Internal(format!("the metadata apply task failed: {e}")))??;
-    match applied {
-        Applied::Created(topic) => cluster.open_groups(&topic).await,
-        Applied::Unchanged | Applied::Deleted(_) => Ok(()),
+    match (applied, grows) {
+        (Applied::Created(topic), _) => cluster.open_groups(&topic).await,
+        // Applied before (a retry after this node failed to open a group, or a
+        // replay): the groups still missing are opened now.
+        (Applied::Unchanged, Some(name)) => match cluster.registry.topic(&name) {
+            Ok(topic) => cluster.open_groups(&topic).await,
+            Err(_) => Ok(()),
+        },
+        (Applied::Unchanged | Applied::Deleted(_), _) => Ok(()),
     }
 }

@@ -112,6 +112,7 @@ impl Cluster {
         });
         let _ = slot.set(Arc::downgrade(&cluster));
         for topic in registry.list() {
+            refuse_single_node_data(&topic)?;
             cluster.open_groups(&topic).await?;
         }
         registry.set_cluster(cluster.clone());
@@ -215,6 +216,24 @@ impl Cluster {
     pub(crate) fn replicate(&self, command: crate::registry::metadata::Command) -> Result<()> {
         self.runtime.block_on(self.replicate_async(command))
     }
+}
+
+/// A partition a single node wrote (records, but never a Raft vote) cannot become a
+/// Raft group: its batches have no Raft indexes and the other nodes do not have
+/// them. Refused at start, before openraft sees it.
+fn refuse_single_node_data(topic: &Topic) -> Result<()> {
+    for log in &topic.partitions {
+        let voted = log.read_raft_file(es_log::RaftFile::Vote)?.is_some();
+        if !voted && log.info().log_end_offset > 0 {
+            return Err(BrokerError::InvalidConfig(format!(
+                "partition {} holds records written by a single-node broker; a data directory with data \
+                 cannot join a cluster yet: start the cluster on empty data directories and copy topics \
+                 in with a client (docs/cluster.md)",
+                log.name()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A Raft failure as the service's error: the group could not do its part.
