@@ -12,6 +12,8 @@ use es_core::batch::{self, BatchView, TimestampType};
 use es_core::{LeaderEpoch, ProducerInfo, Record};
 use tokio::sync::oneshot;
 
+mod read;
+
 use crate::cold::ColdPartition;
 use crate::config::LogConfig;
 use crate::epochs::Epochs;
@@ -529,93 +531,6 @@ impl PartitionLog {
         self.progress.check()
     }
 
-    /// Reads whole batches starting with the one that contains `offset`, up to
-    /// `max_bytes` (always at least one whole batch), never past the high watermark.
-    pub fn read(&self, offset: u64, max_bytes: usize) -> Result<ReadResult> {
-        match self.read_once(offset, max_bytes) {
-            // Retention or compaction replaced a segment under this read: try once more.
-            Err(LogError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                self.read_once(offset, max_bytes)
-            }
-            other => other,
-        }
-    }
-
-    fn read_once(&self, offset: u64, max_bytes: usize) -> Result<ReadResult> {
-        let hw = self.high_watermark();
-        let (candidates, log_start) = {
-            let inner = self.inner.lock().expect("partition lock");
-            let log_start = inner.log_start();
-            if offset < log_start || offset > hw {
-                return Err(LogError::OffsetOutOfRange { requested: offset, log_start, high_watermark: hw });
-            }
-            let cold = inner.cold.iter().map(|(b, s)| (b, s, true));
-            let all = cold.chain(inner.segments.iter().map(|(b, s)| (b, s, false)));
-            let floor = all.clone().take_while(|(b, ..)| **b <= offset).count().saturating_sub(1);
-            let candidates: Vec<(Arc<Segment>, bool)> =
-                all.skip(floor).map(|(_, s, c)| (s.clone(), c)).collect();
-            (candidates, log_start)
-        };
-        let mut data = Vec::new();
-        if offset < hw {
-            for (seg, is_cold) in candidates {
-                if is_cold {
-                    self.fetch_cold(&seg)?;
-                }
-                data = strip_raft_control(seg.read(offset, max_bytes, hw)?);
-                if !data.is_empty() {
-                    break;
-                }
-            }
-        }
-        Ok(ReadResult { data: Bytes::from(data), high_watermark: hw, log_start_offset: log_start })
-    }
-
-    /// The first offset whose record timestamp is >= `timestamp`, or `None` if every
-    /// durable record is older.
-    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<u64>> {
-        let hw = self.high_watermark();
-        let segments: Vec<(Arc<Segment>, bool)> = {
-            let inner = self.inner.lock().expect("partition lock");
-            let cold = inner.cold.values().map(|s| (s.clone(), true));
-            cold.chain(inner.segments.values().map(|s| (s.clone(), false))).collect()
-        };
-        for (seg, is_cold) in segments {
-            // A cold segment whose newest record is older needs no fetch.
-            if is_cold && seg.max_timestamp().is_some_and(|m| m < timestamp) {
-                continue;
-            }
-            if is_cold {
-                self.fetch_cold(&seg)?;
-            }
-            if let Some(o) = seg.offset_for_timestamp(timestamp, hw)? {
-                return Ok(Some(o));
-            }
-        }
-        Ok(None)
-    }
-
-    /// Kafka's ListOffsets "max timestamp" (KIP-734): the greatest record timestamp
-    /// and the first offset holding it, or `None` for an empty log. The segments'
-    /// indexes give the maximum; while the batch holding it is not yet durable the
-    /// answer is `None`, as for an empty log (it is, to readers).
-    pub fn max_timestamp_offset(&self) -> Result<Option<(u64, i64)>> {
-        let max = {
-            let inner = self.inner.lock().expect("partition lock");
-            inner.cold.values().chain(inner.segments.values()).filter_map(|s| s.max_timestamp()).max()
-        };
-        let Some(max) = max else { return Ok(None) };
-        Ok(self.offset_for_timestamp(max)?.map(|offset| (offset, max)))
-    }
-
-    /// Makes a cold segment's `.log` local (fetched into the cache and verified).
-    fn fetch_cold(&self, seg: &Arc<Segment>) -> Result<()> {
-        match &self.cold {
-            Some(tier) => tier.ensure_local(seg),
-            None => Ok(()),
-        }
-    }
-
     /// The offset readers see up to: after the last durable batch and, in Raft mode,
     /// no further than the committed offset ([`PartitionLog::set_committed_offset`]).
     pub fn high_watermark(&self) -> u64 {
@@ -834,33 +749,6 @@ fn check_raft_index(
         }
     }
     Ok(())
-}
-
-/// Drops Raft control batches from served bytes: they hold no records a reader may
-/// see (docs/storage.md, "Raft control entries"). Copies only when one is present.
-fn strip_raft_control(data: Vec<u8>) -> Vec<u8> {
-    let mut at = 0;
-    let mut any = false;
-    while let Ok(h) = es_core::BatchHeader::parse(&data[at..], usize::MAX) {
-        any |= h.is_raft_control();
-        at += h.total_len();
-        if at >= data.len() || any {
-            break;
-        }
-    }
-    if !any {
-        return data;
-    }
-    let mut out = Vec::with_capacity(data.len());
-    let mut at = 0;
-    while let Ok(h) = es_core::BatchHeader::parse(&data[at..], usize::MAX) {
-        let end = (at + h.total_len()).min(data.len());
-        if !h.is_raft_control() {
-            out.extend_from_slice(&data[at..end]);
-        }
-        at = end;
-    }
-    out
 }
 
 fn note_corrupt(seg: &Segment, report: &mut RecoveryReport) {
