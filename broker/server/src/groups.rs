@@ -32,8 +32,6 @@ pub struct Groups {
     /// Kafka's classic-protocol groups; a group id is in one coordinator or the other.
     pub(crate) classic: ClassicGroups,
     pub(crate) offsets: OffsetStore,
-    /// Server-side state of the simple HTTP consumer sessions, by (group, member).
-    pub(crate) sessions: Mutex<BTreeMap<(String, String), crate::http::group_sessions::Session>>,
 }
 
 /// Where `reset` moves a group's committed offsets.
@@ -89,7 +87,6 @@ impl Groups {
             coordinator: Mutex::new(Coordinator::new(clock.clone())),
             classic: ClassicGroups::new(clock, kafka),
             offsets,
-            sessions: Mutex::new(BTreeMap::new()),
         })
     }
 

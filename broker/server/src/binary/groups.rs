@@ -4,8 +4,8 @@
 use es_protocol::{GroupOffset, GroupRequest, GroupResponse};
 
 use crate::groups::CommittedOffset;
-use crate::service::admin::JoinGroup;
 use crate::service::error::Result;
+use crate::service::groups::JoinGroup;
 use crate::service::{Principal, Service};
 
 pub async fn apply(service: &Service, who: &Principal, req: GroupRequest) -> Result<GroupResponse> {

@@ -4,6 +4,7 @@
 //! poll returned when auto-commit is on, then reads across every assigned partition.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Json;
@@ -20,11 +21,12 @@ use super::groups_api::{
 };
 use super::{ApiJson, ApiPath, ApiQuery, AppState, Caller};
 use crate::api::{Encoding, ErrorBody};
-use crate::groups::{CommittedOffset, Groups, REBALANCE_TIMEOUT_MS_DEFAULT, SESSION_TIMEOUT_MS_DEFAULT};
+use crate::groups::{CommittedOffset, REBALANCE_TIMEOUT_MS_DEFAULT, SESSION_TIMEOUT_MS_DEFAULT};
 use crate::limits;
-use crate::registry::Registry;
 use crate::service::error::{BrokerError, Result};
 use crate::service::fetch::{FetchPartition, FetchRequest};
+use crate::service::groups::JoinGroup;
+use crate::service::{Principal, Service};
 
 /// Rounds of rejoin/sync one poll may go through before answering.
 const REBALANCE_ROUNDS_MAX: usize = 8;
@@ -87,14 +89,60 @@ pub struct PollQuery {
 
 type Key = (String, String);
 
-fn sessions(g: &Groups) -> std::sync::MutexGuard<'_, BTreeMap<Key, Session>> {
-    g.sessions.lock().expect("sessions lock")
+/// The listener's server-side sessions, by (group, member): HTTP's own state, kept
+/// out of the group service, which only sees their members' joins and commits.
+#[derive(Debug, Clone, Default)]
+pub struct Sessions(Arc<Mutex<BTreeMap<Key, Session>>>);
+
+impl Sessions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<Key, Session>> {
+        self.0.lock().expect("sessions lock")
+    }
+
+    fn get(&self, key: &Key) -> Result<Session> {
+        self.lock().get(key).cloned().ok_or_else(|| {
+            BrokerError::Group(GroupError::UnknownMember { group: key.0.clone(), member: key.1.clone() })
+        })
+    }
+
+    fn put(&self, key: &Key, s: &Session) {
+        self.lock().insert(key.clone(), s.clone());
+    }
+
+    fn remove(&self, key: &Key) {
+        self.lock().remove(key);
+    }
 }
 
-fn get_session(g: &Groups, key: &Key) -> Result<Session> {
-    sessions(g).get(key).cloned().ok_or_else(|| {
-        BrokerError::Group(GroupError::UnknownMember { group: key.0.clone(), member: key.1.clone() })
-    })
+/// What a session operation works with: the service, the caller, the sessions.
+struct Ctx<'a> {
+    service: &'a Service,
+    who: &'a Principal,
+    sessions: &'a Sessions,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(state: &'a AppState, who: &'a Principal) -> Ctx<'a> {
+        Ctx { service: &state.service, who, sessions: &state.sessions }
+    }
+
+    fn join(
+        &self,
+        group: &str,
+        member: Option<String>,
+        client_id: &str,
+        s: &Session,
+    ) -> Result<es_groups::Joined> {
+        let join = JoinGroup {
+            group: group.to_owned(),
+            member_id: member,
+            client_id: client_id.to_owned(),
+            topics: s.topics.clone(),
+            session_timeout_ms: s.session_timeout_ms,
+            rebalance_timeout_ms: REBALANCE_TIMEOUT_MS_DEFAULT.max(s.session_timeout_ms),
+        };
+        self.service.join_group(self.who, join)
+    }
 }
 
 #[utoipa::path(post, path = "/groups/{group}/members", tag = "groups",
@@ -112,8 +160,6 @@ pub async fn create(
     ApiPath(group): ApiPath<String>,
     ApiJson(b): ApiJson<CreateBody>,
 ) -> Result<(StatusCode, Json<SessionJoined>)> {
-    let auth = state.registry.auth();
-    crate::service::authz::authorize_topics(auth, &who, b.topics.iter().map(String::as_str))?;
     let start_latest = match b.reset.as_deref() {
         None | Some("earliest") => false,
         Some("latest") => true,
@@ -121,30 +167,22 @@ pub async fn create(
             return Err(BrokerError::InvalidRequest(format!("reset is earliest or latest; got {other:?}")));
         }
     };
-    let registry = &state.registry;
-    let session_ms = b.session_timeout_ms.unwrap_or(SESSION_TIMEOUT_MS_DEFAULT);
-    let joined = registry.groups().join(
-        registry,
-        &group,
-        None,
-        &b.client_id,
-        &b.topics,
-        session_ms,
-        REBALANCE_TIMEOUT_MS_DEFAULT.max(session_ms),
-    )?;
-    let session = Session {
+    let ctx = Ctx::new(&state, &who);
+    let mut session = Session {
         topics: b.topics,
-        session_timeout_ms: session_ms,
-        generation: joined.generation,
+        session_timeout_ms: b.session_timeout_ms.unwrap_or(SESSION_TIMEOUT_MS_DEFAULT),
+        generation: 0,
         auto_commit: b.auto_commit.unwrap_or(true),
         start_latest,
         assigned: BTreeSet::new(),
         positions: BTreeMap::new(),
         committed: BTreeMap::new(),
     };
+    let joined = ctx.join(&group, None, &b.client_id, &session)?;
+    session.generation = joined.generation;
     let key = (group, joined.member_id.clone());
-    sessions(registry.groups()).insert(key.clone(), session);
-    let session = follow(registry, &key).await?;
+    ctx.sessions.put(&key, &session);
+    let session = follow(&ctx, &key).await?;
     let body =
         SessionJoined { member_id: key.1, generation: session.generation, assignment: assignment(&session) };
     Ok((StatusCode::CREATED, Json(body)))
@@ -156,47 +194,36 @@ fn assignment(s: &Session) -> Vec<GroupPartition> {
 
 /// Heartbeats, and on a rebalance rejoins, syncs, commits revoked partitions and
 /// heartbeats again so they are released; returns the up-to-date session.
-async fn follow(registry: &Registry, key: &Key) -> Result<Session> {
-    let groups = registry.groups();
+async fn follow(ctx: &Ctx<'_>, key: &Key) -> Result<Session> {
     let (group, member) = (&key.0, &key.1);
-    let mut s = get_session(groups, key)?;
+    let mut s = ctx.sessions.get(key)?;
     for _ in 0..REBALANCE_ROUNDS_MAX {
-        match groups.heartbeat(group, member, s.generation) {
+        match ctx.service.heartbeat(ctx.who, group, member, s.generation) {
             Ok(()) => break,
             Err(BrokerError::Group(GroupError::RebalanceInProgress(_))) => {}
             Err(e) => {
-                sessions(groups).remove(key);
+                ctx.sessions.remove(key);
                 return Err(e);
             }
         }
-        let joined = groups.join(
-            registry,
-            group,
-            Some(member.clone()),
-            "",
-            &s.topics,
-            s.session_timeout_ms,
-            REBALANCE_TIMEOUT_MS_DEFAULT.max(s.session_timeout_ms),
-        );
-        let joined = joined.inspect_err(|_| {
-            sessions(groups).remove(key);
-        })?;
-        let synced = groups.sync(group, member, joined.generation)?;
+        let joined =
+            ctx.join(group, Some(member.clone()), "", &s).inspect_err(|_| ctx.sessions.remove(key))?;
+        let synced = ctx.service.sync_group(ctx.who, group, member, joined.generation)?;
         s.generation = synced.generation;
         let now: BTreeSet<TopicPartition> = synced.assignment.into_iter().collect();
         if s.auto_commit {
-            commit_positions(registry, key, &mut s).await?;
+            commit_positions(ctx, key, &mut s).await?;
         }
         s.positions.retain(|tp, _| now.contains(tp));
         s.committed.retain(|tp, _| now.contains(tp));
         s.assigned = now;
     }
-    sessions(groups).insert(key.clone(), s.clone());
+    ctx.sessions.put(key, &s);
     Ok(s)
 }
 
 /// Commits every position that moved since the last commit.
-async fn commit_positions(registry: &Registry, key: &Key, s: &mut Session) -> Result<()> {
+async fn commit_positions(ctx: &Ctx<'_>, key: &Key, s: &mut Session) -> Result<()> {
     let changed: Vec<CommittedOffset> = s
         .positions
         .iter()
@@ -211,7 +238,7 @@ async fn commit_positions(registry: &Registry, key: &Key, s: &mut Session) -> Re
     if changed.is_empty() {
         return Ok(());
     }
-    registry.groups().commit(registry, &key.0, &key.1, s.generation, changed).await?;
+    ctx.service.commit_offsets(ctx.who, &key.0, &key.1, s.generation, changed).await?;
     s.committed.extend(s.positions.clone());
     Ok(())
 }
@@ -233,32 +260,33 @@ pub async fn poll(
     ApiPath(key): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<PollQuery>,
 ) -> Result<Json<SessionPoll>> {
-    let registry = state.registry.clone();
+    let ctx = Ctx::new(&state, &who);
     let wait_ms = q.wait_ms.unwrap_or(0);
     crate::service::fetch::check_wait(wait_ms)?;
     let max_records =
         q.max_records.unwrap_or(limits::CONSUME_RECORDS_DEFAULT).clamp(1, limits::CONSUME_RECORDS_MAX);
-    let mut s = follow(&registry, &key).await?;
+    let mut s = follow(&ctx, &key).await?;
     // The poll is the heartbeat: never wait long enough to be evicted meanwhile.
     let wait_ms = wait_ms.min(s.session_timeout_ms / 2);
     if s.auto_commit {
-        commit_positions(&registry, &key, &mut s).await?;
+        commit_positions(&ctx, &key, &mut s).await?;
     }
-    start_positions(&registry, &key.0, &mut s)?;
-    let records = read(&state, &who, &mut s, max_records, q.encoding.unwrap_or_default(), wait_ms).await?;
-    sessions(registry.groups()).insert(key.clone(), s.clone());
+    start_positions(&ctx, &key.0, &mut s)?;
+    let records = read(&state, &ctx, &mut s, max_records, q.encoding.unwrap_or_default(), wait_ms).await?;
+    ctx.sessions.put(&key, &s);
     Ok(Json(SessionPoll { member_id: key.1, generation: s.generation, assignment: assignment(&s), records }))
 }
 
 /// Positions of newly assigned partitions: the committed offset, else earliest or latest.
-fn start_positions(registry: &Registry, group: &str, s: &mut Session) -> Result<()> {
+fn start_positions(ctx: &Ctx<'_>, group: &str, s: &mut Session) -> Result<()> {
+    let committed = ctx.service.fetch_offsets(ctx.who, group)?.into_iter();
     let committed: BTreeMap<(String, u32), u64> =
-        registry.groups().fetch(group).into_iter().map(|c| ((c.topic, c.partition), c.offset)).collect();
+        committed.map(|c| ((c.topic, c.partition), c.offset)).collect();
     for tp in &s.assigned {
         if s.positions.contains_key(tp) {
             continue;
         }
-        let info = registry.topic(&tp.topic)?.partition(u64::from(tp.partition))?.info();
+        let info = ctx.service.partition_info(ctx.who, &tp.topic, tp.partition)?;
         let start = match committed.get(&(tp.topic.clone(), tp.partition)) {
             Some(o) => (*o).clamp(info.log_start_offset, info.high_watermark),
             None if s.start_latest => info.high_watermark,
@@ -276,7 +304,7 @@ fn start_positions(registry: &Registry, group: &str, s: &mut Session) -> Result<
 /// fetch (and its long poll: it waits up to `wait_ms` when nothing is there yet).
 async fn read(
     state: &AppState,
-    who: &crate::service::Principal,
+    ctx: &Ctx<'_>,
     s: &mut Session,
     max_records: usize,
     encoding: Encoding,
@@ -284,7 +312,7 @@ async fn read(
 ) -> Result<Vec<SessionRecord>> {
     let mut partitions = Vec::new();
     for (tp, offset) in &s.positions {
-        let info = state.registry.topic(&tp.topic)?.partition(u64::from(tp.partition))?.info();
+        let info = ctx.service.partition_info(ctx.who, &tp.topic, tp.partition)?;
         // Retention may have removed records below the position: skip to the log start.
         let offset = (*offset).max(info.log_start_offset);
         let max_bytes = limits::CONSUME_BYTES_DEFAULT;
@@ -307,7 +335,7 @@ async fn read(
         min_bytes: 1,
         max_bytes: limits::CONSUME_BYTES_MAX,
     };
-    let reads = state.service.fetch(who, req).await?;
+    let reads = ctx.service.fetch(ctx.who, req).await?;
     let mut out = Vec::new();
     for (p, read) in partitions.into_iter().zip(reads) {
         if out.len() >= max_records {
@@ -342,11 +370,13 @@ fn record_json(tp: &TopicPartition, r: &es_core::RecordView<'_>, preferred: Enco
         (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn commit_now(
     State(state): State<AppState>,
+    Caller(who): Caller,
     ApiPath(key): ApiPath<(String, String)>,
 ) -> Result<Json<SessionCommitted>> {
-    let mut s = follow(&state.registry, &key).await?;
-    commit_positions(&state.registry, &key, &mut s).await?;
-    sessions(state.registry.groups()).insert(key.clone(), s.clone());
+    let ctx = Ctx::new(&state, &who);
+    let mut s = follow(&ctx, &key).await?;
+    commit_positions(&ctx, &key, &mut s).await?;
+    ctx.sessions.put(&key, &s);
     let offsets = s
         .committed
         .iter()
@@ -367,14 +397,15 @@ pub async fn commit_now(
         (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn remove(
     State(state): State<AppState>,
+    Caller(who): Caller,
     ApiPath(key): ApiPath<(String, String)>,
 ) -> Result<StatusCode> {
-    let groups = state.registry.groups();
-    let mut s = follow(&state.registry, &key).await?;
+    let ctx = Ctx::new(&state, &who);
+    let mut s = follow(&ctx, &key).await?;
     if s.auto_commit {
-        commit_positions(&state.registry, &key, &mut s).await?;
+        commit_positions(&ctx, &key, &mut s).await?;
     }
-    sessions(groups).remove(&key);
-    groups.leave(&key.0, &key.1)?;
+    ctx.sessions.remove(&key);
+    ctx.service.leave_group(&who, &key.0, &key.1)?;
     Ok(StatusCode::NO_CONTENT)
 }

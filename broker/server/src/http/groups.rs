@@ -11,11 +11,11 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::groups_api::{GroupDescribed, GroupList, GroupOffsets, GroupSummary, JoinAnswer, SyncAnswer};
-use super::{ApiJson, ApiPath, AppState};
+use super::{ApiJson, ApiPath, AppState, Caller};
 use crate::api::{ErrorBody, Status};
 use crate::groups::{CommittedOffset, REBALANCE_TIMEOUT_MS_DEFAULT, ResetTo, SESSION_TIMEOUT_MS_DEFAULT};
-use crate::service::authz::authorize_topics;
 use crate::service::error::{BrokerError, Result};
+use crate::service::groups::JoinGroup;
 
 /// The group routes, merged into the API router.
 pub fn routes() -> Router<AppState> {
@@ -101,21 +101,19 @@ pub struct ResetBody {
         (status = 409, description = "unknown_member, inconsistent_subscription", body = ErrorBody)))]
 pub async fn join(
     State(state): State<AppState>,
-    super::Caller(who): super::Caller,
+    Caller(who): Caller,
     ApiPath(group): ApiPath<String>,
     ApiJson(b): ApiJson<JoinBody>,
 ) -> Result<Json<JoinAnswer>> {
-    authorize_topics(state.registry.auth(), &who, b.topics.iter().map(String::as_str))?;
-    let joined = state.registry.groups().join(
-        &state.registry,
-        &group,
-        b.member_id,
-        &b.client_id,
-        &b.topics,
-        b.session_timeout_ms.unwrap_or(SESSION_TIMEOUT_MS_DEFAULT),
-        b.rebalance_timeout_ms.unwrap_or(REBALANCE_TIMEOUT_MS_DEFAULT),
-    )?;
-    Ok(Json(joined.into()))
+    let join = JoinGroup {
+        group,
+        member_id: b.member_id,
+        client_id: b.client_id,
+        topics: b.topics,
+        session_timeout_ms: b.session_timeout_ms.unwrap_or(SESSION_TIMEOUT_MS_DEFAULT),
+        rebalance_timeout_ms: b.rebalance_timeout_ms.unwrap_or(REBALANCE_TIMEOUT_MS_DEFAULT),
+    };
+    Ok(Json(state.service.join_group(&who, join)?.into()))
 }
 
 #[utoipa::path(post, path = "/groups/{group}/sync", tag = "groups",
@@ -127,10 +125,11 @@ pub async fn join(
         (status = 409, description = "unknown_member, illegal_generation, rebalance_in_progress", body = ErrorBody)))]
 pub async fn sync(
     State(state): State<AppState>,
+    Caller(who): Caller,
     ApiPath(group): ApiPath<String>,
     ApiJson(b): ApiJson<MemberBody>,
 ) -> Result<Json<SyncAnswer>> {
-    Ok(Json(state.registry.groups().sync(&group, &b.member_id, b.generation)?.into()))
+    Ok(Json(state.service.sync_group(&who, &group, &b.member_id, b.generation)?.into()))
 }
 
 #[utoipa::path(post, path = "/groups/{group}/heartbeat", tag = "groups",
@@ -142,10 +141,11 @@ pub async fn sync(
         (status = 409, description = "unknown_member, illegal_generation, rebalance_in_progress (rejoin and sync)", body = ErrorBody)))]
 pub async fn heartbeat(
     State(state): State<AppState>,
+    Caller(who): Caller,
     ApiPath(group): ApiPath<String>,
     ApiJson(b): ApiJson<MemberBody>,
 ) -> Result<Json<Status>> {
-    state.registry.groups().heartbeat(&group, &b.member_id, b.generation)?;
+    state.service.heartbeat(&who, &group, &b.member_id, b.generation)?;
     Ok(Json(Status { status: "ok".into(), long_polls: None }))
 }
 
@@ -158,10 +158,11 @@ pub async fn heartbeat(
         (status = 409, description = "unknown_member", body = ErrorBody)))]
 pub async fn leave(
     State(state): State<AppState>,
+    Caller(who): Caller,
     ApiPath(group): ApiPath<String>,
     ApiJson(b): ApiJson<MemberBody>,
 ) -> Result<StatusCode> {
-    state.registry.groups().leave(&group, &b.member_id)?;
+    state.service.leave_group(&who, &group, &b.member_id)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -176,13 +177,11 @@ pub async fn leave(
         (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn commit(
     State(state): State<AppState>,
-    super::Caller(who): super::Caller,
+    Caller(who): Caller,
     ApiPath(group): ApiPath<String>,
     ApiJson(b): ApiJson<CommitBody>,
 ) -> Result<Json<Status>> {
-    authorize_topics(state.registry.auth(), &who, b.offsets.iter().map(|o| o.topic.as_str()))?;
-    let registry = &state.registry;
-    registry.groups().commit(registry, &group, &b.member_id, b.generation, b.offsets).await?;
+    state.service.commit_offsets(&who, &group, &b.member_id, b.generation, b.offsets).await?;
     Ok(Json(Status { status: "ok".into(), long_polls: None }))
 }
 
@@ -193,25 +192,20 @@ pub async fn commit(
         (status = 400, description = "invalid_request", body = ErrorBody)))]
 pub async fn fetch_offsets(
     State(state): State<AppState>,
+    Caller(who): Caller,
     ApiPath(group): ApiPath<String>,
-) -> Json<GroupOffsets> {
-    let offsets = state.registry.groups().fetch(&group);
-    Json(GroupOffsets { group, offsets })
+) -> Result<Json<GroupOffsets>> {
+    let offsets = state.service.fetch_offsets(&who, &group)?;
+    Ok(Json(GroupOffsets { group, offsets }))
 }
 
 #[utoipa::path(get, path = "/groups", tag = "groups",
     responses((status = 200, description = "Groups with members or committed offsets", body = GroupList)))]
-pub async fn list(State(state): State<AppState>, super::Caller(who): super::Caller) -> Json<GroupList> {
-    let auth = state.registry.auth();
-    let groups = state
-        .registry
-        .groups()
-        .list()
-        .into_iter()
-        .filter(|(group, _, _)| crate::service::authz::may_describe_group(auth, &who, group))
-        .map(|(group, state, kind)| GroupSummary { group, state, kind: kind.as_str().to_owned() })
-        .collect();
-    Json(GroupList { groups })
+pub async fn list(State(state): State<AppState>, Caller(who): Caller) -> Result<Json<GroupList>> {
+    let groups = state.service.list_groups(&who)?.into_iter();
+    let groups =
+        groups.map(|g| GroupSummary { group: g.group, state: g.state, kind: g.kind.as_str().to_owned() });
+    Ok(Json(GroupList { groups: groups.collect() }))
 }
 
 #[utoipa::path(get, path = "/groups/{group}", tag = "groups",
@@ -222,9 +216,10 @@ pub async fn list(State(state): State<AppState>, super::Caller(who): super::Call
         (status = 404, description = "group_not_found", body = ErrorBody)))]
 pub async fn describe(
     State(state): State<AppState>,
+    Caller(who): Caller,
     ApiPath(group): ApiPath<String>,
 ) -> Result<Json<GroupDescribed>> {
-    let (group, partitions) = state.registry.groups().describe(&state.registry, &group)?;
+    let (group, partitions) = state.service.describe_group(&who, &group)?;
     Ok(Json(GroupDescribed::new(group, partitions)))
 }
 
@@ -239,11 +234,10 @@ pub async fn describe(
         (status = 503, description = "shutting_down", body = ErrorBody)))]
 pub async fn reset(
     State(state): State<AppState>,
-    super::Caller(who): super::Caller,
+    Caller(who): Caller,
     ApiPath(group): ApiPath<String>,
     ApiJson(b): ApiJson<ResetBody>,
 ) -> Result<Json<GroupOffsets>> {
-    authorize_topics(state.registry.auth(), &who, [b.topic.as_str()])?;
     let to = match (b.to.as_str(), b.timestamp, b.offset) {
         ("earliest", None, None) => ResetTo::Earliest,
         ("latest", None, None) => ResetTo::Latest,
@@ -255,8 +249,7 @@ pub async fn reset(
             ));
         }
     };
-    let registry = &state.registry;
-    let offsets = registry.groups().reset(registry, &group, &b.topic, b.partitions, to).await?;
+    let offsets = state.service.reset_group_offsets(&who, &group, &b.topic, b.partitions, to).await?;
     Ok(Json(GroupOffsets { group, offsets }))
 }
 
@@ -268,7 +261,11 @@ pub async fn reset(
         (status = 404, description = "group_not_found", body = ErrorBody),
         (status = 409, description = "group_not_empty: the group has members", body = ErrorBody),
         (status = 503, description = "shutting_down", body = ErrorBody)))]
-pub async fn delete(State(state): State<AppState>, ApiPath(group): ApiPath<String>) -> Result<StatusCode> {
-    state.registry.groups().delete(&group).await?;
+pub async fn delete(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    ApiPath(group): ApiPath<String>,
+) -> Result<StatusCode> {
+    state.service.delete_group(&who, &group).await?;
     Ok(StatusCode::NO_CONTENT)
 }

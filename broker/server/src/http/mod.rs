@@ -47,6 +47,8 @@ pub struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// One permit per request being served; bounds the work a burst can queue.
     pub in_flight: Arc<Semaphore>,
+    /// The simple consumer sessions (`/groups/{g}/members`): HTTP's own state.
+    pub sessions: group_sessions::Sessions,
 }
 
 /// The API's routes over `registry`.
@@ -54,7 +56,8 @@ pub fn router(registry: Arc<Registry>, shutdown: watch::Receiver<bool>) -> Route
     let body_max = registry.options().request_bytes_max;
     let in_flight = Arc::new(Semaphore::new(registry.options().in_flight_requests_max));
     let service = Service::new(registry.clone()).with_protocol(crate::metrics::Protocol::Http);
-    let state = AppState { registry, service, shutdown, in_flight };
+    let sessions = group_sessions::Sessions::default();
+    let state = AppState { registry, service, shutdown, in_flight, sessions };
     // Probes and the document stay outside the in-flight limit, so an overloaded
     // broker still reports itself alive.
     let app = Router::new()

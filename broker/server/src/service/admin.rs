@@ -1,16 +1,14 @@
-//! Topic administration, producer ids and consumer groups, for every protocol.
+//! Topic administration and producer ids, for every protocol.
 //! Answers are protocol-neutral; each listener encodes them its own way.
 
 use std::collections::BTreeMap;
 
-use es_groups::{Joined, SyncResult};
 use es_log::PartitionInfo;
 use serde_json::Value;
 
 use super::offsets::blocking;
 use super::{Call, Principal, Resource, Service};
 use crate::config::TopicConfig;
-use crate::groups::CommittedOffset;
 use crate::registry::Topic;
 use crate::service::error::Result;
 
@@ -42,17 +40,6 @@ pub struct Leadership {
 pub struct TopicSummary {
     pub name: String,
     pub partition_count: u32,
-}
-
-/// A join request, as every protocol carries it.
-#[derive(Debug, Clone)]
-pub struct JoinGroup {
-    pub group: String,
-    pub member_id: Option<String>,
-    pub client_id: String,
-    pub topics: Vec<String>,
-    pub session_timeout_ms: u64,
-    pub rebalance_timeout_ms: u64,
 }
 
 fn describe(topic: &Topic) -> TopicDescription {
@@ -178,67 +165,5 @@ impl Service {
             Ok((id, epoch))
         })
         .await
-    }
-
-    pub fn join_group(&self, principal: &Principal, req: JoinGroup) -> Result<Joined> {
-        self.authorize(principal, Call::GroupJoin, Resource::Group(req.group.clone()))?;
-        super::authz::authorize_topics(
-            self.registry.auth(),
-            principal,
-            req.topics.iter().map(String::as_str),
-        )?;
-        self.registry.groups().join(
-            &self.registry,
-            &req.group,
-            req.member_id,
-            &req.client_id,
-            &req.topics,
-            req.session_timeout_ms,
-            req.rebalance_timeout_ms,
-        )
-    }
-
-    pub fn sync_group(
-        &self,
-        principal: &Principal,
-        group: &str,
-        member: &str,
-        generation: i32,
-    ) -> Result<SyncResult> {
-        self.authorize(principal, Call::GroupSync, Resource::Group(group.to_owned()))?;
-        self.registry.groups().sync(group, member, generation)
-    }
-
-    pub fn heartbeat(&self, principal: &Principal, group: &str, member: &str, generation: i32) -> Result<()> {
-        self.authorize(principal, Call::GroupHeartbeat, Resource::Group(group.to_owned()))?;
-        self.registry.groups().heartbeat(group, member, generation)
-    }
-
-    pub fn leave_group(&self, principal: &Principal, group: &str, member: &str) -> Result<()> {
-        self.authorize(principal, Call::GroupLeave, Resource::Group(group.to_owned()))?;
-        self.registry.groups().leave(group, member)
-    }
-
-    /// Commits offsets fenced by member and generation; returns once they are fsynced.
-    pub async fn commit_offsets(
-        &self,
-        principal: &Principal,
-        group: &str,
-        member: &str,
-        generation: i32,
-        offsets: Vec<CommittedOffset>,
-    ) -> Result<()> {
-        self.authorize(principal, Call::GroupCommit, Resource::Group(group.to_owned()))?;
-        super::authz::authorize_topics(
-            self.registry.auth(),
-            principal,
-            offsets.iter().map(|o| o.topic.as_str()),
-        )?;
-        self.registry.groups().commit(&self.registry, group, member, generation, offsets).await
-    }
-
-    pub fn fetch_offsets(&self, principal: &Principal, group: &str) -> Result<Vec<CommittedOffset>> {
-        self.authorize(principal, Call::GroupFetchOffsets, Resource::Group(group.to_owned()))?;
-        Ok(self.registry.groups().fetch(group))
     }
 }

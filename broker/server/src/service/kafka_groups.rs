@@ -11,10 +11,9 @@ use es_groups::classic::{
     ClassicDescription, ClassicState, JoinGroup, JoinResult, MemberRef, SyncGroup, Synced, check_group_id,
     consumer_protocol,
 };
-use es_groups::{Committed, GroupDescription, GroupError, GroupKind, TopicPartition};
+use es_groups::{Committed, GroupError, GroupKind, TopicPartition};
 
 use super::{BrokerError, Call, Principal, Resource, Result, Service};
-use crate::groups::PartitionLag;
 
 /// One partition of an OffsetCommit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -272,17 +271,6 @@ impl Service {
         let groups = self.registry.groups();
         groups.check_kind(group, GroupKind::Kafka)?;
         groups.delete(group).await
-    }
-
-    /// What `es group describe` shows, for either kind: state, members, and per
-    /// partition the committed offset and lag.
-    pub fn describe_group(
-        &self,
-        who: &Principal,
-        group: &str,
-    ) -> Result<(GroupDescription, Vec<PartitionLag>)> {
-        self.authorize(who, Call::DescribeGroup, Resource::Group(group.to_owned()))?;
-        self.registry.groups().describe(&self.registry, group)
     }
 }
 

@@ -12,6 +12,7 @@ pub mod admin;
 pub mod authz;
 pub mod error;
 pub mod fetch;
+pub mod groups;
 pub mod kafka_groups;
 pub mod offsets;
 pub mod partition;

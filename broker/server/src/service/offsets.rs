@@ -6,6 +6,8 @@
 //! "at a timestamp" with no such record starts at the high watermark: it waits for
 //! the next record.
 
+use es_log::PartitionInfo;
+
 use super::{Call, PartitionHandle, Principal, Resource, Service};
 use crate::service::error::{BrokerError, Result};
 
@@ -180,6 +182,17 @@ impl Service {
         partition: u32,
     ) -> Result<Vec<es_log::ProducerSummary>> {
         Ok(self.read_handle(principal, Call::DescribeProducers, topic, partition)?.producers())
+    }
+
+    /// One partition's log start and high watermark, as a reader may see them
+    /// (in memory: no blocking work).
+    pub fn partition_info(
+        &self,
+        principal: &Principal,
+        topic: &str,
+        partition: u32,
+    ) -> Result<PartitionInfo> {
+        Ok(self.read_handle(principal, Call::Fetch, topic, partition)?.info())
     }
 
     fn read_handle(

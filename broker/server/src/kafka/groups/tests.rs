@@ -304,7 +304,7 @@ async fn a_group_id_is_one_kind_or_the_other() {
     // A simple commit (generation -1, no member) makes "k" a Kafka group.
     let r = offset_commit(&svc, WHO, 9, commit_req("k", "", -1, 5)).await;
     assert_eq!(r.topics[0].partitions[0].error_code, 0);
-    let es_join = crate::service::admin::JoinGroup {
+    let es_join = crate::service::groups::JoinGroup {
         group: "k".into(),
         member_id: None,
         client_id: "es".into(),
@@ -316,7 +316,7 @@ async fn a_group_id_is_one_kind_or_the_other() {
     assert_eq!(e.code(), "group_kind_mismatch", "{e}");
     assert_eq!(svc.describe_group(WHO, "k").unwrap().0.kind, GroupKind::Kafka);
     // And an es-native group refuses Kafka members and commits.
-    svc.join_group(WHO, crate::service::admin::JoinGroup { group: "e".into(), ..es_join }).unwrap();
+    svc.join_group(WHO, crate::service::groups::JoinGroup { group: "e".into(), ..es_join }).unwrap();
     let r = join_group(&svc, WHO, 9, join_req("e", "m")).await;
     assert_eq!(r.error_code, E::InconsistentGroupProtocol.code());
     let r = offset_commit(&svc, WHO, 9, commit_req("e", "", -1, 5)).await;
@@ -346,7 +346,7 @@ async fn a_kafka_groups_kind_and_offsets_survive_a_restart() {
     let (d, lags) = svc.describe_group(WHO, "k").unwrap();
     assert_eq!((d.kind, format!("{:?}", d.state)), (GroupKind::Kafka, "Empty".to_owned()));
     assert_eq!(lags.iter().find(|p| p.partition == 1).unwrap().committed, Some(7));
-    let es_join = crate::service::admin::JoinGroup {
+    let es_join = crate::service::groups::JoinGroup {
         group: "k".into(),
         member_id: None,
         client_id: "es".into(),
