@@ -16,9 +16,9 @@ start() {
 start "$old"
 curl -sf -XPOST localhost:$port/topics -H 'content-type: application/json' -d '{"name":"c","partitions":1}' > /dev/null
 value=$(head -c 192 /dev/urandom | base64 -w0)
-body=$(python3 -c "import json,sys; print(json.dumps({'records':[{'key':'k%d'%i,'value':sys.argv[1]} for i in range(500)]}))" "$value")
+python3 -c "import json,sys; print(json.dumps({'records':[{'key':'k%d'%i,'value':sys.argv[1]} for i in range(500)]}))" "$value" > "$dir/body.json"
 for _ in $(seq 40); do
-  curl -sf -XPOST localhost:$port/topics/c/records -H 'content-type: application/json' -d "$body" > /dev/null
+  curl -sf -XPOST localhost:$port/topics/c/records -H 'content-type: application/json' -d @"$dir/body.json" > /dev/null
 done
 kill $pid; wait $pid || true
 for round in $(seq "$rounds"); do
