@@ -1,8 +1,7 @@
 //! Plugin management (upload, list, describe, remove) and the validators bound to
-//! a topic.
+//! a topic: the HTTP shapes over the service calls of `service/plugins.rs`.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
 
 use axum::Json;
 use axum::extract::State;
@@ -11,11 +10,12 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{ApiJson, ApiPath, ApiQuery, AppState, blocking};
+use super::{ApiJson, ApiPath, ApiQuery, AppState, Caller};
 use crate::api::ErrorBody;
 use crate::plugins::binding::ValidatorBinding;
 use crate::plugins::{Manifest, Upload};
 use crate::service::error::{BrokerError, Result};
+use crate::service::plugins::{PluginInfo, ValidatorState};
 
 /// A plugin and the topics bound to it.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -90,16 +90,15 @@ pub struct UploadQuery {
         (status = 413, description = "request_too_large", body = ErrorBody)))]
 pub async fn upload(
     State(state): State<AppState>,
+    Caller(who): Caller,
     ApiPath(name): ApiPath<String>,
     ApiQuery(query): ApiQuery<BTreeMap<String, String>>,
     body: Bytes,
 ) -> Result<(StatusCode, Json<PluginDescription>)> {
     let upload = parse_upload(name, &query, body)?;
-    let registry = state.registry.clone();
-    let (manifest, created) = blocking(move || registry.add_plugin(upload)).await?;
-    let bound_to = state.registry.plugin_users(&manifest.name);
+    let (info, created) = state.service.upload_plugin(&who, upload).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, Json(PluginDescription { manifest, bound_to })))
+    Ok((status, Json(info.into())))
 }
 
 fn parse_upload(name: String, query: &BTreeMap<String, String>, body: Bytes) -> Result<Upload> {
@@ -134,17 +133,9 @@ fn parse_upload(name: String, query: &BTreeMap<String, String>, body: Bytes) -> 
 
 #[utoipa::path(get, path = "/plugins", tag = "plugins",
     responses((status = 200, body = PluginList)))]
-pub async fn list(State(state): State<AppState>) -> Result<Json<PluginList>> {
-    let registry = state.registry.clone();
-    let manifests = blocking(move || registry.plugins().list()).await?;
-    let plugins = manifests
-        .into_iter()
-        .map(|manifest| {
-            let bound_to = state.registry.plugin_users(&manifest.name);
-            PluginDescription { manifest, bound_to }
-        })
-        .collect();
-    Ok(Json(PluginList { plugins }))
+pub async fn list(State(state): State<AppState>, Caller(who): Caller) -> Result<Json<PluginList>> {
+    let plugins = state.service.list_plugins(&who).await?;
+    Ok(Json(PluginList { plugins: plugins.into_iter().map(PluginDescription::from).collect() }))
 }
 
 #[utoipa::path(get, path = "/plugins/{name}", tag = "plugins",
@@ -154,12 +145,10 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<PluginList>> {
         (status = 404, description = "plugin_not_found", body = ErrorBody)))]
 pub async fn describe(
     State(state): State<AppState>,
+    Caller(who): Caller,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<PluginDescription>> {
-    let registry = state.registry.clone();
-    let manifest = blocking(move || registry.plugins().get(&name)).await?;
-    let bound_to = state.registry.plugin_users(&manifest.name);
-    Ok(Json(PluginDescription { manifest, bound_to }))
+    Ok(Json(state.service.describe_plugin(&who, name).await?.into()))
 }
 
 #[utoipa::path(delete, path = "/plugins/{name}", tag = "plugins",
@@ -169,9 +158,12 @@ pub async fn describe(
         (status = 400, description = "invalid_request (a built-in plugin)", body = ErrorBody),
         (status = 404, description = "plugin_not_found", body = ErrorBody),
         (status = 409, description = "plugin_in_use", body = ErrorBody)))]
-pub async fn remove(State(state): State<AppState>, ApiPath(name): ApiPath<String>) -> Result<StatusCode> {
-    let registry = state.registry.clone();
-    blocking(move || registry.remove_plugin(&name)).await?;
+pub async fn remove(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    ApiPath(name): ApiPath<String>,
+) -> Result<StatusCode> {
+    state.service.remove_plugin(&who, name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -182,10 +174,11 @@ pub async fn remove(State(state): State<AppState>, ApiPath(name): ApiPath<String
         (status = 404, description = "topic_not_found", body = ErrorBody)))]
 pub async fn get_validators(
     State(state): State<AppState>,
+    Caller(who): Caller,
     ApiPath(topic): ApiPath<String>,
 ) -> Result<Json<ValidatorsResponse>> {
-    let topic = state.registry.topic(&topic)?;
-    Ok(Json(describe_validators(&topic)))
+    let chain = state.service.validators(&who, &topic)?;
+    Ok(Json(ValidatorsResponse::new(topic, chain)))
 }
 
 #[utoipa::path(put, path = "/topics/{topic}/validators", tag = "plugins",
@@ -197,34 +190,35 @@ pub async fn get_validators(
         (status = 404, description = "topic_not_found, plugin_not_found", body = ErrorBody)))]
 pub async fn set_validators(
     State(state): State<AppState>,
-    ApiPath(name): ApiPath<String>,
+    Caller(who): Caller,
+    ApiPath(topic): ApiPath<String>,
     ApiJson(req): ApiJson<ValidatorsRequest>,
 ) -> Result<Json<ValidatorsResponse>> {
-    let registry = state.registry.clone();
-    let topic_name = name.clone();
-    blocking(move || registry.set_validators(&topic_name, req.validators)).await?;
-    let topic = state.registry.topic(&name)?;
-    Ok(Json(describe_validators(&topic)))
+    let chain = state.service.bind_validators(&who, &topic, req.validators).await?;
+    Ok(Json(ValidatorsResponse::new(topic, chain)))
 }
 
-fn describe_validators(topic: &crate::registry::Topic) -> ValidatorsResponse {
-    let chain = topic.validators();
-    let validators = chain
-        .links
-        .iter()
-        .map(|link| {
-            let c = &link.counters;
-            BoundValidator {
-                binding: link.spec.clone(),
-                sha256: link.sha256.clone(),
-                load_error: link.load_error().map(str::to_owned),
-                batches: c.batches.load(Ordering::Relaxed),
-                rejected: c.rejected.load(Ordering::Relaxed),
-                dead_lettered: c.dead_lettered.load(Ordering::Relaxed),
-                warned: c.warned.load(Ordering::Relaxed),
-                plugin_failures: c.plugin_failures.load(Ordering::Relaxed),
-            }
-        })
-        .collect();
-    ValidatorsResponse { topic: topic.name(), validators }
+impl From<PluginInfo> for PluginDescription {
+    fn from(p: PluginInfo) -> Self {
+        PluginDescription { manifest: p.manifest, bound_to: p.bound_to }
+    }
+}
+
+impl ValidatorsResponse {
+    fn new(topic: String, chain: Vec<ValidatorState>) -> Self {
+        let validators = chain
+            .into_iter()
+            .map(|v| BoundValidator {
+                binding: v.binding,
+                sha256: v.sha256,
+                load_error: v.load_error,
+                batches: v.batches,
+                rejected: v.rejected,
+                dead_lettered: v.dead_lettered,
+                warned: v.warned,
+                plugin_failures: v.plugin_failures,
+            })
+            .collect();
+        ValidatorsResponse { topic, validators }
+    }
 }

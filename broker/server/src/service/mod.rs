@@ -16,6 +16,7 @@ pub mod groups;
 pub mod kafka_groups;
 pub mod offsets;
 pub mod partition;
+pub mod plugins;
 pub mod produce;
 pub mod quota;
 
