@@ -194,9 +194,10 @@ pub async fn commit(
 pub async fn fetch_offsets(
     State(state): State<AppState>,
     ApiPath(group): ApiPath<String>,
-) -> Json<GroupOffsets> {
+) -> Result<Json<GroupOffsets>> {
+    state.registry.groups().check_coordinator()?;
     let offsets = state.registry.groups().fetch(&group);
-    Json(GroupOffsets { group, offsets })
+    Ok(Json(GroupOffsets { group, offsets }))
 }
 
 #[utoipa::path(get, path = "/groups", tag = "groups",
