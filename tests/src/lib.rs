@@ -3,6 +3,7 @@
 //! line protocol between them, and the handle that runs a real es-broker.
 
 pub mod broker;
+pub mod cluster;
 pub mod kafka_wire;
 pub mod peers;
 pub mod python;

@@ -39,6 +39,14 @@ pub enum GroupError {
     GroupFull { group: String, max: usize },
     #[error("session timeout {given} ms is outside the broker's {min}..={max} ms")]
     InvalidSessionTimeout { given: u64, min: u64, max: u64 },
+    /// In a cluster: this node does not lead `__es_offsets`, so it coordinates no
+    /// group; `hint` names the node that does, when known (Kafka's NOT_COORDINATOR).
+    #[error("this node is not the group coordinator{}", hint.as_ref().map(|h| format!("; the coordinator is {h}")).unwrap_or_default())]
+    NotCoordinator { hint: Option<String> },
+    /// In a cluster: this node just became the coordinator and is rebuilding group
+    /// state from the committed log (Kafka's COORDINATOR_LOAD_IN_PROGRESS); retry.
+    #[error("the group coordinator is loading committed offsets; retry shortly")]
+    CoordinatorLoading,
     #[error("the committed-offsets log failed: {0}")]
     Storage(#[from] es_log::LogError),
     #[error("the committed-offsets log holds an unreadable record at offset {offset}: {reason}")]

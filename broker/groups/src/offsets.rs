@@ -2,9 +2,14 @@
 //! `__consumer_offsets`): one record per commit, keyed by (group, topic, partition),
 //! so compaction keeps the newest. A delete writes tombstones. The in-memory table is
 //! rebuilt from the log on start, and a commit is visible only once it is fsynced.
+//! In a cluster the broker sets an [`Appender`] that proposes the records to the
+//! partition's Raft group instead (visible once committed by a majority), and
+//! [`OffsetStore::reload`] rebuilds the table when this node becomes coordinator.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use es_core::{LeaderEpoch, Record};
 use es_log::{PartitionLog, ReplayError};
@@ -71,12 +76,19 @@ impl Table {
     }
 }
 
+/// Where a write's records go instead of the local log (a replicated partition):
+/// resolves with the base offset once the records are durable where it says.
+pub type Appender =
+    Arc<dyn Fn(Vec<Record>) -> Pin<Box<dyn Future<Output = Result<u64>> + Send>> + Send + Sync>;
+
 /// The durable committed-offset store of every group.
 pub struct OffsetStore {
     log: Arc<PartitionLog>,
     table: Mutex<Table>,
     /// Serialises appends so log order is commit order.
     append_lock: Mutex<()>,
+    /// Set in a cluster: writes are proposed through it rather than appended here.
+    appender: OnceLock<Appender>,
 }
 
 impl std::fmt::Debug for OffsetStore {
@@ -88,18 +100,27 @@ impl std::fmt::Debug for OffsetStore {
 impl OffsetStore {
     /// Opens the store over `log` and rebuilds the table from it.
     pub fn open(log: Arc<PartitionLog>) -> Result<OffsetStore> {
-        let mut table = Table::default();
-        log.replay(|r| {
-            let (key, value) = decode(r.key, r.value, r.offset)?;
-            table.apply(key, value, r.offset);
-            Ok(())
+        let table = read_table(&log)?;
+        Ok(OffsetStore {
+            log,
+            table: Mutex::new(table),
+            append_lock: Mutex::new(()),
+            appender: OnceLock::new(),
         })
-        .map_err(|e| match e {
-            ReplayError::Log(e) => e.into(),
-            ReplayError::Corrupt { offset, reason } => GroupError::Corrupt { offset, reason },
-            ReplayError::Apply(e) => e,
-        })?;
-        Ok(OffsetStore { log, table: Mutex::new(table), append_lock: Mutex::new(()) })
+    }
+
+    /// Sends every later write through `appender` (set once; a second call is
+    /// ignored and answers false).
+    pub fn set_appender(&self, appender: Appender) -> bool {
+        self.appender.set(appender).is_ok()
+    }
+
+    /// Rebuilds the table from the log, up to its high watermark (blocking reads):
+    /// what a node that just became coordinator knows once the log is committed.
+    pub fn reload(&self) -> Result<()> {
+        let table = read_table(&self.log)?;
+        *self.table.lock().expect("offsets table") = table;
+        Ok(())
     }
 
     /// Writes `entries` (None = delete) and returns once they are fsynced and visible.
@@ -108,14 +129,21 @@ impl OffsetStore {
             return Ok(());
         }
         let records: Vec<Record> = entries.iter().map(|(tp, v)| encode(group, tp, v.as_ref())).collect();
-        let pending = {
-            let _order = self.append_lock.lock().expect("append lock");
-            self.log.append_records(&records, EPOCH)?
+        let base_offset = match self.appender.get() {
+            Some(append) => append(records).await?,
+            None => {
+                let pending = {
+                    let _order = self.append_lock.lock().expect("append lock");
+                    self.log.append_records(&records, EPOCH)?
+                };
+                pending.durable().await?.base_offset
+            }
         };
-        let appended = pending.durable().await?;
+        // Newer offsets win in `apply`, so writes that finish out of order still
+        // leave the table as the log has it.
         let mut table = self.table.lock().expect("offsets table");
         for (i, (tp, v)) in entries.into_iter().enumerate() {
-            table.apply((group.to_owned(), tp), v, appended.base_offset + i as u64);
+            table.apply((group.to_owned(), tp), v, base_offset + i as u64);
         }
         Ok(())
     }
@@ -146,6 +174,22 @@ impl OffsetStore {
         out.dedup();
         out
     }
+}
+
+/// The table the log holds, from its start to its high watermark.
+fn read_table(log: &PartitionLog) -> Result<Table> {
+    let mut table = Table::default();
+    log.replay(|r| {
+        let (key, value) = decode(r.key, r.value, r.offset)?;
+        table.apply(key, value, r.offset);
+        Ok(())
+    })
+    .map_err(|e| match e {
+        ReplayError::Log(e) => e.into(),
+        ReplayError::Corrupt { offset, reason } => GroupError::Corrupt { offset, reason },
+        ReplayError::Apply(e) => e,
+    })?;
+    Ok(table)
 }
 
 fn encode(group: &str, tp: &TopicPartition, value: Option<&Committed>) -> Record {
@@ -224,5 +268,34 @@ mod tests {
         let (_manager, store) = open(dir.path());
         assert_eq!(store.kind("k"), Some(GroupKind::Kafka));
         assert_eq!(store.fetch("k")[&TopicPartition::new("t", 0)], value);
+    }
+
+    #[tokio::test]
+    async fn an_appender_takes_the_writes_and_reload_reads_the_log_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_manager, store) = open(dir.path());
+        let log = store.log.clone();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (log2, seen2) = (log.clone(), seen.clone());
+        // Stands in for a Raft group: appends to the same log, remembers the call.
+        let appender: Appender = Arc::new(move |records: Vec<Record>| {
+            let (log, seen) = (log2.clone(), seen2.clone());
+            Box::pin(async move {
+                seen.lock().unwrap().push(records.len());
+                Ok(log.append_records(&records, EPOCH)?.durable().await?.base_offset)
+            })
+        });
+        assert!(store.set_appender(appender.clone()));
+        assert!(!store.set_appender(appender));
+        let tp = TopicPartition::new("t", 0);
+        store.write("g", vec![(tp.clone(), Some(Committed::new(3, String::new())))]).await.unwrap();
+        assert_eq!(*seen.lock().unwrap(), vec![1]);
+        assert_eq!(store.fetch("g")[&tp].offset, 3);
+        // A record written behind the store's back shows only after a reload.
+        let other = encode("g", &tp, Some(&Committed::new(11, String::new())));
+        log.append_records(&[other], EPOCH).unwrap().durable().await.unwrap();
+        assert_eq!(store.fetch("g")[&tp].offset, 3);
+        store.reload().unwrap();
+        assert_eq!(store.fetch("g")[&tp].offset, 11);
     }
 }

@@ -59,13 +59,29 @@ impl Inner {
 pub struct ClassicGroups {
     inner: Mutex<Inner>,
     clock: Arc<dyn Clock>,
+    config: ClassicConfig,
 }
 
 impl ClassicGroups {
     pub fn new(clock: Arc<dyn Clock>, config: ClassicConfig) -> ClassicGroups {
         let coordinator = ClassicCoordinator::new(clock.clone(), config);
         let inner = Inner { coordinator, joins: BTreeMap::new(), syncs: BTreeMap::new() };
-        ClassicGroups { inner: Mutex::new(inner), clock }
+        ClassicGroups { inner: Mutex::new(inner), clock, config }
+    }
+
+    /// Forgets every group and member (a cluster node that stopped coordinating):
+    /// parked joins and syncs are answered NOT_COORDINATOR, so their clients look
+    /// up the new coordinator and rejoin there.
+    pub fn reset(&self, hint: Option<String>) {
+        let mut inner = self.lock();
+        inner.coordinator = ClassicCoordinator::new(self.clock.clone(), self.config);
+        let gone = || GroupError::NotCoordinator { hint: hint.clone() };
+        for (_, tx) in std::mem::take(&mut inner.joins) {
+            let _gone = tx.send(Err(gone()));
+        }
+        for (_, tx) in std::mem::take(&mut inner.syncs) {
+            let _gone = tx.send(Err(gone()));
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {

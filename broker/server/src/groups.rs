@@ -2,9 +2,14 @@
 //! durable committed-offset store in the internal topic `__es_offsets`, and the
 //! operations the HTTP and binary listeners share (join, sync, heartbeat, leave,
 //! commit, fetch, list, describe with lag, reset, delete).
+//!
+//! In a cluster `__es_offsets` is a Raft group and this node coordinates groups
+//! only while it leads it ([`Serving`], driven by `cluster/coordinator.rs`):
+//! offsets are written through the group and acknowledged once a majority has
+//! them; elsewhere every group call answers NOT_COORDINATOR (HTTP 421).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use es_core::{Clock, SystemClock};
 use es_groups::classic::{ClassicConfig, ClassicDescription, ClassicState, consumer_protocol};
@@ -25,10 +30,25 @@ pub const INTERNAL_PREFIX: &str = "__es_";
 pub const SESSION_TIMEOUT_MS_DEFAULT: u64 = 10_000;
 pub const REBALANCE_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 
+/// Whether this node serves group calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Serving {
+    /// A single node coordinates every group, always.
+    Local,
+    /// A cluster member that leads `__es_offsets` in `term`, its state loaded.
+    Coordinator { term: u64 },
+    /// A cluster member that just became leader, rebuilding state from the log.
+    Loading,
+    /// A cluster member that does not lead `__es_offsets`; `hint` names the leader.
+    NotCoordinator { hint: Option<String> },
+}
+
 /// Consumer groups of one broker.
 #[derive(Debug)]
 pub struct Groups {
     coordinator: Mutex<Coordinator>,
+    clock: Arc<dyn Clock>,
+    serving: RwLock<Serving>,
     /// Kafka's classic-protocol groups; a group id is in one coordinator or the other.
     pub(crate) classic: ClassicGroups,
     pub(crate) offsets: OffsetStore,
@@ -85,9 +105,50 @@ impl Groups {
         let offsets = OffsetStore::open(offsets_log)?;
         Ok(Groups {
             coordinator: Mutex::new(Coordinator::new(clock.clone())),
+            clock: clock.clone(),
+            serving: RwLock::new(Serving::Local),
             classic: ClassicGroups::new(clock, kafka),
             offsets,
         })
+    }
+
+    pub fn serving(&self) -> Serving {
+        self.serving.read().expect("serving lock").clone()
+    }
+
+    /// Refuses every group call unless this node coordinates groups now.
+    pub fn check_coordinator(&self) -> Result<()> {
+        match self.serving() {
+            Serving::Local | Serving::Coordinator { .. } => Ok(()),
+            Serving::Loading => Err(BrokerError::Group(GroupError::CoordinatorLoading)),
+            Serving::NotCoordinator { hint } => Err(GroupError::NotCoordinator { hint }.into()),
+        }
+    }
+
+    /// Stops coordinating (another node leads `__es_offsets`): members are dropped
+    /// and rejoin at the new coordinator.
+    pub fn stop_coordinating(&self, hint: Option<String>) {
+        *self.serving.write().expect("serving lock") = Serving::NotCoordinator { hint: hint.clone() };
+        self.drop_members(hint);
+    }
+
+    /// This node leads `__es_offsets` now and rebuilds its state before it serves.
+    pub fn start_loading(&self) {
+        *self.serving.write().expect("serving lock") = Serving::Loading;
+        self.drop_members(None);
+    }
+
+    /// Rebuilds the committed offsets from the (committed) log and starts serving
+    /// as the coordinator of `term` (blocking reads).
+    pub fn finish_loading(&self, term: u64) -> Result<()> {
+        self.offsets.reload()?;
+        *self.serving.write().expect("serving lock") = Serving::Coordinator { term };
+        Ok(())
+    }
+
+    fn drop_members(&self, hint: Option<String>) {
+        *self.coordinator() = Coordinator::new(self.clock.clone());
+        self.classic.reset(hint);
     }
 
     /// Which kind of group `group` is, if it exists: the coordinators first, then
@@ -127,6 +188,7 @@ impl Groups {
         session_timeout_ms: u64,
         rebalance_timeout_ms: u64,
     ) -> Result<Joined> {
+        self.check_coordinator()?;
         self.check_kind(group, GroupKind::Es)?;
         let mut resolved = Vec::new();
         for t in topics.iter().collect::<BTreeSet<_>>() {
@@ -144,14 +206,17 @@ impl Groups {
     }
 
     pub fn sync(&self, group: &str, member: &str, generation: i32) -> Result<SyncResult> {
+        self.check_coordinator()?;
         Ok(self.coordinator().sync(group, member, generation)?)
     }
 
     pub fn heartbeat(&self, group: &str, member: &str, generation: i32) -> Result<()> {
+        self.check_coordinator()?;
         Ok(self.coordinator().heartbeat(group, member, generation)?)
     }
 
     pub fn leave(&self, group: &str, member: &str) -> Result<()> {
+        self.check_coordinator()?;
         Ok(self.coordinator().leave(group, member)?)
     }
 
@@ -164,6 +229,7 @@ impl Groups {
         generation: i32,
         offsets: Vec<CommittedOffset>,
     ) -> Result<()> {
+        self.check_coordinator()?;
         check_group_id(group)?;
         self.check_kind(group, GroupKind::Es)?;
         for o in &offsets {
@@ -195,7 +261,12 @@ impl Groups {
     }
 
     /// Groups of both kinds with members or committed offsets: (name, state, kind).
+    /// In a cluster only the coordinator lists groups (Kafka's ListGroups: each
+    /// broker the groups it coordinates); elsewhere the list is empty.
     pub fn list(&self) -> Vec<(String, String, GroupKind)> {
+        if self.check_coordinator().is_err() {
+            return Vec::new();
+        }
         let kafka: BTreeMap<String, ClassicState> =
             self.classic.list().into_iter().map(|(g, state, _)| (g, state)).collect();
         let mut names: BTreeSet<String> = self.offsets.groups().into_iter().collect();
@@ -222,6 +293,7 @@ impl Groups {
         registry: &Registry,
         group: &str,
     ) -> Result<(GroupDescription, Vec<PartitionLag>)> {
+        self.check_coordinator()?;
         let committed = self.offsets.fetch(group);
         let description = match self.classic.describe(group) {
             Some(kafka) => Some(kafka_description(kafka)),
@@ -274,6 +346,7 @@ impl Groups {
         partitions: Option<Vec<u32>>,
         to: ResetTo,
     ) -> Result<Vec<CommittedOffset>> {
+        self.check_coordinator()?;
         check_group_id(group)?;
         let t = registry.topic(topic)?;
         let kafka_members = self.classic.describe(group).is_some_and(|d| !d.members.is_empty());
@@ -301,6 +374,7 @@ impl Groups {
 
     /// Deletes an empty group and its committed offsets (tombstones, fsynced).
     pub async fn delete(&self, group: &str) -> Result<()> {
+        self.check_coordinator()?;
         let committed = self.offsets.fetch(group);
         if self.classic.knows(group) {
             self.classic.delete(group)?;
@@ -385,6 +459,11 @@ impl From<GroupError> for BrokerError {
         match e {
             GroupError::Storage(l) => l.into(),
             GroupError::InvalidRequest(m) => BrokerError::InvalidRequest(m),
+            // The existing not-leader shape: 421 + es-leader on HTTP, NotLeader on
+            // binary, NOT_COORDINATOR on Kafka's group calls.
+            GroupError::NotCoordinator { hint } => {
+                BrokerError::NotLeader { topic: OFFSETS_TOPIC.to_owned(), partition: 0, hint }
+            }
             other => BrokerError::Group(other),
         }
     }
@@ -408,6 +487,8 @@ pub fn error_code(e: &GroupError) -> &'static str {
         | GroupError::InvalidSessionTimeout { .. }
         | GroupError::GroupFull { .. }
         | GroupError::SubscribedToTopic { .. } => "invalid_request",
+        GroupError::NotCoordinator { .. } => "not_leader",
+        GroupError::CoordinatorLoading => "coordinator_loading",
         GroupError::Storage(_) => "storage_error",
         GroupError::Corrupt { .. } => "internal_error",
     }
@@ -425,6 +506,8 @@ pub fn error_status(e: &GroupError) -> axum::http::StatusCode {
         | GroupError::GroupFull { .. }
         | GroupError::SubscribedToTopic { .. } => StatusCode::BAD_REQUEST,
         GroupError::Storage(_) | GroupError::Corrupt { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+        GroupError::NotCoordinator { .. } => StatusCode::MISDIRECTED_REQUEST,
+        GroupError::CoordinatorLoading => StatusCode::SERVICE_UNAVAILABLE,
         GroupError::UnknownMember { .. }
         | GroupError::IllegalGeneration { .. }
         | GroupError::RebalanceInProgress(_)

@@ -68,3 +68,6 @@ pub const TLS_PRINCIPAL_RULES_MAX: usize = 1_000;
 pub const HTTP_TLS_ACCEPT_QUEUE: usize = 128;
 /// TLS: HTTP handshakes running at once; more connections are refused at accept.
 pub const HTTP_TLS_HANDSHAKES_MAX: usize = 1024;
+/// A cluster leader's answer to a forwarded schema-registry write, at most (the
+/// answers are small JSON bodies; this bounds what a follower buffers).
+pub const FORWARDED_ANSWER_BYTES_MAX: usize = 16 << 20;

@@ -6,8 +6,17 @@
 //! the fsync, then apply them and answer. So an answer is never given for a change
 //! that is not on disk, two registrations never get one id, and the state is always
 //! what the log says (it is rebuilt from the log on start).
+//!
+//! In a cluster `__es_schemas` is a Raft group ([`Schemas::replicate`]): every
+//! node applies the committed records in offset order ([`Schemas::apply_committed`],
+//! tailed by `cluster/internal.rs`) and serves reads from that state; the single
+//! writer is the group's leader, which plans against a state that has applied its
+//! whole log, proposes the batch and answers once its own node applied it. Writes
+//! that reach a follower are forwarded to the leader over the peer links
+//! (`http/forward.rs`).
 
 use std::sync::{Arc, OnceLock, RwLock};
+use std::time::Duration;
 
 use es_core::{LeaderEpoch, Record};
 use es_log::{PartitionLog, ReplayError};
@@ -34,7 +43,21 @@ pub struct Schemas {
     /// Bumped after every applied write, so readers that derive something from
     /// the state (the `schema-registry` validator's config) know it is stale.
     generation: std::sync::atomic::AtomicU64,
+    /// Set in a cluster: the registry's Raft group and the next offset applied.
+    replica: OnceLock<Replica>,
 }
+
+struct Replica {
+    group: es_raft::Group,
+    /// The next offset of the log to apply to `state`.
+    applied: tokio::sync::watch::Sender<u64>,
+}
+
+/// How long a write waits for this node to apply the log (its own record, or a
+/// new leader's earlier records) before it gives up.
+const APPLY_WAIT: Duration = Duration::from_secs(10);
+/// Bytes read per step while applying committed records.
+const APPLY_READ_BYTES: usize = 1 << 20;
 
 impl std::fmt::Debug for Schemas {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -68,7 +91,79 @@ impl Schemas {
             writer: tokio::sync::Mutex::new(()),
             checkers,
             generation: std::sync::atomic::AtomicU64::new(0),
+            replica: OnceLock::new(),
         })
+    }
+
+    /// Makes the registry a replica of `group` (its log is this registry's log):
+    /// the state is rebuilt from the log start by [`Schemas::apply_committed`],
+    /// since what `open` read may hold records the group never committed.
+    pub fn replicate(&self, group: es_raft::Group) {
+        let start = self.log.info().log_start_offset;
+        let (applied, _) = tokio::sync::watch::channel(start);
+        *self.state.write().expect("schemas state") = State::new();
+        if self.replica.set(Replica { group, applied }).is_err() {
+            tracing::warn!("the schema registry was made a replica twice; the first group stays");
+        }
+    }
+
+    /// The registry's Raft group, in a cluster.
+    pub fn group(&self) -> Option<&es_raft::Group> {
+        self.replica.get().map(|r| &r.group)
+    }
+
+    /// Applies every committed record not applied yet, in offset order (blocking
+    /// reads). Every node runs it as the group's high watermark moves.
+    pub fn apply_committed(&self) -> crate::Result<()> {
+        let Some(replica) = self.replica.get() else { return Ok(()) };
+        loop {
+            let next = *replica.applied.borrow();
+            if next >= self.log.high_watermark() {
+                return Ok(());
+            }
+            let read = self.log.read(next, APPLY_READ_BYTES)?;
+            let mut changes = Vec::new();
+            let mut end = next;
+            for batch in read.batches() {
+                let corrupt = |e: es_core::CodecError| {
+                    crate::BrokerError::Internal(format!("{SCHEMAS_TOPIC}: an unreadable batch: {e}"))
+                };
+                let plain = batch.plain_records(es_core::limits::BATCH_BYTES_MAX_HARD).map_err(corrupt)?;
+                for r in plain.iter() {
+                    let r = r.map_err(corrupt)?;
+                    if r.offset < next {
+                        continue;
+                    }
+                    let key = r.key.ok_or_else(|| bad_record(r.offset, "a record without a key"))?;
+                    changes.push(
+                        Change::decode(key, r.value).map_err(|e| bad_record(r.offset, &e.to_string()))?,
+                    );
+                }
+                end = end.max(batch.header.next_offset());
+            }
+            if end == next {
+                return Ok(());
+            }
+            let mut state = self.state.write().expect("schemas state");
+            for change in changes {
+                state.apply(change);
+            }
+            drop(state);
+            self.generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            replica.applied.send_replace(end);
+        }
+    }
+
+    /// Waits until this node applied the log up to `offset` (exclusive).
+    async fn applied_to(&self, replica: &Replica, offset: u64) -> Result<()> {
+        let mut applied = replica.applied.subscribe();
+        let reached = applied.wait_for(|a| *a >= offset);
+        match tokio::time::timeout(APPLY_WAIT, reached).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(_)) | Err(_) => Err(RegistryError::Store(format!(
+                "this node has not applied the registry log up to offset {offset} yet; retry"
+            ))),
+        }
     }
 
     /// Changes applied so far (since start).
@@ -113,20 +208,16 @@ impl Schemas {
         plan: impl FnOnce(&State, &SchemaCheckers) -> Result<Plan<T>> + Send + 'static,
     ) -> Result<T> {
         let _one_writer = self.writer.lock().await;
+        if let Some(replica) = self.replica.get() {
+            return self.write_replicated(replica, plan).await;
+        }
         let this = self.clone();
         let plan =
             run_blocking(move || plan(&this.state.read().expect("schemas state"), &this.checkers)).await?;
         if plan.changes.is_empty() {
             return Ok(plan.answer);
         }
-        let records: Vec<Record> = plan
-            .changes
-            .iter()
-            .map(|c| {
-                let (key, value) = c.encode();
-                Record { key: Some(key.into()), value: value.map(Into::into), ..Record::default() }
-            })
-            .collect();
+        let records = encode_changes(&plan.changes);
         let store = |e: es_log::LogError| RegistryError::Store(e.to_string());
         // One batch: the records of one write become durable together or not at all.
         let pending = self.log.append_records(&records, EPOCH).map_err(store)?;
@@ -138,6 +229,53 @@ impl Schemas {
         self.generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         Ok(plan.answer)
     }
+}
+
+impl Schemas {
+    /// The leader's write: plan against a state that applied the whole log (a new
+    /// leader's earlier-term records commit with its first entry), propose the one
+    /// batch, and answer once this node applied it. Called under the writer lock.
+    async fn write_replicated<T: Send + 'static>(
+        self: &Arc<Self>,
+        replica: &Replica,
+        plan: impl FnOnce(&State, &SchemaCheckers) -> Result<Plan<T>> + Send + 'static,
+    ) -> Result<T> {
+        if !replica.group.is_leader() {
+            return Err(RegistryError::Store(format!(
+                "this node does not lead {SCHEMAS_TOPIC} (the leader is {:?}); retry",
+                replica.group.leader()
+            )));
+        }
+        self.applied_to(replica, self.log.info().log_end_offset).await?;
+        let this = self.clone();
+        let plan =
+            run_blocking(move || plan(&this.state.read().expect("schemas state"), &this.checkers)).await?;
+        if plan.changes.is_empty() {
+            return Ok(plan.answer);
+        }
+        let records = encode_changes(&plan.changes);
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        let batch = es_core::batch::encode(&records, now as i64, es_core::ProducerInfo::NONE)
+            .map_err(|e| RegistryError::Store(e.to_string()))?;
+        let appended = replica.group.propose(batch).await.map_err(|e| RegistryError::Store(e.to_string()))?;
+        self.applied_to(replica, appended.last_offset + 1).await?;
+        Ok(plan.answer)
+    }
+}
+
+fn encode_changes(changes: &[Change]) -> Vec<Record> {
+    changes
+        .iter()
+        .map(|c| {
+            let (key, value) = c.encode();
+            Record { key: Some(key.into()), value: value.map(Into::into), ..Record::default() }
+        })
+        .collect()
+}
+
+fn bad_record(offset: u64, reason: &str) -> crate::BrokerError {
+    crate::BrokerError::Internal(format!("{SCHEMAS_TOPIC}: unreadable record at offset {offset}: {reason}"))
 }
 
 async fn run_blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {

@@ -4,6 +4,7 @@
 //! addresses). Without `--node-id`/`--cluster-peers` none of this exists and the
 //! broker is the single node it always was.
 
+mod internal;
 mod metadata;
 mod rpc;
 
@@ -17,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::registry::{Registry, Topic, TopicKind};
 use crate::service::error::{BrokerError, Result};
 
+pub use internal::internal_group_id;
 pub use metadata::MetadataLog;
 
 /// Where clients reach a node, as that node advertises it.
@@ -52,6 +54,10 @@ pub struct Cluster {
     host: RaftHost,
     registry: Arc<Registry>,
     metadata: MetadataLog,
+    /// `__es_offsets` and `__es_schemas`.
+    internal: internal::InternalGroups,
+    /// The HTTP API, built on first use, for writes forwarded from followers.
+    http: std::sync::OnceLock<(axum::Router, tokio::sync::watch::Sender<bool>)>,
     /// The Raft group of each data partition, by (topic id, partition).
     groups: RwLock<HashMap<PartitionKey, Group>>,
     /// Client addresses of the nodes, learned from each (this one's included).
@@ -99,12 +105,15 @@ impl Cluster {
         let log = registry.open_cluster_log("metadata")?;
         let group = host.open_group(0, log, &voters).await.map_err(raft_error)?;
         let metadata = MetadataLog::open(&registry, group)?;
+        let internal = internal::open(&host, &registry, &voters).await?;
         let cluster = Arc::new(Cluster {
             node_id,
             voters,
             host,
             registry: registry.clone(),
             metadata,
+            internal,
+            http: std::sync::OnceLock::new(),
             groups: RwLock::default(),
             nodes: RwLock::new(BTreeMap::from([(node_id, addresses)])),
             runtime: tokio::runtime::Handle::current(),
@@ -115,6 +124,8 @@ impl Cluster {
             refuse_single_node_data(&topic)?;
             cluster.open_groups(&topic).await?;
         }
+        internal::spawn_coordinator(&cluster);
+        internal::spawn_schema_applier(&cluster);
         registry.set_cluster(cluster.clone());
         metadata::spawn_applier(&cluster);
         rpc::spawn_address_exchange(&cluster);
@@ -144,6 +155,40 @@ impl Cluster {
     /// The metadata group's leader (the controller, in Kafka's words).
     pub fn controller(&self) -> Option<u64> {
         self.metadata.group().leader()
+    }
+
+    /// The group coordinator: the leader of `__es_offsets`' group (Kafka's design).
+    pub fn coordinator(&self) -> Option<u64> {
+        self.internal.offsets.leader()
+    }
+
+    /// The schema registry's writer: the leader of `__es_schemas`' group.
+    pub fn schemas_leader(&self) -> Option<u64> {
+        self.internal.schemas.leader()
+    }
+
+    /// Whether this node leads `__es_schemas` now.
+    pub fn leads_schemas(&self) -> bool {
+        self.internal.schemas.is_leader()
+    }
+
+    /// Sends a schema-registry write to the registry's leader (`http/forward.rs`).
+    pub async fn forward_http(
+        &self,
+        leader: u64,
+        payload: bytes::Bytes,
+    ) -> std::result::Result<bytes::Bytes, es_peer::PeerError> {
+        rpc::forward_http(self, leader, payload).await
+    }
+
+    /// This node's HTTP API, for writes forwarded to it (built on first use; its
+    /// shutdown signal never fires: a forwarded write does not long-poll).
+    fn http_router(&self) -> axum::Router {
+        let (router, _never) = self.http.get_or_init(|| {
+            let (tx, rx) = tokio::sync::watch::channel(false);
+            (crate::http::router(self.registry.clone(), rx), tx)
+        });
+        router.clone()
     }
 
     /// The Raft group of a data partition, when this node holds it.

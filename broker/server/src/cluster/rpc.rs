@@ -16,6 +16,9 @@ use crate::service::error::BrokerError;
 const FORWARD_METADATA: u8 = 128;
 /// Answers this node's [`NodeAddresses`] (JSON).
 const NODE_ADDRESSES: u8 = 129;
+/// A schema-registry write a follower forwards to the leader of `__es_schemas`
+/// (`http/forward.rs` has the payload); answers the HTTP response.
+const FORWARD_HTTP: u8 = 130;
 
 /// Failure codes of these RPCs (es-peer keeps codes below 256 for itself).
 const NOT_LEADER: u16 = 1001;
@@ -31,7 +34,7 @@ const REFRESH_EVERY: Duration = Duration::from_secs(10);
 /// The handler es-raft routes the broker's RPC kinds to. `slot` is filled once the
 /// cluster exists; before that every call is refused as "starting".
 pub(super) fn handler(slot: Arc<OnceLock<Weak<Cluster>>>) -> Handler {
-    es_peer::handler(move |_from, _group, kind, payload| {
+    es_peer::handler(move |from, _group, kind, payload| {
         let cluster = slot.get().and_then(Weak::upgrade);
         async move {
             let Some(cluster) = cluster else {
@@ -43,6 +46,9 @@ pub(super) fn handler(slot: Arc<OnceLock<Weak<Cluster>>>) -> Handler {
                     Err(Retry::NoLeader) => Err(RpcError::new(NOT_LEADER, "not the metadata leader")),
                     Err(Retry::Failed(e)) => Err(RpcError::new(FAILED, e.to_string())),
                 },
+                FORWARD_HTTP => crate::http::forward::serve(cluster.http_router(), from, &payload)
+                    .await
+                    .map_err(|e| RpcError::new(FAILED, e)),
                 NODE_ADDRESSES => {
                     let own = cluster.addresses(cluster.node_id).expect("a node knows its own addresses");
                     let json = serde_json::to_vec(&own).map_err(|e| RpcError::new(FAILED, e.to_string()))?;
@@ -71,6 +77,15 @@ pub(super) async fn forward_metadata(cluster: &Cluster, leader: u64, value: &[u8
             Err(Retry::NoLeader)
         }
     }
+}
+
+/// Sends a forwarded HTTP request to `leader`; answers its encoded response.
+pub(super) async fn forward_http(
+    cluster: &Cluster,
+    leader: u64,
+    payload: Bytes,
+) -> Result<Bytes, es_peer::PeerError> {
+    cluster.host.call(leader, FORWARD_HTTP, payload, CALL_TIMEOUT).await
 }
 
 /// Asks every node for its addresses until all are known, then now and then (a

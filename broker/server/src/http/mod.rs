@@ -4,6 +4,7 @@
 
 mod accept;
 mod error;
+pub(crate) mod forward;
 pub(crate) mod group_sessions;
 mod groups;
 mod groups_api;
@@ -96,7 +97,9 @@ fn api_routes(state: AppState) -> Router<AppState> {
         .route("/topics/{topic}/validators", get(plugins::get_validators).put(plugins::set_validators))
         .nest(
             "/registry",
-            schemas::routes().layer(middleware::from_fn_with_state(state.clone(), metrics::count_registry)),
+            schemas::routes()
+                .layer(middleware::from_fn_with_state(state.clone(), forward::registry_writes))
+                .layer(middleware::from_fn_with_state(state.clone(), metrics::count_registry)),
         )
         // The base URL with a slash, as clients given `.../registry/` ask for it; the
         // nested router serves `/registry` itself and everything below it.

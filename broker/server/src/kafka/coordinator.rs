@@ -1,7 +1,7 @@
 //! FindCoordinator (0-5): a single node coordinates every group; in a cluster the
-//! metadata group's leader does (so every member of a group meets one coordinator;
-//! group state is not replicated yet: docs/cluster.md). Transactional ids are
-//! refused until transactions exist. v4+ batches keys; v0-3 carry one.
+//! leader of `__es_offsets`' Raft group does (Kafka's design: the coordinator is
+//! the leader of the group's offsets partition; docs/cluster.md). Transactional ids
+//! are refused until transactions exist. v4+ batches keys; v0-3 carry one.
 
 use es_kafka::kafka_protocol::messages::find_coordinator_response::Coordinator;
 use es_kafka::kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
@@ -30,11 +30,11 @@ fn check_key_type(key_type: i8) -> Result<(), (i16, String)> {
 fn lookup(ctx: &Ctx, key_type: i8) -> Result<(i32, String, i32), (i16, String)> {
     check_key_type(key_type)?;
     let node = &ctx.node;
-    let Some(controller) = ctx.service.cluster_controller() else {
+    let Some(coordinator) = ctx.service.cluster_coordinator() else {
         return Ok((node.node_id, node.host.clone(), node.port));
     };
-    let not_available = || (code::COORDINATOR_NOT_AVAILABLE, "no metadata leader yet; retry".to_owned());
-    let leader = controller.ok_or_else(not_available)?;
+    let not_available = || (code::COORDINATOR_NOT_AVAILABLE, "no group coordinator yet; retry".to_owned());
+    let leader = coordinator.ok_or_else(not_available)?;
     let nodes = ctx.service.cluster_nodes().unwrap_or_default();
     let a = nodes.get(&leader).ok_or_else(not_available)?;
     Ok((super::metadata::node_id(leader), a.kafka_host.clone(), i32::from(a.kafka_port)))

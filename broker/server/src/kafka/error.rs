@@ -38,6 +38,7 @@ pub mod code {
     pub const INVALID_PRODUCER_EPOCH: i16 = 47;
     pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
     pub const NOT_COORDINATOR: i16 = 16;
+    pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
     pub const INVALID_SESSION_TIMEOUT: i16 = 26;
     pub const GROUP_AUTHORIZATION_FAILED: i16 = 30;
     pub const INVALID_GROUP_ID: i16 = 24;
@@ -172,6 +173,8 @@ fn group_code(e: &GroupError) -> i16 {
         GroupError::InvalidSessionTimeout { .. } => INVALID_SESSION_TIMEOUT,
         GroupError::GroupFull { .. } => GROUP_MAX_SIZE_REACHED,
         GroupError::SubscribedToTopic { .. } => GROUP_SUBSCRIBED_TO_TOPIC,
+        GroupError::NotCoordinator { .. } => NOT_COORDINATOR,
+        GroupError::CoordinatorLoading => COORDINATOR_LOAD_IN_PROGRESS,
         GroupError::Storage(l) => log_code(l),
         GroupError::Corrupt { .. } => UNKNOWN_SERVER_ERROR,
     }
@@ -195,6 +198,7 @@ mod tests {
         let pairs = [
             (code::COORDINATOR_NOT_AVAILABLE, E::CoordinatorNotAvailable),
             (code::NOT_COORDINATOR, E::NotCoordinator),
+            (code::COORDINATOR_LOAD_IN_PROGRESS, E::CoordinatorLoadInProgress),
             (code::INVALID_GROUP_ID, E::InvalidGroupId),
             (code::INVALID_SESSION_TIMEOUT, E::InvalidSessionTimeout),
             (code::GROUP_AUTHORIZATION_FAILED, E::GroupAuthorizationFailed),

@@ -101,6 +101,12 @@ impl Service {
         self.registry.cluster().map(|c| c.controller())
     }
 
+    /// The group coordinator (the leader of `__es_offsets`); `None` on a single
+    /// node, `Some(None)` mid-election.
+    pub fn cluster_coordinator(&self) -> Option<Option<u64>> {
+        self.registry.cluster().map(|c| c.coordinator())
+    }
+
     pub fn describe_topic(&self, principal: &Principal, name: &str) -> Result<TopicDescription> {
         self.authorize(principal, Call::DescribeTopic, Resource::Topic(name.to_owned()))?;
         Ok(describe(&*self.topic(name)?))

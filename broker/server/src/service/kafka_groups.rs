@@ -41,7 +41,9 @@ impl Service {
     fn group_call(&self, who: &Principal, call: Call, group: &str) -> Result<()> {
         self.authorize(who, call, Resource::Group(group.to_owned()))?;
         // Kept a group refusal (not a plain invalid request): Kafka's INVALID_GROUP_ID.
-        check_group_id(group).map_err(BrokerError::Group)
+        check_group_id(group).map_err(BrokerError::Group)?;
+        // In a cluster only the leader of `__es_offsets` coordinates (NOT_COORDINATOR).
+        self.registry.groups().check_coordinator()
     }
 
     /// A JoinGroup; waits at the join barrier when the group is rebalancing.
@@ -222,6 +224,7 @@ impl Service {
     pub fn kafka_describe_group(&self, who: &Principal, group: &str) -> Result<Option<ClassicDescription>> {
         self.authorize(who, Call::DescribeGroup, Resource::Group(group.to_owned()))?;
         let groups = self.registry.groups();
+        groups.check_coordinator()?;
         if let Some(d) = groups.classic.describe(group) {
             return Ok(Some(d));
         }
@@ -240,6 +243,10 @@ impl Service {
     pub fn kafka_list_groups(&self, who: &Principal) -> Result<Vec<KafkaGroupListing>> {
         self.authorize(who, Call::ListGroups, Resource::Cluster)?;
         let groups = self.registry.groups();
+        if groups.check_coordinator().is_err() {
+            // Kafka: a broker lists the groups it coordinates; this one, none.
+            return Ok(Vec::new());
+        }
         let mut out: Vec<KafkaGroupListing> = groups
             .classic
             .list()

@@ -1,0 +1,78 @@
+//! A cluster of es-broker processes on loopback for the black-box tests: each node
+//! its own data directory and ports, one shared secret, SIGKILL and restart.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::broker::Broker;
+
+/// How long a cluster may take to elect, or to fail over.
+pub const ELECTION_WAIT: Duration = Duration::from_secs(30);
+
+/// A free port on 127.0.0.1 (bound and released: the peer list needs ports before
+/// the nodes start).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Retries `f` until it answers `Some`, within `wait`.
+pub fn eventually<T>(wait: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + wait;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {wait:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub struct Cluster {
+    pub nodes: BTreeMap<u64, Broker>,
+    pub peers: String,
+    pub secret: std::path::PathBuf,
+    pub root: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// Starts nodes 1..=n.
+    pub fn start(n: u64) -> Cluster {
+        let root = tempfile::tempdir().unwrap();
+        let secret = root.path().join("cluster.secret");
+        std::fs::write(&secret, "a-test-secret-of-more-than-16-bytes\n").unwrap();
+        let peers: Vec<String> = (1..=n).map(|id| format!("{id}=127.0.0.1:{}", free_port())).collect();
+        let mut c = Cluster { nodes: BTreeMap::new(), peers: peers.join(","), secret, root };
+        for id in 1..=n {
+            c.start_node(id);
+        }
+        c
+    }
+
+    /// Starts (or restarts, on the same data directory) node `id`.
+    pub fn start_node(&mut self, id: u64) {
+        let dir = self.root.path().join(format!("node{id}"));
+        let args = [
+            "--node-id",
+            &id.to_string(),
+            "--cluster-peers",
+            &self.peers,
+            "--cluster-secret-file",
+            self.secret.to_str().unwrap(),
+        ];
+        self.nodes.insert(id, Broker::start_with(&dir, &args));
+    }
+
+    pub fn node(&self, id: u64) -> &Broker {
+        &self.nodes[&id]
+    }
+
+    pub fn kill9(&mut self, id: u64) {
+        self.nodes.get_mut(&id).unwrap().kill9();
+        self.nodes.remove(&id);
+    }
+
+    /// Every node's Kafka listener, comma-separated.
+    pub fn bootstrap(&self) -> String {
+        self.nodes.values().map(|b| b.kafka_addr.clone()).collect::<Vec<_>>().join(",")
+    }
+}
