@@ -321,7 +321,8 @@ fn all_steps() -> Vec<(String, String)> {
 
 /// The registry's routes in the broker's own `/openapi.json`, `/registry` taken off.
 fn documented_routes(b: &Broker) -> Vec<(String, String)> {
-    let text = ureq::get(format!("{}/openapi.json", b.url)).call().unwrap().body_mut().read_to_string().unwrap();
+    let text =
+        ureq::get(format!("{}/openapi.json", b.url)).call().unwrap().body_mut().read_to_string().unwrap();
     let doc: Value = serde_json::from_str(&text).unwrap();
     let mut out = Vec::new();
     for (path, item) in doc["paths"].as_object().unwrap() {

@@ -140,7 +140,10 @@ fn edits_rules(req: &TagSchemaRequest) -> bool {
     req.rules_to_merge.is_some() || req.rules_to_remove.is_some()
 }
 
-fn rules_for(req: &TagSchemaRequest, previous: Option<serde_json::Value>) -> Result<Option<serde_json::Value>> {
+fn rules_for(
+    req: &TagSchemaRequest,
+    previous: Option<serde_json::Value>,
+) -> Result<Option<serde_json::Value>> {
     if !edits_rules(req) {
         return Ok(req.rule_set.clone());
     }
@@ -155,7 +158,9 @@ fn rules_for(req: &TagSchemaRequest, previous: Option<serde_json::Value>) -> Res
     };
     if let (Some(serde_json::Value::Object(set)), Some(remove)) = (&mut rules, &req.rules_to_remove) {
         for kind in set.values_mut().filter_map(|v| v.as_array_mut()) {
-            kind.retain(|r| !r.get("name").and_then(|n| n.as_str()).is_some_and(|n| remove.iter().any(|x| x == n)));
+            kind.retain(|r| {
+                !r.get("name").and_then(|n| n.as_str()).is_some_and(|n| remove.iter().any(|x| x == n))
+            });
         }
     }
     Ok(rules)
@@ -171,7 +176,8 @@ pub fn retag(schema_type: SchemaType, text: &str, req: &TagSchemaRequest) -> Res
         // Confluent writes them as options of its own confluent/meta.proto, which
         // the Protobuf checker does not import.
         return Err(RegistryError::InvalidSchema(
-            "schema tags on PROTOBUF schemas are not supported: they are options of confluent/meta.proto".into(),
+            "schema tags on PROTOBUF schemas are not supported: they are options of confluent/meta.proto"
+                .into(),
         ));
     }
     let mut root: Node = serde_json::from_str(text)

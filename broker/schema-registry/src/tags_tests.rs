@@ -21,7 +21,8 @@ const USER: &str = r#"{"type":"record","name":"User","namespace":"com.acme","fie
 
 #[test]
 fn an_avro_field_gets_its_tags_last_and_keys_keep_their_order() {
-    let out = retag(SchemaType::Avro, USER, &add("com.acme.User.email", EntityType::Field, &["PII"])).unwrap();
+    let out =
+        retag(SchemaType::Avro, USER, &add("com.acme.User.email", EntityType::Field, &["PII"])).unwrap();
     assert_eq!(
         out,
         r#"{"type":"record","name":"User","namespace":"com.acme","fields":[{"name":"email","type":"string","confluent:tags":["PII"]},{"name":"address","type":{"type":"record","name":"Address","fields":[{"name":"city","type":"string"}]}}]}"#
@@ -31,7 +32,12 @@ fn an_avro_field_gets_its_tags_last_and_keys_keep_their_order() {
 #[test]
 fn a_nested_avro_record_is_found_breadth_first_in_the_namespace_in_scope() {
     let out = retag(SchemaType::Avro, USER, &add("com.acme.Address", EntityType::Record, &["LOC"])).unwrap();
-    assert!(out.contains(r#""name":"Address","fields":[{"name":"city","type":"string"}],"confluent:tags":["LOC"]}"#), "{out}");
+    assert!(
+        out.contains(
+            r#""name":"Address","fields":[{"name":"city","type":"string"}],"confluent:tags":["LOC"]}"#
+        ),
+        "{out}"
+    );
     let field = retag(SchemaType::Avro, USER, &add("Address.city", EntityType::Field, &["LOC"])).unwrap();
     assert!(field.contains(r#"{"name":"city","type":"string","confluent:tags":["LOC"]}"#), "{field}");
 }
@@ -45,7 +51,8 @@ fn avro_union_and_array_branches_are_searched() {
 
 #[test]
 fn removing_the_last_tag_removes_the_key_and_adds_come_before_removes() {
-    let tagged = retag(SchemaType::Avro, USER, &add("com.acme.User.email", EntityType::Field, &["PII", "X"])).unwrap();
+    let tagged =
+        retag(SchemaType::Avro, USER, &add("com.acme.User.email", EntityType::Field, &["PII", "X"])).unwrap();
     let mut req = add("com.acme.User.email", EntityType::Field, &["Y"]);
     req.tags_to_remove = Some(vec![SchemaTags {
         schema_entity: entity("com.acme.User.email", EntityType::Field),
@@ -77,7 +84,8 @@ fn json_schema_properties_and_definitions_are_paths() {
 
 #[test]
 fn protobuf_tags_are_refused() {
-    let e = retag(SchemaType::Protobuf, "syntax = \"proto3\";", &add("M.f", EntityType::Field, &["T"])).unwrap_err();
+    let e = retag(SchemaType::Protobuf, "syntax = \"proto3\";", &add("M.f", EntityType::Field, &["T"]))
+        .unwrap_err();
     assert!(e.to_string().contains("PROTOBUF"), "{e}");
 }
 

@@ -21,7 +21,7 @@ use super::AppState;
 use super::schemas_api::{
     CompatibilityAnswer, ConfigUpdate, ModeUpdate, RegisterAnswer, RegistryConfig, RegistryConfigSet,
     RegistryErrorBody, RegistryMode, SchemaRequest, SchemaText, SchemaTypeName, SchemaVersion,
-    ServerClusterId, ServerVersion, SubjectVersionPair, VersionParam,
+    ServerClusterId, ServerVersion, SubjectVersionPair, TagSchemaBody, VersionParam,
 };
 
 pub(super) const CONTENT_TYPE: &str = "application/vnd.schemaregistry.v1+json";
