@@ -57,6 +57,13 @@ pub enum RegistryError {
     NotPermitted(String),
     #[error("{0}")]
     ReferenceExists(String),
+    /// A rule set that cannot be used as given (a tag request with both `ruleSet`
+    /// and `rulesToMerge` / `rulesToRemove`).
+    #[error("{0}")]
+    InvalidRuleSet(String),
+    /// `DELETE /contexts/{ctx}` on a context that holds a subject (soft-deleted ones count).
+    #[error("The specified context '{0}' is not empty.")]
+    ContextNotEmpty(String),
     /// The request body is not the route's JSON shape.
     #[error("{0}")]
     BadRequest(String),
@@ -104,6 +111,8 @@ impl RegistryError {
             RegistryError::InvalidMode(_) => 42204,
             RegistryError::NotPermitted(_) => 42205,
             RegistryError::ReferenceExists(_) => 42206,
+            RegistryError::InvalidRuleSet(_) => 42210,
+            RegistryError::ContextNotEmpty(_) => 42211,
             RegistryError::BadRequest(_) => 422,
             RegistryError::MalformedBody(_) => 400,
             RegistryError::UnsupportedMediaType => 415,

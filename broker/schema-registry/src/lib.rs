@@ -18,6 +18,7 @@ mod error;
 mod plan;
 pub mod record;
 mod state;
+pub mod tags;
 pub mod types;
 
 pub use checker::{

@@ -756,7 +756,7 @@ fn merge_metadata(
 
 /// Confluent's rule-set merge: each of `migrationRules`, `domainRules` and
 /// `encodingRules` keeps the old rules not named in `new`, then `new`'s.
-fn merge_rule_sets(
+pub(crate) fn merge_rule_sets(
     old: Option<serde_json::Value>,
     new: Option<serde_json::Value>,
 ) -> Option<serde_json::Value> {

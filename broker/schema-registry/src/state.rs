@@ -281,6 +281,17 @@ impl State {
         out
     }
 
+    /// Whether context `ctx` (`.ctx`, or `.` for the default one) may be deleted:
+    /// no subject is in it, soft-deleted ones included, as Confluent 8.1 decides.
+    /// es keeps no record of a context beyond its subjects, so there is nothing
+    /// to remove; a context's own config and mode stay, as Confluent's do.
+    pub fn check_context_empty(&self, ctx: &str) -> Result<()> {
+        if self.subjects.keys().any(|s| context_of(s) == ctx) {
+            return Err(RegistryError::ContextNotEmpty(ctx.to_owned()));
+        }
+        Ok(())
+    }
+
     /// The subject `subject` stands for: its config's `alias` when it has one.
     pub fn resolve_alias(&self, subject: &str) -> String {
         self.configs

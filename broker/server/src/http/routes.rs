@@ -51,6 +51,8 @@ pub const ROUTES: &[(&str, &str, Call)] = &[
     ("get", "/registry/schemas/", Call::SchemaRead),
     ("get", "/registry/subjects/{subject}/metadata", Call::SchemaRead),
     ("get", "/registry/contexts", Call::SchemaRead),
+    ("delete", "/registry/contexts/{context}", Call::SchemaWrite),
+    ("post", "/registry/subjects/{subject}/versions/{version}/tags", Call::SchemaWrite),
     ("get", "/registry/subjects", Call::SchemaRead),
     ("post", "/registry/subjects/{subject}", Call::SchemaRead),
     ("delete", "/registry/subjects/{subject}", Call::SchemaWrite),

@@ -21,7 +21,7 @@ use super::AppState;
 use super::schemas_api::{
     CompatibilityAnswer, ConfigUpdate, ModeUpdate, RegisterAnswer, RegistryConfig, RegistryConfigSet,
     RegistryErrorBody, RegistryMode, SchemaRequest, SchemaText, SchemaTypeName, SchemaVersion,
-    ServerClusterId, ServerVersion, SubjectVersionPair, VersionParam,
+    ServerClusterId, ServerVersion, SubjectVersionPair, TagSchemaBody, VersionParam,
 };
 
 pub(super) const CONTENT_TYPE: &str = "application/vnd.schemaregistry.v1+json";
@@ -50,6 +50,7 @@ pub fn routes() -> Router<AppState> {
         .route("/subjects/{subject}/versions/{version}", get(get_version).delete(delete_version))
         .route("/subjects/{subject}/versions/{version}/schema", get(get_version_schema))
         .route("/subjects/{subject}/versions/{version}/referencedby", get(referenced_by))
+        .route("/subjects/{subject}/versions/{version}/tags", post(modify_tags))
         .route("/schemas/types", get(schema_types))
         .route("/schemas/ids/{id}", get(schema_by_id))
         .route("/schemas/ids/{id}/schema", get(schema_text_by_id))
@@ -62,6 +63,7 @@ pub fn routes() -> Router<AppState> {
         .route("/mode", get(get_global_mode).put(put_global_mode).delete(delete_global_mode))
         .route("/mode/{subject}", get(get_mode).put(put_mode).delete(delete_mode))
         .route("/contexts", get(contexts))
+        .route("/contexts/{context}", axum::routing::delete(delete_context))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
 }
@@ -298,6 +300,22 @@ pub(super) async fn contexts(State(s): State<AppState>) -> SrResult {
     Ok(ok(s.registry.schemas().read(|st| Ok(st.contexts()))?))
 }
 
+#[utoipa::path(delete, path = "/registry/contexts/{context}", tag = "registry",
+    params(("context" = String, Path, description = "A context (`.ctx`, or `:.ctx:`)", example = ".ctx")),
+    responses(
+        (status = 204, description = "The context holds no subject, soft-deleted ones included (Confluent 8.1's \
+            route): nothing is kept of it, so nothing is written"),
+        (status = 422, description = "42211 the context holds a subject", body = RegistryErrorBody)))]
+pub(super) async fn delete_context(
+    State(s): State<AppState>,
+    SrPath(context): SrPath<String>,
+) -> Result<StatusCode, SrError> {
+    let ctx = context.strip_prefix(':').and_then(|c| c.strip_suffix(':')).unwrap_or(&context).to_owned();
+    s.registry.schemas().read(move |st| st.check_context_empty(&ctx))?;
+    // No body and so no content type, as Confluent's `Response.status(204)`.
+    Ok(StatusCode::NO_CONTENT)
+}
+
 #[utoipa::path(post, path = "/registry/", tag = "registry",
     request_body(content = Object, description = "Any JSON object; ignored"),
     responses(
@@ -532,6 +550,32 @@ pub(super) async fn register(
         .write(move |st, c| st.plan_register(c, &st.resolve_alias(&subject), &req, normalize))
         .await?;
     Ok(ok(RegisterAnswer::new(r.id, r.filled_in.then_some(r.version))))
+}
+
+#[utoipa::path(post, path = "/registry/subjects/{subject}/versions/{version}/tags", tag = "registry",
+    params(
+        ("subject" = String, Path, description = "Subject name", example = "st-value"),
+        ("version" = VersionParam, Path)),
+    request_body = TagSchemaBody,
+    responses(
+        (status = 200, description = "The version's schema with the tags edited (`confluent:tags` on the \
+            record or field), registered as a new version (fsynced), or the existing version holding that schema: \
+            the whole schema, as Confluent answers", body = RegisterAnswer),
+        (status = 404, description = "40401 subject not found, 40402 version not found", body = RegistryErrorBody),
+        (status = 409, description = "409 incompatible with earlier versions", body = RegistryErrorBody),
+        (status = 422, description = "42201 no such record or field, a PROTOBUF schema, `ruleSet` with \
+            `rulesToMerge` or `rulesToRemove`, a version that is not the next; 42202 invalid version; \
+            42205 not permitted; 42208 invalid subject name; 422 not the route's JSON shape", body = RegistryErrorBody),
+        (status = 500, description = "50001 the registry's log or a checker failed; 50002 a checker timed out", body = RegistryErrorBody)))]
+pub(super) async fn modify_tags(
+    State(s): State<AppState>,
+    SrPath((subject, version)): SrPath<(String, String)>,
+    SrJson(body): SrJson<TagSchemaBody>,
+) -> SrResult {
+    let spec = VersionSpec::parse(&version)?;
+    let req = es_schema_registry::tags::TagSchemaRequest::from(body);
+    let r = s.registry.schemas().write(move |st, c| st.plan_tags(c, &subject, spec, &req)).await?;
+    Ok(ok(RegisterAnswer::new(r.id, Some(r.version))))
 }
 
 #[utoipa::path(post, path = "/registry/subjects/{subject}", tag = "registry",

@@ -173,6 +173,90 @@ impl From<SchemaRequest> for RegisterRequest {
     }
 }
 
+/// What a tag request names: a record (`ns.Record`; a JSON Schema `object...`
+/// path) or a field (`ns.Record.field`).
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+pub enum SchemaEntityType {
+    #[serde(rename = "sr_record")]
+    Record,
+    #[serde(rename = "sr_field")]
+    Field,
+}
+
+/// Confluent's `SchemaEntity`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SchemaEntity {
+    #[schema(example = "com.acme.User.email")]
+    pub entity_path: String,
+    pub entity_type: SchemaEntityType,
+}
+
+/// Tags for one record or field.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SchemaTagsBody {
+    pub schema_entity: SchemaEntity,
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+/// The body of `POST /subjects/{s}/versions/{v}/tags` (Confluent's `TagSchemaRequest`).
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(example = json!({"newVersion": 2, "tagsToAdd": [{"schemaEntity": {"entityPath": "User.email", "entityType": "sr_field"}, "tags": ["PII"]}]}))]
+pub struct TagSchemaBody {
+    /// The version to register; absent or 0: the next one.
+    #[serde(default, deserialize_with = "lenient_i32")]
+    #[schema(value_type = Option<i32>)]
+    pub new_version: Option<i32>,
+    #[serde(default)]
+    pub tags_to_add: Option<Vec<SchemaTagsBody>>,
+    #[serde(default)]
+    pub tags_to_remove: Option<Vec<SchemaTagsBody>>,
+    /// The new version's metadata; absent: the tagged version's.
+    #[serde(default)]
+    pub metadata: Option<SchemaMetadata>,
+    /// The new version's rules; not with `rulesToMerge` / `rulesToRemove`.
+    #[serde(default)]
+    pub rule_set: Option<SchemaRuleSet>,
+    /// Rules merged by name into the previous version's.
+    #[serde(default)]
+    pub rules_to_merge: Option<SchemaRuleSet>,
+    /// Names of the previous version's rules to drop.
+    #[serde(default)]
+    pub rules_to_remove: Option<Vec<String>>,
+}
+
+impl From<SchemaTagsBody> for es_schema_registry::tags::SchemaTags {
+    fn from(t: SchemaTagsBody) -> Self {
+        use es_schema_registry::tags::{EntityType, SchemaEntity};
+        let entity_type = match t.schema_entity.entity_type {
+            SchemaEntityType::Record => EntityType::Record,
+            SchemaEntityType::Field => EntityType::Field,
+        };
+        es_schema_registry::tags::SchemaTags {
+            schema_entity: SchemaEntity { entity_path: t.schema_entity.entity_path, entity_type },
+            tags: t.tags,
+        }
+    }
+}
+
+impl From<TagSchemaBody> for es_schema_registry::tags::TagSchemaRequest {
+    fn from(r: TagSchemaBody) -> Self {
+        let tags = |l: Option<Vec<SchemaTagsBody>>| l.map(|l| l.into_iter().map(Into::into).collect());
+        es_schema_registry::tags::TagSchemaRequest {
+            new_version: r.new_version,
+            tags_to_add: tags(r.tags_to_add),
+            tags_to_remove: tags(r.tags_to_remove),
+            metadata: r.metadata.map(to_value),
+            rule_set: r.rule_set.map(to_value),
+            rules_to_merge: r.rules_to_merge.map(to_value),
+            rules_to_remove: r.rules_to_remove,
+        }
+    }
+}
+
 fn to_value(v: impl Serialize) -> serde_json::Value {
     serde_json::to_value(v).expect("plain types serialize")
 }
