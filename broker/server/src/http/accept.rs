@@ -3,7 +3,7 @@
 //! client never holds up the others; axum takes the finished streams with the
 //! [`Peer`] (address, TLS, the key a client certificate maps to) as connect info.
 //! Connections are capped in all and per address (more are refused at accept), and
-//! each stream keeps the header-read and idle timeouts (`watch.rs`).
+//! each stream keeps the header-read and idle timeouts (`conn_watch.rs`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use axum::serve::IncomingStream;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc};
 
-use super::watch::{ConnWatch, Timeouts, Watched};
+use super::conn_watch::{ConnWatch, Timeouts, Watched};
 use crate::limits::{HTTP_TLS_ACCEPT_QUEUE, HTTP_TLS_HANDSHAKES_MAX};
 use crate::listener::{AddressSlots, ListenerLimits};
 use crate::tls::{Peer, ServerTls};

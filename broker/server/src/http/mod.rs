@@ -3,6 +3,7 @@
 //! and then drains in-flight requests.
 
 mod accept;
+mod conn_watch;
 mod error;
 pub(crate) mod group_sessions;
 mod groups;
@@ -16,7 +17,6 @@ pub(crate) mod routes;
 mod schemas;
 mod schemas_api;
 mod topics;
-mod watch;
 
 use std::future::{Future, IntoFuture};
 use std::sync::Arc;

@@ -75,7 +75,7 @@ pub async fn run(
                         tracing::debug!(%peer, "kafka: idle past the idle timeout; closing the connection");
                         break;
                     }
-                    _ = tokio::time::sleep_until(login_by), if !sasl.logged_in() => {
+                    _ = tokio::time::sleep_until(login_by), if !sasl.has_principal() => {
                         tracing::info!(%peer, "kafka: no SASL login within the auth timeout; closing the connection");
                         break;
                     }

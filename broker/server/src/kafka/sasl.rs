@@ -109,7 +109,7 @@ impl SaslConn {
 
     /// Whether a login (or a mapped client certificate, or auth being off) has
     /// given the connection a principal.
-    pub fn logged_in(&self) -> bool {
+    pub fn has_principal(&self) -> bool {
         self.principal.is_some()
     }
 

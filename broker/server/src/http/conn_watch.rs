@@ -5,6 +5,7 @@
 //! response; while a request is being served (its headers are in) neither runs, so
 //! a long poll is never cut. A timeout fails the read, and hyper closes the socket.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
