@@ -238,9 +238,11 @@ fn listener_limits(cfg: &Effective) -> es_server::listener::Listeners {
         connections_max,
         connections_per_address_max: size(cfg.int(&format!("{section}.max_connections_per_address"))),
         idle_timeout_ms: ms(&format!("{section}.idle_timeout_ms")),
-        auth_timeout_ms: cfg
-            .int(&format!("{section}.auth_timeout_ms"))
-            .unwrap_or(es_server::limits::AUTH_TIMEOUT_MS_DEFAULT),
+        // HTTP has none: its header-read timeout bounds a stranger instead.
+        auth_timeout_ms: match section {
+            "http" => es_server::limits::AUTH_TIMEOUT_MS_DEFAULT,
+            _ => ms(&format!("{section}.auth_timeout_ms")),
+        },
     };
     es_server::listener::Listeners {
         http: one("http", size(cfg.int("http.max_connections"))),
