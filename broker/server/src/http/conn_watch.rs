@@ -152,7 +152,15 @@ impl AsyncWrite for Watched {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        let this = self.get_mut();
+        let flushed = Pin::new(&mut this.inner).poll_flush(cx);
+        // A response went out: hyper's read was last polled while the request was in
+        // flight (no timer then), so wake the connection to poll it again and arm
+        // the idle clock; without this a kept-alive connection is never timed out.
+        if flushed.is_ready() && this.watch.finished.load(Ordering::Acquire) {
+            cx.waker().wake_by_ref();
+        }
+        flushed
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
