@@ -8,6 +8,10 @@ Scenarios:
   produce TOPIC          produce one record; reports the delivery error, if any
   reauth TOPIC           produce a record every 0.25 s for 6 s on one connection (the
                          broker's session lifetime is shorter: librdkafka re-authenticates)
+  rate TOPIC SECONDS SIZE GAP
+                         produce SIZE-byte records for SECONDS, one every GAP s (0: as
+                         fast as the client goes); reports bytes delivered, errors and
+                         the longest delivery latency
 """
 
 import json
@@ -101,6 +105,35 @@ def reauth(conf, topic):
     emit(scenario="reauth", reports=reports, errors=errors)
 
 
+def rate(conf, topic, seconds, size, gap):
+    stats = {"bytes": 0, "delivered": 0, "errors": [], "latency_max": 0.0}
+
+    def report(sent):
+        def done(err, msg):
+            if err is not None:
+                stats["errors"].append(err.name())
+                return
+            stats["bytes"] += size
+            stats["delivered"] += 1
+            stats["latency_max"] = max(stats["latency_max"], time.monotonic() - sent)
+        return done
+
+    # Small batches, so one request's after-the-fact charge stays small.
+    p = Producer(dict(conf, **{"linger.ms": 5, "batch.size": 16384, "acks": 1,
+                               "queue.buffering.max.messages": 16}))
+    value = b"x" * size
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        try:
+            p.produce(topic, value=value, on_delivery=report(time.monotonic()))
+        except BufferError:
+            p.poll(0.01)
+            continue
+        p.poll(gap if gap > 0 else 0)
+    left = p.flush(TIMEOUT)
+    emit(scenario="rate", left=left, elapsed=time.monotonic() - start, **stats)
+
+
 def main():
     bootstrap, mechanism, user, password, scenario, topic = sys.argv[1:7]
     conf = config(bootstrap, mechanism, user, password)
@@ -112,6 +145,8 @@ def main():
         produce(conf, topic)
     elif scenario == "reauth":
         reauth(conf, topic)
+    elif scenario == "rate":
+        rate(conf, topic, float(sys.argv[7]), int(sys.argv[8]), float(sys.argv[9]))
     else:
         raise SystemExit("unknown scenario " + scenario)
 

@@ -3,7 +3,9 @@
 //! consume; a wrong password and an unknown user are refused alike; a request
 //! before SASL closes the connection; a revoked key is refused on its next request;
 //! PLAIN is not offered on a plaintext listener unless allowed; KIP-368 expiry and
-//! re-authentication on a live connection.
+//! re-authentication on a live connection; produce quotas as KIP-219 (answered with
+//! `throttle_time_ms`, the connection muted, other keys untouched), measured with a
+//! raw client that ignores the field and with confluent-kafka.
 
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -11,7 +13,7 @@ use std::time::Duration;
 use es_tests::broker::{self, Broker};
 use es_tests::kafka_wire::{KafkaConn, split_key};
 use es_tests::python::run_script;
-use kafka_protocol::messages::{MetadataRequest, ProduceRequest};
+use kafka_protocol::messages::{MetadataRequest, ProduceRequest, ProduceResponse};
 use serde_json::{Value, json};
 
 const ADMIN: &str = "es_00000000000000aa_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
@@ -218,4 +220,86 @@ fn librdkafka_re_authenticates_before_its_session_expires() {
     // Six seconds over a 2 s lifetime: the broker saw re-authentications, not new logins only.
     let log = b.wait_for_stderr("re-authenticated");
     assert!(log.matches("re-authenticated").count() >= 2, "{log}");
+}
+
+/// A produce of `value` to `topic` partition 0 at v7: its response, and how long
+/// the broker took to answer it.
+fn produce_timed(conn: &mut KafkaConn, topic: &str, value: &str) -> (ProduceResponse, Duration) {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    let records = es_tests::kafka_wire::records(value);
+    let partition = PartitionProduceData::default().with_index(0).with_records(Some(records));
+    let data = TopicProduceData::default()
+        .with_name(kafka_protocol::messages::TopicName(topic.to_owned().into()))
+        .with_partition_data(vec![partition]);
+    let req = ProduceRequest::default().with_acks(1).with_timeout_ms(5000).with_topic_data(vec![data]);
+    let started = std::time::Instant::now();
+    let r = conn.call(7, &req).unwrap();
+    (r, started.elapsed())
+}
+
+#[test]
+fn a_key_over_its_quota_is_answered_with_throttle_time_and_muted_while_another_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    // 2 kB/s with 10 s of burst: 20 kB at once, then every response says how long to wait.
+    let b = start(dir.path(), &["--kafka-allow-plaintext-plain", "--quota-produce-bytes-per-s", "2000"]);
+    let admin = broker::Client::with_key(&b.url, ADMIN);
+    assert_eq!(admin.post("/topics", &json!({"name": "q", "partitions": 1})).status, 201);
+    let heavy_key = make_key(&b, "heavy", &["topic:literal:q:write"]);
+    let light_key = make_key(&b, "light", &["topic:literal:q:write"]);
+    let mut heavy = KafkaConn::login(&b.kafka_addr, &heavy_key).unwrap();
+    let mut light = KafkaConn::login(&b.kafka_addr, &light_key).unwrap();
+    let big = "x".repeat(8_000);
+    let mut throttle = 0;
+    for _ in 0..10 {
+        let (r, _) = produce_timed(&mut heavy, "q", &big);
+        // Kafka answers a byte-rate throttle with the field, never with an error.
+        assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+        if r.throttle_time_ms > 0 {
+            throttle = r.throttle_time_ms;
+            break;
+        }
+    }
+    assert!((500..=10_000).contains(&throttle), "never throttled, or far too long: {throttle} ms");
+    // This client ignores throttle_time_ms and sends at once: the broker holds it.
+    let hold = std::thread::spawn(move || produce_timed(&mut heavy, "q", "small"));
+    let (r, light_took) = produce_timed(&mut light, "q", "small");
+    assert_eq!((r.responses[0].partition_responses[0].error_code, r.throttle_time_ms), (0, 0));
+    assert!(light_took < Duration::from_millis(500), "another key was slowed: {light_took:?}");
+    let (r, held) = hold.join().unwrap();
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 0, "slowed, never refused");
+    let expected = Duration::from_millis(u64::try_from(throttle).unwrap() * 8 / 10);
+    assert!(held >= expected, "the muted connection was read after {held:?}, throttle {throttle} ms");
+}
+
+#[test]
+fn confluent_kafka_is_held_to_its_keys_quota_and_a_light_key_is_not_slowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start(dir.path(), &["--kafka-allow-plaintext-plain", "--quota-produce-bytes-per-s", "5000"]);
+    let admin = broker::Client::with_key(&b.url, ADMIN);
+    assert_eq!(admin.post("/topics", &json!({"name": "q", "partitions": 1})).status, 201);
+    let heavy_key = make_key(&b, "heavy", &["topic:literal:q:write"]);
+    let light_key = make_key(&b, "light", &["topic:literal:q:write"]);
+    let addr = b.kafka_addr.clone();
+    let heavy = std::thread::spawn(move || {
+        let (user, password) = split_key(&heavy_key);
+        let args = [addr.as_str(), "PLAIN", user, password, "rate", "q", "8", "1000", "0"];
+        run_script("kafka_sasl.py", &args, SCRIPT_TIMEOUT)
+    });
+    let (user, password) = split_key(&light_key);
+    let light = script(&b, "PLAIN", user, password, &["rate", "q", "6", "200", "0.2"]);
+    let (ok, output) = heavy.join().unwrap();
+    assert!(ok, "the heavy client failed:\n{output}\nbroker stderr:\n{}", b.stderr());
+    let heavy: Value = output.lines().find_map(|l| serde_json::from_str(l).ok()).unwrap();
+    let (light, heavy_bytes) = (&light[0], heavy["bytes"].as_f64().unwrap());
+    let heavy_rate = heavy_bytes / heavy["elapsed"].as_f64().unwrap();
+    // At most the burst (10 s of the rate) plus the rate itself, with slack for one
+    // batch charged after the fact; unthrottled, this client writes megabytes.
+    let bound = (50_000.0 + 5_000.0 * heavy["elapsed"].as_f64().unwrap()) * 1.5;
+    assert!(heavy_bytes <= bound, "heavy wrote {heavy_bytes} bytes (bound {bound}): {heavy}");
+    assert!(heavy_bytes >= 50_000.0, "heavy was held below its quota: {heavy}");
+    assert_eq!(heavy["errors"], json!([]), "throttled, never refused: {heavy}");
+    assert_eq!(light["errors"], json!([]), "{light}");
+    assert!(light["delivered"].as_u64().unwrap() >= 10, "{light}");
+    assert!(light["latency_max"].as_f64().unwrap() < 1.5, "the light key was slowed: {light}");
+    eprintln!("heavy {heavy_rate:.0} B/s over its 5000 B/s quota (10 s burst); light {light}");
 }

@@ -87,6 +87,8 @@ fn make_ca(root: &Path, name: &str, cn: &str) -> Issuer<'static, KeyPair> {
     let key = KeyPair::generate().unwrap();
     let cert = params.self_signed(&key).unwrap();
     std::fs::write(root.join(format!("{name}.pem")), cert.pem()).unwrap();
+    // Kept to issue a renewed broker certificate (the reload test).
+    std::fs::write(root.join(format!("{name}-key.pem")), key.serialize_pem()).unwrap();
     Issuer::new(params, key)
 }
 
@@ -406,4 +408,63 @@ fn half_configured_tls_is_a_startup_error_naming_the_setting() {
     assert!(e.contains("do not fit together"), "{e}");
     let e = start_fails(&["--tls-principal-rule", "cn:x=00000000000000aa"]);
     assert!(e.contains("--tls-client-ca"), "{e}");
+}
+
+/// The subject line of the certificate `addr` presents to a new connection.
+fn presented_subject(pki: &Pki, addr: &str) -> String {
+    let out =
+        run(Command::new("openssl").args(["s_client", "-connect", addr, "-CAfile", &pki.cert("ca")]), "");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines().find(|l| l.starts_with("subject=")).unwrap_or("no subject").to_owned()
+}
+
+/// Issues a new broker certificate (CN `cn`) from the test CA, over the old files:
+/// written beside them and renamed, as a certificate manager does.
+fn reissue_server(pki: &Pki, cn: &str) {
+    let ca_key = std::fs::read_to_string(pki.path("ca-key.pem")).unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name.push(DnType::CommonName, "es test CA");
+    let ca = Issuer::new(params, KeyPair::from_pem(&ca_key).unwrap());
+    let staging = pki.root.join("staging");
+    std::fs::create_dir_all(&staging).unwrap();
+    let sans = ["127.0.0.1", "localhost"];
+    leaf(&staging, "server", &ca, cn, &sans, ExtendedKeyUsagePurpose::ServerAuth);
+    for f in ["server-key.pem", "server.pem"] {
+        std::fs::rename(staging.join(f), pki.root.join(f)).unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificates_reload_on_file_change_and_sighup_without_dropping_connections() {
+    let pki = Pki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let b = start(dir.path(), &pki.server_flags(false), false);
+    let http_addr = b.url.trim_start_matches("https://").to_owned();
+    assert!(presented_subject(&pki, &b.kafka_addr).contains("es broker"), "the first certificate");
+    let tls = ClientTls::from_ca_file(Path::new(&pki.cert("ca"))).unwrap();
+    let old = binary(&b, Some(tls)).await.unwrap();
+    old.create_topic("reload", 1, vec![]).await.unwrap();
+
+    // A changed file is seen within the watch interval: new connections get it.
+    reissue_server(&pki, "es broker renewed");
+    b.wait_for_stderr("TLS certificates reloaded");
+    for addr in [&http_addr, &b.binary_addr, &b.kafka_addr] {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !presented_subject(&pki, addr).contains("renewed") {
+            assert!(std::time::Instant::now() < deadline, "{addr} never presented the new certificate");
+        }
+    }
+    // The connection opened before the change keeps working on its session.
+    old.produce("reload", 0, batch("after the file change")).await.unwrap();
+
+    // SIGHUP reloads too (here: the same files again, then a third certificate).
+    reissue_server(&pki, "es broker third");
+    b.signal("HUP");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !presented_subject(&pki, &b.kafka_addr).contains("third") {
+        assert!(std::time::Instant::now() < deadline, "SIGHUP never put the third certificate in force");
+    }
+    old.produce("reload", 0, batch("after SIGHUP")).await.unwrap();
+    assert!(b.stderr().matches("TLS certificates reloaded").count() >= 2, "{}", b.stderr());
 }

@@ -49,3 +49,5 @@ pub const AUTH_FAILURES_PER_S_PER_ADDRESS_DEFAULT: u64 = 2;
 pub const AUTH_FAILURES_PER_S_PER_KEY_DEFAULT: u64 = 5;
 /// Failures allowed at once before the limits above apply.
 pub const AUTH_FAILURES_BURST_DEFAULT: u64 = 10;
+/// Default burst of a request-rate limit, in seconds of its rate.
+pub const REQUEST_RATE_BURST_SECONDS_DEFAULT: u64 = 1;

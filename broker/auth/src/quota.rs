@@ -267,6 +267,12 @@ impl RequestRateLimits {
         let by_key = key.map_or(0, |k| self.by_key.charge(k, 1));
         self.by_address.charge(&address, 1).max(by_key)
     }
+
+    /// How long the next request from `address` for `key` must wait, charging nothing.
+    pub fn throttle_ms(&mut self, address: IpAddr, key: Option<&KeyId>) -> u64 {
+        let by_key = key.map_or(0, |k| self.by_key.throttle_ms(k));
+        self.by_address.throttle_ms(&address).max(by_key)
+    }
 }
 
 #[cfg(test)]

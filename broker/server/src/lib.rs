@@ -14,7 +14,7 @@ pub mod groups;
 mod http;
 pub mod kafka;
 pub mod limits;
-mod listener;
+pub mod listener;
 pub mod metrics;
 pub use es_core::partitioner;
 pub mod plugins;

@@ -71,3 +71,20 @@ pub const HTTP_TLS_HANDSHAKES_MAX: usize = 1024;
 /// A cluster leader's answer to a forwarded schema-registry write, at most (the
 /// answers are small JSON bodies; this bounds what a follower buffers).
 pub const FORWARDED_ANSWER_BYTES_MAX: usize = 16 << 20;
+/// HTTP: the longest a 429 for a throttled caller is held before it is sent (the
+/// rest of the wait is in `Retry-After`), so a client that retries at once is slowed.
+pub const HTTP_THROTTLE_DELAY_MS_MAX: u64 = 1_000;
+/// Every listener: connections open at once from one client address by default.
+pub const CONNECTIONS_PER_ADDRESS_MAX_DEFAULT: usize = 256;
+/// Every listener: a connection the client sends nothing on for this long is closed
+/// (Kafka's `connections.max.idle.ms` is 10 minutes; longer than any long poll).
+pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 600_000;
+/// Kafka and binary with auth on: how long a new connection has to log in.
+pub const AUTH_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+/// HTTP: how long a client has to send a request's headers (from the connection's
+/// start or its previous response) once it has sent a byte of them.
+pub const HTTP_HEADER_READ_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+/// HTTP: connections open at once; more are refused at accept.
+pub const HTTP_CONNECTIONS_MAX_DEFAULT: usize = 4096;
+/// TLS: how often the certificate files are looked at for a change to reload.
+pub const TLS_WATCH_INTERVAL_MS: u64 = 1_000;

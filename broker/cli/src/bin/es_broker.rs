@@ -227,6 +227,28 @@ fn broker_options(cfg: &Effective, auth: es_server::auth::AuthOptions) -> Broker
             enabled: cfg.flag("metrics.enabled"),
             kafka_compat: cfg.flag("metrics.kafka_compat"),
         },
+        listeners: listener_limits(cfg),
+    }
+}
+
+/// The `[http]`, `[binary]` and `[kafka]` caps and timeouts.
+fn listener_limits(cfg: &Effective) -> es_server::listener::Listeners {
+    let ms = |id: &str| cfg.int(id).unwrap_or(0);
+    let one = |section: &str, connections_max: usize| es_server::listener::ListenerLimits {
+        connections_max,
+        connections_per_address_max: size(cfg.int(&format!("{section}.max_connections_per_address"))),
+        idle_timeout_ms: ms(&format!("{section}.idle_timeout_ms")),
+        // HTTP has none: its header-read timeout bounds a stranger instead.
+        auth_timeout_ms: match section {
+            "http" => es_server::limits::AUTH_TIMEOUT_MS_DEFAULT,
+            _ => ms(&format!("{section}.auth_timeout_ms")),
+        },
+    };
+    es_server::listener::Listeners {
+        http: one("http", size(cfg.int("http.max_connections"))),
+        binary: one("binary", es_server::limits::BINARY_CONNECTIONS_MAX),
+        kafka: one("kafka", es_server::limits::KAFKA_CONNECTIONS_MAX),
+        http_header_read_timeout_ms: ms("http.header_read_timeout_ms"),
     }
 }
 
@@ -347,6 +369,28 @@ pub fn listeners_tls(cfg: &Effective) -> anyhow::Result<ListenersTls> {
     Ok(tls)
 }
 
+/// Reloads the listeners' certificates on SIGHUP and when their files change
+/// (looked at every `TLS_WATCH_INTERVAL_MS`), without touching open connections.
+fn reload_tls_on_change(tls: &ListenersTls) -> anyhow::Result<()> {
+    let all: Vec<ServerTls> = [&tls.http, &tls.binary, &tls.kafka].into_iter().flatten().cloned().collect();
+    if all.is_empty() {
+        return Ok(());
+    }
+    let every = std::time::Duration::from_millis(es_server::limits::TLS_WATCH_INTERVAL_MS);
+    tokio::spawn(es_server::tls::watch_files(all.clone(), every));
+    let mut hangup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            for t in &all {
+                if let Err(e) = t.reload() {
+                    eprintln!("es-broker: SIGHUP: {e}; the old certificates stay in force");
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
 /// What a `listening on` line adds for a TLS listener.
 fn tls_note(tls: &Option<ServerTls>) -> &'static str {
     match tls {
@@ -435,6 +479,7 @@ async fn serve(
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    reload_tls_on_change(&tls)?;
     let kafka_service = state.service.clone();
     let kafka_task =
         tokio::spawn(es_server::serve_kafka(kafka_listener, kafka_service, node, tls.kafka, stop_rx.clone()));
@@ -495,6 +540,8 @@ fn auth_options(cfg: &Effective) -> anyhow::Result<es_server::auth::AuthOptions>
         bootstrap_key: inline.or(from_file),
         pepper_file: cfg.path("auth.pepper_file"),
         quota,
+        requests_per_s_per_key: cfg.int("auth.requests_per_s_per_key"),
+        requests_per_s_per_address: cfg.int("auth.requests_per_s_per_address"),
         kafka: es_server::auth::KafkaSaslOptions {
             allow_plaintext_plain: cfg.flag("kafka.allow_plaintext_plain"),
             session_lifetime_ms: cfg.int("auth.kafka_session_lifetime_ms").unwrap_or(0),

@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use es_auth::{
     ApiKey, AuthFailureLimits, AuthState, ByteQuotas, Command, CredentialSource, Grant, Issuer, KeyId,
-    MechanismSession, Operation, PatternType, Pepper, PlainSession, QuotaConfig, ResourceType,
-    ScramMechanism, ScramSession,
+    MechanismSession, Operation, PatternType, Pepper, PlainSession, QuotaConfig, RequestRateLimits,
+    ResourceType, ScramMechanism, ScramSession,
 };
 use es_core::Clock;
 use serde::{Deserialize, Serialize};
@@ -44,6 +44,9 @@ pub struct AuthOptions {
     pub pepper_file: Option<PathBuf>,
     /// The default byte-rate quotas of every key.
     pub quota: KeyQuota,
+    /// Requests per second per key and per client address (`None`: unlimited).
+    pub requests_per_s_per_key: Option<u64>,
+    pub requests_per_s_per_address: Option<u64>,
     /// SASL on the Kafka listener.
     pub kafka: KafkaSaslOptions,
     /// SASL mechanisms offered, in order (`--auth-mechanisms`): `PLAIN`,
@@ -110,6 +113,8 @@ pub struct Auth {
     clock: Arc<dyn Clock>,
     failures: Mutex<AuthFailureLimits>,
     quotas: Mutex<ByteQuotas>,
+    /// Request-rate limits; `None` when neither rate is set.
+    requests: Option<Mutex<RequestRateLimits>>,
     /// Per-key successes, failures, denials and throttling, for metrics.
     stats: crate::metrics::KeyStats,
     /// The configured SASL mechanisms, in the order they are offered.
@@ -148,6 +153,7 @@ impl Auth {
             store,
             clock: clock.clone(),
             failures: Mutex::new(AuthFailureLimits::new(clock.clone())),
+            requests: request_limits(options, clock.clone()),
             quotas: Mutex::new(ByteQuotas::new(quota, clock)),
             stats: crate::metrics::KeyStats::default(),
             mechanisms,
@@ -329,6 +335,17 @@ impl Auth {
         self.quotas.lock().expect("quotas lock").charge(key, direction, bytes)
     }
 
+    /// Charges one served request from `from` for `key` after the fact; the
+    /// throttle it must honour (0 with no request-rate limit set).
+    pub fn charge_request(&self, from: IpAddr, key: Option<&KeyId>) -> u64 {
+        self.requests.as_ref().map_or(0, |r| r.lock().expect("request limits lock").charge(from, key))
+    }
+
+    /// How long the next request from `from` for `key` must wait, charging nothing.
+    pub fn request_throttle_ms(&self, from: IpAddr, key: Option<&KeyId>) -> u64 {
+        self.requests.as_ref().map_or(0, |r| r.lock().expect("request limits lock").throttle_ms(from, key))
+    }
+
     /// Claims `group` for `key` on its first use (join or commit). A no-op when
     /// the key owns it already, which is every call but the first.
     pub fn claim_group(&self, key: &KeyId, group: &str) -> Result<()> {
@@ -350,6 +367,17 @@ impl Auth {
             Ok((vec![state.plan_claim_producer_id(&principal, producer_id).map_err(internal)?], ()))
         })
     }
+}
+
+/// The request-rate limiters, when either rate is set; the unset one is unlimited.
+fn request_limits(options: &AuthOptions, clock: Arc<dyn Clock>) -> Option<Mutex<RequestRateLimits>> {
+    if options.requests_per_s_per_key.is_none() && options.requests_per_s_per_address.is_none() {
+        return None;
+    }
+    let per_key = options.requests_per_s_per_key.unwrap_or(u64::MAX);
+    let per_address = options.requests_per_s_per_address.unwrap_or(u64::MAX);
+    let burst = es_auth::limits::REQUEST_RATE_BURST_SECONDS_DEFAULT;
+    Some(Mutex::new(RequestRateLimits::new(per_address, per_key, burst, clock)))
 }
 
 pub fn cluster_admin(id: &KeyId) -> Grant {

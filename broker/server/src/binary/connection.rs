@@ -13,10 +13,20 @@ use super::BinaryState;
 use super::command;
 use crate::auth::AuthFailure;
 use crate::limits::BINARY_IN_FLIGHT_MAX;
+use crate::listener::{ListenerLimits, sleep_or_never};
 use crate::service::{BrokerError, Principal};
 use crate::tls::{Peer, Stream};
 
-pub async fn run(stream: Stream, conn: Peer, state: BinaryState, mut shutdown: watch::Receiver<bool>) {
+/// Serves one connection; closes it when the client sends nothing for
+/// `limits.idle_timeout_ms`, and (auth on) when it has not authenticated
+/// `limits.auth_timeout_ms` after it opened.
+pub async fn run(
+    stream: Stream,
+    conn: Peer,
+    state: BinaryState,
+    limits: ListenerLimits,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let peer = conn.addr;
     let (mut read, write) = tokio::io::split(stream);
     let (tx, rx) = mpsc::channel::<Vec<u8>>(BINARY_IN_FLIGHT_MAX);
@@ -27,6 +37,8 @@ pub async fn run(stream: Stream, conn: Peer, state: BinaryState, mut shutdown: w
     // A client certificate a rule maps to a key is that key from the start (mTLS);
     // an Authenticate step replaces it.
     let mut who = conn.tls_key.clone().map_or(Principal::ANONYMOUS, Principal::key);
+    let auth_on = state.service.registry().auth().enabled();
+    let login_by = tokio::time::Instant::now() + std::time::Duration::from_millis(limits.auth_timeout_ms);
     loop {
         let frame = match decode_frame(&mut buf, FRAME_BYTES_MAX) {
             Ok(Some(frame)) => frame,
@@ -37,6 +49,14 @@ pub async fn run(stream: Stream, conn: Peer, state: BinaryState, mut shutdown: w
                         Ok(_) => continue,
                     },
                     _ = shutdown.wait_for(|s| *s) => break,
+                    _ = sleep_or_never(limits.idle()) => {
+                        tracing::debug!(%peer, "binary: idle past the idle timeout; closing the connection");
+                        break;
+                    }
+                    _ = tokio::time::sleep_until(login_by), if auth_on && who.key.is_none() => {
+                        tracing::info!(%peer, "binary: no Authenticate within the auth timeout; closing the connection");
+                        break;
+                    }
                 }
             }
             Err(e) => {
@@ -90,6 +110,16 @@ pub async fn run(stream: Stream, conn: Peer, state: BinaryState, mut shutdown: w
         // not failed.
         let Ok(slot) = window.clone().acquire_owned().await else { break };
         command::dispatch(req, id, &state, who.clone(), tx.clone(), slot).await;
+        // Over its request rate, the connection is served and then not read for the
+        // throttle, as Kafka does: slowed, never refused or closed.
+        let auth = state.service.registry().auth();
+        let ms = auth.charge_request(peer.ip(), who.key.as_ref());
+        if ms > 0 {
+            tokio::select! {
+                _ = tokio::time::sleep(std::time::Duration::from_millis(ms)) => {}
+                _ = shutdown.wait_for(|s| *s) => break,
+            }
+        }
     }
     drop(tx);
     let drain = std::time::Duration::from_millis(crate::limits::SHUTDOWN_DRAIN_MS);

@@ -41,16 +41,16 @@ pub async fn serve_binary(
     tls: Option<crate::tls::ServerTls>,
     shutdown: watch::Receiver<bool>,
 ) {
-    let max = crate::limits::BINARY_CONNECTIONS_MAX;
+    let limits = state.service.registry().options().listeners.binary;
     let metrics = state.service.metrics().clone();
     crate::listener::accept_until_shutdown(
         listener,
         "binary",
-        max,
+        limits,
         (metrics, crate::metrics::Protocol::Binary),
         tls,
         shutdown,
-        move |stream, peer, shutdown| connection::run(stream, peer, state.clone(), shutdown),
+        move |stream, peer, shutdown| connection::run(stream, peer, state.clone(), limits, shutdown),
     )
     .await;
 }

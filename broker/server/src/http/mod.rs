@@ -3,6 +3,7 @@
 //! and then drains in-flight requests.
 
 mod accept;
+mod conn_watch;
 mod error;
 pub(crate) mod forward;
 pub(crate) mod group_sessions;
@@ -151,13 +152,19 @@ struct Served;
 
 async fn authenticate_and_authorize(state: AppState, mut req: Request, next: Next) -> Response {
     let auth = state.registry.auth().clone();
-    let peer = req.extensions().get::<axum::extract::ConnectInfo<crate::tls::Peer>>().map(|c| c.0.clone());
+    let conn = req.extensions().get::<axum::extract::ConnectInfo<accept::HttpPeer>>().map(|c| c.0.clone());
+    // The head is in: the connection's between-requests timeouts stop until the answer.
+    let _serving = conn.as_ref().map(|c| c.watch.serving());
+    let peer = conn.map(|c| c.peer);
     let from = peer.as_ref().map_or(std::net::IpAddr::from([0, 0, 0, 0]), |p| p.addr.ip());
     let tls_key = peer.and_then(|p| p.tls_key);
     let who = match authenticate(&auth, req.headers(), from, tls_key) {
         Ok(who) => who,
         Err(e) => return e.into_response(),
     };
+    if let Some(refusal) = over_request_rate(&auth, from, &who).await {
+        return refusal;
+    }
     let method = req.method().as_str().to_ascii_lowercase();
     if let Some((call, params)) = routes::call_for(&method, req.uri().path()) {
         let public = call.access() == crate::service::Access::Public;
@@ -172,6 +179,23 @@ async fn authenticate_and_authorize(state: AppState, mut req: Request, next: Nex
     let mut response = next.run(req).await;
     response.extensions_mut().insert(Served);
     response
+}
+
+/// A 429 for a caller over its request rate, sent after a short delay (at most
+/// [`limits::HTTP_THROTTLE_DELAY_MS_MAX`]) so a client that retries at once is
+/// slowed even if it ignores `Retry-After`. A request under it is charged here.
+async fn over_request_rate(
+    auth: &crate::auth::Auth,
+    from: std::net::IpAddr,
+    who: &crate::service::Principal,
+) -> Option<Response> {
+    let ms = auth.request_throttle_ms(from, who.key.as_ref());
+    if ms == 0 {
+        auth.charge_request(from, who.key.as_ref());
+        return None;
+    }
+    tokio::time::sleep(Duration::from_millis(ms.min(limits::HTTP_THROTTLE_DELAY_MS_MAX))).await;
+    Some(BrokerError::Throttled { ms }.into_response())
 }
 
 /// The bearer key of a request, if it sends one, else the key its client
@@ -269,7 +293,8 @@ pub async fn serve(
     registry: Arc<Registry>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let listener = accept::HttpListener::new(listener, tls)?;
+    let limits = registry.options().listeners;
+    let listener = accept::HttpListener::new(listener, tls, limits.http, limits.http_header_read_timeout_ms)?;
     let (tx, rx) = watch::channel(false);
     let mut stopping = rx.clone();
     let app = router(registry.clone(), rx);
@@ -278,7 +303,7 @@ pub async fn serve(
         registry.begin_shutdown();
         let _ = tx.send(true);
     };
-    let app = app.into_make_service_with_connect_info::<crate::tls::Peer>();
+    let app = app.into_make_service_with_connect_info::<accept::HttpPeer>();
     let server = axum::serve(listener, app).with_graceful_shutdown(signal).into_future();
     let drain_deadline = async move {
         if stopping.wait_for(|s| *s).await.is_err() {

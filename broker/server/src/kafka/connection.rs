@@ -1,7 +1,8 @@
 //! One Kafka connection: a reader that frames and decodes requests in order and
 //! starts each (a produce is appended before the next frame is read), and a writer
 //! that sends the replies strictly in request order. A malformed frame closes this
-//! connection only, after the replies before it are written.
+//! connection only, after the replies before it are written. A throttled
+//! connection is muted: nothing more is read until its throttle has passed (KIP-219).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,28 +15,49 @@ use tokio::sync::{mpsc, watch};
 use super::Ctx;
 use super::dispatch::{self, Pending, Reply};
 use super::sasl::{Gate, SaslConn};
+use super::throttle::Mute;
 use crate::limits::{KAFKA_IN_FLIGHT_MAX, SHUTDOWN_DRAIN_MS};
+use crate::listener::{ListenerLimits, sleep_or_never};
 use crate::tls::{Peer, Stream};
 
 /// Replies coalesced into one write at most.
 const WRITE_COALESCE_BYTES: usize = 1 << 20;
 
 /// Serves one connection. `conn` says whether it runs over TLS and which key a
-/// client certificate mapped to (`conn.tls`, `conn.tls_key`).
-pub async fn run(stream: Stream, conn: Peer, ctx: Arc<Ctx>, mut shutdown: watch::Receiver<bool>) {
+/// client certificate mapped to (`conn.tls`, `conn.tls_key`). A connection is
+/// closed when the client sends nothing for `limits.idle_timeout_ms`, and (auth on)
+/// when it has not logged in `limits.auth_timeout_ms` after it opened.
+pub async fn run(
+    stream: Stream,
+    conn: Peer,
+    ctx: Arc<Ctx>,
+    limits: ListenerLimits,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let peer = conn.addr;
     let (mut read, write) = tokio::io::split(stream);
     let (tx, rx) = mpsc::channel::<Pending>(KAFKA_IN_FLIGHT_MAX);
     let writer = tokio::spawn(write_loop(write, rx, peer));
     let mut sasl = SaslConn::new(ctx.service.registry().auth(), conn.tls).with_certificate(conn.tls_key);
     let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mute = Arc::new(Mute::default());
+    let login_by = tokio::time::Instant::now() + std::time::Duration::from_millis(limits.auth_timeout_ms);
     loop {
-        let limits = sasl.frame_limits();
-        let frame = match split_frame(&mut buf, limits) {
+        // Muted: read nothing, not even a frame already buffered, until the
+        // throttle has passed, so a client that ignores throttle_time_ms waits too.
+        if let Some(at) = mute.until() {
+            tokio::select! {
+                _ = tokio::time::sleep_until(at.into()) => {}
+                _ = shutdown.wait_for(|s| *s) => break,
+                _ = tx.closed() => break,
+            }
+        }
+        let frame_limits = sasl.frame_limits();
+        let frame = match split_frame(&mut buf, frame_limits) {
             Ok(Some(frame)) => frame,
             Ok(None) => {
                 // Grow to the announced (capped) frame at most, never to a wire count.
-                if let Ok(Some(size)) = frame_size(&buf, limits) {
+                if let Ok(Some(size)) = frame_size(&buf, frame_limits) {
                     buf.reserve((size + 4).saturating_sub(buf.len()));
                 }
                 tokio::select! {
@@ -49,6 +71,14 @@ pub async fn run(stream: Stream, conn: Peer, ctx: Arc<Ctx>, mut shutdown: watch:
                         tracing::info!(%peer, "kafka: the SASL session expired; closing the connection");
                         break;
                     }
+                    _ = sleep_or_never(limits.idle()) => {
+                        tracing::debug!(%peer, "kafka: idle past the idle timeout; closing the connection");
+                        break;
+                    }
+                    _ = tokio::time::sleep_until(login_by), if !sasl.has_principal() => {
+                        tracing::info!(%peer, "kafka: no SASL login within the auth timeout; closing the connection");
+                        break;
+                    }
                 }
             }
             Err(e) => {
@@ -56,7 +86,7 @@ pub async fn run(stream: Stream, conn: Peer, ctx: Arc<Ctx>, mut shutdown: watch:
                 break;
             }
         };
-        let (pending, close) = match start(&ctx, &mut sasl, peer, frame).await {
+        let (pending, close) = match start(&ctx, &mut sasl, peer, frame, &mute).await {
             Ok(started) => started,
             Err(e) => {
                 tracing::warn!(%peer, error = %e, "kafka: refusing a request; closing the connection");
@@ -95,10 +125,16 @@ async fn start(
     sasl: &mut SaslConn,
     peer: SocketAddr,
     frame: Bytes,
+    mute: &Arc<Mute>,
 ) -> Result<(Pending, bool), String> {
     match decode_request(frame) {
         Ok(req) => match sasl.gate(req.header.api_key, std::time::Instant::now()) {
-            Gate::Serve(who) => Ok((dispatch::begin(ctx, peer, req, who).await, false)),
+            Gate::Serve(who) => {
+                // A request over its rate limit is still served; the connection is
+                // then muted like a byte-rate throttle.
+                mute.hold(ctx.service.registry().auth().charge_request(peer.ip(), who.key.as_ref()));
+                Ok((dispatch::begin(ctx, peer, req, who, mute.clone()).await, false))
+            }
             Gate::Sasl => {
                 let answer = sasl.answer(ctx.service.registry().auth(), peer, &req.header, req.request);
                 Ok((answer.pending, answer.close))

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use es_kafka::kafka_protocol::protocol::{Encodable, HeaderVersion};
 use es_kafka::{DecodedRequest, Header, KafkaRequest, api_versions_response, encode_response};
 
+use super::throttle::Mute;
 use super::{Ctx, admin, configs, coordinator, fetch, groups, metadata, offsets, produce, producers};
 use crate::service::Principal;
 
@@ -40,14 +41,21 @@ pub fn reply<R: Encodable + HeaderVersion>(header: &Header, version: i16, respon
 }
 
 /// Starts one request: phase one of a produce now, everything else in a task.
-/// `who` is the connection's SASL principal (anonymous with auth off).
-pub async fn begin(ctx: &Arc<Ctx>, peer: SocketAddr, req: DecodedRequest, who: Principal) -> Pending {
+/// `who` is the connection's SASL principal (anonymous with auth off); a produce
+/// or fetch over its quota holds `mute` (KIP-219).
+pub async fn begin(
+    ctx: &Arc<Ctx>,
+    peer: SocketAddr,
+    req: DecodedRequest,
+    who: Principal,
+    mute: Arc<Mute>,
+) -> Pending {
     let DecodedRequest { header, request, .. } = req;
     let (started, api) = (std::time::Instant::now(), header.api_key as i16);
     let metrics = ctx.service.metrics().clone();
     match request {
         KafkaRequest::Produce(r) => {
-            let pending = produce::begin(ctx, header, r, who).await;
+            let pending = produce::begin(ctx, header, r, who, &mute).await;
             if !metrics.enabled() {
                 return pending;
             }
@@ -62,7 +70,7 @@ pub async fn begin(ctx: &Arc<Ctx>, peer: SocketAddr, req: DecodedRequest, who: P
         other => {
             let ctx = ctx.clone();
             tokio::spawn(async move {
-                let reply = answer(&ctx, peer, &header, other, &who).await;
+                let reply = answer(&ctx, peer, &header, other, &who, &mute).await;
                 metrics.kafka_request(api, started.elapsed());
                 reply
             })
@@ -72,7 +80,14 @@ pub async fn begin(ctx: &Arc<Ctx>, peer: SocketAddr, req: DecodedRequest, who: P
 
 /// Answers every request but Produce. Exhaustive: an API the codec decodes does not
 /// compile without its arm here.
-async fn answer(ctx: &Ctx, peer: SocketAddr, h: &Header, req: KafkaRequest, who: &Principal) -> Reply {
+async fn answer(
+    ctx: &Ctx,
+    peer: SocketAddr,
+    h: &Header,
+    req: KafkaRequest,
+    who: &Principal,
+    mute: &Mute,
+) -> Reply {
     let v = h.api_version;
     match req {
         KafkaRequest::ApiVersions(_) => {
@@ -81,7 +96,7 @@ async fn answer(ctx: &Ctx, peer: SocketAddr, h: &Header, req: KafkaRequest, who:
         }
         KafkaRequest::Metadata(r) => reply(h, v, &metadata::metadata(ctx, who, v, r)),
         KafkaRequest::DescribeCluster(r) => reply(h, v, &metadata::describe_cluster(ctx, v, r)),
-        KafkaRequest::Fetch(r) => reply(h, v, &fetch::fetch(ctx, who, v, r).await),
+        KafkaRequest::Fetch(r) => reply(h, v, &fetch::fetch(ctx, who, v, r, mute).await),
         KafkaRequest::ListOffsets(r) => reply(h, v, &offsets::list_offsets(ctx, who, v, r).await),
         KafkaRequest::OffsetForLeaderEpoch(r) => reply(h, v, &offsets::offset_for_leader_epoch(ctx, who, r)),
         KafkaRequest::InitProducerId(r) => reply(h, v, &producers::init_producer_id(ctx, who, r).await),

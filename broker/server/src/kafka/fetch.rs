@@ -2,7 +2,8 @@
 //! `max_bytes` (KIP-74); records are never null (librdkafka fails a whole response
 //! on a null); `preferred_read_replica` -1; the long poll is the service's. No fetch
 //! sessions: session id 0 tells clients to send full fetches. Topics are named by
-//! id from v13.
+//! id from v13. A fetch over its key's quota is served in full and answered with
+//! `throttle_time_ms`; the connection is then muted for as long (KIP-219).
 
 use es_kafka::kafka_protocol::messages::fetch_request::FetchTopic;
 use es_kafka::kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
@@ -12,6 +13,7 @@ use uuid::Uuid;
 
 use super::Ctx;
 use super::error::{code, kafka_code};
+use super::throttle::Mute;
 use crate::limits::WAIT_MS_MAX;
 use crate::service::error::BrokerError;
 use crate::service::fetch::{self, FetchPartition};
@@ -24,7 +26,13 @@ struct Slot {
     read: Result<FetchPartition, i16>,
 }
 
-pub async fn fetch(ctx: &Ctx, who: &Principal, _version: i16, req: FetchRequest) -> FetchResponse {
+pub async fn fetch(
+    ctx: &Ctx,
+    who: &Principal,
+    _version: i16,
+    req: FetchRequest,
+    mute: &Mute,
+) -> FetchResponse {
     let mut topics: Vec<FetchableTopicResponse> = Vec::with_capacity(req.topics.len());
     let mut slots = Vec::new();
     let auth = ctx.service.registry().auth();
@@ -62,7 +70,14 @@ pub async fn fetch(ctx: &Ctx, who: &Principal, _version: i16, req: FetchRequest)
         };
         topics[slot.topic].partitions.push(data);
     }
-    FetchResponse::default().with_responses(topics)
+    let throttle = ctx.service.throttle_ms(who, crate::service::quota::Direction::Fetch);
+    mute.hold(throttle);
+    FetchResponse::default().with_responses(topics).with_throttle_time_ms(throttle_field(throttle))
+}
+
+/// A throttle as the i32 Kafka's `throttle_time_ms` fields hold.
+pub(super) fn throttle_field(ms: u64) -> i32 {
+    i32::try_from(ms).unwrap_or(i32::MAX)
 }
 
 /// The service's long poll over every readable partition (none: nothing to wait for).

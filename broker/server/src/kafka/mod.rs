@@ -22,6 +22,7 @@ mod offsets;
 mod produce;
 mod producers;
 mod sasl;
+mod throttle;
 
 use std::sync::Arc;
 
@@ -59,15 +60,15 @@ pub async fn serve_kafka(
     let service = service.with_protocol(crate::metrics::Protocol::Kafka);
     let metrics = service.metrics().clone();
     let ctx = Arc::new(Ctx { service, node });
-    let max = crate::limits::KAFKA_CONNECTIONS_MAX;
+    let limits = ctx.service.registry().options().listeners.kafka;
     crate::listener::accept_until_shutdown(
         listener,
         "kafka",
-        max,
+        limits,
         (metrics, crate::metrics::Protocol::Kafka),
         tls,
         shutdown,
-        move |stream, peer, shutdown| connection::run(stream, peer, ctx.clone(), shutdown),
+        move |stream, peer, shutdown| connection::run(stream, peer, ctx.clone(), limits, shutdown),
     )
     .await;
 }

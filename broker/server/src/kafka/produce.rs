@@ -3,7 +3,9 @@
 //! before the next frame is read, and acknowledged once durable. The fsync waits of
 //! one connection's produces overlap; a wait longer than the request's `timeout_ms`
 //! answers REQUEST_TIMED_OUT (the batch may still be written, as with Kafka). acks=0
-//! gets no response at all.
+//! gets no response at all. A produce over its key's quota is appended all the
+//! same and answered with `throttle_time_ms`; the connection is muted for that long
+//! (KIP-219), acks=0 included.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +23,7 @@ use uuid::Uuid;
 
 use super::dispatch::{Pending, Reply, ready, reply};
 use super::error::{code, kafka_code};
+use super::throttle::Mute;
 use super::{Ctx, sb};
 use crate::service::error::BrokerError;
 use crate::service::produce::{PartitionBatch, PendingProduce, ProduceAck};
@@ -46,13 +49,22 @@ struct TopicParts {
 }
 
 /// Phase one: every append of the request, in frame order. Returns the reply's task.
-pub async fn begin(ctx: &Arc<Ctx>, header: Header, req: ProduceRequest, who: Principal) -> Pending {
+pub async fn begin(
+    ctx: &Arc<Ctx>,
+    header: Header,
+    req: ProduceRequest,
+    who: Principal,
+    mute: &Mute,
+) -> Pending {
     let acks = req.acks;
     let bad_acks = !matches!(acks, -1..=1);
     let mut topics = Vec::with_capacity(req.topic_data.len());
     for t in req.topic_data {
         topics.push(begin_topic(&ctx.service, &who, t, bad_acks).await);
     }
+    // Charged as the appends began: mute now, before the next frame is read.
+    let throttle = ctx.service.throttle_ms(&who, crate::service::quota::Direction::Produce);
+    mute.hold(throttle);
     if acks == 0 {
         // Nothing to answer; the appends still complete (and are durable) on their own.
         tokio::spawn(finish(topics, None));
@@ -63,7 +75,10 @@ pub async fn begin(ctx: &Arc<Ctx>, header: Header, req: ProduceRequest, who: Pri
     tokio::spawn(async move {
         let deadline = timeout.map(|t| Instant::now() + t);
         let responses = finish(topics, deadline).await;
-        reply(&header, version, &ProduceResponse::default().with_responses(responses))
+        let response = ProduceResponse::default()
+            .with_responses(responses)
+            .with_throttle_time_ms(super::fetch::throttle_field(throttle));
+        reply(&header, version, &response)
     })
 }
 

@@ -107,6 +107,12 @@ impl SaslConn {
         }
     }
 
+    /// Whether a login (or a mapped client certificate, or auth being off) has
+    /// given the connection a principal.
+    pub fn has_principal(&self) -> bool {
+        self.principal.is_some()
+    }
+
     /// When the login in force ends, if it does.
     pub fn expires_at(&self) -> Option<Instant> {
         self.expires_at

@@ -60,6 +60,8 @@ pub struct BrokerOptions {
     pub journal_dir: Option<PathBuf>,
     /// Whether metrics are kept, and the Kafka-compatible names.
     pub metrics: crate::metrics::MetricsOptions,
+    /// Each listener's connection caps and timeouts.
+    pub listeners: crate::listener::Listeners,
 }
 
 impl BrokerOptions {
@@ -77,6 +79,7 @@ impl BrokerOptions {
             journal: true,
             journal_dir: None,
             metrics: crate::metrics::MetricsOptions::default(),
+            listeners: crate::listener::Listeners::default(),
         }
     }
 }

@@ -71,7 +71,7 @@ impl Service {
 
     async fn fetch_polling(&self, principal: &Principal, req: FetchRequest) -> Result<Fetched> {
         check_shape(&req)?;
-        self.quotas.check(principal, Direction::Fetch)?;
+        self.refuse_while_throttled(principal, Direction::Fetch)?;
         let handles: Vec<Result<PartitionHandle>> =
             req.partitions.iter().map(|p| self.fetch_handle(principal, p)).collect();
         let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms);

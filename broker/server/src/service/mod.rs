@@ -52,6 +52,22 @@ impl Service {
         self
     }
 
+    /// Refuses a request of `d` while `principal` is throttled, on the listeners
+    /// that refuse (HTTP, binary). Kafka is never refused: it mutes the connection
+    /// instead (KIP-219), after answering.
+    fn refuse_while_throttled(&self, principal: &Principal, d: quota::Direction) -> Result<()> {
+        match self.protocol {
+            Protocol::Http | Protocol::Binary => self.quotas.check(principal, d),
+            Protocol::Kafka => Ok(()),
+        }
+    }
+
+    /// How long `principal` must wait before its next request of `d` (0: not at
+    /// all), charging nothing: the `throttle_time_ms` a Kafka response carries.
+    pub fn throttle_ms(&self, principal: &Principal, d: quota::Direction) -> u64 {
+        self.quotas.pending(principal, d).ms
+    }
+
     pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
         self.registry.metrics()
     }

@@ -150,7 +150,7 @@ impl Service {
         if batches.is_empty() {
             return Err(BrokerError::InvalidRequest("a produce carries at least one batch".into()));
         }
-        self.quotas.check(principal, Direction::Produce)?;
+        self.refuse_while_throttled(principal, Direction::Produce)?;
         let topic = target.topic;
         let bytes = batches.iter().map(|b| b.batch.len()).sum();
         let throttle = self.quotas.charge(principal, Direction::Produce, bytes);

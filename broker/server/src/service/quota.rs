@@ -1,9 +1,12 @@
 //! Quotas: byte rates per key and direction, as Kafka does them (es-auth's
 //! bottomless token bucket, charged after the fact). A request is served first
-//! and charged afterwards; while a key's bucket is in debt its next request of
-//! that direction is refused at once with [`BrokerError::Throttled`] (HTTP 429
-//! with `Retry-After`, binary `Throttled`), so a throttled client is slowed,
-//! never disconnected, and other keys (own buckets) are never slowed by it.
+//! and charged afterwards. On HTTP and binary, while a key's bucket is in debt its
+//! next request of that direction is refused at once with
+//! [`BrokerError::Throttled`] (HTTP 429 with `Retry-After`, binary `Throttled`);
+//! on Kafka nothing is refused: the response carries `throttle_time_ms` and the
+//! connection is muted for that long (KIP-219, `kafka/throttle.rs`). Either way a
+//! throttled client is slowed, never disconnected, and other keys (own buckets)
+//! are never slowed by it.
 
 use std::sync::Arc;
 
@@ -55,6 +58,12 @@ impl Quotas {
             crate::metrics::add(&c.throttle_ms, ms);
         }
         Throttle { ms }
+    }
+
+    /// How long `principal` must wait now before its next request of `d`,
+    /// charging nothing (what a Kafka response's `throttle_time_ms` says).
+    pub fn pending(&self, principal: &Principal, d: Direction) -> Throttle {
+        self.charge(principal, d, 0)
     }
 
     /// Refuses a request while the key's bucket for `d` is in debt.

@@ -234,6 +234,18 @@ pub const SETTINGS: &[Setting] = &[
     Setting::new("http", "tls_client_ca_file", "http-tls-client-ca", Kind::Path)
         .default(Default::Unset("tls.client_ca_file applies"))
         .help("Client CA (mTLS) for the HTTP listener only."),
+    Setting::new("http", "max_connections_per_address", "http-max-connections-per-address", POSITIVE)
+        .default(Default::Int(limits::CONNECTIONS_PER_ADDRESS_MAX_DEFAULT as u64))
+        .help("Connections open at once from one client address; more are refused at accept."),
+    Setting::new("http", "idle_timeout_ms", "http-idle-timeout-ms", COUNT)
+        .default(Default::Int(limits::IDLE_TIMEOUT_MS_DEFAULT))
+        .help("A connection the client sends nothing on for this long is closed (between requests on HTTP); 0: never."),
+    Setting::new("http", "max_connections", "http-max-connections", POSITIVE)
+        .default(Default::Int(limits::HTTP_CONNECTIONS_MAX_DEFAULT as u64))
+        .help("HTTP connections open at once; more are refused at accept."),
+    Setting::new("http", "header_read_timeout_ms", "http-header-read-timeout-ms", COUNT)
+        .default(Default::Int(limits::HTTP_HEADER_READ_TIMEOUT_MS_DEFAULT))
+        .help("How long a client that has begun a request may take to send all its headers; 0: no limit."),
     Setting::new("binary", "bind", "bind-binary", Kind::Text)
         .default(Default::Text("127.0.0.1:9001"))
         .help("Address for the binary protocol; port 0 picks a free port. A non-loopback address needs auth.")
@@ -247,6 +259,15 @@ pub const SETTINGS: &[Setting] = &[
     Setting::new("binary", "tls_client_ca_file", "binary-tls-client-ca", Kind::Path)
         .default(Default::Unset("tls.client_ca_file applies"))
         .help("Client CA (mTLS) for the binary listener only."),
+    Setting::new("binary", "max_connections_per_address", "binary-max-connections-per-address", POSITIVE)
+        .default(Default::Int(limits::CONNECTIONS_PER_ADDRESS_MAX_DEFAULT as u64))
+        .help("Connections open at once from one client address; more are refused at accept."),
+    Setting::new("binary", "idle_timeout_ms", "binary-idle-timeout-ms", COUNT)
+        .default(Default::Int(limits::IDLE_TIMEOUT_MS_DEFAULT))
+        .help("A connection the client sends nothing on for this long is closed (between requests on HTTP); 0: never."),
+    Setting::new("binary", "auth_timeout_ms", "binary-auth-timeout-ms", POSITIVE)
+        .default(Default::Int(limits::AUTH_TIMEOUT_MS_DEFAULT))
+        .help("With auth on, a connection that has not authenticated (Authenticate) this long after it opened is closed."),
     Setting::new("kafka", "bind", "bind-kafka", Kind::Text)
         .default(Default::Text("127.0.0.1:9092"))
         .help("Address for the Kafka wire protocol; port 0 picks a free port. A non-loopback address needs auth.")
@@ -272,6 +293,15 @@ pub const SETTINGS: &[Setting] = &[
     Setting::new("kafka", "tls_client_ca_file", "kafka-tls-client-ca", Kind::Path)
         .default(Default::Unset("tls.client_ca_file applies"))
         .help("Client CA (mTLS) for the Kafka listener only."),
+    Setting::new("kafka", "max_connections_per_address", "kafka-max-connections-per-address", POSITIVE)
+        .default(Default::Int(limits::CONNECTIONS_PER_ADDRESS_MAX_DEFAULT as u64))
+        .help("Connections open at once from one client address; more are refused at accept."),
+    Setting::new("kafka", "idle_timeout_ms", "kafka-idle-timeout-ms", COUNT)
+        .default(Default::Int(limits::IDLE_TIMEOUT_MS_DEFAULT))
+        .help("A connection the client sends nothing on for this long is closed (between requests on HTTP); 0: never."),
+    Setting::new("kafka", "auth_timeout_ms", "kafka-auth-timeout-ms", POSITIVE)
+        .default(Default::Int(limits::AUTH_TIMEOUT_MS_DEFAULT))
+        .help("With auth on, a connection that has not finished its SASL login this long after it opened is closed."),
     Setting::new("auth", "enabled", "auth", Kind::Bool)
         .default(Default::Bool(false))
         .help("Require an API key on every request and authorize it by its grants; the first start needs a bootstrap key."),
@@ -302,6 +332,12 @@ pub const SETTINGS: &[Setting] = &[
         .default(Default::Unset("unlimited"))
         .help("Default fetch quota of every key, in bytes per second.")
         .legacy("ES_QUOTA_FETCH_BYTES_PER_S"),
+    Setting::new("auth", "requests_per_s_per_key", "requests-per-s-per-key", POSITIVE)
+        .default(Default::Unset("unlimited"))
+        .help("Requests per second each key may make (every listener); past it a client is slowed: Kafka and binary stop reading its connection, HTTP answers 429."),
+    Setting::new("auth", "requests_per_s_per_address", "requests-per-s-per-address", POSITIVE)
+        .default(Default::Unset("unlimited"))
+        .help("Requests per second each client address may make, as requests_per_s_per_key."),
     Setting::new("tls", "cert_file", "tls-cert", Kind::Path)
         .default(Default::Unset("plaintext"))
         .help("TLS certificate chain (PEM) for every listener; with key_file, every listener speaks TLS 1.2/1.3 only."),
