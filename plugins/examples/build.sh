@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the example record-validator plugins written in Python and JavaScript
-# into OUTDIR/example_python.wasm and OUTDIR/example_js.wasm.
+# Builds the example plugins written in Python and JavaScript: the record
+# validators OUTDIR/example_python.wasm and OUTDIR/example_js.wasm, and the
+# token-allowlist authenticator OUTDIR/example_python_auth.wasm.
 #
 # The tools are installed once into a cache directory, pinned:
 #   ${ES_PLUGIN_TOOLS:-$HOME/.cache/es/plugin-tools}/python  a venv with componentize-py
@@ -141,5 +142,30 @@ build_js() {
   echo "build.sh: built $target"
 }
 
+# The token-allowlist authenticator (python-auth/): the `authenticator` world,
+# whose exported `auth` interface has a resource, so componentize-py wants its
+# class in a module named `auth` (python-auth/auth.py) beside the app module.
+build_python_auth() {
+  local target="$out/example_python_auth.wasm"
+  local inputs
+  inputs="$(digest "$here"/python-auth/*.py "$wit"/*.wit "$here/build.sh")"
+  if ! stale "$target" "$inputs"; then
+    echo "build.sh: $target is up to date"
+    return
+  fi
+  install_python
+  local work="$out/.python-auth-build"
+  rm -rf "$work"
+  mkdir -p "$work"
+  cp "$here"/python-auth/*.py "$work/"
+  (cd "$work" && timeout "$BUILD_TIMEOUT_S" "$tools/python/bin/componentize-py" --quiet \
+    -d "$wit" -w authenticator componentize --stub-wasi -p . token_allowlist -o "$target.tmp")
+  rm -rf "$work"
+  mv "$target.tmp" "$target"
+  echo "$inputs" >"$target.inputs"
+  echo "build.sh: built $target"
+}
+
 build_python
 build_js
+build_python_auth

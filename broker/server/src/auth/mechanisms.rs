@@ -5,14 +5,14 @@
 //! es-auth's `MechanismSession`, so the listener treats it like a built-in; the
 //! principal a plugin names is accepted only when it is an active key.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use es_auth::{AuthState, CredentialSource, FailReason, KeyId, MechanismSession, ScramMechanism, Step};
 use es_core::Clock;
 use es_plugin_host::{AuthLookup, AuthSession, AuthStep, Authenticator, ScramSecret};
 
-use crate::plugins::Plugins;
+use crate::plugins::{LimitsSpec, Manifest, Plugins};
 use crate::service::error::{BrokerError, Result};
 
 /// The built-in mechanisms.
@@ -73,12 +73,32 @@ fn valid_name(name: &str) -> bool {
         && name.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
 
+/// What an authenticator was loaded from. The same component re-uploaded with
+/// another configuration (a rotated JWT key, say) is another version: comparing
+/// the component alone kept the old key in force.
+#[derive(PartialEq)]
+struct Version {
+    sha256: String,
+    config: BTreeMap<String, String>,
+    limits: LimitsSpec,
+}
+
+impl Version {
+    fn of(manifest: &Manifest) -> Version {
+        Version {
+            sha256: manifest.sha256.clone(),
+            config: manifest.default_config.clone(),
+            limits: manifest.limits.clone(),
+        }
+    }
+}
+
 /// The loaded authenticator plugins, reloaded when a plugin is replaced.
 #[derive(Default)]
 pub struct PluginMechanisms {
     plugins: OnceLock<Arc<Plugins>>,
-    /// Plugin name -> (component sha256, loaded authenticator).
-    loaded: Mutex<HashMap<String, (String, Arc<Authenticator>)>>,
+    /// Plugin name -> (the version it was loaded from, loaded authenticator).
+    loaded: Mutex<HashMap<String, (Version, Arc<Authenticator>)>>,
 }
 
 impl PluginMechanisms {
@@ -87,7 +107,8 @@ impl PluginMechanisms {
         let _ = self.plugins.set(plugins);
     }
 
-    /// The authenticator `plugin` as stored now, loaded once per version. An
+    /// The authenticator `plugin` as stored now, loaded once per version (its
+    /// component, configuration and limits: a replaced key must take effect). An
     /// error (no such plugin, another world, a bad configuration) fails the
     /// handshake; the broker logs it.
     fn authenticator(&self, plugin: &str) -> Result<Arc<Authenticator>> {
@@ -97,14 +118,15 @@ impl PluginMechanisms {
             .ok_or_else(|| BrokerError::Internal("authenticator plugins are not available".into()))?;
         let manifest = plugins.get(plugin)?;
         let mut loaded = self.loaded.lock().expect("authenticators lock");
-        if let Some((sha, a)) = loaded.get(plugin)
-            && *sha == manifest.sha256
+        let version = Version::of(&manifest);
+        if let Some((loaded_from, a)) = loaded.get(plugin)
+            && *loaded_from == version
         {
             return Ok(a.clone());
         }
         let wasm = plugins.wasm(&manifest)?;
         let a = Arc::new(plugins.load_authenticator(&manifest, &wasm)?);
-        loaded.insert(plugin.to_owned(), (manifest.sha256.clone(), a.clone()));
+        loaded.insert(plugin.to_owned(), (version, a.clone()));
         Ok(a)
     }
 
