@@ -35,6 +35,30 @@ fn closed_after(s: &mut TcpStream) -> Option<Duration> {
     }
 }
 
+/// One whole HTTP/1.1 response (head and `content-length` body) from `s`.
+fn read_response(s: &mut TcpStream) -> std::io::Result<String> {
+    let (mut got, mut buf) = (Vec::new(), [0u8; 4096]);
+    loop {
+        let text = String::from_utf8_lossy(&got).into_owned();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length = text[..end]
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned())
+                })
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(0);
+            if got.len() >= end + 4 + length {
+                return Ok(text);
+            }
+        }
+        match s.read(&mut buf)? {
+            0 => return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "closed mid-response")),
+            n => got.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
 fn http_addr(b: &Broker) -> String {
     b.url.trim_start_matches("http://").to_owned()
 }
@@ -70,6 +94,15 @@ fn http_closes_half_sent_requests_and_idle_connections_but_not_long_polls() {
     assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&got));
     assert!(started.elapsed() >= Duration::from_secs(2), "the poll did not wait: {:?}", started.elapsed());
     assert!(closed_after(&mut poll).is_some(), "idle after its answer, the connection stayed open");
+    // Kept alive and quiet for longer than the header-read timeout (less than the
+    // idle one): its next request is answered, not found late at its first byte.
+    let mut kept = connect(&addr);
+    for round in 0..2 {
+        kept.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+        let answer = read_response(&mut kept).unwrap_or_else(|e| panic!("request {round} kept alive: {e}"));
+        assert!(answer.starts_with("HTTP/1.1 200"), "request {round}: {answer}");
+        std::thread::sleep(Duration::from_millis(700));
+    }
     assert_eq!(b.get("/healthz").status, 200, "the broker still serves");
 }
 

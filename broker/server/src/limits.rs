@@ -81,8 +81,7 @@ pub const CONNECTIONS_PER_ADDRESS_MAX_DEFAULT: usize = 256;
 pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 600_000;
 /// Kafka and binary with auth on: how long a new connection has to log in.
 pub const AUTH_TIMEOUT_MS_DEFAULT: u64 = 10_000;
-/// HTTP: how long a client has to send a request's headers (from the connection's
-/// start or its previous response) once it has sent a byte of them.
+/// HTTP: how long a client has to send a request's headers, from their first byte.
 pub const HTTP_HEADER_READ_TIMEOUT_MS_DEFAULT: u64 = 10_000;
 /// HTTP: connections open at once; more are refused at accept.
 pub const HTTP_CONNECTIONS_MAX_DEFAULT: usize = 4096;

@@ -1,8 +1,8 @@
 //! The HTTP listener's own timeouts, which hyper (as axum runs it, without a timer)
 //! does not keep: a connection between requests that has sent part of a request
-//! head gets `header_read_timeout` to finish it, and one that has sent nothing gets
-//! the idle timeout. Both are counted from the connection's start or its previous
-//! response; while a request is being served (its headers are in) neither runs, so
+//! head gets `header_read_timeout` to finish it, counted from that head's first
+//! byte, and one that has sent nothing gets the idle timeout, counted from the
+//! connection's start or its previous response; while a request is being served (its headers are in) neither runs, so
 //! a long poll is never cut. A timeout fails the read, and hyper closes the socket.
 
 use std::future::Future;
@@ -111,8 +111,14 @@ impl AsyncRead for Watched {
         let before = buf.filled().len();
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(r) => {
-                if buf.filled().len() > before && this.watch.in_flight.load(Ordering::Acquire) == 0 {
+                let idle = this.watch.in_flight.load(Ordering::Acquire) == 0;
+                if buf.filled().len() > before && idle && !this.begun {
+                    // The header-read clock starts at a request's first byte: a
+                    // kept-alive connection idle for longer than it must not find
+                    // its next request already late.
+                    this.watch.finished.store(false, Ordering::Release);
                     this.begun = true;
+                    this.since = Instant::now();
                 }
                 Poll::Ready(r)
             }

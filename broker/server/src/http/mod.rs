@@ -73,7 +73,18 @@ pub fn router(registry: Arc<Registry>, shutdown: watch::Receiver<bool>) -> Route
         .with_state(state);
     // The registry's context-prefixed paths are rewritten before routing, so they
     // are routed and authorized as the qualified-subject paths they stand for.
-    Router::new().fallback_service(app).layer(middleware::map_request(schemas::context_paths))
+    Router::new()
+        .fallback_service(app)
+        .layer(middleware::map_request(schemas::context_paths))
+        .layer(middleware::from_fn(mark_serving))
+}
+
+/// Every request, probes and refusals included: the head is in, so the
+/// connection's between-requests timeouts (`conn_watch.rs`) stop until the answer.
+async fn mark_serving(req: Request, next: Next) -> Response {
+    let conn = req.extensions().get::<axum::extract::ConnectInfo<accept::HttpPeer>>();
+    let _serving = conn.map(|c| c.0.watch.serving());
+    next.run(req).await
 }
 
 fn api_routes(state: AppState) -> Router<AppState> {
@@ -153,8 +164,6 @@ struct Served;
 async fn authenticate_and_authorize(state: AppState, mut req: Request, next: Next) -> Response {
     let auth = state.registry.auth().clone();
     let conn = req.extensions().get::<axum::extract::ConnectInfo<accept::HttpPeer>>().map(|c| c.0.clone());
-    // The head is in: the connection's between-requests timeouts stop until the answer.
-    let _serving = conn.as_ref().map(|c| c.watch.serving());
     let peer = conn.map(|c| c.peer);
     let from = peer.as_ref().map_or(std::net::IpAddr::from([0, 0, 0, 0]), |p| p.addr.ip());
     let tls_key = peer.and_then(|p| p.tls_key);
