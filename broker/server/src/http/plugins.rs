@@ -15,7 +15,8 @@ use crate::api::ErrorBody;
 use crate::plugins::binding::ValidatorBinding;
 use crate::plugins::{Manifest, Upload};
 use crate::service::error::{BrokerError, Result};
-use crate::service::plugins::{PluginInfo, ValidatorState};
+pub use crate::service::plugins::BoundValidator;
+use crate::service::plugins::PluginInfo;
 
 /// A plugin and the topics bound to it.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -36,23 +37,6 @@ pub struct PluginList {
 #[serde(deny_unknown_fields)]
 pub struct ValidatorsRequest {
     pub validators: Vec<ValidatorBinding>,
-}
-
-/// One bound validator with what it has done since the broker started.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct BoundValidator {
-    #[serde(flatten)]
-    pub binding: ValidatorBinding,
-    /// The plugin version (sha256) this binding runs.
-    pub sha256: String,
-    /// Why the binding could not be loaded; produce fails until it is rebound.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub load_error: Option<String>,
-    pub batches: u64,
-    pub rejected: u64,
-    pub dead_lettered: u64,
-    pub warned: u64,
-    pub plugin_failures: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -205,20 +189,7 @@ impl From<PluginInfo> for PluginDescription {
 }
 
 impl ValidatorsResponse {
-    fn new(topic: String, chain: Vec<ValidatorState>) -> Self {
-        let validators = chain
-            .into_iter()
-            .map(|v| BoundValidator {
-                binding: v.binding,
-                sha256: v.sha256,
-                load_error: v.load_error,
-                batches: v.batches,
-                rejected: v.rejected,
-                dead_lettered: v.dead_lettered,
-                warned: v.warned,
-                plugin_failures: v.plugin_failures,
-            })
-            .collect();
+    fn new(topic: String, validators: Vec<BoundValidator>) -> Self {
         ValidatorsResponse { topic, validators }
     }
 }

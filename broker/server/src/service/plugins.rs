@@ -6,6 +6,9 @@
 
 use std::sync::atomic::Ordering;
 
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
 use super::offsets::blocking;
 use super::{Call, Principal, Resource, Result, Service};
 use crate::plugins::binding::ValidatorBinding;
@@ -19,13 +22,16 @@ pub struct PluginInfo {
     pub bound_to: Vec<String>,
 }
 
-/// One link of a topic's validator chain, with what it has done since start.
-#[derive(Debug, Clone)]
-pub struct ValidatorState {
+/// One link of a topic's validator chain, with what it has done since the broker
+/// started (the HTTP answer's shape too).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct BoundValidator {
+    #[serde(flatten)]
     pub binding: ValidatorBinding,
-    /// The plugin version (sha256) the binding runs.
+    /// The plugin version (sha256) this binding runs.
     pub sha256: String,
     /// Why the binding could not be loaded; produce fails until it is rebound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_error: Option<String>,
     pub batches: u64,
     pub rejected: u64,
@@ -69,7 +75,7 @@ impl Service {
     }
 
     /// A topic's validator chain, in the order it runs.
-    pub fn validators(&self, principal: &Principal, topic: &str) -> Result<Vec<ValidatorState>> {
+    pub fn validators(&self, principal: &Principal, topic: &str) -> Result<Vec<BoundValidator>> {
         self.authorize(principal, Call::DescribeValidators, Resource::Topic(topic.to_owned()))?;
         Ok(chain_state(&*self.topic(topic)?))
     }
@@ -80,7 +86,7 @@ impl Service {
         principal: &Principal,
         topic: &str,
         specs: Vec<ValidatorBinding>,
-    ) -> Result<Vec<ValidatorState>> {
+    ) -> Result<Vec<BoundValidator>> {
         self.authorize(principal, Call::BindValidators, Resource::Topic(topic.to_owned()))?;
         let (registry, name) = (self.registry.clone(), topic.to_owned());
         blocking(move || registry.set_validators(&name, specs)).await?;
@@ -88,11 +94,11 @@ impl Service {
     }
 }
 
-fn chain_state(topic: &Topic) -> Vec<ValidatorState> {
+fn chain_state(topic: &Topic) -> Vec<BoundValidator> {
     let chain = topic.validators();
     let links = chain.links.iter().map(|link| {
         let c = &link.counters;
-        ValidatorState {
+        BoundValidator {
             binding: link.spec.clone(),
             sha256: link.sha256.clone(),
             load_error: link.load_error().map(str::to_owned),
