@@ -66,7 +66,11 @@ fn binary(name: &str, var: &str) -> PathBuf {
     }
     let beside_tests =
         std::env::current_exe().ok().and_then(|exe| exe.parent()?.parent().map(|release| release.join(name)));
-    let in_workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release").join(name);
+    let in_workspace = std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
+    )
+    .join("../target/release")
+    .join(name);
     let candidates: Vec<PathBuf> = beside_tests.into_iter().chain([in_workspace]).collect();
     candidates.iter().find(|p| p.exists()).cloned().unwrap_or_else(|| {
         panic!(

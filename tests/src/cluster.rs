@@ -10,9 +10,19 @@ use crate::broker::Broker;
 pub const ELECTION_WAIT: Duration = Duration::from_secs(30);
 
 /// A free port on 127.0.0.1 (bound and released: the peer list needs ports before
-/// the nodes start).
+/// the nodes start), never one this test process handed out before: tests run in
+/// parallel, and the kernel may offer a released port again before its node binds it.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut given = GIVEN.lock().expect("ports lock");
+    for _ in 0..1_000 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        if given.insert(port) {
+            return port;
+        }
+    }
+    panic!("no unused port in 1,000 tries")
 }
 
 /// Retries `f` until it answers `Some`, within `wait`.

@@ -14,7 +14,10 @@ pub const KAFKA_VERSION: &str = "4.4.0";
 
 /// `tests/kafka-clients/`.
 pub fn clients_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("kafka-clients")
+    std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
+    )
+    .join("kafka-clients")
 }
 
 /// `~/.cache/es`, where downloads outlive a checkout.

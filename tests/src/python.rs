@@ -4,7 +4,7 @@
 //! parallel test binaries do not race, and pip runs again only when the
 //! requirements file changed (its text is kept in a stamp file in the venv).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -16,7 +16,10 @@ const STAMP: &str = ".es-requirements";
 
 /// `tests/python/`.
 pub fn scripts_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("python")
+    std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
+    )
+    .join("python")
 }
 
 /// The venv's Python interpreter, with the requirements installed.

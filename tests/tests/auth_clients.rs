@@ -310,7 +310,10 @@ fn python_allowlist() -> Option<&'static [u8]> {
     WASM.get_or_init(|| {
         let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("plugin-examples");
         std::fs::create_dir_all(&out).unwrap();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/examples/build.sh");
+        let script = std::path::PathBuf::from(
+            std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
+        )
+        .join("../plugins/examples/build.sh");
         // GNU timeout signals build.sh's whole process group (pip too).
         let mut cmd = Command::new("timeout");
         cmd.args(["--kill-after=10s", &format!("{}s", BUILD_TIMEOUT.as_secs()), "bash"]);

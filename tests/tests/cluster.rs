@@ -9,16 +9,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use es_tests::broker::Broker;
+use es_tests::cluster::free_port;
 use serde_json::{Value, json};
 
 /// How long a cluster may take to elect, or to fail over.
 const ELECTION_WAIT: Duration = Duration::from_secs(30);
-
-/// A free port on 127.0.0.1 (bound and released: the peer list needs ports before
-/// the nodes start).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 struct Cluster {
     nodes: BTreeMap<u64, Broker>,
@@ -381,7 +376,13 @@ fn a_paused_leader_is_replaced_and_a_restarted_follower_catches_up() {
 /// temporary one): the cluster forms, takes a topic and a produce.
 #[test]
 fn the_readme_cluster_commands_start_a_cluster() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let readme = std::fs::read_to_string(
+        std::path::PathBuf::from(
+            std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
+        )
+        .join("../README.md"),
+    )
+    .unwrap();
     let start = readme.find("A three-node cluster on one machine").expect("the README's cluster section");
     let block = readme[start..].split("```").nth(1).expect("a code block after it");
     let lines: Vec<&str> = block.lines().filter(|l| l.starts_with("./target/release/")).collect();

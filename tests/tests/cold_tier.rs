@@ -185,8 +185,13 @@ fn the_operations_walkthrough_runs() {
     let moto = start_moto();
     let dir = tempfile::tempdir().unwrap();
     let b = start(dir.path(), moto.port);
-    let doc =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/operations.md")).unwrap();
+    let doc = std::fs::read_to_string(
+        std::path::PathBuf::from(
+            std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
+        )
+        .join("../docs/operations.md"),
+    )
+    .unwrap();
     let section = &doc[doc.find("\n## Cold tier").expect("the section")..];
     let section = &section[section.find("\n### Walkthrough").expect("the walkthrough")..];
     let start = section.find("```sh\n").unwrap() + "```sh\n".len();

@@ -146,8 +146,13 @@ fn docs_configuration_md_is_the_reference_table() {
     let out = broker(&["config", "reference"], &[]);
     assert!(out.status.success());
     let table = String::from_utf8(out.stdout).unwrap();
-    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/configuration.md"))
-        .unwrap();
+    let doc = std::fs::read_to_string(
+        std::path::PathBuf::from(
+            std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
+        )
+        .join("../docs/configuration.md"),
+    )
+    .unwrap();
     let start = doc.find(BEGIN).expect("the begin marker") + BEGIN.len();
     let end = doc.find(END).expect("the end marker");
     assert!(

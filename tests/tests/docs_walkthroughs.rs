@@ -11,7 +11,12 @@ use std::time::{Duration, Instant};
 use es_tests::broker::{Broker, es_bin};
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+    std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
+    )
+    .parent()
+    .unwrap()
+    .to_owned()
 }
 
 /// The first ```sh block after the line that starts with `heading`.

@@ -22,7 +22,12 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 const PAGES_MAX: usize = 1000;
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+    std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
+    )
+    .parent()
+    .unwrap()
+    .to_owned()
 }
 
 fn tools(args: &[&str], cwd: &Path) -> Output {

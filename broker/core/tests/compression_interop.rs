@@ -2,8 +2,6 @@
 //! python-snappy, cramjam, lz4, zstandard) decompress to the text they were made from.
 //! How the files were made: tests/compression/README.md.
 
-use std::path::Path;
-
 use es_core::compression::{Compression, CompressionError, decompress};
 
 /// The plaintext every vector holds (make_vectors.py and KafkaVectors.java build the same).
@@ -14,7 +12,11 @@ fn plaintext() -> Vec<u8> {
 }
 
 fn vector(name: &str) -> Vec<u8> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/compression").join(name);
+    let path = std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
+    )
+    .join("tests/compression")
+    .join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 

@@ -37,7 +37,10 @@ fn examples_dir() -> Option<&'static Path> {
 }
 
 fn build_examples() -> Result<Option<PathBuf>, String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
+    )
+    .join("../..");
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("plugin-examples");
     std::fs::create_dir_all(&out).map_err(|e| format!("create {}: {e}", out.display()))?;
     let log_path = out.join("build.log");
