@@ -246,9 +246,12 @@ impl Groups {
         Ok(self.offsets.write(group, entries).await?)
     }
 
-    /// The group's committed offsets.
-    pub fn fetch(&self, group: &str) -> Vec<CommittedOffset> {
-        self.offsets
+    /// The group's committed offsets; in a cluster only the coordinator answers
+    /// (NOT_COORDINATOR elsewhere), since a follower's copy may trail the leader's.
+    pub fn fetch(&self, group: &str) -> Result<Vec<CommittedOffset>> {
+        self.check_coordinator()?;
+        Ok(self
+            .offsets
             .fetch(group)
             .into_iter()
             .map(|(tp, c)| CommittedOffset {
@@ -257,7 +260,7 @@ impl Groups {
                 offset: c.offset,
                 metadata: c.metadata,
             })
-            .collect()
+            .collect())
     }
 
     /// Groups of both kinds with members or committed offsets: (name, state, kind).
@@ -369,7 +372,7 @@ impl Groups {
             entries.push((TopicPartition::new(topic, p), Some(value)));
         }
         self.offsets.write(group, entries).await?;
-        Ok(self.fetch(group).into_iter().filter(|c| c.topic == topic).collect())
+        Ok(self.fetch(group)?.into_iter().filter(|c| c.topic == topic).collect())
     }
 
     /// Deletes an empty group and its committed offsets (tombstones, fsynced).

@@ -86,7 +86,8 @@ impl Exposition {
         let mut rows: Vec<(Labels, i64)> = Vec::new();
         for (group, _, _) in groups.list().into_iter().filter(|(g, _, _)| self.scope.group(g)) {
             let mut lag: BTreeMap<String, u64> = BTreeMap::new();
-            for c in groups.fetch(&group) {
+            // Only the coordinator reports a group's lag (one series per group in a cluster).
+            for c in groups.fetch(&group).unwrap_or_default() {
                 let Ok(topic) = self.registry.topic(&c.topic) else { continue };
                 let Ok(log) = topic.partition(u64::from(c.partition)) else { continue };
                 if self.scope.topic(&c.topic) {
