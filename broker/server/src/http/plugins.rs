@@ -161,8 +161,8 @@ pub async fn get_validators(
     Caller(who): Caller,
     ApiPath(topic): ApiPath<String>,
 ) -> Result<Json<ValidatorsResponse>> {
-    let chain = state.service.validators(&who, &topic)?;
-    Ok(Json(ValidatorsResponse::new(topic, chain)))
+    let validators = state.service.validators(&who, &topic)?;
+    Ok(Json(ValidatorsResponse { topic, validators }))
 }
 
 #[utoipa::path(put, path = "/topics/{topic}/validators", tag = "plugins",
@@ -178,18 +178,12 @@ pub async fn set_validators(
     ApiPath(topic): ApiPath<String>,
     ApiJson(req): ApiJson<ValidatorsRequest>,
 ) -> Result<Json<ValidatorsResponse>> {
-    let chain = state.service.bind_validators(&who, &topic, req.validators).await?;
-    Ok(Json(ValidatorsResponse::new(topic, chain)))
+    let validators = state.service.bind_validators(&who, &topic, req.validators).await?;
+    Ok(Json(ValidatorsResponse { topic, validators }))
 }
 
 impl From<PluginInfo> for PluginDescription {
     fn from(p: PluginInfo) -> Self {
         PluginDescription { manifest: p.manifest, bound_to: p.bound_to }
-    }
-}
-
-impl ValidatorsResponse {
-    fn new(topic: String, validators: Vec<BoundValidator>) -> Self {
-        ValidatorsResponse { topic, validators }
     }
 }
