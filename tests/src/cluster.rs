@@ -1,7 +1,7 @@
 //! A cluster of es-broker processes on loopback for the black-box tests: each node
 //! its own data directory and ports, one shared secret, SIGKILL and restart.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use crate::broker::Broker;
@@ -39,6 +39,8 @@ pub fn eventually<T>(wait: Duration, what: &str, mut f: impl FnMut() -> Option<T
 
 pub struct Cluster {
     pub nodes: BTreeMap<u64, Broker>,
+    /// Nodes stopped with SIGSTOP: requests to them would hang until the timeout.
+    pub paused: BTreeSet<u64>,
     pub peers: String,
     pub secret: std::path::PathBuf,
     pub root: tempfile::TempDir,
@@ -51,7 +53,7 @@ impl Cluster {
         let secret = root.path().join("cluster.secret");
         std::fs::write(&secret, "a-test-secret-of-more-than-16-bytes\n").unwrap();
         let peers: Vec<String> = (1..=n).map(|id| format!("{id}=127.0.0.1:{}", free_port())).collect();
-        let mut c = Cluster { nodes: BTreeMap::new(), peers: peers.join(","), secret, root };
+        let mut c = Cluster { nodes: BTreeMap::new(), paused: BTreeSet::new(), peers: peers.join(","), secret, root };
         for id in 1..=n {
             c.start_node(id);
         }
@@ -74,6 +76,22 @@ impl Cluster {
 
     pub fn node(&self, id: u64) -> &Broker {
         &self.nodes[&id]
+    }
+
+    /// Stops node `id` with SIGSTOP (a hung process: no answers, no exit).
+    pub fn pause(&mut self, id: u64) {
+        self.node(id).signal("STOP");
+        self.paused.insert(id);
+    }
+
+    pub fn resume(&mut self, id: u64) {
+        self.node(id).signal("CONT");
+        self.paused.remove(&id);
+    }
+
+    /// The nodes that answer requests (not paused).
+    pub fn live(&self) -> impl Iterator<Item = (&u64, &Broker)> {
+        self.nodes.iter().filter(|(id, _)| !self.paused.contains(id))
     }
 
     pub fn kill9(&mut self, id: u64) {

@@ -6,95 +6,14 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use es_tests::broker::Broker;
-use es_tests::cluster::free_port;
+use es_tests::cluster::{Cluster, ELECTION_WAIT, eventually, free_port};
 use serde_json::{Value, json};
-
-/// How long a cluster may take to elect, or to fail over.
-const ELECTION_WAIT: Duration = Duration::from_secs(30);
-
-struct Cluster {
-    nodes: BTreeMap<u64, Broker>,
-    /// Nodes stopped with SIGSTOP: requests to them would hang until the timeout.
-    paused: std::collections::BTreeSet<u64>,
-    peers: String,
-    secret: std::path::PathBuf,
-    root: tempfile::TempDir,
-}
-
-impl Cluster {
-    fn start(n: u64) -> Cluster {
-        let root = tempfile::tempdir().unwrap();
-        let secret = root.path().join("cluster.secret");
-        std::fs::write(&secret, "a-test-secret-of-more-than-16-bytes\n").unwrap();
-        let peers: Vec<String> = (1..=n).map(|id| format!("{id}=127.0.0.1:{}", free_port())).collect();
-        let mut c = Cluster {
-            nodes: BTreeMap::new(),
-            paused: Default::default(),
-            peers: peers.join(","),
-            secret,
-            root,
-        };
-        for id in 1..=n {
-            c.start_node(id);
-        }
-        c
-    }
-
-    fn start_node(&mut self, id: u64) {
-        let dir = self.root.path().join(format!("node{id}"));
-        let args = [
-            "--node-id",
-            &id.to_string(),
-            "--cluster-peers",
-            &self.peers,
-            "--cluster-secret-file",
-            self.secret.to_str().unwrap(),
-        ];
-        self.nodes.insert(id, Broker::start_with(&dir, &args));
-    }
-
-    fn node(&self, id: u64) -> &Broker {
-        &self.nodes[&id]
-    }
-
-    fn pause(&mut self, id: u64) {
-        self.node(id).signal("STOP");
-        self.paused.insert(id);
-    }
-
-    fn resume(&mut self, id: u64) {
-        self.node(id).signal("CONT");
-        self.paused.remove(&id);
-    }
-
-    /// The nodes that answer requests (not paused).
-    fn live(&self) -> impl Iterator<Item = (&u64, &Broker)> {
-        self.nodes.iter().filter(|(id, _)| !self.paused.contains(id))
-    }
-
-    fn kill9(&mut self, id: u64) {
-        self.nodes.get_mut(&id).unwrap().kill9();
-        self.nodes.remove(&id);
-    }
-}
 
 fn dir_of(b: &Broker) -> &Path {
     &b.data_dir
-}
-
-/// Retries `f` until it answers `Some`, within `wait`.
-fn eventually<T>(wait: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + wait;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "{what}: not within {wait:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Produces `values` to partition 0 on whichever node accepts them (the leader);
