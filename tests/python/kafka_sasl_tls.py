@@ -16,7 +16,8 @@ COUNT = 3
 
 
 def confluent(bootstrap, ca, mechanism, user, password, topic, group):
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import TopicPartition
+    from confluent_roundtrip import roundtrip
 
     conf = {"bootstrap.servers": bootstrap, "security.protocol": "SASL_SSL",
             "ssl.ca.location": ca, "sasl.mechanisms": mechanism}
@@ -25,22 +26,7 @@ def confluent(bootstrap, ca, mechanism, user, password, topic, group):
         conf["oauth_cb"] = lambda _config: (password, 4102444800.0)
     else:
         conf.update({"sasl.username": user, "sasl.password": password})
-    p = Producer(dict(conf))
-    for i in range(COUNT):
-        p.produce(topic, value=f"v{i}".encode(), partition=0)
-    left = p.flush(TIMEOUT)
-    if left:
-        raise SystemExit(f"{left} records not delivered")
-    c = Consumer(dict(conf, **{"group.id": group, "enable.auto.commit": False}))
-    c.assign([TopicPartition(topic, 0, 0)])
-    values = []
-    while len(values) < COUNT:
-        m = c.poll(TIMEOUT)
-        if m is None:
-            raise SystemExit(f"no record within {TIMEOUT} s after {values}")
-        if m.error():
-            raise SystemExit(str(m.error()))
-        values.append(m.value().decode())
+    c, values = roundtrip(conf, topic, [f"v{i}" for i in range(COUNT)], group)
     c.commit(offsets=[TopicPartition(topic, 0, COUNT)], asynchronous=False)
     committed = c.committed([TopicPartition(topic, 0)], timeout=TIMEOUT)[0].offset
     c.close()

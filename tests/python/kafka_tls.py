@@ -8,29 +8,12 @@ Usage: kafka_tls.py BOOTSTRAP CA_FILE TOPIC COUNT
 import json
 import sys
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-
-TIMEOUT = 30.0
+from confluent_roundtrip import roundtrip
 
 
 def main(bootstrap, ca, topic, count):
     ssl = {"bootstrap.servers": bootstrap, "security.protocol": "ssl", "ssl.ca.location": ca}
-    p = Producer(dict(ssl))
-    for i in range(count):
-        p.produce(topic, value=f"tls-{i}".encode(), partition=0)
-    left = p.flush(TIMEOUT)
-    if left:
-        raise SystemExit(f"{left} records not delivered")
-    c = Consumer(dict(ssl, **{"group.id": "tls-check", "enable.auto.commit": False}))
-    c.assign([TopicPartition(topic, 0, 0)])
-    values = []
-    while len(values) < count:
-        m = c.poll(TIMEOUT)
-        if m is None:
-            raise SystemExit(f"no record within {TIMEOUT} s after {values}")
-        if m.error():
-            raise SystemExit(str(m.error()))
-        values.append(m.value().decode())
+    c, values = roundtrip(ssl, topic, [f"tls-{i}" for i in range(count)], "tls-check")
     c.close()
     print(json.dumps({"values": values}), flush=True)
 
