@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod kafka_wire;
 pub mod peers;
 pub mod python;
+pub mod walkthrough;
 
 pub mod crashload {
     //! Every batch the crash child appends is a pure function of its [`BatchId`]

@@ -181,37 +181,18 @@ fn segments_go_to_the_bucket_and_read_back_after_a_restart() {
 /// docs/operations.md's cold-tier walkthrough, run as written (`# prints: TEXT`
 /// must show in the output) against a broker on moto_server.
 #[test]
-fn the_operations_walkthrough_runs() {
+fn the_cold_tier_walkthrough_runs_as_written() {
     let moto = start_moto();
     let dir = tempfile::tempdir().unwrap();
     let b = start(dir.path(), moto.port);
-    let doc = std::fs::read_to_string(
-        std::path::PathBuf::from(
-            std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
-        )
-        .join("../docs/operations.md"),
-    )
-    .unwrap();
+    let doc = std::fs::read_to_string(es_tests::walkthrough::repo().join("docs/operations.md")).unwrap();
+    // The section's own walkthrough (the page has another under its first heading).
     let section = &doc[doc.find("\n## Cold tier").expect("the section")..];
-    let section = &section[section.find("\n### Walkthrough").expect("the walkthrough")..];
-    let start = section.find("```sh\n").unwrap() + "```sh\n".len();
-    let block = &section[start..start + section[start..].find("\n```").unwrap()];
-    let expected: Vec<&str> =
-        block.lines().filter_map(|l| l.split_once("# prints: ")).map(|(_, t)| t.trim()).collect();
-    assert!(!expected.is_empty());
-    let bin_dir = es_tests::broker::es_bin().parent().unwrap().to_owned();
-    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
-    let mut bash = Command::new("bash");
-    bash.arg("-c")
-        .arg(format!("set -eo pipefail\nexec 2>&1\n{block}\n"))
-        .env("PATH", path)
-        .env("ES_BROKER", &b.url);
-    let out = bounded(&mut bash);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "the walkthrough failed:\n{text}");
-    for e in expected {
-        assert!(text.contains(e), "the walkthrough's output lacks {e:?}:\n{text}");
-    }
+    let at = section.find("\n### Walkthrough").expect("the walkthrough");
+    let block = es_tests::walkthrough::block_of(&section[at..]);
+    let walk = es_tests::walkthrough::script(&block, &[]);
+    assert!(!walk.expected.is_empty());
+    walk.run(dir.path(), &[("ES_BROKER", &b.url)], Duration::from_secs(60));
 }
 
 #[test]

@@ -222,3 +222,20 @@ fn doctor_fails_a_data_dir_that_cannot_be_written() {
     assert_eq!(data["status"], "fail");
     assert!(data["message"].as_str().unwrap().contains("is not a directory"), "{data}");
 }
+
+/// docs/operations.md's first walkthrough (config file, `config print`, doctor,
+/// start, scrape, stop) runs as written, on free ports.
+#[test]
+fn the_operations_walkthrough_runs_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let ports: Vec<String> =
+        (0..3).map(|_| format!("127.0.0.1:{}", es_tests::cluster::free_port())).collect();
+    let block = es_tests::walkthrough::block("docs/operations.md", "## Walkthrough: configure");
+    let replace =
+        [("127.0.0.1:9000", &*ports[0]), ("127.0.0.1:9001", &*ports[1]), ("127.0.0.1:9092", &*ports[2])];
+    let walk = es_tests::walkthrough::script(&block, &replace);
+    assert!(walk.expected.len() >= 7, "the markers went missing: {:?}", walk.expected);
+    let cache = shared_plugin_cache().display().to_string();
+    let out = walk.run(dir.path(), &[("ES_PLUGINS_CACHE_DIR", &cache)], Duration::from_secs(180));
+    assert!(out.contains(&format!("bind = \"{}\"   # env ES_HTTP_BIND", ports[0])), "{out}");
+}

@@ -21,15 +21,6 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 /// Consume pages per partition before the test gives up (bounds the loop).
 const PAGES_MAX: usize = 1000;
 
-fn repo() -> PathBuf {
-    std::path::PathBuf::from(
-        std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()),
-    )
-    .parent()
-    .unwrap()
-    .to_owned()
-}
-
 fn tools(args: &[&str], cwd: &Path) -> Output {
     Command::new(tools_bin())
         .args(args)
@@ -216,46 +207,18 @@ fn a_tampered_archive_is_refused_and_the_live_directory_stays() {
     assert!(!beside.iter().any(|n| n.contains(".restore-") || n.contains(".bak-")), "{beside:?}");
 }
 
-/// The first ```sh block after `heading` in `doc`.
-fn block(doc: &str, heading: &str) -> String {
-    let text = std::fs::read_to_string(repo().join(doc)).unwrap();
-    let from = text.find(&format!("\n{heading}\n")).unwrap_or_else(|| panic!("{doc} has no {heading:?}"));
-    let rest = &text[from..];
-    let start = rest.find("```sh\n").expect("a ```sh block") + "```sh\n".len();
-    let end = rest[start..].find("\n```").expect("the block ends");
-    rest[start..start + end].to_owned()
-}
-
 #[test]
 fn the_operations_guide_backup_block_runs_as_written() {
     let dir = tempfile::tempdir().unwrap();
     let (_, records, _) = populated(dir.path());
-    let script = format!("set -euo pipefail\n{}\n", block("docs/operations.md", "## Backup and restore"));
-    let bin_dir = tools_bin().parent().unwrap().to_owned();
-    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg(&script)
-        .current_dir(dir.path())
-        .env("PATH", path)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "the guide's block failed:\n{script}\n{}", text(&out));
-    for line in script.lines() {
-        if let Some((_, expected)) = line.split_once("# prints: ") {
-            assert!(
-                text(&out).contains(expected.trim()),
-                "the guide says {expected:?}; got:\n{}",
-                text(&out)
-            );
-        }
-    }
+    let block = es_tests::walkthrough::block("docs/operations.md", "## Backup and restore\n");
+    let walk = es_tests::walkthrough::script(&block, &[]);
+    let out = walk.run(dir.path(), &[], Duration::from_secs(120));
     let kept = std::fs::read_dir(dir.path())
         .unwrap()
         .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("data.bak-"))
         .count();
-    assert_eq!(kept, 1, "restoring over ./data keeps the old one:\n{}", text(&out));
+    assert_eq!(kept, 1, "restoring over ./data keeps the old one:\n{out}");
     let mut b = Broker::start(&dir.path().join("data"));
     assert_eq!(all_records(&b), records);
     stop(&mut b);
