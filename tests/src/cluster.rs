@@ -53,7 +53,8 @@ impl Cluster {
         let secret = root.path().join("cluster.secret");
         std::fs::write(&secret, "a-test-secret-of-more-than-16-bytes\n").unwrap();
         let peers: Vec<String> = (1..=n).map(|id| format!("{id}=127.0.0.1:{}", free_port())).collect();
-        let mut c = Cluster { nodes: BTreeMap::new(), paused: BTreeSet::new(), peers: peers.join(","), secret, root };
+        let mut c =
+            Cluster { nodes: BTreeMap::new(), paused: BTreeSet::new(), peers: peers.join(","), secret, root };
         for id in 1..=n {
             c.start_node(id);
         }
