@@ -393,3 +393,70 @@ fn a_single_node_data_directory_with_records_is_refused_as_a_cluster_member() {
     let r = again.get("/topics/kept/partitions/0/records?offset=0");
     assert_eq!(r.body["records"][0]["value"], "v", "the single node's data is untouched: {:?}", r.body);
 }
+
+/// The samples of `name` for partition 0 of `topic` in node `b`'s scrape, as
+/// (the rest of the labels, value).
+fn raft_samples(b: &Broker, name: &str, topic: &str) -> Vec<(String, f64)> {
+    let r = b.get("/metrics");
+    let text = r.body.as_str().unwrap_or_default().to_owned();
+    let prefix = format!("{name}{{topic=\"{topic}\",partition=\"0\"");
+    text.lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .filter_map(|rest| {
+            let (labels, value) = rest.split_once("} ")?;
+            Some((labels.trim_start_matches(',').to_owned(), value.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+fn raft_value(b: &Broker, name: &str, topic: &str) -> f64 {
+    raft_samples(b, name, topic).first().map_or(0.0, |(_, v)| *v)
+}
+
+#[test]
+fn raft_series_show_one_leader_its_followers_lag_and_a_failover() {
+    let mut c = Cluster::start(3);
+    create_topic_anywhere(&c, "watched");
+    let mut leader = 0;
+    for round in 0..5 {
+        let values: Vec<String> = (0..10).map(|i| format!("r{round}-{i}")).collect();
+        leader = produce_anywhere(&c, "watched", &values).0;
+    }
+    // Exactly one node leads; the leader's commits are timed; both followers catch up.
+    let leads: Vec<u64> = c
+        .nodes
+        .iter()
+        .filter(|(_, b)| raft_value(b, "es_raft_leader", "watched") == 1.0)
+        .map(|(id, _)| *id)
+        .collect();
+    assert_eq!(leads, vec![leader]);
+    let commits = raft_value(c.node(leader), "es_raft_commit_seconds_count", "watched");
+    assert!(commits >= 5.0, "the leader timed {commits} commits");
+    eventually(ELECTION_WAIT, "both followers at lag 0", || {
+        let lag = raft_samples(c.node(leader), "es_raft_follower_lag_entries", "watched");
+        (lag.len() == 2 && lag.iter().all(|(_, v)| *v == 0.0)).then_some(())
+    });
+    for (id, b) in &c.nodes {
+        if *id != leader {
+            assert!(
+                raft_samples(b, "es_raft_follower_lag_entries", "watched").is_empty(),
+                "node {id} is no leader"
+            );
+        }
+    }
+    let term = raft_value(c.node(leader), "es_raft_term", "watched");
+
+    // A failover: the new leader counts a leader change and a higher term.
+    c.kill9(leader);
+    let (new_leader, _) = produce_anywhere(&c, "watched", &["after".to_owned()]);
+    let b = c.node(new_leader);
+    assert_eq!(raft_value(b, "es_raft_leader", "watched"), 1.0);
+    assert!(raft_value(b, "es_raft_term", "watched") > term);
+    let changes = raft_value(b, "es_raft_leader_changes_total", "watched");
+    assert!(changes >= 2.0, "node {new_leader} counted {changes} leader changes");
+    assert_eq!(
+        raft_samples(b, "es_raft_follower_lag_entries", "watched").len(),
+        2,
+        "the dead node is still a follower"
+    );
+}

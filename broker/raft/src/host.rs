@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -265,6 +265,16 @@ struct GroupInner {
     leader: watch::Receiver<LeaderView>,
     watcher: tokio::task::JoinHandle<()>,
     stopped: AtomicBool,
+    figures: Arc<GroupFigures>,
+}
+
+/// What the group counts for the metrics, on this node.
+#[derive(Debug)]
+pub struct GroupFigures {
+    /// Leaders this node learned of, one per (leader, term): elections it saw won.
+    pub leader_changes: AtomicU64,
+    /// A proposal from its hand-over to openraft to its commit (majority durable).
+    pub commit_latency: es_core::histogram::Histogram,
 }
 
 /// What a group looks like from this node.
@@ -281,13 +291,22 @@ pub struct GroupStatus {
     pub committed_offset: u64,
     /// The Raft index of the last entry in this node's log.
     pub last_log_index: Option<u64>,
+    /// On the leader, each follower's distance in entries from the leader's last
+    /// log index (a follower with nothing matched yet counts from index 0); empty
+    /// on a follower.
+    pub follower_lag: Vec<(u64, u64)>,
 }
 
 impl Group {
     fn new(id: u64, node: u64, raft: Raft, log: Arc<PartitionLog>) -> Group {
         let (tx, rx) = watch::channel(leader_view(&raft));
-        let watcher = tokio::spawn(watch_leader(raft.clone(), tx));
-        let inner = GroupInner { id, node, raft, log, leader: rx, watcher, stopped: AtomicBool::new(false) };
+        let figures = Arc::new(GroupFigures {
+            leader_changes: AtomicU64::new(0),
+            commit_latency: es_core::histogram::Histogram::latency(),
+        });
+        let watcher = tokio::spawn(watch_leader(raft.clone(), tx, figures.clone()));
+        let stopped = AtomicBool::new(false);
+        let inner = GroupInner { id, node, raft, log, leader: rx, watcher, stopped, figures };
         Group { inner: Arc::new(inner) }
     }
 
@@ -318,10 +337,16 @@ impl Group {
         // The leader's store stamps a batch without a leader epoch; one a client
         // stamped would take the follower path there and fail the group.
         es_core::batch::stamp(&mut batch, 0, LeaderEpoch::UNKNOWN);
+        let started = std::time::Instant::now();
         let write = self.write(Bytes::from(batch));
         match tokio::time::timeout(Duration::from_millis(limits::PROPOSE_TIMEOUT_MS), write).await {
             Err(_) => Err(ProposeError::Timeout),
-            Ok(result) => result,
+            Ok(result) => {
+                if result.is_ok() {
+                    self.inner.figures.commit_latency.observe_duration(started.elapsed());
+                }
+                result
+            }
         }
     }
 
@@ -400,6 +425,15 @@ impl Group {
                 .collect(),
             (Some(_), None) | (None, _) => voters.clone(),
         };
+        let last = m.last_log_index.unwrap_or(0);
+        let follower_lag = match &m.replication {
+            Some(repl) => repl
+                .iter()
+                .filter(|(id, _)| **id != self.inner.node)
+                .map(|(id, matched)| (*id, last.saturating_sub(matched.map_or(0, |l| l.index))))
+                .collect(),
+            None => Vec::new(),
+        };
         GroupStatus {
             group: self.inner.id,
             leader: self.leader(),
@@ -408,7 +442,13 @@ impl Group {
             in_sync,
             committed_offset: self.inner.log.high_watermark(),
             last_log_index: m.last_log_index,
+            follower_lag,
         }
+    }
+
+    /// The group's counters on this node (leader changes, commit latency).
+    pub fn figures(&self) -> &GroupFigures {
+        &self.inner.figures
     }
 
     /// Changes whenever the leader id or the term changes (for routing caches).
@@ -459,13 +499,19 @@ fn term_of(vote: &crate::types::Vote) -> LeaderEpoch {
 
 /// Follows openraft's server metrics (leader, vote, membership: they change on
 /// elections, not on every append) into the group's leader watch.
-async fn watch_leader(raft: Raft, tx: watch::Sender<LeaderView>) {
+async fn watch_leader(raft: Raft, tx: watch::Sender<LeaderView>, figures: Arc<GroupFigures>) {
     let mut m = raft.server_metrics();
+    // The last (leader, term) counted: a leader known again in the same term is no change.
+    let mut counted = None;
     loop {
         let now = {
             let s = m.borrow_and_update();
             view(s.current_leader, &s.vote)
         };
+        if now.0.is_some() && counted != Some(now) {
+            counted = Some(now);
+            figures.leader_changes.fetch_add(1, Ordering::Relaxed);
+        }
         tx.send_if_modified(|seen| {
             let changed = *seen != now;
             *seen = now;

@@ -24,7 +24,7 @@ mod suite_tests;
 
 pub use codec::CodecError;
 pub use error::{ProposeError, RaftError};
-pub use host::{Group, GroupStatus, RaftHost, Timers};
+pub use host::{Group, GroupFigures, GroupStatus, RaftHost, Timers};
 pub use network::{CODE_BAD_REQUEST, CODE_GROUP_STOPPED, CODE_NO_GROUP, CODE_UNKNOWN_KIND};
 pub use state_machine::{AppliedState, DataStateMachine};
 pub use store::{LogStore, StoreState};

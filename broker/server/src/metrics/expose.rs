@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 
 use es_core::histogram::Snapshot;
 use prometheus_client::collector::Collector;
@@ -53,6 +54,7 @@ impl Collector for Exposition {
             .collect();
         self.topic_traffic(&mut enc, &topics)?;
         partitions(&mut enc, &topics)?;
+        self.raft_groups(&mut enc, &topics)?;
         plugins(&mut enc, &topics)?;
         self.group_lag(&mut enc)?;
         self.keys(&mut enc)?;
@@ -79,6 +81,54 @@ impl Exposition {
             counters(enc, name, help, rows)?;
         }
         Ok(())
+    }
+
+    /// In a cluster, each data partition's Raft group as this node sees it.
+    fn raft_groups(&self, enc: &mut DescriptorEncoder, topics: &[(String, Arc<Topic>)]) -> Fmt {
+        let Some(cluster) = self.registry.cluster() else { return Ok(()) };
+        let mut groups = Vec::new();
+        for (name, topic) in topics {
+            for p in 0..topic.partition_count() {
+                if let Some(group) = cluster.replica(topic, p) {
+                    let labels: Labels = vec![("topic", name.clone()), ("partition", p.to_string())];
+                    groups.push((labels, group.status(), group));
+                }
+            }
+        }
+        let leader =
+            groups.iter().map(|(l, s, _)| (l.clone(), i64::from(s.leader == Some(cluster.node_id()))));
+        gauges(enc, "es_raft_leader", "1 where this node leads the partition's Raft group, else 0", leader)?;
+        let term = groups.iter().map(|(l, s, _)| (l.clone(), i64::from(s.term.0)));
+        gauges(enc, "es_raft_term", "The group's current Raft term (the Kafka leader epoch)", term)?;
+        let changes = groups.iter().map(|(l, _, g)| (l.clone(), g.figures().leader_changes.load(Relaxed)));
+        counters(
+            enc,
+            "es_raft_leader_changes",
+            "Leaders this node learned of (one per leader and term)",
+            changes,
+        )?;
+        let lag = groups.iter().flat_map(|(l, s, _)| {
+            s.follower_lag.iter().map(move |(f, lag)| {
+                let mut labels = l.clone();
+                labels.push(("follower", f.to_string()));
+                (labels, i64::try_from(*lag).unwrap_or(i64::MAX))
+            })
+        });
+        gauges(
+            enc,
+            "es_raft_follower_lag_entries",
+            "On the leader: entries a follower's log is behind the leader's",
+            lag,
+        )?;
+        let commit =
+            groups.iter().map(|(l, _, g)| (l.clone(), g.figures().commit_latency.snapshot())).collect();
+        histograms(
+            enc,
+            "es_raft_commit_seconds",
+            "A proposal from this leader to its majority commit",
+            SECONDS,
+            commit,
+        )
     }
 
     fn group_lag(&self, enc: &mut DescriptorEncoder) -> Fmt {
@@ -174,7 +224,7 @@ impl Exposition {
         self.log(enc)?;
         // HTTP connections are axum's to accept; the binary and Kafka accept loops
         // are counted.
-        let conns = [Protocol::Binary, Protocol::Kafka]
+        let conns = Protocol::ALL
             .iter()
             .map(|p| (vec![("listener", p.label().to_owned())], m.connections[p.index()].load(RELAXED)));
         gauges(enc, "es_listener_connections", "Open connections per listener", conns)?;
