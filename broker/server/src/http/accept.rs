@@ -3,7 +3,8 @@
 //! client never holds up the others; axum takes the finished streams with the
 //! [`Peer`] (address, TLS, the key a client certificate maps to) as connect info.
 //! Connections are capped in all and per address (more are refused at accept), and
-//! each stream keeps the header-read and idle timeouts (`conn_watch.rs`).
+//! each stream keeps the header-read and idle timeouts (`conn_watch.rs`) and counts
+//! in the `es_listener_connections` gauge while open.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use tokio::sync::{Semaphore, mpsc};
 use super::conn_watch::{ConnWatch, Timeouts, Watched};
 use crate::limits::{HTTP_TLS_ACCEPT_QUEUE, HTTP_TLS_HANDSHAKES_MAX};
 use crate::listener::{AddressSlots, ListenerLimits};
+use crate::metrics::{Metrics, Protocol};
 use crate::tls::{Peer, ServerTls};
 
 /// A connection's peer as HTTP handlers see it, with its [`ConnWatch`].
@@ -39,6 +41,7 @@ impl HttpListener {
         tls: Option<ServerTls>,
         limits: ListenerLimits,
         header_read_timeout_ms: u64,
+        metrics: Arc<Metrics>,
     ) -> std::io::Result<HttpListener> {
         let local = tcp.local_addr()?;
         let (tx, ready) = mpsc::channel(HTTP_TLS_ACCEPT_QUEUE);
@@ -46,7 +49,7 @@ impl HttpListener {
             header_read: (header_read_timeout_ms > 0).then(|| Duration::from_millis(header_read_timeout_ms)),
             idle: limits.idle(),
         };
-        let acceptor = tokio::spawn(accept_loop(tcp, tls, tx, limits, timeouts)).abort_handle();
+        let acceptor = tokio::spawn(accept_loop(tcp, tls, tx, limits, timeouts, metrics)).abort_handle();
         Ok(HttpListener { ready, local, acceptor })
     }
 }
@@ -88,6 +91,7 @@ async fn accept_loop(
     ready: mpsc::Sender<(Watched, HttpPeer)>,
     limits: ListenerLimits,
     timeouts: Timeouts,
+    metrics: Arc<Metrics>,
 ) {
     let handshakes = Arc::new(Semaphore::new(HTTP_TLS_HANDSHAKES_MAX));
     let connections = Arc::new(Semaphore::new(limits.connections_max));
@@ -118,13 +122,15 @@ async fn accept_loop(
             tracing::warn!(peer = %addr, "http listener: too many TLS handshakes at once; refusing");
             continue;
         };
-        let (tls, ready) = (tls.clone(), ready.clone());
+        let (tls, ready, metrics) = (tls.clone(), ready.clone(), metrics.clone());
         tokio::spawn(async move {
             let accepted = crate::tls::accept(tls.as_deref(), conn, addr).await;
             drop(slot);
             if let Some((stream, peer)) = accepted {
                 let watch = Arc::new(ConnWatch::default());
-                let stream = Watched::new(stream, watch.clone(), timeouts, Box::new((open, address_slot)));
+                // Held by the stream: the slots and the gauge are released when it closes.
+                let held = Box::new((open, address_slot, metrics.connection(Protocol::Http)));
+                let stream = Watched::new(stream, watch.clone(), timeouts, held);
                 let _ = ready.send((stream, HttpPeer { peer, watch })).await;
             }
         });

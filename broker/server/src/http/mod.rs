@@ -303,7 +303,13 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let limits = registry.options().listeners;
-    let listener = accept::HttpListener::new(listener, tls, limits.http, limits.http_header_read_timeout_ms)?;
+    let listener = accept::HttpListener::new(
+        listener,
+        tls,
+        limits.http,
+        limits.http_header_read_timeout_ms,
+        registry.metrics().clone(),
+    )?;
     let (tx, rx) = watch::channel(false);
     let mut stopping = rx.clone();
     let app = router(registry.clone(), rx);
