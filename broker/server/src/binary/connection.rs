@@ -164,7 +164,9 @@ async fn write_loop(mut write: WriteHalf<Stream>, mut rx: mpsc::Receiver<Vec<u8>
                 Err(_) => break,
             }
         }
-        if write.write_all(&buf).await.is_err() {
+        // A TLS stream may keep the tail of a large write in its buffer until
+        // flushed: without the flush a client could wait for it until the next answer.
+        if write.write_all(&buf).await.is_err() || write.flush().await.is_err() {
             return;
         }
     }
