@@ -62,14 +62,42 @@ pub enum Form {
     Canonical,
     /// Confluent's `format=serialized` (Protobuf: base64 of the file descriptor).
     Serialized,
+    /// Confluent's `format=resolved` (Avro: the print with the referenced
+    /// schemas' types inlined where first used).
+    Resolved,
 }
 
 impl Form {
+    /// Every form, in the order of `index`.
+    pub const ALL: [Form; 3] = [Form::Canonical, Form::Serialized, Form::Resolved];
+
     /// The name a checker plugin's `form` config key takes.
     pub fn as_str(self) -> &'static str {
         match self {
             Form::Canonical => "canonical",
             Form::Serialized => "serialized",
+            Form::Resolved => "resolved",
+        }
+    }
+
+    /// Where this form is in `ALL`.
+    pub fn index(self) -> usize {
+        match self {
+            Form::Canonical => 0,
+            Form::Serialized => 1,
+            Form::Resolved => 2,
+        }
+    }
+
+    /// The form Confluent's `format` query parameter asks of a schema of
+    /// `schema_type`: `resolved` for AVRO, `serialized` for PROTOBUF. `None` for
+    /// any other (`default`, a format the type does not have, one Confluent
+    /// does not know), which Confluent answers with the schema as stored.
+    pub fn for_format(schema_type: SchemaType, format: &str) -> Option<Form> {
+        match (schema_type, format) {
+            (SchemaType::Avro, "resolved") => Some(Form::Resolved),
+            (SchemaType::Protobuf, "serialized") => Some(Form::Serialized),
+            _ => None,
         }
     }
 }

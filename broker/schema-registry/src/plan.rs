@@ -103,7 +103,8 @@ impl State {
         let normalized = checkers.normalize(schema_type, &schema)?;
         // As Confluent: with `normalize` the normalized form is stored and
         // compared; else the type's print of the schema as written, when its
-        // checker has one (Protobuf), and otherwise the text as registered,
+        // checker has one (Avro's `Schema.toString`, Protobuf's and JSON's
+        // prints), and otherwise (a user's checker) the text as registered,
         // compared by its normalized form.
         let (text, canonical) = if normalize {
             (normalized.clone(), normalized)
@@ -126,8 +127,9 @@ impl State {
     }
 
     /// A stored schema's text in Confluent's `format` (the `format` query
-    /// parameter): `serialized` asks the type's checker for that form (Protobuf:
-    /// base64 of the file descriptor). Any other format, and a form the checker
+    /// parameter, `Form::for_format`): `serialized` for Protobuf (base64 of the
+    /// file descriptor) and `resolved` for Avro (references inlined) ask the
+    /// type's checker for that form. Any other format, and a form the checker
     /// lacks, gives the text as stored, as Confluent answers formats it does
     /// not know.
     pub fn formatted(
@@ -138,11 +140,9 @@ impl State {
         references: &[Reference],
         format: &str,
     ) -> Result<String> {
-        if format != Form::Serialized.as_str() {
-            return Ok(text);
-        }
+        let Some(form) = Form::for_format(schema_type, format) else { return Ok(text) };
         let schema = ResolvedSchema { text, references: self.referenced_schemas(references)? };
-        Ok(checkers.print(schema_type, &schema, Form::Serialized)?.unwrap_or(schema.text))
+        Ok(checkers.print(schema_type, &schema, form)?.unwrap_or(schema.text))
     }
 
     /// The schemas `references` (resolved to version numbers) point at, and

@@ -511,6 +511,7 @@ impl SchemaChecker for Printing {
         Ok(Some(Ok(match form {
             Form::Canonical => words.join(" "),
             Form::Serialized => format!("serialized({})", words.join(" ")),
+            Form::Resolved => format!("resolved({})", words.join(" ")),
         })))
     }
 
@@ -550,4 +551,12 @@ fn a_checkers_print_is_stored_and_compared_unless_normalizing() {
         |format: &str| s.formatted(&c, SchemaType::Protobuf, "a b c".into(), &[], format).unwrap();
     assert_eq!(formatted("serialized"), "serialized(a b c)");
     assert_eq!(formatted("default"), "a b c");
+    // Each format belongs to one type, as in Confluent: `resolved` is Avro's,
+    // and asked of a Protobuf schema it gives the stored text.
+    assert_eq!(formatted("resolved"), "a b c");
+    c.set(SchemaType::Avro, Arc::new(Printing));
+    let avro = |format: &str| s.formatted(&c, SchemaType::Avro, "a b c".into(), &[], format).unwrap();
+    assert_eq!(avro("resolved"), "resolved(a b c)");
+    assert_eq!(avro("serialized"), "a b c");
+    assert_eq!(avro("nonsense"), "a b c");
 }

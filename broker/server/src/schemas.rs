@@ -332,9 +332,9 @@ struct PluginChecker {
     /// The built-in to load on first use, when not loaded already.
     builtin: Option<(&'static str, PluginEngine)>,
     /// A built-in that takes the config key `form` prints a schema in another
-    /// form from an instance configured with it (`Form::Canonical`,
-    /// `Form::Serialized`), each loaded on first use.
-    forms: [OnceLock<Result<Arc<CompatChecker>, String>>; 2],
+    /// form from an instance configured with it (`Form::ALL`, by
+    /// `Form::index`), each loaded on first use.
+    forms: [OnceLock<Result<Arc<CompatChecker>, String>>; Form::ALL.len()],
 }
 
 /// The config key a checker plugin takes to print a schema in another form.
@@ -354,10 +354,7 @@ impl PluginChecker {
     fn form(&self, form: Form) -> Result<Option<&CompatChecker>, CheckerError> {
         let takes_form = self.get()?.info().config_keys.iter().any(|k| k == FORM_KEY);
         let Some((name, engine)) = self.builtin.as_ref().filter(|_| takes_form) else { return Ok(None) };
-        let slot = match form {
-            Form::Canonical => &self.forms[0],
-            Form::Serialized => &self.forms[1],
-        };
+        let slot = &self.forms[form.index()];
         let loaded = slot.get_or_init(|| {
             let wasm = builtin::compat(name).expect("listed in COMPAT_TYPES");
             let config = vec![(FORM_KEY.to_owned(), form.as_str().to_owned())];
