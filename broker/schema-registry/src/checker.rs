@@ -65,11 +65,14 @@ pub enum Form {
     /// Confluent's `format=resolved` (Avro: the print with the referenced
     /// schemas' types inlined where first used).
     Resolved,
+    /// Confluent's `format=ignore_extensions` (Protobuf: the canonical print
+    /// without custom options, extension ranges and `extend` blocks).
+    IgnoreExtensions,
 }
 
 impl Form {
     /// Every form, in the order of `index`.
-    pub const ALL: [Form; 3] = [Form::Canonical, Form::Serialized, Form::Resolved];
+    pub const ALL: [Form; 4] = [Form::Canonical, Form::Serialized, Form::Resolved, Form::IgnoreExtensions];
 
     /// The name a checker plugin's `form` config key takes.
     pub fn as_str(self) -> &'static str {
@@ -77,6 +80,7 @@ impl Form {
             Form::Canonical => "canonical",
             Form::Serialized => "serialized",
             Form::Resolved => "resolved",
+            Form::IgnoreExtensions => "ignore_extensions",
         }
     }
 
@@ -86,17 +90,20 @@ impl Form {
             Form::Canonical => 0,
             Form::Serialized => 1,
             Form::Resolved => 2,
+            Form::IgnoreExtensions => 3,
         }
     }
 
     /// The form Confluent's `format` query parameter asks of a schema of
-    /// `schema_type`: `resolved` for AVRO, `serialized` for PROTOBUF. `None` for
+    /// `schema_type`: `resolved` for AVRO, `serialized` and `ignore_extensions`
+    /// for PROTOBUF. `None` for
     /// any other (`default`, a format the type does not have, one Confluent
     /// does not know), which Confluent answers with the schema as stored.
     pub fn for_format(schema_type: SchemaType, format: &str) -> Option<Form> {
         match (schema_type, format) {
             (SchemaType::Avro, "resolved") => Some(Form::Resolved),
             (SchemaType::Protobuf, "serialized") => Some(Form::Serialized),
+            (SchemaType::Protobuf, "ignore_extensions") => Some(Form::IgnoreExtensions),
             _ => None,
         }
     }

@@ -127,9 +127,9 @@ impl State {
     }
 
     /// A stored schema's text in Confluent's `format` (the `format` query
-    /// parameter, `Form::for_format`): `serialized` for Protobuf (base64 of the
-    /// file descriptor) and `resolved` for Avro (references inlined) ask the
-    /// type's checker for that form. Any other format, and a form the checker
+    /// parameter, `Form::for_format`): `serialized` (base64 of the file
+    /// descriptor) and `ignore_extensions` for Protobuf, and `resolved` for Avro
+    /// (references inlined), ask the type's checker for that form. Any other format, and a form the checker
     /// lacks, gives the text as stored, as Confluent answers formats it does
     /// not know.
     pub fn formatted(

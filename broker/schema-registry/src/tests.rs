@@ -512,6 +512,7 @@ impl SchemaChecker for Printing {
             Form::Canonical => words.join(" "),
             Form::Serialized => format!("serialized({})", words.join(" ")),
             Form::Resolved => format!("resolved({})", words.join(" ")),
+            Form::IgnoreExtensions => format!("plain({})", words.join(" ")),
         })))
     }
 
@@ -554,6 +555,7 @@ fn a_checkers_print_is_stored_and_compared_unless_normalizing() {
     // Each format belongs to one type, as in Confluent: `resolved` is Avro's,
     // and asked of a Protobuf schema it gives the stored text.
     assert_eq!(formatted("resolved"), "a b c");
+    assert_eq!(formatted("ignore_extensions"), "plain(a b c)");
     c.set(SchemaType::Avro, Arc::new(Printing));
     let avro = |format: &str| s.formatted(&c, SchemaType::Avro, "a b c".into(), &[], format).unwrap();
     assert_eq!(avro("resolved"), "resolved(a b c)");
