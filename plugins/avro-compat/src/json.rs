@@ -136,14 +136,19 @@ impl Reader<'_> {
             Some(b'"') => self.string().map(Json::String),
             Some(b'-' | b'0'..=b'9') => {
                 let start = self.at;
-                while self.bytes.get(self.at).is_some_and(|b| matches!(b, b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-'))
+                while self
+                    .bytes
+                    .get(self.at)
+                    .is_some_and(|b| matches!(b, b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-'))
                 {
                     self.at += 1;
                 }
                 Ok(Json::Number(self.text[start..self.at].to_owned()))
             }
             _ => {
-                for (word, value) in [("true", Json::Bool(true)), ("false", Json::Bool(false)), ("null", Json::Null)] {
+                for (word, value) in
+                    [("true", Json::Bool(true)), ("false", Json::Bool(false)), ("null", Json::Null)]
+                {
                     if self.text[self.at..].starts_with(word) {
                         self.at += word.len();
                         return Ok(value);
@@ -195,7 +200,10 @@ impl Reader<'_> {
     }
 
     fn hex4(&mut self) -> Result<u32, String> {
-        let digits = self.text.get(self.at..self.at + 4).ok_or_else(|| format!("short \\u escape at byte {}", self.at))?;
+        let digits = self
+            .text
+            .get(self.at..self.at + 4)
+            .ok_or_else(|| format!("short \\u escape at byte {}", self.at))?;
         self.at += 4;
         u32::from_str_radix(digits, 16).map_err(|_| format!("bad \\u escape at byte {}", self.at))
     }

@@ -227,7 +227,10 @@ impl Model {
                 None => {
                     let (short, space) = split_name(kind, self.space.as_deref());
                     let full = full_name(&short, space.as_deref());
-                    self.by_name.get(&full).map(|i| Type::Named(*i)).ok_or(format!("type not supported: {kind}"))
+                    self.by_name
+                        .get(&full)
+                        .map(|i| Type::Named(*i))
+                        .ok_or(format!("type not supported: {kind}"))
                 }
             },
         }
@@ -274,9 +277,9 @@ impl Model {
         let kind = match kind {
             "enum" => {
                 let symbols = match node.get("symbols") {
-                    Some(Json::Array(items)) => {
-                        items.iter().map(|s| s.text().map(str::to_owned).ok_or("an enum symbol is not a string"))
-                    }
+                    Some(Json::Array(items)) => items
+                        .iter()
+                        .map(|s| s.text().map(str::to_owned).ok_or("an enum symbol is not a string")),
                     _ => return Err("an enum has no symbols".into()),
                 }
                 .collect::<Result<Vec<_>, _>>()?;
@@ -313,9 +316,10 @@ impl Model {
         let mut default = node.get("default").cloned();
         if let (Some(Json::String(text)), Type::Primitive("float" | "double", _)) = (&default, &schema) {
             // Java Avro reads such a default as the number (`Double.valueOf`).
-            default = Some(Json::Double(java_double_value(text).ok_or_else(|| {
-                format!("field {name}: the default {text:?} is not a number")
-            })?));
+            default = Some(Json::Double(
+                java_double_value(text)
+                    .ok_or_else(|| format!("field {name}: the default {text:?} is not a number"))?,
+            ));
         }
         Ok(Field {
             doc: node.get("doc").and_then(Json::text).map(str::to_owned),
@@ -336,7 +340,11 @@ fn java_double_value(text: &str) -> Option<f64> {
         "NaN" => Some(f64::NAN),
         "Infinity" | "+Infinity" => Some(f64::INFINITY),
         "-Infinity" => Some(f64::NEG_INFINITY),
-        _ => t.trim_end_matches(['d', 'D', 'f', 'F']).parse().ok().filter(|_| !t.contains(['i', 'I', 'n', 'N'])),
+        _ => t
+            .trim_end_matches(['d', 'D', 'f', 'F'])
+            .parse()
+            .ok()
+            .filter(|_| !t.contains(['i', 'I', 'n', 'N'])),
     }
 }
 

@@ -114,7 +114,10 @@ fn enums_fixed_arrays_maps_unions_and_logical_types() {
 
 #[test]
 fn errors_primitives_and_unions_at_the_top() {
-    assert_eq!(canonical(r#"{"type":"error","name":"E","fields":[]}"#), r#"{"type":"error","name":"E","fields":[]}"#);
+    assert_eq!(
+        canonical(r#"{"type":"error","name":"E","fields":[]}"#),
+        r#"{"type":"error","name":"E","fields":[]}"#
+    );
     assert_eq!(canonical(r#" "string" "#), r#""string""#);
     assert_eq!(canonical(r#"{"type": "int"}"#), r#""int""#);
     assert_eq!(canonical(r#"["null", {"type": "string"}]"#), r#"["null","string"]"#);
@@ -131,7 +134,10 @@ fn a_recursive_record_names_itself() {
 #[test]
 fn strings_are_escaped_as_jackson_escapes_them() {
     let written = r#"{"type":"record","name":"R","doc":"q\" \\ \n\t\u0001 é \/ \ud83d\ude00","fields":[]}"#;
-    assert_eq!(canonical(written), "{\"type\":\"record\",\"name\":\"R\",\"doc\":\"q\\\" \\\\ \\n\\t\\u0001 é / 😀\",\"fields\":[]}");
+    assert_eq!(
+        canonical(written),
+        "{\"type\":\"record\",\"name\":\"R\",\"doc\":\"q\\\" \\\\ \\n\\t\\u0001 é / 😀\",\"fields\":[]}"
+    );
 }
 
 #[test]
@@ -142,7 +148,8 @@ fn a_repeated_key_keeps_its_first_place_and_last_value() {
     );
 }
 
-const ADDRESS: &str = r#"{"type":"record","name":"Address","namespace":"com.acme","fields":[{"name":"city","type":"string"}]}"#;
+const ADDRESS: &str =
+    r#"{"type":"record","name":"Address","namespace":"com.acme","fields":[{"name":"city","type":"string"}]}"#;
 
 #[test]
 fn canonical_names_referenced_types_and_resolved_inlines_them_once() {
@@ -172,7 +179,8 @@ fn a_type_nested_in_a_reference_is_inlined_even_in_the_canonical_print() {
     // Java's canonical print knows only each referenced schema's own type.
     let with_nested = r#"{"type":"record","name":"Address","namespace":"com.acme","fields":[
         {"name":"country","type":{"type":"enum","name":"Country","symbols":["FR","NL"]}}]}"#;
-    let user = r#"{"type":"record","name":"User","namespace":"com.acme","fields":[{"name":"c","type":"Country"}]}"#;
+    let user =
+        r#"{"type":"record","name":"User","namespace":"com.acme","fields":[{"name":"c","type":"Country"}]}"#;
     assert_eq!(
         print(user, [with_nested], Form::Canonical).unwrap(),
         r#"{"type":"record","name":"User","namespace":"com.acme","fields":[{"name":"c","type":{"type":"enum","name":"Country","symbols":["FR","NL"]}}]}"#
