@@ -272,7 +272,11 @@ impl Schemas {
         let this = self.clone();
         let plan =
             run_blocking(move || plan(&this.state.read().expect("schemas state"), &this.checkers)).await?;
-        Ok(if plan.changes.is_empty() { ControlFlow::Break(plan.answer) } else { ControlFlow::Continue(plan) })
+        Ok(if plan.changes.is_empty() {
+            ControlFlow::Break(plan.answer)
+        } else {
+            ControlFlow::Continue(plan)
+        })
     }
 }
 
