@@ -182,7 +182,8 @@ fn every_exchange_file_is_run() {
     assert_eq!(files, FILES, "add a test for each file in tests/schema-exchanges");
 }
 
-const FILES: [&str; 12] = [
+const FILES: [&str; 13] = [
+    "avro-identity.json",
     "compatibility.json",
     "config.json",
     "contexts.json",
@@ -205,6 +206,11 @@ fn answer_shapes() {
 #[test]
 fn protobuf_text_and_formats() {
     run_file("protobuf.json");
+}
+
+#[test]
+fn avro_schema_identity_and_formats() {
+    run_file("avro-identity.json");
 }
 
 #[test]

@@ -62,14 +62,49 @@ pub enum Form {
     Canonical,
     /// Confluent's `format=serialized` (Protobuf: base64 of the file descriptor).
     Serialized,
+    /// Confluent's `format=resolved` (Avro: the print with the referenced
+    /// schemas' types inlined where first used).
+    Resolved,
+    /// Confluent's `format=ignore_extensions` (Protobuf: the canonical print
+    /// without custom options, extension ranges and `extend` blocks).
+    IgnoreExtensions,
 }
 
 impl Form {
+    /// Every form, in the order of `index`.
+    pub const ALL: [Form; 4] = [Form::Canonical, Form::Serialized, Form::Resolved, Form::IgnoreExtensions];
+
     /// The name a checker plugin's `form` config key takes.
     pub fn as_str(self) -> &'static str {
         match self {
             Form::Canonical => "canonical",
             Form::Serialized => "serialized",
+            Form::Resolved => "resolved",
+            Form::IgnoreExtensions => "ignore_extensions",
+        }
+    }
+
+    /// Where this form is in `ALL`.
+    pub fn index(self) -> usize {
+        match self {
+            Form::Canonical => 0,
+            Form::Serialized => 1,
+            Form::Resolved => 2,
+            Form::IgnoreExtensions => 3,
+        }
+    }
+
+    /// The form Confluent's `format` query parameter asks of a schema of
+    /// `schema_type`: `resolved` for AVRO, `serialized` and `ignore_extensions`
+    /// for PROTOBUF. `None` for
+    /// any other (`default`, a format the type does not have, one Confluent
+    /// does not know), which Confluent answers with the schema as stored.
+    pub fn for_format(schema_type: SchemaType, format: &str) -> Option<Form> {
+        match (schema_type, format) {
+            (SchemaType::Avro, "resolved") => Some(Form::Resolved),
+            (SchemaType::Protobuf, "serialized") => Some(Form::Serialized),
+            (SchemaType::Protobuf, "ignore_extensions") => Some(Form::IgnoreExtensions),
+            _ => None,
         }
     }
 }

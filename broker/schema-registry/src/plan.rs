@@ -103,7 +103,8 @@ impl State {
         let normalized = checkers.normalize(schema_type, &schema)?;
         // As Confluent: with `normalize` the normalized form is stored and
         // compared; else the type's print of the schema as written, when its
-        // checker has one (Protobuf), and otherwise the text as registered,
+        // checker has one (Avro's `Schema.toString`, Protobuf's and JSON's
+        // prints), and otherwise (a user's checker) the text as registered,
         // compared by its normalized form.
         let (text, canonical) = if normalize {
             (normalized.clone(), normalized)
@@ -126,8 +127,9 @@ impl State {
     }
 
     /// A stored schema's text in Confluent's `format` (the `format` query
-    /// parameter): `serialized` asks the type's checker for that form (Protobuf:
-    /// base64 of the file descriptor). Any other format, and a form the checker
+    /// parameter, `Form::for_format`): `serialized` (base64 of the file
+    /// descriptor) and `ignore_extensions` for Protobuf, and `resolved` for Avro
+    /// (references inlined), ask the type's checker for that form. Any other format, and a form the checker
     /// lacks, gives the text as stored, as Confluent answers formats it does
     /// not know.
     pub fn formatted(
@@ -138,11 +140,9 @@ impl State {
         references: &[Reference],
         format: &str,
     ) -> Result<String> {
-        if format != Form::Serialized.as_str() {
-            return Ok(text);
-        }
+        let Some(form) = Form::for_format(schema_type, format) else { return Ok(text) };
         let schema = ResolvedSchema { text, references: self.referenced_schemas(references)? };
-        Ok(checkers.print(schema_type, &schema, Form::Serialized)?.unwrap_or(schema.text))
+        Ok(checkers.print(schema_type, &schema, form)?.unwrap_or(schema.text))
     }
 
     /// The schemas `references` (resolved to version numbers) point at, and
@@ -231,6 +231,51 @@ impl State {
             .find(|n| self.raw_version(subject, *n).is_some_and(|v| v.id == id))
     }
 
+    /// Confluent's "a schema sent with all references resolved": an AVRO schema
+    /// without references that is, with its references inlined (`Form::Resolved`),
+    /// a version of `subject` that has references, with the same metadata and
+    /// rules. The oldest such version, as Confluent's loop over the versions finds
+    /// it. A checker without the resolved print matches nothing.
+    fn find_resolved(
+        &self,
+        checkers: &SchemaCheckers,
+        subject: &str,
+        proposed: &Proposed,
+        deleted: bool,
+    ) -> Result<Option<i32>> {
+        if !proposed.references.is_empty() || proposed.schema_type != SchemaType::Avro {
+            return Ok(None);
+        }
+        let mut inlined: Option<Option<String>> = None;
+        for n in self.versions(subject, deleted).unwrap_or_default() {
+            let Some(stored) = self.raw_version(subject, n).and_then(|v| self.stored(v.id)) else { continue };
+            if stored.references.is_empty()
+                || stored.schema_type != SchemaType::Avro
+                || (&stored.metadata, &stored.rule_set) != (&proposed.metadata, &proposed.rule_set)
+            {
+                continue;
+            }
+            let wanted = match &inlined {
+                Some(wanted) => wanted.clone(),
+                None => {
+                    let printed =
+                        checkers.print(SchemaType::Avro, &proposed.for_checker(), Form::Resolved)?;
+                    inlined.insert(printed).clone()
+                }
+            };
+            let Some(wanted) = wanted else { return Ok(None) };
+            let schema = ResolvedSchema {
+                text: stored.schema.clone(),
+                references: self.referenced_schemas(&stored.references)?,
+            };
+            if checkers.print(SchemaType::Avro, &schema, Form::Resolved)?.as_deref() == Some(wanted.as_str())
+            {
+                return Ok(Some(n));
+            }
+        }
+        Ok(None)
+    }
+
     /// `POST /subjects/{s}`: the version of `subject` holding this schema.
     pub fn lookup(
         &self,
@@ -242,10 +287,15 @@ impl State {
     ) -> Result<SubjectVersion> {
         self.versions(subject, deleted)?;
         let proposed = self.propose(checkers, req, normalize || self.effective_normalize(subject), None)?;
-        let n = self
+        let found = self
             .find_same(subject, &proposed, deleted)
-            .or_else(|| self.find_ignoring_contract(subject, &proposed, req, deleted))
-            .ok_or_else(|| RegistryError::SchemaNotFound("Schema not found".into()))?;
+            .or_else(|| self.find_ignoring_contract(subject, &proposed, req, deleted));
+        let n = match found {
+            Some(n) => n,
+            None => self
+                .find_resolved(checkers, subject, &proposed, deleted)?
+                .ok_or_else(|| RegistryError::SchemaNotFound("Schema not found".into()))?,
+        };
         Ok(self.subject_version(subject, n))
     }
 
@@ -308,6 +358,13 @@ impl State {
                     existing.id
                 )));
             }
+            return Ok(Plan::read_only(Registered { id: existing.id, version: existing, filled_in }));
+        }
+        if asked.is_none()
+            && req.id.is_none()
+            && let Some(n) = self.find_resolved(checkers, subject, &proposed, false)?
+        {
+            let existing = self.subject_version(subject, n);
             return Ok(Plan::read_only(Registered { id: existing.id, version: existing, filled_in }));
         }
         if mode != Mode::Import {

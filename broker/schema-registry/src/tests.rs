@@ -511,6 +511,8 @@ impl SchemaChecker for Printing {
         Ok(Some(Ok(match form {
             Form::Canonical => words.join(" "),
             Form::Serialized => format!("serialized({})", words.join(" ")),
+            Form::Resolved => format!("resolved({})", words.join(" ")),
+            Form::IgnoreExtensions => format!("plain({})", words.join(" ")),
         })))
     }
 
@@ -550,4 +552,70 @@ fn a_checkers_print_is_stored_and_compared_unless_normalizing() {
         |format: &str| s.formatted(&c, SchemaType::Protobuf, "a b c".into(), &[], format).unwrap();
     assert_eq!(formatted("serialized"), "serialized(a b c)");
     assert_eq!(formatted("default"), "a b c");
+    // Each format belongs to one type, as in Confluent: `resolved` is Avro's,
+    // and asked of a Protobuf schema it gives the stored text.
+    assert_eq!(formatted("resolved"), "a b c");
+    assert_eq!(formatted("ignore_extensions"), "plain(a b c)");
+    c.set(SchemaType::Avro, Arc::new(Printing));
+    let avro = |format: &str| s.formatted(&c, SchemaType::Avro, "a b c".into(), &[], format).unwrap();
+    assert_eq!(avro("resolved"), "resolved(a b c)");
+    assert_eq!(avro("serialized"), "a b c");
+    assert_eq!(avro("nonsense"), "a b c");
+}
+
+/// A checker whose resolved print appends the referenced schemas' texts, as an
+/// Avro print inlines the types they define.
+struct Inlining;
+
+impl SchemaChecker for Inlining {
+    fn normalize(&self, schema: &ResolvedSchema) -> Result<Result<String, String>, CheckerError> {
+        Ok(Ok(schema.text.clone()))
+    }
+
+    fn print(
+        &self,
+        schema: &ResolvedSchema,
+        form: Form,
+    ) -> Result<Option<Result<String, String>>, CheckerError> {
+        Ok(match form {
+            Form::Canonical => Some(Ok(schema.text.clone())),
+            Form::Resolved => {
+                let inlined = schema.references.iter().map(|r| r.text.as_str());
+                Some(Ok(std::iter::once(schema.text.as_str()).chain(inlined).collect::<Vec<_>>().join(" ")))
+            }
+            Form::Serialized | Form::IgnoreExtensions => None,
+        })
+    }
+
+    fn check(
+        &self,
+        _level: CompatLevel,
+        _proposed: &ResolvedSchema,
+        _existing: &[ResolvedSchema],
+    ) -> Result<Vec<Incompatibility>, CheckerError> {
+        Ok(Vec::new())
+    }
+}
+
+#[test]
+fn an_avro_schema_sent_with_its_references_inlined_is_the_version_holding_them() {
+    let mut s = State::new();
+    let c = SchemaCheckers::new();
+    c.set(SchemaType::Avro, Arc::new(Inlining));
+    let mut register = |subject: &str, r: RegisterRequest| {
+        let plan = s.plan_register(&c, subject, &r, false).unwrap();
+        let changed = !plan.changes.is_empty();
+        (apply_plan(&mut s, plan).id, changed)
+    };
+    assert_eq!(register("addr", req("address")), (1, true));
+    let with_reference =
+        RegisterRequest { references: vec![reference("Address", "addr", 1)], ..req("customer") };
+    assert_eq!(register("cust", with_reference), (2, true));
+    // Confluent: "a schema sent with all references resolved" is that version.
+    assert_eq!(register("cust", req("customer address")), (2, false));
+    // Anything else inlined is a new schema.
+    assert_eq!(register("cust", req("customer other")), (3, true));
+    assert_eq!(s.lookup(&c, "cust", &req("customer address"), false, false).unwrap().version, 1);
+    assert_eq!(s.lookup(&c, "cust", &req("customer other"), false, false).unwrap().version, 2);
+    assert_eq!(s.lookup(&c, "cust", &req("nothing"), false, false).unwrap_err().error_code(), 40403);
 }

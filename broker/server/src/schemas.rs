@@ -15,6 +15,7 @@
 //! that reach a follower are forwarded to the leader over the peer links
 //! (`http/forward.rs`).
 
+use std::ops::ControlFlow;
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
@@ -211,12 +212,10 @@ impl Schemas {
         if let Some(replica) = self.replica.get() {
             return self.write_replicated(replica, plan).await;
         }
-        let this = self.clone();
-        let plan =
-            run_blocking(move || plan(&this.state.read().expect("schemas state"), &this.checkers)).await?;
-        if plan.changes.is_empty() {
-            return Ok(plan.answer);
-        }
+        let plan = match self.plan_now(plan).await? {
+            ControlFlow::Break(answer) => return Ok(answer),
+            ControlFlow::Continue(plan) => plan,
+        };
         let records = encode_changes(&plan.changes);
         let store = |e: es_log::LogError| RegistryError::Store(e.to_string());
         // One batch: the records of one write become durable together or not at all.
@@ -247,12 +246,10 @@ impl Schemas {
             )));
         }
         self.applied_to(replica, self.log.info().log_end_offset).await?;
-        let this = self.clone();
-        let plan =
-            run_blocking(move || plan(&this.state.read().expect("schemas state"), &this.checkers)).await?;
-        if plan.changes.is_empty() {
-            return Ok(plan.answer);
-        }
+        let plan = match self.plan_now(plan).await? {
+            ControlFlow::Break(answer) => return Ok(answer),
+            ControlFlow::Continue(plan) => plan,
+        };
         let records = encode_changes(&plan.changes);
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
@@ -261,6 +258,25 @@ impl Schemas {
         let appended = replica.group.propose(batch).await.map_err(|e| RegistryError::Store(e.to_string()))?;
         self.applied_to(replica, appended.last_offset + 1).await?;
         Ok(plan.answer)
+    }
+}
+
+impl Schemas {
+    /// Runs the planner against the state under its read lock, off the async
+    /// threads: `Break` with the answer when the plan changes nothing (nothing to
+    /// write), else `Continue` with the plan to make durable.
+    async fn plan_now<T: Send + 'static>(
+        self: &Arc<Self>,
+        plan: impl FnOnce(&State, &SchemaCheckers) -> Result<Plan<T>> + Send + 'static,
+    ) -> Result<ControlFlow<T, Plan<T>>> {
+        let this = self.clone();
+        let plan =
+            run_blocking(move || plan(&this.state.read().expect("schemas state"), &this.checkers)).await?;
+        Ok(if plan.changes.is_empty() {
+            ControlFlow::Break(plan.answer)
+        } else {
+            ControlFlow::Continue(plan)
+        })
     }
 }
 
@@ -320,9 +336,9 @@ struct PluginChecker {
     /// The built-in to load on first use, when not loaded already.
     builtin: Option<(&'static str, PluginEngine)>,
     /// A built-in that takes the config key `form` prints a schema in another
-    /// form from an instance configured with it (`Form::Canonical`,
-    /// `Form::Serialized`), each loaded on first use.
-    forms: [OnceLock<Result<Arc<CompatChecker>, String>>; 2],
+    /// form from an instance configured with it (`Form::ALL`, by
+    /// `Form::index`), each loaded on first use.
+    forms: [OnceLock<Result<Arc<CompatChecker>, String>>; Form::ALL.len()],
 }
 
 /// The config key a checker plugin takes to print a schema in another form.
@@ -342,10 +358,7 @@ impl PluginChecker {
     fn form(&self, form: Form) -> Result<Option<&CompatChecker>, CheckerError> {
         let takes_form = self.get()?.info().config_keys.iter().any(|k| k == FORM_KEY);
         let Some((name, engine)) = self.builtin.as_ref().filter(|_| takes_form) else { return Ok(None) };
-        let slot = match form {
-            Form::Canonical => &self.forms[0],
-            Form::Serialized => &self.forms[1],
-        };
+        let slot = &self.forms[form.index()];
         let loaded = slot.get_or_init(|| {
             let wasm = builtin::compat(name).expect("listed in COMPAT_TYPES");
             let config = vec![(FORM_KEY.to_owned(), form.as_str().to_owned())];

@@ -17,7 +17,17 @@
 //! subjects, e.g. `com.acme.Address`) are parsed with the schema, so its fields
 //! may name their types; the canonical form names them too rather than inlining
 //! them, and checks follow them into the referenced definitions.
+//!
+//! The config key `form` picks what `normalize` returns, so the registry can load
+//! one instance per form: `normalized` (the default: apache-avro's print of the
+//! parsed schema, what `normalize=true` stores), `canonical` (Java Avro's
+//! `Schema.toString` with referenced types by name, `print`: what Confluent
+//! stores, answers and compares), `resolved` (the same print with referenced
+//! types inlined, Confluent's `format=resolved`) or `serialized` (the canonical
+//! print, as Confluent answers a format Avro does not have).
 
+mod json;
+mod print;
 mod resolve;
 
 use apache_avro::Schema;
@@ -28,7 +38,10 @@ use crate::resolve::{Found, Parsed, Problem};
 /// Most incompatibilities reported by one check (the host's `INCOMPATIBILITIES_MAX`).
 const REPORTED_MAX: usize = 1_000;
 
-struct AvroCompat;
+struct AvroCompat {
+    /// `None`: the normalized form; else Java Avro's print in that form.
+    print: Option<print::Form>,
+}
 
 impl SchemaCompat for AvroCompat {
     const NAME: &'static str = "avro-compat";
@@ -37,13 +50,30 @@ impl SchemaCompat for AvroCompat {
         "Avro schema compatibility by Avro's reader/writer resolution rules, every incompatibility reported.";
     const SUPPORTS: &'static [&'static str] = &["AVRO"];
 
+    const CONFIG_KEYS: &'static [&'static str] = &["form"];
+
     fn configure(config: &Config) -> Result<Self, String> {
         config.reject_unknown(Self::CONFIG_KEYS)?;
-        Ok(Self)
+        let print = match config.get("form") {
+            None | Some("normalized") => None,
+            Some("canonical" | "serialized") => Some(print::Form::Canonical),
+            Some("resolved") => Some(print::Form::Resolved),
+            Some(other) => {
+                return Err(format!(
+                    "config key `form`: expected normalized, canonical, resolved or serialized, got `{other}`"
+                ));
+            }
+        };
+        Ok(Self { print })
     }
 
     fn normalize(&self, schema: &es_plugin_sdk::Schema) -> Result<String, String> {
         let parsed = parse(schema)?.schema;
+        if let Some(form) = self.print {
+            let references = schema.references().iter().map(es_plugin_sdk::Reference::text);
+            return print::print(schema.text(), references, form)
+                .map_err(|e| format!("invalid Avro schema: {e}"));
+        }
         // apache-avro serializes a parsed schema with a fixed key order, full
         // names where a type is used again, and every default, alias and custom
         // attribute kept (Avro's "Parsing Canonical Form" would drop defaults and

@@ -8,9 +8,10 @@
 //! The config key `form` picks what `normalize` returns, so the registry can
 //! load one instance per form: `normalized` (the default; Confluent's
 //! normalized print, what `normalize=true` stores), `canonical` (Confluent's
-//! print of the schema as written, what it stores and compares otherwise) or
-//! `serialized` (base64 of the compiled `FileDescriptorProto`, Confluent's
-//! `format=serialized`).
+//! print of the schema as written, what it stores and compares otherwise),
+//! `ignore_extensions` (that print without custom options, extension ranges and
+//! `extend` blocks, Confluent's `format=ignore_extensions`) or `serialized`
+//! (base64 of the compiled `FileDescriptorProto`, Confluent's `format=serialized`).
 
 mod compat;
 mod diff;
@@ -43,10 +44,12 @@ impl SchemaCompat for ProtobufCompat {
         let output = match config.get("form") {
             None | Some("normalized") => Output::Print(render::Form::Normalized),
             Some("canonical") => Output::Print(render::Form::Canonical),
+            Some("ignore_extensions") => Output::Print(render::Form::IgnoreExtensions),
             Some("serialized") => Output::Serialized,
             Some(other) => {
                 return Err(format!(
-                    "config key `form`: expected normalized, canonical or serialized, got `{other}`"
+                    "config key `form`: expected normalized, canonical, ignore_extensions or serialized, got \
+                     `{other}`"
                 ));
             }
         };

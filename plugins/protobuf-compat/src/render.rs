@@ -10,6 +10,10 @@
 //! - `Form::Normalized` (Confluent's `normalize`): types fully qualified with a
 //!   leading dot, fields, oneofs, enum values, reserved and extension ranges by
 //!   number, imports and options by name, `syntax` only for proto3.
+//! - `Form::IgnoreExtensions` (Confluent's `format=ignore_extensions`): the
+//!   canonical print without what extensions bring: custom (parenthesized)
+//!   options other than Confluent's own `(confluent.*)`, `extensions` ranges
+//!   and `extend` blocks.
 //!
 //! Either way the layout is Confluent's: a blank line before the imports, the
 //! options, the types (messages first, then enums, each group in declaration
@@ -27,11 +31,12 @@ use prost_types::{
 
 use crate::schema::Schema;
 
-/// Which of Confluent's two prints.
+/// Which of Confluent's prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Form {
     Canonical,
     Normalized,
+    IgnoreExtensions,
 }
 
 /// Protobuf's largest field number: a range ending there is `to max`.
@@ -41,11 +46,12 @@ const MAX_TAG: i32 = 536_870_911;
 pub fn render(schema: &Schema, form: Form) -> String {
     let compiled = schema.file.file_descriptor_proto();
     let (proto, options) = match (form, &schema.source) {
-        (Form::Canonical, Some(source)) => (source, Options::Written),
+        (Form::Canonical | Form::IgnoreExtensions, Some(source)) => (source, Options::Written),
         _ => (compiled, Options::Compiled(&schema.file)),
     };
     let printer = Printer {
         normalize: form == Form::Normalized,
+        ignore_extensions: form == Form::IgnoreExtensions,
         options,
         proto3: proto.syntax() == "proto3",
         // A descriptor's map fields are its entry messages; text writes `map<K, V>`.
@@ -85,6 +91,8 @@ struct Opt {
 
 struct Printer<'a> {
     normalize: bool,
+    /// Leave out custom options, extension ranges and `extend` blocks.
+    ignore_extensions: bool,
     options: Options<'a>,
     proto3: bool,
     maps: bool,
@@ -120,7 +128,7 @@ impl Printer<'_> {
                 out.push_str(&self.enumeration(enumeration, &[], i));
             }
         }
-        if !proto.extension.is_empty() {
+        if !proto.extension.is_empty() && !self.ignore_extensions {
             out.push('\n');
             out.push_str(&self.extends(&proto.extension));
         }
@@ -186,8 +194,11 @@ impl Printer<'_> {
         if self.normalize {
             ranges.sort_unstable();
         }
+        if self.ignore_extensions {
+            ranges.clear();
+        }
         section(&mut out, ranges.iter().map(|r| format!("extensions {};\n", self.range(*r))));
-        if !message.extension.is_empty() {
+        if !message.extension.is_empty() && !self.ignore_extensions {
             out.push('\n');
             out.push_str(&indented(&self.extends(&message.extension)));
         }
@@ -511,6 +522,10 @@ impl Printer<'_> {
                 compiled_options(file, place).map_or_else(Vec::new, |o| self.dynamic_options(&o))
             }
         };
+        if self.ignore_extensions {
+            // Confluent keeps its own `(confluent.field_meta)`-style options.
+            options.retain(|o| !o.text.starts_with('(') || o.text.starts_with("(confluent."));
+        }
         if self.normalize {
             options.sort_by(|a, b| a.key.cmp(&b.key));
         }

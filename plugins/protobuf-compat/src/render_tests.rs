@@ -137,8 +137,41 @@ message User {
     assert!(normalized.contains("  required string name = 1 [(legacy.pii) = \"name\"];\n"), "{normalized}");
     assert!(normalized.contains("extend .google.protobuf.FieldOptions {"), "{normalized}");
     assert_eq!(print(&normalized, Form::Normalized), normalized);
+    let ignoring = print(text, Form::IgnoreExtensions);
+    assert_eq!(
+        ignoring,
+        "syntax = \"proto2\";\npackage legacy;\n\nimport \"google/protobuf/descriptor.proto\";\n\n\
+         message User {\n  required string name = 1;\n  optional int32 age = 2 [default = -1];\n  \
+         optional string nick = 3 [default = \"a\\\"b\"];\n}\n"
+    );
 }
 
+#[test]
+fn ignoring_extensions_keeps_standard_and_confluent_options() {
+    let text = r#"syntax = "proto2";
+package confluent;
+import "google/protobuf/descriptor.proto";
+extend google.protobuf.FileOptions { optional int32 file_opt = 50001; }
+extend google.protobuf.MessageOptions { optional bool msg_opt = 50002; }
+extend google.protobuf.FieldOptions { optional string field_opt = 50003; optional string field_meta = 50004; }
+option java_package = "com.p";
+option (file_opt) = 1;
+message M {
+  option (msg_opt) = true;
+  optional string a = 1 [deprecated = true, (field_opt) = "x", (confluent.field_meta) = "kept"];
+  extensions 100 to 200;
+}
+"#;
+    let canonical = print(text, Form::Canonical);
+    assert!(canonical.contains("(field_opt)") && canonical.contains("extend "), "{canonical}");
+    let ignoring = print(text, Form::IgnoreExtensions);
+    assert!(ignoring.contains("option java_package = \"com.p\";\n"), "{ignoring}");
+    assert!(!ignoring.contains("_opt"), "{ignoring}");
+    assert!(!ignoring.contains("extend"), "{ignoring}");
+    assert!(ignoring.contains("  optional string a = 1 [\n"), "{ignoring}");
+    assert!(ignoring.contains("deprecated = true"), "{ignoring}");
+    assert!(ignoring.contains("(confluent.field_meta) = \"kept\""), "{ignoring}");
+}
 #[test]
 fn a_descriptor_prints_with_its_qualified_names() {
     let schema = Schema::parse(

@@ -442,7 +442,8 @@ pub(super) async fn list_versions(
         ("version" = VersionParam, Path),
         ("deleted" = Option<bool>, Query, description = "A soft-deleted version may be returned"),
         ("format" = Option<String>, Query, description = "`serialized`: a PROTOBUF schema as base64 of its \
-            FileDescriptorProto; any other value: the text as stored")),
+            FileDescriptorProto; `ignore_extensions`: a PROTOBUF schema without custom options and extensions; \
+            `resolved`: an AVRO schema with its references inlined; any other value: the text as stored")),
     responses(
         (status = 200, body = SchemaVersion),
         (status = 404, description = "40401 subject not found, 40402 version not found", body = RegistryErrorBody),
@@ -475,7 +476,8 @@ pub(super) async fn get_version(
         ("version" = VersionParam, Path),
         ("deleted" = Option<bool>, Query, description = "A soft-deleted version may be returned"),
         ("format" = Option<String>, Query, description = "`serialized`: a PROTOBUF schema as base64 of its \
-            FileDescriptorProto; any other value: the text as stored")),
+            FileDescriptorProto; `ignore_extensions`: a PROTOBUF schema without custom options and extensions; \
+            `resolved`: an AVRO schema with its references inlined; any other value: the text as stored")),
     responses(
         (status = 200, description = "The schema text itself, as registered: JSON for AVRO and JSON \
             schemas, `.proto` text or base64 for PROTOBUF", body = Value),
@@ -663,7 +665,8 @@ pub(super) async fn schema_types(State(s): State<AppState>) -> Reply {
         ("id" = i32, Path, description = "Schema id"),
         ("subject" = Option<String>, Query, description = "Accepted and ignored"),
         ("format" = Option<String>, Query, description = "`serialized`: a PROTOBUF schema as base64 of its \
-            FileDescriptorProto; any other value: the text as stored")),
+            FileDescriptorProto; `ignore_extensions`: a PROTOBUF schema without custom options and extensions; \
+            `resolved`: an AVRO schema with its references inlined; any other value: the text as stored")),
     responses(
         (status = 200, description = "Soft-deleted schemas stay readable by id", body = SchemaText),
         (status = 404, description = "40403 schema not found", body = RegistryErrorBody)))]
@@ -703,7 +706,8 @@ async fn by_id_formatted(
         ("id" = i32, Path, description = "Schema id"),
         ("subject" = Option<String>, Query, description = "Accepted and ignored"),
         ("format" = Option<String>, Query, description = "`serialized`: a PROTOBUF schema as base64 of its \
-            FileDescriptorProto; any other value: the text as stored")),
+            FileDescriptorProto; `ignore_extensions`: a PROTOBUF schema without custom options and extensions; \
+            `resolved`: an AVRO schema with its references inlined; any other value: the text as stored")),
     responses(
         (status = 200, description = "The schema text itself, as registered: JSON for AVRO and JSON \
             schemas, `.proto` text or base64 for PROTOBUF", body = Value),
