@@ -111,7 +111,8 @@ fn run_env(script: &str, cwd: &Path, env: &[(&str, &str)], limit: Duration) -> S
         .unwrap();
     let group = child.id();
     let kill_group = move || {
-        let _ = Command::new("kill").args(["-KILL", "--", &format!("-{group}")]).stderr(Stdio::null()).status();
+        let _ =
+            Command::new("kill").args(["-KILL", "--", &format!("-{group}")]).stderr(Stdio::null()).status();
     };
     let mut stdout = child.stdout.take().unwrap();
     let reader = std::thread::spawn(move || {
@@ -193,7 +194,10 @@ fn security_md_walkthrough_runs_as_written() {
         std::panic::resume_unwind(e)
     });
     for text in &expected {
-        assert!(out.contains(text.as_str()), "the walkthrough's output lacks {text:?}:\n{out}\nbroker.log:\n{log}");
+        assert!(
+            out.contains(text.as_str()),
+            "the walkthrough's output lacks {text:?}:\n{out}\nbroker.log:\n{log}"
+        );
     }
     // The broker really ran with TLS on every listener and auth on.
     assert!(log.contains(&format!("listening on https://{http_addr}")), "broker.log:\n{log}");
