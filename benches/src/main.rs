@@ -12,6 +12,7 @@ mod machine;
 mod report;
 mod suite;
 mod timed;
+mod tls_bench;
 mod validators;
 mod workload;
 
@@ -43,6 +44,9 @@ enum Command {
     /// SASL handshake cost on the Kafka listener: PLAIN, SCRAM-SHA-512 and an
     /// authenticator plugin (OAUTHBEARER through the JWT example), interleaved.
     AuthHandshake(auth_handshake::AuthHandshakeArgs),
+    /// Produce and consume throughput with TLS off and on (Kafka listener and binary
+    /// protocol), two brokers alternated in rounds, medians and the ratio.
+    Tls(tls_bench::TlsArgs),
     /// Replicated produce on a three-node cluster against a single node, rows
     /// alternated in rounds, and failover time; PASS/MISS against issue 17.
     Cluster(cluster::ClusterArgs),
@@ -57,5 +61,6 @@ fn main() -> anyhow::Result<()> {
         Command::Kafka(args) => kafka::run(&args),
         Command::AuthHandshake(args) => auth_handshake::run(&args),
         Command::Cluster(args) => cluster::run(&args),
+        Command::Tls(args) => tls_bench::run(&args),
     }
 }

@@ -5,7 +5,8 @@
 //! alike (and like a wrong password); a trapping, looping or memory-hungry
 //! authenticator fails only its own handshake, the broker stays up and PLAIN and
 //! SCRAM logins on it still work; a plugin cannot log a client in as an identity
-//! that is not an active key. HTTP takes a bearer JWT through the same plugin.
+//! that is not an active key. HTTP and the binary protocol's `Authenticate` step
+//! take a bearer JWT through the same plugin.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -128,6 +129,62 @@ fn http_takes_a_bearer_jwt_through_the_same_plugin() {
     assert_eq!(bad.get("/topics/app.h").status, 401);
     let unknown = broker::Client::with_key(&b.url, &token("ffffffffffffffff", HS256_KEY));
     assert_eq!(unknown.get("/topics/app.h").status, 401);
+}
+
+/// The binary protocol's `Authenticate` step with a JWT in place of a key: the
+/// token's key is logged in with that key's grants (its topic is written and
+/// read, another one answers as missing), and a token signed with another key,
+/// one naming an unknown key and, after a revocation, a valid-looking one for the
+/// revoked key are refused like a wrong key.
+#[test]
+fn binary_authenticate_takes_a_bearer_jwt_through_the_same_plugin() {
+    use es_client::{Client, ClientError, ClientOptions};
+    use es_protocol::ErrorCode;
+    let dir = tempfile::tempdir().unwrap();
+    let b = start(dir.path(), "SCRAM-SHA-512,OAUTHBEARER:jwt");
+    upload(&b, &format!("/plugins/jwt?config.hs256_key={HS256_KEY}"), &guest("es_example_jwt"));
+    let key = make_key(&b, "app", &["topic:prefixed:app.:admin"]);
+    let (id, _) = split_key(&key);
+    let admin = broker::Client::with_key(&b.url, ADMIN);
+    assert_eq!(admin.post("/topics", &json!({"name": "app.b", "partitions": 1})).status, 201);
+    assert_eq!(admin.post("/topics", &json!({"name": "other.b", "partitions": 1})).status, 201);
+    let batch = |v: &str| {
+        let records = [es_core::Record::from_value(v.to_owned())];
+        bytes::Bytes::from(es_core::batch::encode(&records, 1_000, es_core::ProducerInfo::NONE).unwrap())
+    };
+    let code = |r: Result<Client, ClientError>| match r {
+        Err(ClientError::Broker { code, .. }) => code,
+        Err(other) => panic!("expected a refusal, got {other:?}"),
+        Ok(_) => panic!("expected a refusal, got a connection"),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let connect = |text: String| {
+            let addr = b.binary_addr.clone();
+            async move {
+                let options = ClientOptions { api_key: Some(text), retries: 0, ..ClientOptions::default() };
+                tokio::time::timeout(Duration::from_secs(30), Client::connect(&addr, options))
+                    .await
+                    .expect("connect within 30 s")
+            }
+        };
+        let jwt = connect(token(id, HS256_KEY)).await.expect("the token logs in");
+        jwt.produce("app.b", 0, batch("by jwt")).await.expect("the token's key writes its topic");
+        let names: Vec<String> = jwt.list_topics().await.unwrap().into_iter().map(|t| t.name).collect();
+        assert_eq!(names, ["app.b"], "the listing shows only the key's topics");
+        match jwt.produce("other.b", 0, batch("x")).await {
+            Err(ClientError::Broker { code, .. }) => assert_eq!(code, ErrorCode::UnknownTopic),
+            other => panic!("another topic must answer as missing, got {other:?}"),
+        }
+        let other_key = token(id, "another-key-of-at-least-thirty-two-bytes");
+        assert_eq!(code(connect(other_key).await), ErrorCode::Unauthenticated, "a bad signature");
+        let unknown = token("ffffffffffffffff", HS256_KEY);
+        assert_eq!(code(connect(unknown).await), ErrorCode::Unauthenticated, "an unknown key");
+        assert_eq!(admin.delete(&format!("/keys/{id}")).status, 200, "revoke");
+        assert_eq!(code(connect(token(id, HS256_KEY)).await), ErrorCode::Unauthenticated, "a revoked key");
+    });
+    let got = admin.get("/topics/app.b/partitions/0/records?offset=earliest");
+    assert!(got.body.to_string().contains("by jwt"), "{}", got.body);
 }
 
 /// One X-HOSTILE handshake with `message`: the SaslAuthenticate error code and

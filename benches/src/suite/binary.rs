@@ -251,7 +251,7 @@ pub fn consume_row(
     }
     let timed = timed::run(label, duration, 1, |_, ctl| match mode {
         ConsumeMode::Consumer => rt.block_on(consumer_loop(&client, topic, end, bytes_per_record, ctl)),
-        ConsumeMode::RawFetch => rt.block_on(fetch_loop(&client, topic, end, ctl)),
+        ConsumeMode::RawFetch => rt.block_on(fetch_loop(&client, topic, end, FETCH_BYTES, ctl)),
     })?;
     let shape = Shape {
         kind: match mode {
@@ -301,14 +301,21 @@ async fn consumer_loop(
     Ok(t)
 }
 
-async fn fetch_loop(client: &Client, topic: &str, end: u64, ctl: &Control) -> Result<Tally> {
+/// Fetches `topic`-0 from 0 to `end` and over again, `max_bytes` per fetch.
+pub async fn fetch_loop(
+    client: &Client,
+    topic: &str,
+    end: u64,
+    max_bytes: u32,
+    ctl: &Control,
+) -> Result<Tally> {
     let mut t = Tally::new()?;
     let mut offset = 0u64;
     let mut wraps = 0u64;
     while ctl.running() {
         let start = Instant::now();
-        let part = FetchPartition { topic: topic.to_owned(), partition: 0, offset, max_bytes: FETCH_BYTES };
-        let results = client.fetch(FETCH_WAIT_MS, FETCH_BYTES, vec![part]).await.context("fetch")?;
+        let part = FetchPartition { topic: topic.to_owned(), partition: 0, offset, max_bytes };
+        let results = client.fetch(FETCH_WAIT_MS, max_bytes, vec![part]).await.context("fetch")?;
         latency::record_since(&mut t.latency, start);
         let data = results.into_iter().next().context("a fetch answer without partitions")?.data;
         let mut rest = &data[..];

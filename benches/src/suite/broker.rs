@@ -75,7 +75,8 @@ impl Broker {
                 );
             };
             if let Some(addr) = line.strip_prefix("listening on es://") {
-                broker.binary_addr = addr.trim().to_owned();
+                // A TLS listener adds a note after its address: " (tls)".
+                broker.binary_addr = addr.split_whitespace().next().unwrap_or_default().to_owned();
             } else if let Some(addr) = line.strip_prefix("listening on kafka://") {
                 broker.kafka_addr = addr.split_whitespace().next().unwrap_or_default().to_owned();
             } else if let Some(url) = line.strip_prefix("listening on ") {
