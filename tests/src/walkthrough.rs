@@ -33,6 +33,27 @@ pub fn block_of(rest: &str) -> String {
     rest[start..start + end].to_owned()
 }
 
+/// Every ```sh block of the section that starts with `heading` (up to the next
+/// heading of the same level), joined in order.
+pub fn blocks(doc: &str, heading: &str) -> String {
+    let text = std::fs::read_to_string(repo().join(doc)).unwrap();
+    let from = text.find(&format!("\n{heading}")).unwrap_or_else(|| panic!("{doc} has no {heading:?}"));
+    let level = heading.split(' ').next().unwrap();
+    let mut rest = &text[from + 1 + heading.len()..];
+    if let Some(end) = rest.find(&format!("\n{level} ")) {
+        rest = &rest[..end];
+    }
+    let mut all = Vec::new();
+    while let Some(start) = rest.find("```sh\n") {
+        let body = &rest[start + "```sh\n".len()..];
+        let end = body.find("\n```").expect("the block ends");
+        all.push(&body[..end]);
+        rest = &body[end + 4..];
+    }
+    assert!(!all.is_empty(), "{doc}: {heading:?} has no ```sh block");
+    all.join("\n")
+}
+
 /// A block made a bash script, and the texts its output must hold.
 pub struct Walk {
     pub script: String,
@@ -66,7 +87,8 @@ pub fn script(block: &str, replace: &[(&str, &str)]) -> Walk {
 }
 
 impl Walk {
-    /// Runs the script in `cwd` with es's binaries first on the PATH and `env` set,
+    /// Runs the script in `cwd` with es's binaries first on the PATH, no inherited
+    /// `ES_API_KEY`, and `env` set,
     /// within `limit`; panics unless it succeeds and prints every expected text.
     /// Answers the output. Cargo inside a block works offline and in its own target.
     /// The script runs in a process group of its own, killed at the end: a broker a
@@ -82,6 +104,7 @@ impl Walk {
             .env("PATH", path)
             .env("CARGO_NET_OFFLINE", "true")
             .env_remove("CARGO_TARGET_DIR")
+            .env_remove("ES_API_KEY")
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
