@@ -459,7 +459,7 @@ impl Segment {
 
     /// Whether the batch of `len` bytes at `position` still needs its CRC checked:
     /// not appended or recovered by this process, and not below `verified`.
-    fn needs_check(&self, position: u64, len: usize, verified: u64) -> bool {
+    pub(crate) fn needs_check(&self, position: u64, len: usize, verified: u64) -> bool {
         position < self.trusted_from && position + len as u64 > verified
     }
 

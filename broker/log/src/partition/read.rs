@@ -144,12 +144,12 @@ mod tests {
         {
             let m = LogManager::new(dir.path(), opts()).unwrap();
             let (p, _) = m.open_partition("t-0", config()).unwrap();
-            for i in 0..80 {
+            for i in 0..200 {
                 let r = Record::from_value(format!("value-{i:04}").into_bytes());
                 p.append_records(&[r], LeaderEpoch(1)).unwrap().wait().unwrap();
             }
             let inner = p.inner.lock().unwrap();
-            assert!(inner.segments.len() >= 3, "the test needs sealed segments");
+            assert!(inner.segments.len() >= 2, "the test needs a sealed segment");
             let active = inner.active();
             assert!(!active.needs_check(0, 100, 0), "appended in this process: checked already");
         }
