@@ -79,6 +79,10 @@ pub struct KafkaArgs {
     /// Leave Apache Kafka out (es rows only).
     #[arg(long)]
     pub no_reference: bool,
+    /// Only the consume rows, on es binary, es Kafka and Apache Kafka with defaults
+    /// (the consume target's baseline): no produce row, no `flush.messages=1` system.
+    #[arg(long)]
+    pub consume_only: bool,
     /// The script that starts Apache Kafka.
     #[arg(long, default_value = "tests/golden-capture/kafka.sh")]
     pub kafka_script: PathBuf,
@@ -342,8 +346,12 @@ fn cases(args: &KafkaArgs, targets: &Targets, run_id: u64) -> Vec<Case> {
     if targets.reference.is_some() {
         systems.extend([System::KafkaFlush, System::KafkaDefaults]);
     }
+    if args.consume_only {
+        systems.retain(|&s| s != System::KafkaFlush);
+    }
     let mut cases = Vec::new();
-    for &producers in &args.producers {
+    let shapes = if args.consume_only { &[][..] } else { &args.producers[..] };
+    for &producers in shapes {
         for &partitions in &args.partitions {
             for &system in &systems {
                 cases.push(Case {
@@ -694,6 +702,10 @@ mod tests {
         let consume: Vec<&Case> = c.iter().filter(|c| c.produce.is_none()).collect();
         assert_eq!(consume.len(), 4);
         assert!(consume.iter().all(|c| c.topic.ends_with("-read") && c.partitions() == 1), "{consume:?}");
+        let only = cases(&args(&["--consume-only"]), &t, 1);
+        let systems: Vec<System> = only.iter().map(|c| c.system).collect();
+        assert_eq!(systems, [System::EsBinary, System::EsKafka, System::KafkaDefaults]);
+        assert!(only.iter().all(|c| c.produce.is_none()));
         let no_ref = Targets { reference: None, ..t };
         assert!(cases(&a, &no_ref, 1).iter().all(|c| matches!(c.system, System::EsBinary | System::EsKafka)));
     }

@@ -69,6 +69,13 @@ pub(crate) struct Segment {
     /// Bytes known to be on disk; reads never go past this.
     pub durable_size: AtomicU64,
     pub writer: Option<Writer>,
+    /// Batches starting at or after this position were CRC-checked by this process
+    /// before they reached the file: appended (every append path checks its batch
+    /// first) or scanned by recovery. `u64::MAX` for a segment opened sealed or cold.
+    trusted_from: u64,
+    /// Every batch wholly below this position passed a CRC check on a read since the
+    /// segment was opened: a read verifies each batch once, not on every fetch.
+    verified_to: AtomicU64,
     reader: Mutex<Option<Arc<File>>>,
     pub(crate) last_used: AtomicU64,
     open_files: Arc<OpenFiles>,
@@ -96,7 +103,7 @@ impl Segment {
         base_offset: u64,
         log_path: PathBuf,
         state: SegState,
-        writer: Option<Writer>,
+        (writer, trusted_from): (Option<Writer>, u64),
         open_files: Arc<OpenFiles>,
         batch_bytes_max: usize,
     ) -> Self {
@@ -107,6 +114,8 @@ impl Segment {
             state: RwLock::new(state),
             durable_size: AtomicU64::new(durable),
             writer,
+            trusted_from,
+            verified_to: AtomicU64::new(0),
             reader: Mutex::new(None),
             last_used: AtomicU64::new(0),
             open_files,
@@ -145,7 +154,8 @@ impl Segment {
             raft,
         };
         let writer = Writer::new(file, 0, base_offset);
-        Ok(Arc::new(Segment::new(base_offset, log_path, state, Some(writer), open_files, batch_bytes_max)))
+        let writer = (Some(writer), 0);
+        Ok(Arc::new(Segment::new(base_offset, log_path, state, writer, open_files, batch_bytes_max)))
     }
 
     /// Opens a sealed segment: loads its indexes, or rebuilds them when missing or
@@ -178,7 +188,7 @@ impl Segment {
         if let Some((pos, reason)) = &state.corrupt_at {
             tracing::error!(file = %log_path.display(), position = pos, reason, "sealed segment is corrupt past this byte; it will not be served");
         }
-        let seg = Segment::new(base_offset, log_path, state, None, open_files, batch_bytes_max);
+        let seg = Segment::new(base_offset, log_path, state, (None, u64::MAX), open_files, batch_bytes_max);
         if rebuilt {
             seg.write_indexes(dir)?;
         }
@@ -220,7 +230,7 @@ impl Segment {
             raft,
         };
         let log_path = files::segment_path(dir, base, LOG_EXT);
-        Ok(Arc::new(Segment::new(base, log_path, state, None, open_files, batch_bytes_max)))
+        Ok(Arc::new(Segment::new(base, log_path, state, (None, u64::MAX), open_files, batch_bytes_max)))
     }
 
     pub(crate) fn open_files(&self) -> &Arc<OpenFiles> {
@@ -302,7 +312,9 @@ impl Segment {
             raft,
         };
         let writer = Writer::new(file, scan.end_position, next_offset);
-        let seg = Segment::new(base_offset, log_path, state, Some(writer), open_files, batch_bytes_max);
+        // The scan above CRC-checked every batch from `start_pos`; appends follow it.
+        let writer = (Some(writer), start_pos);
+        let seg = Segment::new(base_offset, log_path, state, writer, open_files, batch_bytes_max);
         Ok((Arc::new(seg), trimmed))
     }
 
@@ -353,8 +365,10 @@ impl Segment {
 
     /// Whole batches starting with the one that contains `offset` (or the first one
     /// after it), up to `max_bytes` (at least one batch), below `limit_offset`.
-    /// Every batch is CRC-checked before it is returned. Empty when this segment holds
-    /// nothing at or after `offset` below the limit.
+    /// Every batch returned passed a CRC check in this process: before it was
+    /// appended, when recovery scanned it, or on its first read here (kept as
+    /// `verified_to`); a batch neither appended nor read yet is checked now. Empty
+    /// when this segment holds nothing at or after `offset` below the limit.
     pub fn read(self: &Arc<Self>, offset: u64, max_bytes: usize, limit_offset: u64) -> Result<Vec<u8>> {
         let (start_hint, corrupt_at, end, seg_next, compacted) = {
             let st = self.state.read().expect("segment state lock");
@@ -399,6 +413,7 @@ impl Segment {
             pos += header.total_len() as u64;
         };
         let want = (first.total_len().max(max_bytes) as u64).min(end - pos) as usize;
+        let verified = self.verified_to.load(Ordering::Acquire);
         let mut data =
             files::read_at(&file, pos, want).ctx(|| format!("reading {}", self.log_path.display()))?;
         // Keep whole, valid batches below the limit; a batch cut off by max_bytes is
@@ -425,12 +440,33 @@ impl Segment {
                 break;
             }
             floor = header.next_offset();
-            BatchView::parse(&data[keep..], self.batch_bytes_max)
-                .map_err(|e| self.corrupt(pos + keep as u64, &e.to_string()))?;
+            let at = pos + keep as u64;
+            if self.needs_check(at, header.total_len(), verified) {
+                BatchView::parse(&data[keep..], self.batch_bytes_max)
+                    .map_err(|e| self.corrupt(at, &e.to_string()))?;
+            } else {
+                header.compression().map_err(|e| self.corrupt(at, &e.to_string()))?;
+            }
             keep += header.total_len();
         }
         data.truncate(keep);
+        // What this read checked extends the verified prefix when it starts inside it.
+        if keep > 0 && pos <= verified {
+            self.verified_to.fetch_max(pos + keep as u64, Ordering::AcqRel);
+        }
         Ok(data)
+    }
+
+    /// Whether the batch of `len` bytes at `position` still needs its CRC checked:
+    /// not appended or recovered by this process, and not below `verified`.
+    pub(crate) fn needs_check(&self, position: u64, len: usize, verified: u64) -> bool {
+        position < self.trusted_from && position + len as u64 > verified
+    }
+
+    /// The end of the verified prefix (tests).
+    #[cfg(test)]
+    pub(crate) fn verified_to(&self) -> u64 {
+        self.verified_to.load(Ordering::Acquire)
     }
 
     /// The whole, CRC-checked batch with Raft index `index`; `None` if this segment

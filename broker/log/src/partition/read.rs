@@ -119,3 +119,63 @@ fn strip_raft_control(data: Vec<u8>) -> Vec<u8> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Seek, SeekFrom, Write};
+
+    use es_core::{LeaderEpoch, Record};
+
+    use crate::manager::{LogManager, ManagerOptions};
+    use crate::{LogConfig, LogError};
+
+    fn config() -> LogConfig {
+        LogConfig { segment_bytes: 4096, index_interval_bytes: 256, ..LogConfig::default() }
+    }
+
+    /// A batch is CRC-checked once per process: appended ones when they are
+    /// appended, others (a segment opened sealed) on their first read. A damaged
+    /// batch never read yet is refused; the prefix before it is served and stays
+    /// verified.
+    #[test]
+    fn a_read_checks_each_batch_of_an_opened_segment_once_and_refuses_a_damaged_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = || ManagerOptions { housekeeping_interval: None, ..ManagerOptions::default() };
+        {
+            let m = LogManager::new(dir.path(), opts()).unwrap();
+            let (p, _) = m.open_partition("t-0", config()).unwrap();
+            for i in 0..200 {
+                let r = Record::from_value(format!("value-{i:04}").into_bytes());
+                p.append_records(&[r], LeaderEpoch(1)).unwrap().wait().unwrap();
+            }
+            let inner = p.inner.lock().unwrap();
+            assert!(inner.segments.len() >= 2, "the test needs a sealed segment");
+            let active = inner.active();
+            assert!(!active.needs_check(0, 100, 0), "appended in this process: checked already");
+        }
+        let m = LogManager::new(dir.path(), opts()).unwrap();
+        let (p, _) = m.open_partition("t-0", config()).unwrap();
+        let first = p.inner.lock().unwrap().segments.values().next().unwrap().clone();
+        let (size, last_batch) = (first.size(), first.next_offset() - 1);
+        assert!(first.needs_check(0, 1, 0), "opened sealed: not checked yet");
+        // Damage the last byte of the first segment (inside its last batch's CRC).
+        let mut f = std::fs::OpenOptions::new().write(true).open(&first.log_path).unwrap();
+        f.seek(SeekFrom::Start(size - 1)).unwrap();
+        f.write_all(&[0xAA]).unwrap();
+        f.sync_all().unwrap();
+        for round in 0..2 {
+            for offset in 0..last_batch {
+                let r = p.read(offset, 1).unwrap();
+                assert!(!r.data.is_empty(), "round {round}: offset {offset}");
+            }
+            let refused = p.read(last_batch, 1);
+            assert!(matches!(refused, Err(LogError::Corrupt { .. })), "round {round}: {refused:?}");
+            let verified = first.verified_to();
+            assert!(
+                verified > 0 && verified < size,
+                "verified up to the damaged batch: {verified} of {size}"
+            );
+            assert!(!first.needs_check(0, verified as usize, verified));
+        }
+    }
+}

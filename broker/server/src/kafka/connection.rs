@@ -4,16 +4,18 @@
 //! connection only, after the replies before it are written. A throttled
 //! connection is muted: nothing more is read until its throttle has passed (KIP-219).
 
+use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use es_kafka::{KafkaWireError, api_versions_response, decode_request, frame_size, split_frame};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, WriteHalf};
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt, WriteHalf};
 use tokio::sync::{mpsc, watch};
 
 use super::Ctx;
 use super::dispatch::{self, Pending, Reply};
+use super::fetch_encode::SPLICE_MIN;
 use super::sasl::{Gate, SaslConn};
 use super::throttle::Mute;
 use crate::limits::{KAFKA_IN_FLIGHT_MAX, SHUTDOWN_DRAIN_MS};
@@ -159,16 +161,17 @@ async fn start(
     }
 }
 
-/// Writes replies in request order, coalescing those already finished.
+/// Writes replies in request order, coalescing those already finished: small
+/// frames and chunks are copied into one buffer, large chunks (a Fetch's stored
+/// batches) are written as they are, all with vectored writes.
 async fn write_loop(mut write: WriteHalf<Stream>, mut rx: mpsc::Receiver<Pending>, peer: SocketAddr) {
-    let mut out = Vec::new();
+    let mut out = Out::default();
     let mut next = rx.recv().await;
     while let Some(pending) = next.take() {
-        out.clear();
-        let mut closing = push(&mut out, pending.await, peer);
-        while !closing && out.len() < WRITE_COALESCE_BYTES {
+        let mut closing = out.push(pending.await, peer);
+        while !closing && out.len < WRITE_COALESCE_BYTES {
             match rx.try_recv() {
-                Ok(p) if p.is_finished() => closing = push(&mut out, p.await, peer),
+                Ok(p) if p.is_finished() => closing = out.push(p.await, peer),
                 Ok(p) => {
                     next = Some(p);
                     break;
@@ -176,7 +179,7 @@ async fn write_loop(mut write: WriteHalf<Stream>, mut rx: mpsc::Receiver<Pending
                 Err(_) => break,
             }
         }
-        if write.write_all(&out).await.is_err() || closing {
+        if out.write_to(&mut write).await.is_err() || closing {
             break;
         }
         if next.is_none() {
@@ -186,21 +189,185 @@ async fn write_loop(mut write: WriteHalf<Stream>, mut rx: mpsc::Receiver<Pending
     let _ = write.shutdown().await;
 }
 
-/// Appends one reply; true when the connection must close after what is queued.
-fn push(out: &mut Vec<u8>, reply: Result<Reply, tokio::task::JoinError>, peer: SocketAddr) -> bool {
-    match reply {
-        Ok(Reply::Frame(bytes)) => {
-            out.extend_from_slice(&bytes);
-            false
+/// Replies waiting to be written: chunks in order, the small ones coalesced.
+#[derive(Default)]
+struct Out {
+    chunks: Vec<Bytes>,
+    small: BytesMut,
+    /// Bytes queued in all.
+    len: usize,
+}
+
+impl Out {
+    /// Queues one reply; true when the connection must close after what is queued.
+    fn push(&mut self, reply: Result<Reply, tokio::task::JoinError>, peer: SocketAddr) -> bool {
+        match reply {
+            Ok(Reply::Frame(bytes)) => {
+                self.add(bytes);
+                false
+            }
+            Ok(Reply::Chunks(chunks)) => {
+                chunks.into_iter().for_each(|c| self.add(c));
+                false
+            }
+            Ok(Reply::Nothing) => false,
+            Ok(Reply::Close(why)) => {
+                tracing::warn!(%peer, reason = %why, "kafka: closing the connection");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "kafka: a request task failed; closing the connection");
+                true
+            }
         }
-        Ok(Reply::Nothing) => false,
-        Ok(Reply::Close(why)) => {
-            tracing::warn!(%peer, reason = %why, "kafka: closing the connection");
+    }
+
+    fn add(&mut self, bytes: Bytes) {
+        self.len += bytes.len();
+        if bytes.len() < SPLICE_MIN {
+            self.small.extend_from_slice(&bytes);
+        } else {
+            self.seal();
+            self.chunks.push(bytes);
+        }
+    }
+
+    /// Ends the current run of small pieces as a chunk.
+    fn seal(&mut self) {
+        if !self.small.is_empty() {
+            self.chunks.push(self.small.split().freeze());
+        }
+    }
+
+    /// Writes everything queued.
+    async fn write_to<W: AsyncWrite + Unpin>(&mut self, write: &mut W) -> std::io::Result<()> {
+        self.seal();
+        self.len = 0;
+        write_chunks(write, &mut self.chunks).await
+    }
+}
+
+/// At most this many chunks per vectored write.
+const IOVECS_MAX: usize = 64;
+
+/// Writes `chunks` in order with vectored writes, then empties the list.
+async fn write_chunks<W: AsyncWrite + Unpin>(write: &mut W, chunks: &mut Vec<Bytes>) -> std::io::Result<()> {
+    let mut first = 0;
+    loop {
+        while chunks.get(first).is_some_and(Bytes::is_empty) {
+            first += 1;
+        }
+        if first >= chunks.len() {
+            break;
+        }
+        let mut n = {
+            let mut slices = [IoSlice::new(&[]); IOVECS_MAX];
+            let mut count = 0;
+            for (slot, c) in slices.iter_mut().zip(&chunks[first..]) {
+                *slot = IoSlice::new(c);
+                count += 1;
+            }
+            write.write_vectored(&slices[..count]).await?
+        };
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while n > 0 && first < chunks.len() {
+            let c = &mut chunks[first];
+            if n >= c.len() {
+                n -= c.len();
+                first += 1;
+            } else {
+                c.advance(n);
+                n = 0;
+            }
+        }
+    }
+    chunks.clear();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer that takes at most `step` bytes per call, vectored or not.
+    struct Trickle {
+        got: Vec<u8>,
+        step: usize,
+    }
+
+    impl AsyncWrite for Trickle {
+        fn poll_write(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            let n = buf.len().min(self.step);
+            self.got.extend_from_slice(&buf[..n]);
+            std::task::Poll::Ready(Ok(n))
+        }
+
+        fn poll_write_vectored(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            bufs: &[IoSlice<'_>],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            let mut left = self.step;
+            for b in bufs {
+                let n = b.len().min(left);
+                self.got.extend_from_slice(&b[..n]);
+                left -= n;
+                if left == 0 {
+                    break;
+                }
+            }
+            std::task::Poll::Ready(Ok(self.step - left))
+        }
+
+        fn is_write_vectored(&self) -> bool {
             true
         }
-        Err(e) => {
-            tracing::warn!(%peer, error = %e, "kafka: a request task failed; closing the connection");
-            true
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn replies_are_written_whole_and_in_order_whatever_each_write_takes() {
+        let peer: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let big = Bytes::from(vec![7u8; SPLICE_MIN * 2 + 3]);
+        for step in [1, 5, 100, SPLICE_MIN + 1, usize::MAX] {
+            let mut out = Out::default();
+            assert!(!out.push(Ok(Reply::Frame(Bytes::from_static(b"abc"))), peer));
+            let chunks =
+                vec![Bytes::from_static(b"head"), Bytes::new(), big.clone(), Bytes::from_static(b"t")];
+            assert!(!out.push(Ok(Reply::Chunks(chunks)), peer));
+            assert!(!out.push(Ok(Reply::Nothing), peer));
+            assert!(!out.push(Ok(Reply::Frame(big.clone())), peer));
+            // Small pieces are coalesced; the large ones stay chunks of their own.
+            out.seal();
+            let lens: Vec<usize> = out.chunks.iter().map(Bytes::len).collect();
+            assert_eq!(lens, [7, big.len(), 1, big.len()]);
+            let mut w = Trickle { got: Vec::new(), step };
+            out.write_to(&mut w).await.unwrap();
+            let mut want = b"abchead".to_vec();
+            want.extend_from_slice(&big);
+            want.push(b't');
+            want.extend_from_slice(&big);
+            assert_eq!(w.got, want, "step {step}");
+            assert!(out.chunks.is_empty() && out.len == 0);
         }
     }
 }

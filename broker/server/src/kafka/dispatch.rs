@@ -18,6 +18,9 @@ use crate::service::Principal;
 pub enum Reply {
     /// An encoded response frame, size prefix included.
     Frame(Bytes),
+    /// A frame as chunks to write in order (a Fetch response: the stored batches
+    /// are chunks of their own, written without a copy).
+    Chunks(Vec<Bytes>),
     /// Nothing (Produce with acks=0: a stray response would shift correlation ids).
     Nothing,
     /// Close the connection once the replies before this one are written.
@@ -37,6 +40,19 @@ pub fn reply<R: Encodable + HeaderVersion>(header: &Header, version: i16, respon
     match encode_response(header, version, response) {
         Ok(frame) => Reply::Frame(frame),
         Err(e) => Reply::Close(e.to_string()),
+    }
+}
+
+/// A Fetch response: hand-encoded as chunks (`fetch_encode.rs`) when it can be,
+/// else by kafka-protocol.
+fn fetch_reply(
+    header: &Header,
+    version: i16,
+    response: &es_kafka::kafka_protocol::messages::FetchResponse,
+) -> Reply {
+    match super::fetch_encode::encode(header, version, response) {
+        Some(chunks) => Reply::Chunks(chunks),
+        None => reply(header, version, response),
     }
 }
 
@@ -96,7 +112,7 @@ async fn answer(
         }
         KafkaRequest::Metadata(r) => reply(h, v, &metadata::metadata(ctx, who, v, r)),
         KafkaRequest::DescribeCluster(r) => reply(h, v, &metadata::describe_cluster(ctx, v, r)),
-        KafkaRequest::Fetch(r) => reply(h, v, &fetch::fetch(ctx, who, v, r, mute).await),
+        KafkaRequest::Fetch(r) => fetch_reply(h, v, &fetch::fetch(ctx, who, v, r, mute).await),
         KafkaRequest::ListOffsets(r) => reply(h, v, &offsets::list_offsets(ctx, who, v, r).await),
         KafkaRequest::OffsetForLeaderEpoch(r) => reply(h, v, &offsets::offset_for_leader_epoch(ctx, who, r)),
         KafkaRequest::InitProducerId(r) => reply(h, v, &producers::init_producer_id(ctx, who, r).await),

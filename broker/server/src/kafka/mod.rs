@@ -16,6 +16,7 @@ mod coordinator;
 mod dispatch;
 pub mod error;
 mod fetch;
+mod fetch_encode;
 pub mod groups;
 mod metadata;
 mod offsets;
