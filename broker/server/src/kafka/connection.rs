@@ -250,7 +250,7 @@ impl Out {
 /// At most this many chunks per vectored write.
 const IOVECS_MAX: usize = 64;
 
-/// Writes `chunks` in order with vectored writes, then empties the list.
+/// Writes `chunks` in order with vectored writes, empties the list, and flushes.
 async fn write_chunks<W: AsyncWrite + Unpin>(write: &mut W, chunks: &mut Vec<Bytes>) -> std::io::Result<()> {
     let mut first = 0;
     loop {
@@ -284,7 +284,9 @@ async fn write_chunks<W: AsyncWrite + Unpin>(write: &mut W, chunks: &mut Vec<Byt
         }
     }
     chunks.clear();
-    Ok(())
+    // A TLS stream may keep the tail of a write in its buffer until flushed: without
+    // the flush a client could wait for the end of a large Fetch until the next answer.
+    write.flush().await
 }
 
 #[cfg(test)]
