@@ -200,7 +200,11 @@ fn hostile_login(b: &Broker, message: &[u8]) -> (i16, bool) {
 fn a_hostile_authenticator_fails_only_its_own_handshakes() {
     let dir = tempfile::tempdir().unwrap();
     let b = start(dir.path(), "SCRAM-SHA-512,PLAIN,X-HOSTILE:hostile");
-    upload(&b, "/plugins/hostile", &guest("es_fixture_hostile_auth"));
+    // A 32 MiB cap and a 1 s step deadline: the bomb (1 MiB written per step) meets
+    // the cap long before the deadline even on a loaded machine, where with the
+    // 100 ms default it could run out of time first and fail as a deadline.
+    let limits = "call_deadline_ms=1000&memory_bytes_max=33554432";
+    upload(&b, &format!("/plugins/hostile?{limits}"), &guest("es_fixture_hostile_auth"));
     let key = make_key(&b, "app", &["topic:prefixed:app.:admin"]);
     let (id, secret) = split_key(&key);
     assert_eq!(hostile_login(&b, format!("ok:{id}").as_bytes()), (0, false), "the fixture logs in");
