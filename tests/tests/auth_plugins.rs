@@ -112,16 +112,26 @@ fn token(sub: &str, key: &str) -> String {
     format!("{signed}.{}", URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes()))
 }
 
+/// A broker taking OAUTHBEARER through the `jwt` example, a key `app` with the
+/// `app.` prefix, and the topics `app.{suffix}` and `other.{suffix}`; answers the
+/// broker and the key's id.
+fn jwt_broker(dir: &std::path::Path, suffix: &str) -> (Broker, String) {
+    let b = start(dir, "SCRAM-SHA-512,OAUTHBEARER:jwt");
+    upload(&b, &format!("/plugins/jwt?config.hs256_key={HS256_KEY}"), &guest("es_example_jwt"));
+    let key = make_key(&b, "app", &["topic:prefixed:app.:admin"]);
+    let id = split_key(&key).0.to_owned();
+    let admin = broker::Client::with_key(&b.url, ADMIN);
+    for topic in [format!("app.{suffix}"), format!("other.{suffix}")] {
+        assert_eq!(admin.post("/topics", &json!({"name": topic, "partitions": 1})).status, 201);
+    }
+    (b, id)
+}
+
 #[test]
 fn http_takes_a_bearer_jwt_through_the_same_plugin() {
     let dir = tempfile::tempdir().unwrap();
-    let b = start(dir.path(), "SCRAM-SHA-512,OAUTHBEARER:jwt");
-    upload(&b, &format!("/plugins/jwt?config.hs256_key={HS256_KEY}"), &guest("es_example_jwt"));
-    let key = make_key(&b, "app", &["topic:prefixed:app.:admin"]);
-    let (id, _) = split_key(&key);
-    let admin = broker::Client::with_key(&b.url, ADMIN);
-    assert_eq!(admin.post("/topics", &json!({"name": "app.h", "partitions": 1})).status, 201);
-    assert_eq!(admin.post("/topics", &json!({"name": "other.h", "partitions": 1})).status, 201);
+    let (b, id) = jwt_broker(dir.path(), "h");
+    let id = id.as_str();
     let jwt = broker::Client::with_key(&b.url, &token(id, HS256_KEY));
     assert_eq!(jwt.get("/topics/app.h").status, 200, "the token's key reads its topic");
     assert_eq!(jwt.get("/topics/other.h").status, 404, "and has only that key's grants");
@@ -141,13 +151,9 @@ fn binary_authenticate_takes_a_bearer_jwt_through_the_same_plugin() {
     use es_client::{Client, ClientError, ClientOptions};
     use es_protocol::ErrorCode;
     let dir = tempfile::tempdir().unwrap();
-    let b = start(dir.path(), "SCRAM-SHA-512,OAUTHBEARER:jwt");
-    upload(&b, &format!("/plugins/jwt?config.hs256_key={HS256_KEY}"), &guest("es_example_jwt"));
-    let key = make_key(&b, "app", &["topic:prefixed:app.:admin"]);
-    let (id, _) = split_key(&key);
+    let (b, id) = jwt_broker(dir.path(), "b");
+    let id = id.as_str();
     let admin = broker::Client::with_key(&b.url, ADMIN);
-    assert_eq!(admin.post("/topics", &json!({"name": "app.b", "partitions": 1})).status, 201);
-    assert_eq!(admin.post("/topics", &json!({"name": "other.b", "partitions": 1})).status, 201);
     let batch = |v: &str| {
         let records = [es_core::Record::from_value(v.to_owned())];
         bytes::Bytes::from(es_core::batch::encode(&records, 1_000, es_core::ProducerInfo::NONE).unwrap())
