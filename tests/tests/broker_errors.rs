@@ -255,8 +255,17 @@ fn over_the_in_flight_limit_requests_get_503_and_probes_still_answer() {
     let b = Broker::start_with(dir.path(), &["--max-in-flight-requests", "1"]);
     b.create_topic("busy", 1);
     let client = es_tests::broker::Client::new(&b.url);
-    // A long poll holds the only slot.
-    let poller = std::thread::spawn(move || client.get("/topics/busy/partitions/0/records?wait_ms=3000"));
+    // A long poll holds the only slot. Its own request can meet the slot taken by one
+    // of the probes below, so it retries until admitted.
+    let poller = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = client.get("/topics/busy/partitions/0/records?wait_ms=3000");
+            if r.status != 503 || Instant::now() > deadline {
+                return r;
+            }
+        }
+    });
     let deadline = Instant::now() + Duration::from_secs(10);
     let refused = loop {
         let r = b.get("/topics");
