@@ -44,35 +44,56 @@ pub struct Cluster {
     pub peers: String,
     pub secret: std::path::PathBuf,
     pub root: tempfile::TempDir,
+    /// Flags every node starts (and restarts) with, besides the cluster's own.
+    pub extra: Vec<String>,
+    /// Environment the next node started gets (a test may change it between nodes).
+    pub env: Vec<(String, String)>,
 }
 
 impl Cluster {
     /// Starts nodes 1..=n.
     pub fn start(n: u64) -> Cluster {
-        let root = tempfile::tempdir().unwrap();
-        let secret = root.path().join("cluster.secret");
-        std::fs::write(&secret, "a-test-secret-of-more-than-16-bytes\n").unwrap();
-        let peers: Vec<String> = (1..=n).map(|id| format!("{id}=127.0.0.1:{}", free_port())).collect();
-        let mut c =
-            Cluster { nodes: BTreeMap::new(), paused: BTreeSet::new(), peers: peers.join(","), secret, root };
+        let mut c = Cluster::new(n, &[], &[]);
         for id in 1..=n {
             c.start_node(id);
         }
         c
     }
 
+    /// A cluster of `n` nodes, none started yet, each to start with `extra` flags
+    /// and `env`.
+    pub fn new(n: u64, extra: &[&str], env: &[(&str, &str)]) -> Cluster {
+        let root = tempfile::tempdir().unwrap();
+        let secret = root.path().join("cluster.secret");
+        std::fs::write(&secret, "a-test-secret-of-more-than-16-bytes\n").unwrap();
+        let peers: Vec<String> = (1..=n).map(|id| format!("{id}=127.0.0.1:{}", free_port())).collect();
+        Cluster {
+            nodes: BTreeMap::new(),
+            paused: BTreeSet::new(),
+            peers: peers.join(","),
+            secret,
+            root,
+            extra: extra.iter().map(|a| a.to_string()).collect(),
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        }
+    }
+
     /// Starts (or restarts, on the same data directory) node `id`.
     pub fn start_node(&mut self, id: u64) {
         let dir = self.root.path().join(format!("node{id}"));
-        let args = [
+        let id = id.to_string();
+        let mut args = vec![
             "--node-id",
-            &id.to_string(),
+            &id,
             "--cluster-peers",
             &self.peers,
             "--cluster-secret-file",
             self.secret.to_str().unwrap(),
         ];
-        self.nodes.insert(id, Broker::start_with(&dir, &args));
+        args.extend(self.extra.iter().map(String::as_str));
+        let env: Vec<(&str, &str)> = self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let broker = Broker::start_env(&dir, &args, &env);
+        self.nodes.insert(id.parse().expect("a node id"), broker);
     }
 
     pub fn node(&self, id: u64) -> &Broker {

@@ -231,3 +231,49 @@ fn produce_quota_throttles_one_key_only_and_brute_force_is_throttled() {
     assert!(throttled > 0, "brute force was never throttled");
     assert_eq!(admin.get("/topics").status, 200, "a valid key is not held by others' failures");
 }
+
+#[test]
+fn a_keys_own_quotas_replace_the_defaults_durably_and_change_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start(dir.path(), &["--quota-produce-bytes-per-s", "2000"]);
+    let admin = Client::with_key(&b.url, ADMIN);
+    ok(&admin.post("/topics", &json!({"name": "q", "partitions": 1})), "create");
+    // Above the default: 10 x 8 kB is four times the default's 20 kB burst.
+    let body = json!({"name": "vip", "grants": ["topic:literal:q:write"], "quota": {"produce_bytes_per_s": 10_000_000}});
+    let made = ok(&admin.post("/keys", &body), "create vip");
+    assert_eq!(made["quota"], json!({"produce_bytes_per_s": 10_000_000}));
+    let vip = Client::with_key(&b.url, made["key"].as_str().unwrap());
+    let big = "x".repeat(8_000);
+    for _ in 0..10 {
+        ok(&produce(&vip, "q", &big), "a key with its own higher quota is not held to the default");
+    }
+    let id = made["id"].as_str().unwrap().to_owned();
+    assert_eq!(vip.put(&format!("/keys/{id}/quota"), &json!({})).status, 403, "only a cluster admin");
+    // Below any default: a key limited to 2 requests a second, with no default set.
+    let slow = ok(&admin.put(&format!("/keys/{id}/quota"), &json!({"requests_per_s": 2})), "set quota");
+    assert_eq!(slow["quota"], json!({"requests_per_s": 2}), "the body replaces the whole override");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let throttled = loop {
+        assert!(Instant::now() < deadline, "the key's own request rate never applied");
+        let r = vip.get("/topics");
+        if r.status == 429 {
+            break r;
+        }
+        ok(&r, "list");
+    };
+    assert_eq!(throttled.code(), "throttled");
+    assert_eq!(admin.get("/topics").status, 200, "the admin keeps the (unlimited) default");
+
+    // Refusals: a zero rate, an unknown key.
+    let zero = admin.put(&format!("/keys/{id}/quota"), &json!({"fetch_bytes_per_s": 0}));
+    assert_eq!((zero.status, zero.code()), (400, "invalid_request"), "{}", zero.body);
+    let unknown = admin.put("/keys/00000000000000ff/quota", &json!({}));
+    assert_eq!((unknown.status, unknown.code()), (404, "key_not_found"));
+
+    // Stored with the key: a restart keeps it, and an empty body returns to the defaults.
+    drop(b);
+    let b = start(dir.path(), &["--quota-produce-bytes-per-s", "2000"]);
+    let admin = Client::with_key(&b.url, ADMIN);
+    assert_eq!(ok(&admin.get(&format!("/keys/{id}")), "describe")["quota"], json!({"requests_per_s": 2}));
+    assert_eq!(ok(&admin.put(&format!("/keys/{id}/quota"), &json!({})), "clear")["quota"], json!({}));
+}

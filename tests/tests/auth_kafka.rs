@@ -303,3 +303,30 @@ fn confluent_kafka_is_held_to_its_keys_quota_and_a_light_key_is_not_slowed() {
     assert!(light["latency_max"].as_f64().unwrap() < 1.5, "the light key was slowed: {light}");
     eprintln!("heavy {heavy_rate:.0} B/s over its 5000 B/s quota (10 s burst); light {light}");
 }
+
+#[test]
+fn a_keys_own_produce_quota_throttles_it_on_a_broker_without_a_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start(dir.path(), &["--kafka-allow-plaintext-plain"]);
+    let admin = broker::Client::with_key(&b.url, ADMIN);
+    assert_eq!(admin.post("/topics", &json!({"name": "q", "partitions": 1})).status, 201);
+    let capped = admin.post(
+        "/keys",
+        &json!({"name": "capped", "grants": ["topic:literal:q:write"], "quota": {"produce_bytes_per_s": 2000}}),
+    );
+    assert_eq!(capped.status, 201, "{}", capped.body);
+    let free_key = make_key(&b, "free", &["topic:literal:q:write"]);
+    let mut capped = KafkaConn::login(&b.kafka_addr, capped.body["key"].as_str().unwrap()).unwrap();
+    let mut free = KafkaConn::login(&b.kafka_addr, &free_key).unwrap();
+    let big = "x".repeat(8_000);
+    let throttle_within = |conn: &mut KafkaConn| {
+        (0..6)
+            .map(|_| produce_timed(conn, "q", &big).0)
+            .find(|r| r.throttle_time_ms > 0)
+            .map(|r| r.throttle_time_ms)
+    };
+    // Six 8 kB batches: past the capped key's 20 kB burst, nothing for an unlimited key.
+    assert_eq!(throttle_within(&mut free), None, "a key without a quota of its own is unlimited here");
+    let throttle = throttle_within(&mut capped).expect("the key's own quota never throttled it");
+    assert!((500..=30_000).contains(&throttle), "{throttle} ms");
+}

@@ -460,3 +460,91 @@ fn raft_series_show_one_leader_its_followers_lag_and_a_failover() {
         "the dead node is still a follower"
     );
 }
+
+const ADMIN: &str = "es_00000000000000aa_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+
+/// A produce of one record to `topic` partition 0 over `conn`: the partition's error code.
+fn produce_code(conn: &mut es_tests::kafka_wire::KafkaConn, topic: &str) -> i16 {
+    use kafka_protocol::messages::ProduceRequest;
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    let records = es_tests::kafka_wire::records("after the revocation");
+    let partition = PartitionProduceData::default().with_index(0).with_records(Some(records));
+    let data = TopicProduceData::default()
+        .with_name(kafka_protocol::messages::TopicName(topic.to_owned().into()))
+        .with_partition_data(vec![partition]);
+    let req = ProduceRequest::default().with_acks(1).with_timeout_ms(5000).with_topic_data(vec![data]);
+    conn.call(8, &req).unwrap().responses[0].partition_responses[0].error_code
+}
+
+/// The bootstrap admin's client on node `id`.
+fn admin(c: &Cluster, id: u64) -> es_tests::broker::Client {
+    es_tests::broker::Client::with_key(&c.node(id).url, ADMIN)
+}
+
+/// Waits until `key` gets `status` for `GET /topics` on `b`.
+fn answers(b: &Broker, key: &str, status: u16, what: &str) {
+    let client = es_tests::broker::Client::with_key(&b.url, key);
+    eventually(Duration::from_secs(10), what, || (client.get("/topics").status == status).then_some(()));
+}
+
+#[test]
+fn keys_grants_quotas_and_revocations_reach_every_node() {
+    let shared = tempfile::tempdir().unwrap();
+    let pepper = shared.path().join("auth.pepper");
+    std::fs::write(&pepper, format!("{}\n", "5e".repeat(32))).unwrap();
+    let extra = ["--auth", "--auth-pepper-file", pepper.to_str().unwrap(), "--kafka-allow-plaintext-plain"];
+    let mut c = Cluster::new(3, &extra, &[("ES_AUTH_BOOTSTRAP_KEY", ADMIN)]);
+    c.start_node(1);
+    c.start_node(2);
+    // Node 3 is given no bootstrap key: it learns every key from the metadata log.
+    c.env.clear();
+    c.start_node(3);
+    for id in 1..=3 {
+        answers(c.node(id), ADMIN, 200, &format!("the bootstrap key on node {id}"));
+    }
+    let keys = admin(&c, 1).get("/keys");
+    assert_eq!(keys.body["keys"].as_array().map(Vec::len), Some(1), "imported once: {}", keys.body);
+
+    // A key made on node 1, with a grant and a quota of its own, logs in everywhere.
+    let body =
+        json!({"name": "app", "grants": ["topic:prefixed:app.:admin"], "quota": {"fetch_bytes_per_s": 9000}});
+    let made = admin(&c, 1).post("/keys", &body);
+    assert_eq!(made.status, 201, "{}", made.body);
+    let (key, id) =
+        (made.body["key"].as_str().unwrap().to_owned(), made.body["id"].as_str().unwrap().to_owned());
+    answers(c.node(1), &key, 200, "the new key where it was made");
+    for n in 2..=3 {
+        answers(c.node(n), &key, 200, &format!("the new key on node {n}"));
+    }
+    es_tests::kafka_wire::KafkaConn::login(&c.node(3).kafka_addr, &key).expect("SASL PLAIN on another node");
+    // A grant added on node 2 is there on node 3, quota and all.
+    let granted =
+        admin(&c, 2).post(&format!("/keys/{id}/grants"), &json!({"grants": ["group:prefixed:app.:read"]}));
+    assert_eq!(granted.status, 200, "{}", granted.body);
+    let described = eventually(Duration::from_secs(10), "the grant on node 3", || {
+        let d = admin(&c, 3).get(&format!("/keys/{id}"));
+        (d.body["grants"].as_array().map(Vec::len) == Some(2)).then_some(d.body)
+    });
+    assert_eq!(described["quota"], json!({"fetch_bytes_per_s": 9000}));
+    let app = es_tests::broker::Client::with_key(&c.node(2).url, &key);
+    assert_eq!(app.post("/topics", &json!({"name": "app.t", "partitions": 1})).status, 201);
+    let denied = app.post("/topics", &json!({"name": "ops.t", "partitions": 1}));
+    assert_eq!(denied.status, 404, "denied looks like not found: {}", denied.body);
+
+    // Revoked on node 3: refused on every node, open connections included.
+    let mut open = es_tests::kafka_wire::KafkaConn::login(&c.node(1).kafka_addr, &key).unwrap();
+    let started = std::time::Instant::now();
+    assert_eq!(admin(&c, 3).delete(&format!("/keys/{id}")).status, 200);
+    for n in 1..=2 {
+        answers(c.node(n), &key, 401, &format!("the revocation on node {n}"));
+    }
+    eprintln!("the revocation reached every node within {:?}", started.elapsed());
+    assert_eq!(produce_code(&mut open, "app.t"), 29, "TOPIC_AUTHORIZATION_FAILED on the open connection");
+
+    // Restarted (still without a bootstrap key), node 3 keeps all of it.
+    c.kill9(3);
+    c.start_node(3);
+    answers(c.node(3), ADMIN, 200, "the admin after node 3's restart");
+    answers(c.node(3), &key, 401, "the revoked key after node 3's restart");
+    assert!(!admin(&c, 3).get(&format!("/keys/{id}")).body["revoked_ms"].is_null());
+}

@@ -23,6 +23,8 @@ pub enum AuthError {
     InvalidResourceName(String),
     #[error("invalid grant: {0}")]
     InvalidGrant(String),
+    #[error("invalid quota: {0}")]
+    InvalidQuota(String),
     #[error("invalid SCRAM credential: {0}")]
     InvalidCredential(String),
     #[error("{resource} {name:?} belongs to another key")]

@@ -183,6 +183,12 @@ impl Pepper {
         mac.finalize().into_bytes().into()
     }
 
+    /// A public name for this pepper (16 hex digits of a labelled MAC): nodes of a
+    /// cluster compare it to find one whose pepper differs, without revealing it.
+    pub fn fingerprint(&self) -> String {
+        self.mac(b"es pepper fingerprint v1", &[])[..8].iter().map(|b| format!("{b:02x}")).collect()
+    }
+
     /// What the broker stores for a secret.
     pub fn hash_secret(&self, secret: &Secret) -> SecretHash {
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key length");

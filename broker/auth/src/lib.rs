@@ -8,8 +8,8 @@
 //! - [`grant`] and `authorize`: principals, resources, the rule set and
 //!   [`AuthState::authorize`], plus ownership of groups and producer ids.
 //! - [`sasl`]: the [`MechanismSession`] trait with PLAIN and SCRAM-SHA-256/512.
-//! - [`quota`]: byte-rate quotas per key and direction, request-rate and
-//!   auth-failure limits per address and key id.
+//! - [`quota`]: byte-rate quotas per key and direction (a default and each key's
+//!   own override), request-rate and auth-failure limits per address and key id.
 //! - [`limits`]: every size, count and rate limit.
 
 mod authorize;
@@ -26,7 +26,7 @@ pub use error::{AuthError, Result};
 pub use grant::{CLUSTER_NAME, Decision, DenyReason, Grant, Operation, PatternType, Principal, ResourceType};
 pub use key::{ApiKey, KeyId, KeyParseError, Pepper, Secret, SecretHash};
 pub use quota::{
-    AuthFailureLimits, ByteQuotas, Direction, KeyQuota, QuotaConfig, RateLimiter, RequestRateLimits,
+    AuthFailureLimits, ByteQuotas, Direction, KeyQuota, QuotaOverride, RateLimiter, RequestRateLimits,
     TokenBucket,
 };
 pub use sasl::{

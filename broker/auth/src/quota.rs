@@ -8,7 +8,7 @@
 //! so a throttled client slows down without being disconnected, and other keys are
 //! not slowed. Integer arithmetic in milli-units keeps every test exact.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::hash::Hash;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -16,6 +16,7 @@ use std::sync::Arc;
 use es_core::Clock;
 use serde::{Deserialize, Serialize};
 
+use crate::error::AuthError;
 use crate::key::KeyId;
 use crate::limits::{
     AUTH_FAILURES_BURST_DEFAULT, AUTH_FAILURES_PER_S_PER_ADDRESS_DEFAULT,
@@ -74,6 +75,20 @@ impl TokenBucket {
         u64::try_from(ms).unwrap_or(u64::MAX).min(THROTTLE_MS_MAX)
     }
 
+    /// Takes a new rate and burst (an operator changed the key's quota): what was
+    /// earned so far at the old rate is kept, and so is any debt, which the new rate
+    /// now pays off; tokens above the new burst are dropped.
+    pub fn set_rate(&mut self, now_ms: i64, rate_per_s: u64, burst: u64) {
+        let rate_per_s = rate_per_s.max(1);
+        if (rate_per_s, burst) == (self.rate_per_s, self.burst) {
+            return;
+        }
+        self.refill(now_ms);
+        self.rate_per_s = rate_per_s;
+        self.burst = burst;
+        self.tokens_milli = self.tokens_milli.min(i128::from(burst) * 1000);
+    }
+
     fn in_debt(&self) -> bool {
         self.tokens_milli < 0
     }
@@ -100,12 +115,24 @@ impl<K: Hash + Eq + Clone> RateLimiter<K> {
 
     /// Charges `amount` to `key`; returns how long `key` must wait.
     pub fn charge(&mut self, key: &K, amount: u64) -> u64 {
+        self.charge_at(key, amount, self.rate_per_s, self.burst)
+    }
+
+    /// Charges `amount` to `key` at a rate of its own (a per-key quota override).
+    pub fn charge_at(&mut self, key: &K, amount: u64, rate_per_s: u64, burst: u64) -> u64 {
         let now_ms = self.clock.now_ms();
         if !self.buckets.contains_key(key) {
             self.make_room(now_ms);
-            self.buckets.insert(key.clone(), TokenBucket::new(self.rate_per_s, self.burst, now_ms));
+            self.buckets.insert(key.clone(), TokenBucket::new(rate_per_s, burst, now_ms));
         }
-        self.buckets.get_mut(key).expect("inserted above").charge(now_ms, amount)
+        let bucket = self.buckets.get_mut(key).expect("inserted above");
+        bucket.set_rate(now_ms, rate_per_s, burst);
+        bucket.charge(now_ms, amount)
+    }
+
+    /// Forgets `key`'s bucket (its limit was lifted).
+    pub fn forget(&mut self, key: &K) {
+        self.buckets.remove(key);
     }
 
     /// How long `key` must wait now (0 for a key never charged).
@@ -148,7 +175,7 @@ pub enum Direction {
     Fetch,
 }
 
-/// Byte rates for one key; `None` is unlimited.
+/// The broker's default byte rates for every key; `None` is unlimited.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyQuota {
     pub produce_bytes_per_s: Option<u64>,
@@ -164,42 +191,77 @@ impl KeyQuota {
     }
 }
 
-/// The byte-rate quotas of every key: a default and per-key overrides.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QuotaConfig {
-    pub default: KeyQuota,
-    pub per_key: BTreeMap<KeyId, KeyQuota>,
+/// One key's own limits, stored with the key (`es key create --produce-bytes-per-s`,
+/// `es key quota`). Each `None` keeps the broker's default for that limit; a value
+/// replaces it for this key only, higher or lower. As in Kafka, a per-user quota
+/// overrides the default rather than adding to it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuotaOverride {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub produce_bytes_per_s: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetch_bytes_per_s: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_s: Option<u64>,
+}
+
+impl QuotaOverride {
+    /// Overrides nothing: the key follows the broker's defaults.
+    pub fn is_empty(&self) -> bool {
+        *self == QuotaOverride::default()
+    }
+
+    /// A rate is at least 1 per second (0 would mean "never", which is revoking).
+    pub fn validate(&self) -> Result<(), AuthError> {
+        let rates = [
+            ("produce_bytes_per_s", self.produce_bytes_per_s),
+            ("fetch_bytes_per_s", self.fetch_bytes_per_s),
+            ("requests_per_s", self.requests_per_s),
+        ];
+        match rates.iter().find(|(_, r)| *r == Some(0)) {
+            Some((name, _)) => Err(AuthError::InvalidQuota(format!(
+                "{name} is at least 1; leave it out to keep the broker's default, or revoke the key"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    fn bytes_rate(&self, direction: Direction) -> Option<u64> {
+        match direction {
+            Direction::Produce => self.produce_bytes_per_s,
+            Direction::Fetch => self.fetch_bytes_per_s,
+        }
+    }
 }
 
 /// One bucket per (key, direction); the burst is [`QUOTA_BURST_SECONDS_DEFAULT`] of the rate.
 #[derive(Debug)]
 pub struct ByteQuotas {
-    config: QuotaConfig,
+    default: KeyQuota,
     buckets: HashMap<(KeyId, Direction), TokenBucket>,
     clock: Arc<dyn Clock>,
 }
 
 impl ByteQuotas {
-    pub fn new(config: QuotaConfig, clock: Arc<dyn Clock>) -> ByteQuotas {
-        ByteQuotas { config, buckets: HashMap::new(), clock }
+    pub fn new(default: KeyQuota, clock: Arc<dyn Clock>) -> ByteQuotas {
+        ByteQuotas { default, buckets: HashMap::new(), clock }
     }
 
-    /// Replaces the config; buckets start again full at the new rates.
-    pub fn set_config(&mut self, config: QuotaConfig) {
-        self.config = config;
-        self.buckets.clear();
-    }
-
-    /// Charges `bytes` moved for `key`; returns the throttle to answer with.
-    pub fn charge(&mut self, key: &KeyId, direction: Direction, bytes: u64) -> u64 {
-        let quota = self.config.per_key.get(key).unwrap_or(&self.config.default);
-        let Some(rate) = quota.rate(direction) else { return 0 };
+    /// Charges `bytes` moved for `key`, at the rate of its own `quota` where it sets
+    /// one and the default otherwise; returns the throttle to answer with. A key whose
+    /// rate changed keeps its debt, paid off at the new rate.
+    pub fn charge(&mut self, key: &KeyId, direction: Direction, bytes: u64, quota: &QuotaOverride) -> u64 {
+        let Some(rate) = quota.bytes_rate(direction).or(self.default.rate(direction)) else {
+            self.buckets.remove(&(key.clone(), direction));
+            return 0;
+        };
         let now_ms = self.clock.now_ms();
         let burst = rate.saturating_mul(QUOTA_BURST_SECONDS_DEFAULT);
         let bucket = self
             .buckets
             .entry((key.clone(), direction))
             .or_insert_with(|| TokenBucket::new(rate, burst, now_ms));
+        bucket.set_rate(now_ms, rate, burst);
         bucket.charge(now_ms, bytes)
     }
 
@@ -243,35 +305,52 @@ impl AuthFailureLimits {
 
 /// Requests per second, limited per client address and per key, charged one per
 /// request after it is served (like the byte quotas, so a burst is answered at once).
+/// Either default may be unset (unlimited); a key's own rate applies even then.
 #[derive(Debug)]
 pub struct RequestRateLimits {
-    by_address: RateLimiter<IpAddr>,
+    by_address: Option<RateLimiter<IpAddr>>,
     by_key: RateLimiter<KeyId>,
+    per_key_default: Option<u64>,
+    burst_s: u64,
 }
 
 impl RequestRateLimits {
     /// `burst_s` seconds of each rate may be used at once.
-    pub fn new(per_address_per_s: u64, per_key_per_s: u64, burst_s: u64, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(
+        per_address_per_s: Option<u64>,
+        per_key_per_s: Option<u64>,
+        burst_s: u64,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let by_address =
+            per_address_per_s.map(|rate| RateLimiter::new(rate, rate.saturating_mul(burst_s), clock.clone()));
+        let key_rate = per_key_per_s.unwrap_or(1);
         RequestRateLimits {
-            by_address: RateLimiter::new(
-                per_address_per_s,
-                per_address_per_s.saturating_mul(burst_s),
-                clock.clone(),
-            ),
-            by_key: RateLimiter::new(per_key_per_s, per_key_per_s.saturating_mul(burst_s), clock),
+            by_address,
+            by_key: RateLimiter::new(key_rate, key_rate.saturating_mul(burst_s), clock),
+            per_key_default: per_key_per_s,
+            burst_s,
         }
     }
 
     /// Charges one served request; returns the throttle (the larger of the two).
-    pub fn charge(&mut self, address: IpAddr, key: Option<&KeyId>) -> u64 {
-        let by_key = key.map_or(0, |k| self.by_key.charge(k, 1));
-        self.by_address.charge(&address, 1).max(by_key)
+    /// `own_rate` is the key's own requests-per-second, if it has one.
+    pub fn charge(&mut self, address: IpAddr, key: Option<&KeyId>, own_rate: Option<u64>) -> u64 {
+        let by_key = key.map_or(0, |k| match own_rate.or(self.per_key_default) {
+            Some(rate) => self.by_key.charge_at(k, 1, rate, rate.saturating_mul(self.burst_s)),
+            None => {
+                self.by_key.forget(k);
+                0
+            }
+        });
+        let by_address = self.by_address.as_mut().map_or(0, |l| l.charge(&address, 1));
+        by_address.max(by_key)
     }
 
     /// How long the next request from `address` for `key` must wait, charging nothing.
     pub fn throttle_ms(&mut self, address: IpAddr, key: Option<&KeyId>) -> u64 {
         let by_key = key.map_or(0, |k| self.by_key.throttle_ms(k));
-        self.by_address.throttle_ms(&address).max(by_key)
+        self.by_address.as_mut().map_or(0, |l| l.throttle_ms(&address)).max(by_key)
     }
 }
 

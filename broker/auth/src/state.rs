@@ -18,6 +18,7 @@ use crate::key::{ApiKey, KeyId, Pepper, SecretHash};
 use crate::limits::{
     GRANTS_PER_KEY_MAX, KEY_NAME_BYTES_MAX, KEYS_MAX, SCRAM_ITERATIONS_MAX, SCRAM_ITERATIONS_MIN,
 };
+use crate::quota::QuotaOverride;
 use crate::sasl::{ScramCredential, ScramMechanism};
 
 /// What the broker stores for one key. The secret itself is never stored.
@@ -61,14 +62,36 @@ pub struct SecretForms {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Command {
     CreateKey(KeyRecord),
-    RotateKey { id: KeyId, at_ms: i64, forms: SecretForms },
-    RevokeKey { id: KeyId, at_ms: i64 },
+    RotateKey {
+        id: KeyId,
+        at_ms: i64,
+        forms: SecretForms,
+    },
+    RevokeKey {
+        id: KeyId,
+        at_ms: i64,
+    },
     AddGrant(Grant),
     RemoveGrant(Grant),
-    ClaimGroup { group: String, owner: KeyId },
-    ReleaseGroup { group: String },
-    ClaimProducerId { producer_id: i64, owner: KeyId },
-    ReleaseProducerId { producer_id: i64 },
+    ClaimGroup {
+        group: String,
+        owner: KeyId,
+    },
+    ReleaseGroup {
+        group: String,
+    },
+    ClaimProducerId {
+        producer_id: i64,
+        owner: KeyId,
+    },
+    ReleaseProducerId {
+        producer_id: i64,
+    },
+    /// Replaces a key's own limits; an empty override returns it to the defaults.
+    SetQuota {
+        id: KeyId,
+        quota: QuotaOverride,
+    },
 }
 
 /// What a planner needs to make secrets: the pepper, randomness and the SCRAM cost.
@@ -110,6 +133,9 @@ pub struct AuthState {
     grants: BTreeMap<KeyId, BTreeSet<Grant>>,
     groups: BTreeMap<String, KeyId>,
     producer_ids: BTreeMap<i64, KeyId>,
+    /// Keys with limits of their own (absent from snapshots older than overrides).
+    #[serde(default)]
+    quotas: BTreeMap<KeyId, QuotaOverride>,
 }
 
 impl AuthState {
@@ -136,6 +162,11 @@ impl AuthState {
 
     pub fn producer_id_owner(&self, producer_id: i64) -> Option<&KeyId> {
         self.producer_ids.get(&producer_id)
+    }
+
+    /// The key's own limits (empty: the broker's defaults apply).
+    pub fn quota_of(&self, id: &KeyId) -> QuotaOverride {
+        self.quotas.get(id).copied().unwrap_or_default()
     }
 
     /// A new key with a random id and secret.
@@ -207,6 +238,14 @@ impl AuthState {
         held.then_some(Command::RemoveGrant(grant))
     }
 
+    /// `None` when the key already has exactly these limits.
+    pub fn plan_set_quota(&self, id: &KeyId, quota: QuotaOverride) -> Result<Option<Command>> {
+        quota.validate()?;
+        self.require_active(id)?;
+        let changed = self.quota_of(id) != quota;
+        Ok(changed.then(|| Command::SetQuota { id: id.clone(), quota }))
+    }
+
     fn require_active(&self, id: &KeyId) -> Result<&KeyRecord> {
         let record = self.keys.get(id).ok_or_else(|| AuthError::KeyNotFound(id.to_string()))?;
         if !record.is_active() {
@@ -252,6 +291,16 @@ impl AuthState {
             Command::ClaimProducerId { producer_id, owner } => self.apply_claim_pid(producer_id, owner),
             Command::ReleaseProducerId { producer_id } => {
                 self.producer_ids.remove(&producer_id);
+                Ok(())
+            }
+            Command::SetQuota { id, quota } => {
+                quota.validate()?;
+                self.require_active(&id)?;
+                if quota.is_empty() {
+                    self.quotas.remove(&id);
+                } else {
+                    self.quotas.insert(id, quota);
+                }
                 Ok(())
             }
         }

@@ -284,6 +284,35 @@ proptest! {
     }
 }
 
+#[test]
+fn a_keys_own_quota_is_set_replaced_and_cleared_by_commands() {
+    let (mut state, keys) = state_with_keys(&["billing", "other"]);
+    let id = &keys[0].id;
+    let own = QuotaOverride { fetch_bytes_per_s: Some(1_000), ..Default::default() };
+    let set = state.plan_set_quota(id, own).unwrap().expect("a change");
+    assert_eq!(state.quota_of(id), QuotaOverride::default(), "planning changes nothing");
+    state.apply(set).unwrap();
+    assert_eq!(state.quota_of(id), own);
+    assert_eq!(state.quota_of(&keys[1].id), QuotaOverride::default(), "the other key keeps the defaults");
+    assert_eq!(state.plan_set_quota(id, own).unwrap(), None, "setting the same limits is a no-op");
+    let zero = QuotaOverride { requests_per_s: Some(0), ..Default::default() };
+    assert!(matches!(state.plan_set_quota(id, zero), Err(AuthError::InvalidQuota(_))));
+    let forged = Command::SetQuota { id: id.clone(), quota: zero };
+    assert!(matches!(state.clone().apply(forged), Err(AuthError::InvalidQuota(_))), "refused on replay too");
+    state.apply(state.plan_set_quota(id, QuotaOverride::default()).unwrap().unwrap()).unwrap();
+    assert_eq!(state.quota_of(id), QuotaOverride::default());
+    assert!(!serde_json::to_string(&state).unwrap().contains("fetch_bytes_per_s"), "cleared, not kept empty");
+    state.apply(state.plan_revoke_key(&keys[1].id, 9).unwrap()).unwrap();
+    assert_eq!(
+        state.plan_set_quota(&keys[1].id, own).unwrap_err(),
+        AuthError::KeyRevoked(keys[1].id.to_string())
+    );
+    // A snapshot written before overrides existed has no `quotas` field.
+    let mut old = serde_json::to_value(&state).unwrap();
+    old.as_object_mut().unwrap().remove("quotas");
+    assert_eq!(serde_json::from_value::<AuthState>(old).unwrap(), state);
+}
+
 /// The stored forms are a contract with every data directory: they never change.
 #[test]
 fn stored_commands_keep_their_json_form() {
@@ -308,6 +337,19 @@ fn stored_commands_keep_their_json_form() {
         (
             Command::ClaimProducerId { producer_id: 4000, owner: keys[0].id.clone() },
             format!(r#"{{"type":"claim_producer_id","producer_id":4000,"owner":"{id}"}}"#),
+        ),
+        (
+            Command::SetQuota {
+                id: keys[0].id.clone(),
+                quota: QuotaOverride {
+                    produce_bytes_per_s: Some(5),
+                    requests_per_s: Some(2),
+                    ..Default::default()
+                },
+            },
+            format!(
+                r#"{{"type":"set_quota","id":"{id}","quota":{{"produce_bytes_per_s":5,"requests_per_s":2}}}}"#
+            ),
         ),
     ];
     for (command, json) in cases {

@@ -206,6 +206,8 @@ impl MetadataStore for FileMetadataStore {
         match command {
             Command::DeleteTopic { name } => self.topics.remove(name),
             Command::ReserveProducerIds { .. } => self.save_producer_ids(after.producer_ids_reserved()),
+            // Stored by `Auth` in `<data>/auth`, never in the topic metadata.
+            Command::Auth { .. } => Ok(()),
             Command::CreateTopic(_)
             | Command::SetPartitions { .. }
             | Command::SetConfig { .. }

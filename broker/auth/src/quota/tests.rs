@@ -39,42 +39,63 @@ fn the_throttle_is_capped_but_the_debt_is_not_forgiven() {
 }
 
 /// A client that sends `bytes` per request and honours every throttle, for `ms`.
-fn run_client(quotas: &mut ByteQuotas, clock: &ManualClock, key: &KeyId, bytes: u64, ms: i64) -> u64 {
+fn run_client(
+    quotas: &mut ByteQuotas,
+    clock: &ManualClock,
+    key: &KeyId,
+    own: &QuotaOverride,
+    bytes: u64,
+    ms: i64,
+) -> u64 {
     let end = clock.now_ms() + ms;
     let mut sent = 0;
     while clock.now_ms() < end {
         sent += bytes;
-        let throttle = quotas.charge(key, Direction::Produce, bytes);
+        let throttle = quotas.charge(key, Direction::Produce, bytes, own);
         clock.advance_ms(throttle.max(1) as i64);
     }
     sent
 }
 
+fn produce_at(rate: u64) -> QuotaOverride {
+    QuotaOverride { produce_bytes_per_s: Some(rate), ..Default::default() }
+}
+
 #[test]
 fn a_throttled_key_converges_to_its_rate_and_never_slows_another() {
     let clock = clock();
-    let mut per_key = BTreeMap::new();
-    per_key.insert(id(2), KeyQuota { produce_bytes_per_s: Some(1_000_000), fetch_bytes_per_s: None });
     let default = KeyQuota { produce_bytes_per_s: Some(10_000), fetch_bytes_per_s: None };
-    let mut quotas = ByteQuotas::new(QuotaConfig { default, per_key }, clock.clone());
+    let mut quotas = ByteQuotas::new(default, clock.clone());
+    let (none, fast_own) = (QuotaOverride::default(), produce_at(1_000_000));
     // 100 s at 1 KB a request: the burst (10 s of rate) plus 100 s at the rate.
-    let slow = run_client(&mut quotas, &clock, &id(1), 1_000, 100_000);
+    let slow = run_client(&mut quotas, &clock, &id(1), &none, 1_000, 100_000);
     assert!((1_100_000..=1_102_000).contains(&slow), "{slow}");
-    // The other key, sending in the same simulated period, sees none of that debt.
-    assert_eq!(quotas.charge(&id(2), Direction::Produce, 500_000), 0);
-    assert_eq!(quotas.charge(&id(1), Direction::Fetch, u64::MAX / 2), 0, "no fetch quota: unlimited");
-    let fast = run_client(&mut quotas, &clock, &id(2), 100_000, 10_000);
+    // The other key, with its own higher rate, sees none of that debt.
+    assert_eq!(quotas.charge(&id(2), Direction::Produce, 500_000, &fast_own), 0);
+    assert_eq!(quotas.charge(&id(1), Direction::Fetch, u64::MAX / 2, &none), 0, "no fetch quota: unlimited");
+    let fast = run_client(&mut quotas, &clock, &id(2), &fast_own, 100_000, 10_000);
     assert!((19_500_000..=20_100_000).contains(&fast), "{fast}");
 }
 
 #[test]
-fn a_new_config_starts_from_full_buckets() {
+fn an_override_replaces_the_default_in_both_directions_and_keeps_the_debt() {
     let clock = clock();
-    let default = KeyQuota { produce_bytes_per_s: Some(100), fetch_bytes_per_s: Some(100) };
-    let mut quotas = ByteQuotas::new(QuotaConfig { default, per_key: BTreeMap::new() }, clock.clone());
-    assert_eq!(quotas.charge(&id(1), Direction::Fetch, 1_100), 1_000);
-    quotas.set_config(QuotaConfig::default());
-    assert_eq!(quotas.charge(&id(1), Direction::Fetch, 1_000_000), 0);
+    let mut quotas = ByteQuotas::new(KeyQuota::default(), clock.clone());
+    let slow = produce_at(100);
+    assert_eq!(quotas.charge(&id(1), Direction::Produce, u64::MAX / 4, &QuotaOverride::default()), 0);
+    // 10 s of burst at 100 B/s, then 1,000 bytes of debt: 10 s to wait.
+    assert_eq!(quotas.charge(&id(1), Direction::Produce, 2_000, &slow), 10_000);
+    assert_eq!(quotas.charge(&id(1), Direction::Fetch, 1 << 40, &slow), 0, "fetch keeps its default");
+    // Raised to 1,000 B/s: the same debt is paid ten times faster, and not forgiven.
+    assert_eq!(quotas.charge(&id(1), Direction::Produce, 0, &produce_at(1_000)), 1_000);
+    clock.advance_ms(1_000);
+    assert_eq!(quotas.charge(&id(1), Direction::Produce, 0, &produce_at(1_000)), 0);
+    // Lowered: tokens above the new burst are dropped, so the new rate holds at once.
+    clock.advance_ms(1_000_000);
+    assert_eq!(quotas.charge(&id(1), Direction::Produce, 10, &produce_at(1)), 0);
+    assert_eq!(quotas.charge(&id(1), Direction::Produce, 1, &produce_at(1)), 1_000);
+    // Back to the default (unlimited): the bucket and its debt are gone.
+    assert_eq!(quotas.charge(&id(1), Direction::Produce, 1 << 40, &QuotaOverride::default()), 0);
     quotas.forget(&id(1));
 }
 
@@ -123,19 +144,40 @@ fn a_full_limiter_forgets_the_least_indebted_first() {
 #[test]
 fn request_rates_are_limited_per_address_and_per_key() {
     let clock = clock();
-    let mut limits = RequestRateLimits::new(100, 10, 1, clock.clone());
+    let mut limits = RequestRateLimits::new(Some(100), Some(10), 1, clock.clone());
     let (a, b) = (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)));
     for _ in 0..10 {
-        assert_eq!(limits.charge(a, Some(&id(1))), 0);
+        assert_eq!(limits.charge(a, Some(&id(1)), None), 0);
     }
-    assert_eq!(limits.charge(b, Some(&id(1))), 100, "the key's limit follows it to another address");
-    assert_eq!(limits.charge(b, Some(&id(2))), 0);
+    assert_eq!(limits.charge(b, Some(&id(1)), None), 100, "the key's limit follows it to another address");
+    assert_eq!(limits.charge(b, Some(&id(2)), None), 0);
     for _ in 0..90 {
-        limits.charge(a, None);
+        limits.charge(a, None, None);
     }
-    assert_eq!(limits.charge(a, None), 10, "one request of debt at 100/s");
+    assert_eq!(limits.charge(a, None, None), 10, "one request of debt at 100/s");
     clock.advance_ms(100);
-    assert_eq!(limits.charge(b, Some(&id(1))), 100);
+    assert_eq!(limits.charge(b, Some(&id(1)), None), 100);
+}
+
+#[test]
+fn a_keys_own_request_rate_applies_with_or_without_a_default() {
+    let clock = clock();
+    let c = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3));
+    let mut unlimited = RequestRateLimits::new(None, None, 1, clock.clone());
+    for _ in 0..1_000 {
+        assert_eq!(unlimited.charge(c, Some(&id(1)), None), 0);
+    }
+    assert_eq!(unlimited.charge(c, Some(&id(2)), Some(2)), 0);
+    assert_eq!(unlimited.charge(c, Some(&id(2)), Some(2)), 0);
+    assert_eq!(unlimited.charge(c, Some(&id(2)), Some(2)), 500, "one request of debt at its own 2/s");
+    assert_eq!(unlimited.throttle_ms(c, Some(&id(2))), 500);
+    assert_eq!(unlimited.throttle_ms(c, Some(&id(1))), 0);
+    let mut limited = RequestRateLimits::new(None, Some(1), 1, clock.clone());
+    for _ in 0..50 {
+        assert_eq!(limited.charge(c, Some(&id(3)), Some(100)), 0, "a higher own rate replaces the default");
+    }
+    assert_eq!(limited.charge(c, Some(&id(4)), None), 0);
+    assert_eq!(limited.charge(c, Some(&id(4)), None), 1_000);
 }
 
 mod properties {

@@ -554,6 +554,7 @@ fn auth_options(cfg: &Effective) -> anyhow::Result<es_server::auth::AuthOptions>
             .map(|m| m.trim().to_owned())
             .filter(|m| !m.is_empty())
             .collect(),
+        replicated: cfg.int("cluster.node_id").is_some(),
     })
 }
 

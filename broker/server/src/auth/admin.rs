@@ -3,7 +3,9 @@
 //! `resource:pattern:name:operation` (`topic:prefixed:billing.:write`,
 //! `group:literal:billing-workers:read`) or `cluster:operation` (`cluster:admin`).
 
-use es_auth::{AuthState, Command, Grant, KeyId, KeyRecord, Operation, PatternType, ResourceType};
+use es_auth::{
+    AuthState, Command, Grant, KeyId, KeyRecord, Operation, PatternType, QuotaOverride, ResourceType,
+};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -21,6 +23,44 @@ pub struct KeyView {
     pub revoked_ms: Option<i64>,
     /// In the text form `resource:pattern:name:operation`.
     pub grants: Vec<String>,
+    /// The key's own limits; a field left out follows the broker's default.
+    pub quota: KeyQuotaBody,
+}
+
+/// A key's own limits, each replacing the broker's default (`--quota-produce-bytes-per-s`,
+/// `--quota-fetch-bytes-per-s`, `--requests-per-s-per-key`) for this key only, higher
+/// or lower. Left out or null: the default applies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct KeyQuotaBody {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub produce_bytes_per_s: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub fetch_bytes_per_s: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub requests_per_s: Option<u64>,
+}
+
+impl From<KeyQuotaBody> for QuotaOverride {
+    fn from(b: KeyQuotaBody) -> QuotaOverride {
+        QuotaOverride {
+            produce_bytes_per_s: b.produce_bytes_per_s,
+            fetch_bytes_per_s: b.fetch_bytes_per_s,
+            requests_per_s: b.requests_per_s,
+        }
+    }
+}
+
+impl From<QuotaOverride> for KeyQuotaBody {
+    fn from(q: QuotaOverride) -> KeyQuotaBody {
+        KeyQuotaBody {
+            produce_bytes_per_s: q.produce_bytes_per_s,
+            fetch_bytes_per_s: q.fetch_bytes_per_s,
+            requests_per_s: q.requests_per_s,
+        }
+    }
 }
 
 /// A new or rotated key: the only answer that ever holds the secret.
@@ -37,6 +77,9 @@ pub struct CreateKeyBody {
     pub name: String,
     #[serde(default)]
     pub grants: Vec<String>,
+    /// The key's own limits, as `PUT /keys/{key}/quota` sets them.
+    #[serde(default)]
+    pub quota: KeyQuotaBody,
 }
 
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -113,6 +156,7 @@ fn view(state: &AuthState, record: &KeyRecord) -> KeyView {
         rotated_ms: record.rotated_ms,
         revoked_ms: record.revoked_ms,
         grants: state.grants_of(&record.id).map(grant_text).collect(),
+        quota: state.quota_of(&record.id).into(),
     }
 }
 
@@ -129,6 +173,7 @@ fn refused(e: es_auth::AuthError) -> BrokerError {
         | A::InvalidKeyName(_)
         | A::InvalidResourceName(_)
         | A::InvalidGrant(_)
+        | A::InvalidQuota(_)
         | A::KeyParse(_)
         | A::TooManyKeys { .. }
         | A::TooManyGrants { .. }) => BrokerError::InvalidRequest(e.to_string()),
@@ -139,12 +184,18 @@ fn refused(e: es_auth::AuthError) -> BrokerError {
 }
 
 impl Auth {
-    /// A new key with `grants`; the answer holds the secret, shown once.
-    pub fn create_key(&self, name: &str, grants: &[String]) -> Result<IssuedKey> {
+    /// A new key with `grants` and its own `quota`; the answer holds the secret,
+    /// shown once.
+    pub fn create_key(&self, name: &str, grants: &[String], quota: KeyQuotaBody) -> Result<IssuedKey> {
+        let quota = QuotaOverride::from(quota);
+        quota.validate().map_err(refused)?;
         let (key, id) = self.commit(|state, issuer| {
             let issued = state.plan_create_key(name, issuer).map_err(refused)?;
             let id = issued.key.id.clone();
             let mut commands = vec![issued.command];
+            if !quota.is_empty() {
+                commands.push(Command::SetQuota { id: id.clone(), quota });
+            }
             let mut seen = std::collections::BTreeSet::new();
             for text in grants {
                 let grant = parse_grant(&id, text)?;
@@ -186,6 +237,16 @@ impl Auth {
             Ok((vec![issued.command], issued.key.reveal()))
         })?;
         Ok(IssuedKey { key, view: self.describe_key(id.as_str())? })
+    }
+
+    /// Replaces a key's own limits (an empty body returns it to the defaults). The
+    /// next request it makes is charged at the new rates; debt it owes is kept.
+    pub fn set_key_quota(&self, id: &str, quota: KeyQuotaBody) -> Result<KeyView> {
+        let id = key_id(id)?;
+        self.commit(|state, _| {
+            Ok((state.plan_set_quota(&id, quota.into()).map_err(refused)?.into_iter().collect(), ()))
+        })?;
+        self.describe_key(id.as_str())
     }
 
     /// Adds grants to a key (idempotent: a grant it holds is skipped).
@@ -240,7 +301,9 @@ mod tests {
         let options = super::super::AuthOptions::default();
         let clock: std::sync::Arc<dyn es_core::Clock> = std::sync::Arc::new(es_core::SystemClock);
         let auth = Auth::open(dir.path(), &options, clock.clone()).unwrap();
-        let made = auth.create_key("billing", &["topic:prefixed:billing.:write".into()]).unwrap();
+        let own = KeyQuotaBody { fetch_bytes_per_s: Some(4_000), ..Default::default() };
+        let made = auth.create_key("billing", &["topic:prefixed:billing.:write".into()], own).unwrap();
+        assert_eq!(made.view.quota, own);
         let secret = made.key.rsplit_once('_').unwrap().1.to_owned();
         let listed = serde_json::to_string(&auth.list_keys()).unwrap();
         assert!(listed.contains(&made.view.id) && !listed.contains(&secret));
@@ -249,6 +312,11 @@ mod tests {
         drop(auth);
         let auth = Auth::open(dir.path(), &options, clock).unwrap();
         assert_eq!(auth.describe_key(&made.view.id).unwrap().grants, ["topic:prefixed:billing.:write"]);
+        assert_eq!(auth.describe_key(&made.view.id).unwrap().quota, own, "the key's own quota is durable");
+        let zero = KeyQuotaBody { requests_per_s: Some(0), ..Default::default() };
+        assert!(matches!(auth.set_key_quota(&made.view.id, zero), Err(BrokerError::InvalidRequest(_))));
+        let cleared = auth.set_key_quota(&made.view.id, KeyQuotaBody::default()).unwrap();
+        assert_eq!(cleared.quota, KeyQuotaBody::default());
         assert!(auth.authenticate(&made.key, from).is_ok());
         let rotated = auth.rotate_key(&made.view.id).unwrap();
         assert!(auth.authenticate(&made.key, from).is_err(), "the old secret stops at once");

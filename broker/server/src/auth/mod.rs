@@ -8,6 +8,16 @@
 //! change is planned against the current state, applied to a copy, stored, and
 //! only then swapped in, so a refused or failed write changes nothing and a
 //! revocation is in force for the very next request.
+//!
+//! In a cluster the planned commands go through the metadata Raft group instead
+//! (`registry::metadata::Command::Auth`): every node applies them in log order with
+//! [`Auth::apply_replicated`] (to a copy, stored, swapped, as above), and the node
+//! that took the request answers once it applied them itself. So a key made on one
+//! node logs in on every node, and a revocation reaches each within the time its
+//! applier takes (milliseconds). The snapshot is then what this node applied up to
+//! its `cluster/metadata-applied` offset; applying a command again (a crash between
+//! the two saves) changes nothing. The bootstrap key is imported through the log
+//! too, once the node has caught up with it (`Auth::set_cluster`).
 
 pub mod admin;
 pub mod mechanisms;
@@ -16,12 +26,12 @@ mod pepper;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use es_auth::{
     ApiKey, AuthFailureLimits, AuthState, ByteQuotas, Command, CredentialSource, Grant, Issuer, KeyId,
-    MechanismSession, Operation, PatternType, Pepper, PlainSession, QuotaConfig, RequestRateLimits,
-    ResourceType, ScramMechanism, ScramSession,
+    MechanismSession, Operation, PatternType, Pepper, PlainSession, RequestRateLimits, ResourceType,
+    ScramMechanism, ScramSession,
 };
 use es_core::Clock;
 use serde::{Deserialize, Serialize};
@@ -31,6 +41,8 @@ use crate::store::{MetaStore, Stored};
 
 /// The name of the bootstrap key (`es key list` shows it).
 pub const BOOTSTRAP_KEY_NAME: &str = "bootstrap";
+/// How often a cluster node that has not imported its bootstrap key yet tries again.
+const BOOTSTRAP_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// How the broker authenticates (flags and environment of `es-broker`).
 #[derive(Debug, Clone, Default)]
@@ -42,7 +54,8 @@ pub struct AuthOptions {
     pub bootstrap_key: Option<String>,
     /// Where the pepper lives [default: `<data>/auth-pepper`, created on first start].
     pub pepper_file: Option<PathBuf>,
-    /// The default byte-rate quotas of every key.
+    /// The default byte-rate quotas of every key (a key's own, set with
+    /// `es key quota`, replaces them for that key).
     pub quota: KeyQuota,
     /// Requests per second per key and per client address (`None`: unlimited).
     pub requests_per_s_per_key: Option<u64>,
@@ -53,6 +66,10 @@ pub struct AuthOptions {
     /// `SCRAM-SHA-256`, `SCRAM-SHA-512`, or `NAME:plugin` for a mechanism of an
     /// authenticator plugin. Empty: the built-ins, SCRAM-SHA-512 first.
     pub mechanisms: Vec<String>,
+    /// This node is a cluster member: keys come from the metadata log, the
+    /// bootstrap key is imported there once the cluster is up, and the pepper file
+    /// must be set (the same pepper on every node, or hashes differ between nodes).
+    pub replicated: bool,
 }
 
 /// How the Kafka listener runs SASL.
@@ -112,15 +129,20 @@ pub struct Auth {
     store: MetaStore<Snapshot>,
     clock: Arc<dyn Clock>,
     failures: Mutex<AuthFailureLimits>,
+    /// Byte quotas: the default of every key, or the key's own (`AuthState::quota_of`).
     quotas: Mutex<ByteQuotas>,
-    /// Request-rate limits; `None` when neither rate is set.
-    requests: Option<Mutex<RequestRateLimits>>,
+    /// Request-rate limits: the defaults, or the key's own.
+    requests: Mutex<RequestRateLimits>,
     /// Per-key successes, failures, denials and throttling, for metrics.
     stats: crate::metrics::KeyStats,
     /// The configured SASL mechanisms, in the order they are offered.
     mechanisms: Vec<mechanisms::Mechanism>,
     /// Authenticator plugins behind the plugin mechanisms.
     plugin_mechanisms: mechanisms::PluginMechanisms,
+    /// In a cluster: changes go through its metadata log.
+    cluster: OnceLock<Weak<crate::cluster::Cluster>>,
+    /// The bootstrap key, kept until a cluster node has imported it through the log.
+    bootstrap_key: Option<String>,
 }
 
 impl std::fmt::Debug for Auth {
@@ -138,11 +160,18 @@ impl Auth {
     /// on and there is no key yet. Refuses to start with auth on and nothing to
     /// log in with: there is never a built-in default key.
     pub fn open(data_dir: &std::path::Path, options: &AuthOptions, clock: Arc<dyn Clock>) -> Result<Auth> {
+        if options.enabled && options.replicated && options.pepper_file.is_none() {
+            return Err(BrokerError::InvalidConfig(
+                "auth is on in a cluster, so every node must hash keys with the same pepper: make one \
+                 (`openssl rand -hex 32 > auth.pepper`), copy it to every node and set auth.pepper_file \
+                 (--auth-pepper-file) to it"
+                    .into(),
+            ));
+        }
         let pepper_path = options.pepper_file.clone().unwrap_or_else(|| data_dir.join("auth-pepper"));
         let pepper = pepper::load_or_create(&pepper_path)?;
         let store = MetaStore::<Snapshot>::open(data_dir.join("auth"))?;
         let state = store.load_all()?.into_iter().find(|s| s.name == SNAPSHOT_NAME).map(|s| s.state);
-        let quota = QuotaConfig { default: options.quota, per_key: Default::default() };
         let mechanisms = mechanisms::parse(&options.mechanisms)?;
         let auth = Auth {
             enabled: options.enabled,
@@ -154,19 +183,63 @@ impl Auth {
             clock: clock.clone(),
             failures: Mutex::new(AuthFailureLimits::new(clock.clone())),
             requests: request_limits(options, clock.clone()),
-            quotas: Mutex::new(ByteQuotas::new(quota, clock)),
+            quotas: Mutex::new(ByteQuotas::new(options.quota, clock)),
             stats: crate::metrics::KeyStats::default(),
             mechanisms,
             plugin_mechanisms: Default::default(),
+            cluster: OnceLock::new(),
+            bootstrap_key: options.bootstrap_key.clone(),
         };
-        if options.enabled {
+        if options.enabled && !options.replicated {
             auth.bootstrap(options.bootstrap_key.as_deref())?;
+        } else if options.enabled && options.bootstrap_key.is_none() && !auth.has_active_key() {
+            tracing::warn!(
+                "auth is on and this node holds no key yet: it learns keys from the cluster's metadata log \
+                 (another node's bootstrap key)"
+            );
         }
         Ok(auth)
     }
 
+    fn has_active_key(&self) -> bool {
+        self.state().keys().any(|k| k.is_active())
+    }
+
+    /// Makes this node's auth state a replica of the cluster's metadata log, and
+    /// imports the bootstrap key through it once this node has caught up with the
+    /// log (every node given the key tries; the first import applied wins, the
+    /// others are refused alike and skipped).
+    pub fn set_cluster(self: &Arc<Self>, cluster: &Arc<crate::cluster::Cluster>) {
+        if self.cluster.set(Arc::downgrade(cluster)).is_err() {
+            tracing::warn!("the auth state was made a replica twice; the first cluster stays");
+            return;
+        }
+        let Some(key) = self.bootstrap_key.clone().filter(|_| self.enabled) else { return };
+        let (auth, cluster) = (Arc::downgrade(self), Arc::downgrade(cluster));
+        tokio::spawn(async move {
+            loop {
+                let (Some(a), Some(c)) = (auth.upgrade(), cluster.upgrade()) else { return };
+                if a.has_active_key() {
+                    return;
+                }
+                if c.metadata_caught_up() {
+                    let key = key.clone();
+                    match tokio::task::spawn_blocking(move || a.bootstrap(Some(&key))).await {
+                        Ok(Ok(())) => return,
+                        Ok(Err(e)) => {
+                            tracing::info!(error = %e, "importing the bootstrap key through the cluster")
+                        }
+                        Err(_) => return,
+                    }
+                }
+                drop(c);
+                tokio::time::sleep(BOOTSTRAP_RETRY).await;
+            }
+        });
+    }
+
     fn bootstrap(&self, key: Option<&str>) -> Result<()> {
-        if self.state().keys().any(|k| k.is_active()) {
+        if self.has_active_key() {
             return Ok(());
         }
         let Some(text) = key else {
@@ -237,13 +310,17 @@ impl Auth {
     }
 
     /// Plans commands against the current state, applies them to a copy, stores
-    /// the copy durably and swaps it in. Blocking (an fsync): call it off the
-    /// async workers when it can be on a hot path.
+    /// the copy durably and swaps it in; in a cluster, commits them through the
+    /// metadata log and answers once this node applied them. Blocking (an fsync, or
+    /// a Raft commit): call it off the async workers when it can be on a hot path.
     pub fn commit<T>(
         &self,
         plan: impl FnOnce(&AuthState, &mut Issuer<'_>) -> Result<(Vec<Command>, T)>,
     ) -> Result<T> {
-        let _write = self.writes.lock().expect("auth writes lock");
+        let cluster = self.cluster.get().map(|c| c.upgrade().ok_or_else(|| self.stopping()));
+        // A single node serializes plan-apply-store; a cluster serializes in its log
+        // (the apply takes this lock, so the proposer must not hold it meanwhile).
+        let _write = cluster.is_none().then(|| self.writes.lock().expect("auth writes lock"));
         let current = self.state();
         let mut rng = rand::rng();
         let mut issuer = Issuer {
@@ -256,13 +333,58 @@ impl Auth {
         if commands.is_empty() {
             return Ok(answer);
         }
+        // Checked here first, so a change that cannot apply is refused before it is stored.
         let mut next = (*current).clone();
-        for command in commands {
+        for command in &commands {
             next.apply(command.clone()).map_err(internal)?;
+        }
+        if let Some(cluster) = cluster {
+            let command =
+                crate::registry::metadata::Command::Auth { pepper: self.pepper.fingerprint(), commands };
+            replicate(&*cluster?, command)?;
+            return Ok(answer);
         }
         self.store.save(&Snapshot { name: SNAPSHOT_NAME.into(), state: next.clone() })?;
         *self.state.write().expect("auth state lock") = Arc::new(next);
         Ok(answer)
+    }
+
+    fn stopping(&self) -> BrokerError {
+        BrokerError::Internal("the cluster is shutting down".into())
+    }
+
+    /// Applies auth commands the metadata group committed, all or none: to a copy,
+    /// stored, then swapped in. A command that does not fit the state (two nodes
+    /// made the same change at once) is refused alike on every node and skipped.
+    pub fn apply_replicated(&self, pepper: &str, commands: &[Command]) -> Result<()> {
+        if pepper != self.pepper.fingerprint() {
+            tracing::error!(
+                proposer = pepper,
+                here = %self.pepper.fingerprint(),
+                "an auth change was made on a node with another pepper: keys it made or rotated will not log \
+                 in here with the key itself or SASL PLAIN (SCRAM still works); give every node the same \
+                 auth.pepper_file"
+            );
+        }
+        let _write = self.writes.lock().expect("auth writes lock");
+        let current = self.state();
+        let mut next = (*current).clone();
+        for command in commands {
+            next.apply(command.clone()).map_err(|e| {
+                BrokerError::InvalidRequest(format!("a replicated auth change was refused: {e}"))
+            })?;
+        }
+        if next == *current {
+            return Ok(());
+        }
+        self.store.save(&Snapshot { name: SNAPSHOT_NAME.into(), state: next.clone() })?;
+        *self.state.write().expect("auth state lock") = Arc::new(next);
+        for command in commands {
+            if let Command::RevokeKey { id, .. } = command {
+                self.quotas.lock().expect("quotas lock").forget(id);
+            }
+        }
+        Ok(())
     }
 
     /// Checks a bearer credential (the whole key text). Every path does the same
@@ -330,20 +452,23 @@ impl Auth {
         &self.stats
     }
 
-    /// Charges `bytes` moved by `key` after the fact; the throttle it must honour.
+    /// Charges `bytes` moved by `key` after the fact, at the key's own rate if it
+    /// has one and the default otherwise; the throttle it must honour.
     pub fn charge(&self, key: &KeyId, direction: es_auth::Direction, bytes: u64) -> u64 {
-        self.quotas.lock().expect("quotas lock").charge(key, direction, bytes)
+        let own = self.state().quota_of(key);
+        self.quotas.lock().expect("quotas lock").charge(key, direction, bytes, &own)
     }
 
     /// Charges one served request from `from` for `key` after the fact; the
     /// throttle it must honour (0 with no request-rate limit set).
     pub fn charge_request(&self, from: IpAddr, key: Option<&KeyId>) -> u64 {
-        self.requests.as_ref().map_or(0, |r| r.lock().expect("request limits lock").charge(from, key))
+        let own = key.and_then(|k| self.state().quota_of(k).requests_per_s);
+        self.requests.lock().expect("request limits lock").charge(from, key, own)
     }
 
     /// How long the next request from `from` for `key` must wait, charging nothing.
     pub fn request_throttle_ms(&self, from: IpAddr, key: Option<&KeyId>) -> u64 {
-        self.requests.as_ref().map_or(0, |r| r.lock().expect("request limits lock").throttle_ms(from, key))
+        self.requests.lock().expect("request limits lock").throttle_ms(from, key)
     }
 
     /// Claims `group` for `key` on its first use (join or commit). A no-op when
@@ -353,11 +478,18 @@ impl Auth {
         if self.state().group_owner(group) == Some(key) {
             return Ok(());
         }
-        self.commit(|state, _| match state.plan_claim_group(&principal, group) {
+        let claimed = self.commit(|state, _| match state.plan_claim_group(&principal, group) {
             Ok(claim) => Ok((claim.into_iter().collect(), ())),
             Err(es_auth::AuthError::NotOwner { .. }) => Err(crate::service::authz::denied_group(group)),
             Err(other) => Err(internal(other)),
-        })
+        });
+        match claimed {
+            // Another node's claim for another key was applied first.
+            Err(_) if self.state().group_owner(group).is_some_and(|owner| owner != key) => {
+                Err(crate::service::authz::denied_group(group))
+            }
+            other => other,
+        }
     }
 
     /// Records that `producer_id` was issued to `key`.
@@ -369,15 +501,22 @@ impl Auth {
     }
 }
 
-/// The request-rate limiters, when either rate is set; the unset one is unlimited.
-fn request_limits(options: &AuthOptions, clock: Arc<dyn Clock>) -> Option<Mutex<RequestRateLimits>> {
-    if options.requests_per_s_per_key.is_none() && options.requests_per_s_per_address.is_none() {
-        return None;
+/// Commits a metadata command and waits for this node's apply. On an async worker
+/// (an authorization's first group claim) the runtime moves its other tasks off
+/// this thread while it waits.
+fn replicate(cluster: &crate::cluster::Cluster, command: crate::registry::metadata::Command) -> Result<()> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(|| cluster.replicate(command)),
+        _ => cluster.replicate(command),
     }
-    let per_key = options.requests_per_s_per_key.unwrap_or(u64::MAX);
-    let per_address = options.requests_per_s_per_address.unwrap_or(u64::MAX);
+}
+
+/// The request-rate limiters; an unset default is unlimited.
+fn request_limits(options: &AuthOptions, clock: Arc<dyn Clock>) -> Mutex<RequestRateLimits> {
+    let (per_address, per_key) = (options.requests_per_s_per_address, options.requests_per_s_per_key);
     let burst = es_auth::limits::REQUEST_RATE_BURST_SECONDS_DEFAULT;
-    Some(Mutex::new(RequestRateLimits::new(per_address, per_key, burst, clock)))
+    Mutex::new(RequestRateLimits::new(per_address, per_key, burst, clock))
 }
 
 pub fn cluster_admin(id: &KeyId) -> Grant {

@@ -69,6 +69,12 @@ impl MetadataLog {
         &self.group
     }
 
+    /// Whether the group has a leader and this node applied everything it knows
+    /// to be committed.
+    pub(super) fn caught_up(&self) -> bool {
+        self.group.leader().is_some() && *self.applied.borrow() >= self.group.log().high_watermark()
+    }
+
     /// Appends `command` through the leader (forwarding it when that is another
     /// node); answers its offset once committed.
     pub(super) async fn propose(&self, cluster: &Cluster, command: &Command) -> Result<u64> {

@@ -242,6 +242,13 @@ impl Cluster {
         }
     }
 
+    /// Whether the metadata group has a leader and this node applied all of its log
+    /// it knows to be committed (what a node waits for before it imports its
+    /// bootstrap key).
+    pub fn metadata_caught_up(&self) -> bool {
+        self.metadata.caught_up()
+    }
+
     /// Stops every group and the peer links (bounded).
     pub async fn shutdown(&self) {
         self.host.shutdown().await;

@@ -8,13 +8,13 @@ use axum::http::StatusCode;
 
 use super::{ApiJson, ApiPath, AppState, blocking};
 use crate::api::ErrorBody;
-use crate::auth::admin::{CreateKeyBody, GrantsBody, IssuedKey, KeyList, KeyView};
+use crate::auth::admin::{CreateKeyBody, GrantsBody, IssuedKey, KeyList, KeyQuotaBody, KeyView};
 use crate::service::error::Result;
 
 #[utoipa::path(post, path = "/keys", tag = "keys", request_body = CreateKeyBody,
     responses(
         (status = 201, description = "Created; `key` is the secret, shown once", body = IssuedKey),
-        (status = 400, description = "invalid_request (name or grant), bad_json", body = ErrorBody),
+        (status = 400, description = "invalid_request (name, grant or quota), bad_json", body = ErrorBody),
         (status = 401, description = "unauthenticated", body = ErrorBody),
         (status = 403, description = "unauthorized: needs cluster admin", body = ErrorBody)))]
 pub async fn create(
@@ -22,7 +22,7 @@ pub async fn create(
     ApiJson(b): ApiJson<CreateKeyBody>,
 ) -> Result<(StatusCode, Json<IssuedKey>)> {
     let auth = state.registry.auth().clone();
-    let issued = blocking(move || auth.create_key(&b.name, &b.grants)).await?;
+    let issued = blocking(move || auth.create_key(&b.name, &b.grants, b.quota)).await?;
     Ok((StatusCode::CREATED, Json(issued)))
 }
 
@@ -76,4 +76,19 @@ pub async fn grant(
 ) -> Result<Json<KeyView>> {
     let auth = state.registry.auth().clone();
     Ok(Json(blocking(move || auth.add_grants(&key, &b.grants)).await?))
+}
+
+#[utoipa::path(put, path = "/keys/{key}/quota", tag = "keys", request_body = KeyQuotaBody,
+    params(("key" = String, Path, description = "Key id")),
+    responses(
+        (status = 200, description = "The key with its own limits (an empty body returns it to the broker's defaults)", body = KeyView),
+        (status = 400, description = "invalid_request: a rate of 0, or a revoked key", body = ErrorBody),
+        (status = 404, description = "key_not_found", body = ErrorBody)))]
+pub async fn set_quota(
+    State(state): State<AppState>,
+    ApiPath(key): ApiPath<String>,
+    ApiJson(b): ApiJson<KeyQuotaBody>,
+) -> Result<Json<KeyView>> {
+    let auth = state.registry.auth().clone();
+    Ok(Json(blocking(move || auth.set_key_quota(&key, b)).await?))
 }

@@ -29,7 +29,7 @@ use axum::http::request::Parts;
 use axum::http::{StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use tokio::sync::{Semaphore, watch};
@@ -123,6 +123,7 @@ fn api_routes(state: AppState) -> Router<AppState> {
         .route("/keys/{key}", get(keys::describe).delete(keys::revoke))
         .route("/keys/{key}/rotate", post(keys::rotate))
         .route("/keys/{key}/grants", post(keys::grant))
+        .route("/keys/{key}/quota", put(keys::set_quota))
         .route("/metrics", get(metrics::scrape))
         .route_layer(middleware::from_fn_with_state(state.clone(), limit_in_flight))
         .route_layer(middleware::from_fn_with_state(state, authorize_route))

@@ -87,6 +87,7 @@ pub const ROUTES: &[(&str, &str, Call)] = &[
     ("delete", "/keys/{key}", Call::RevokeKey),
     ("post", "/keys/{key}/rotate", Call::RotateKey),
     ("post", "/keys/{key}/grants", Call::GrantKey),
+    ("put", "/keys/{key}/quota", Call::SetKeyQuota),
     ("get", "/metrics", Call::ScrapeMetrics),
 ];
 

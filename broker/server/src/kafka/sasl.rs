@@ -289,7 +289,7 @@ mod tests {
         let admin = es_auth::ApiKey::random(&mut rand::rng()).reveal();
         let options = AuthOptions { enabled: true, bootstrap_key: Some(admin), kafka, ..Default::default() };
         let auth = Auth::open(dir, &options, Arc::new(es_core::SystemClock)).unwrap();
-        let made = auth.create_key("app", &[]).unwrap();
+        let made = auth.create_key("app", &[], Default::default()).unwrap();
         let (id, secret) = made.key[3..].split_at(16);
         (auth, id.to_owned(), secret[1..].to_owned())
     }

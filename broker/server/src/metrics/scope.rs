@@ -52,7 +52,7 @@ mod tests {
         let admin = es_auth::ApiKey::random(&mut rand::rng()).reveal();
         let options = AuthOptions { enabled: true, bootstrap_key: Some(admin), ..Default::default() };
         let auth = Arc::new(Auth::open(dir.path(), &options, Arc::new(es_core::SystemClock)).unwrap());
-        let made = auth.create_key("a", &["topic:prefixed:a.:read".into()]).unwrap();
+        let made = auth.create_key("a", &["topic:prefixed:a.:read".into()], Default::default()).unwrap();
         let id = es_auth::KeyId::parse(&made.view.id).unwrap();
         let scope = Scope::new(auth.clone(), Principal::key(id.clone()));
         assert!(scope.topic("a.orders") && !scope.topic("b.orders"));

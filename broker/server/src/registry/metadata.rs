@@ -55,6 +55,14 @@ pub enum Command {
     ReserveProducerIds {
         through: i64,
     },
+    /// A change to the keys, grants, owners and quotas (es-auth's commands, applied
+    /// in order, all or none), replicated by the metadata group in a cluster and
+    /// applied by `Auth`, not by the topic metadata. `pepper` is the proposer's
+    /// pepper fingerprint: a node with another pepper cannot check the key hashes.
+    Auth {
+        pepper: String,
+        commands: Vec<es_auth::Command>,
+    },
 }
 
 impl Command {
@@ -67,7 +75,7 @@ impl Command {
             | Command::SetConfig { name, .. }
             | Command::SetValidators { name, .. }
             | Command::SetTopicId { name, .. } => Some(name),
-            Command::ReserveProducerIds { .. } => None,
+            Command::ReserveProducerIds { .. } | Command::Auth { .. } => None,
         }
     }
 }
@@ -251,6 +259,8 @@ impl Metadata {
             Command::ReserveProducerIds { through } => {
                 self.producer_ids_reserved = self.producer_ids_reserved.max(*through);
             }
+            // The auth state is `Auth`'s own (`Registry::apply_replicated`).
+            Command::Auth { .. } => {}
         }
     }
 }

@@ -53,6 +53,7 @@ impl Registry {
     /// Makes this registry a cluster member: from now on client topic changes are
     /// replicated. Set once, before any listener starts.
     pub fn set_cluster(&self, cluster: Arc<Cluster>) {
+        self.auth.set_cluster(&cluster);
         if self.cluster.set(cluster).is_err() {
             tracing::warn!("the registry's cluster was set twice; the first one stays");
         }
@@ -99,6 +100,9 @@ impl Registry {
     /// directories, logs, the local metadata files). What it answers is the same on
     /// every node for the same log.
     pub fn apply_replicated(&self, command: &Command) -> Result<Applied> {
+        if let Command::Auth { pepper, commands } = command {
+            return self.auth.apply_replicated(pepper, commands).map(|()| Applied::Unchanged);
+        }
         let _admin = self.admin.lock().expect("admin lock");
         let existing = command.topic().and_then(|name| self.metadata().topic(name).cloned());
         match (command, existing) {
@@ -131,7 +135,8 @@ impl Registry {
             (
                 Command::SetValidators { .. }
                 | Command::SetTopicId { .. }
-                | Command::ReserveProducerIds { .. },
+                | Command::ReserveProducerIds { .. }
+                | Command::Auth { .. },
                 _,
             ) => Err(BrokerError::InvalidRequest(format!(
                 "{} is not a replicated metadata command",
@@ -160,5 +165,6 @@ fn command_name(command: &Command) -> &'static str {
         Command::SetValidators { .. } => "SetValidators",
         Command::SetTopicId { .. } => "SetTopicId",
         Command::ReserveProducerIds { .. } => "ReserveProducerIds",
+        Command::Auth { .. } => "Auth",
     }
 }

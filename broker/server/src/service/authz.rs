@@ -115,6 +115,7 @@ pub enum Call {
     RevokeKey,
     RotateKey,
     GrantKey,
+    SetKeyQuota,
     /// `GET /metrics`: any active key; the answer holds only the series it may
     /// describe (`metrics::Scope`).
     ScrapeMetrics,
@@ -165,7 +166,8 @@ impl Call {
             | Call::DescribeKey
             | Call::RevokeKey
             | Call::RotateKey
-            | Call::GrantKey => Access::ClusterAdmin,
+            | Call::GrantKey
+            | Call::SetKeyQuota => Access::ClusterAdmin,
         }
     }
 
@@ -344,7 +346,11 @@ mod tests {
         let options = AuthOptions { enabled: true, bootstrap_key: Some(key), ..Default::default() };
         let auth = Auth::open(dir, &options, Arc::new(es_core::SystemClock)).unwrap();
         let made = auth
-            .create_key("t", &["topic:prefixed:a.:write".into(), "group:prefixed:a.:read".into()])
+            .create_key(
+                "t",
+                &["topic:prefixed:a.:write".into(), "group:prefixed:a.:read".into()],
+                Default::default(),
+            )
             .unwrap();
         let id = es_auth::KeyId::parse(&made.view.id).unwrap();
         (auth, Principal::key(id))
@@ -381,7 +387,7 @@ mod tests {
     fn the_first_join_claims_a_group_for_its_key() {
         let dir = tempfile::tempdir().unwrap();
         let (auth, who) = auth(dir.path());
-        let rival = auth.create_key("r", &["group:prefixed:a.:read".into()]).unwrap();
+        let rival = auth.create_key("r", &["group:prefixed:a.:read".into()], Default::default()).unwrap();
         let rival = Principal::key(es_auth::KeyId::parse(&rival.view.id).unwrap());
         let join = op(Call::GroupJoin, Resource::Group("a.g".into()));
         authorize(&auth, &who, &join).unwrap();

@@ -1,4 +1,4 @@
-//! `es key generate|create|list|describe|revoke|rotate|grant`: API keys over the
+//! `es key generate|create|list|describe|revoke|rotate|grant|quota`: API keys over the
 //! broker's `/keys` routes (cluster admins only). A new or rotated key's secret
 //! is printed once, on stdout, and never again; `list` and `describe` never
 //! show one.
@@ -23,6 +23,8 @@ pub enum KeyCommand {
         /// `group:literal:billing-workers:read`, `cluster:admin`.
         #[arg(long = "grant", value_name = "GRANT")]
         grants: Vec<String>,
+        #[command(flatten)]
+        quota: QuotaArgs,
     },
     /// List every key (revoked ones too) with its grants.
     List,
@@ -38,6 +40,37 @@ pub enum KeyCommand {
         #[arg(long = "grant", value_name = "GRANT", required = true)]
         grants: Vec<String>,
     },
+    /// Set a key's own limits, replacing all it had: a limit not given follows the
+    /// broker's default again (no flags at all: back to the defaults everywhere).
+    Quota {
+        id: String,
+        #[command(flatten)]
+        quota: QuotaArgs,
+    },
+}
+
+/// A key's own limits; each replaces the broker's default for this key only.
+#[derive(Debug, clap::Args)]
+pub struct QuotaArgs {
+    /// Bytes per second this key may produce (instead of `--quota-produce-bytes-per-s`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    produce_bytes_per_s: Option<u64>,
+    /// Bytes per second this key may fetch (instead of `--quota-fetch-bytes-per-s`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    fetch_bytes_per_s: Option<u64>,
+    /// Requests per second this key may make (instead of `--requests-per-s-per-key`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    requests_per_s: Option<u64>,
+}
+
+impl QuotaArgs {
+    fn body(&self) -> Value {
+        json!({
+            "produce_bytes_per_s": self.produce_bytes_per_s,
+            "fetch_bytes_per_s": self.fetch_bytes_per_s,
+            "requests_per_s": self.requests_per_s,
+        })
+    }
 }
 
 pub fn run(client: &Client, cmd: KeyCommand, json_out: bool) -> anyhow::Result<()> {
@@ -46,8 +79,8 @@ pub fn run(client: &Client, cmd: KeyCommand, json_out: bool) -> anyhow::Result<(
             println!("{}", es_auth::ApiKey::random(&mut rand::rng()).reveal());
             return Ok(());
         }
-        KeyCommand::Create { name, grants } => {
-            client.post("/keys", &json!({"name": name, "grants": grants}))?
+        KeyCommand::Create { name, grants, quota } => {
+            client.post("/keys", &json!({"name": name, "grants": grants, "quota": quota.body()}))?
         }
         KeyCommand::List => {
             let list = client.get("/keys")?;
@@ -65,6 +98,9 @@ pub fn run(client: &Client, cmd: KeyCommand, json_out: bool) -> anyhow::Result<(
         }
         KeyCommand::Grant { id, grants } => {
             client.post(&format!("/keys/{}/grants", crate::segment(&id)), &json!({"grants": grants}))?
+        }
+        KeyCommand::Quota { id, quota } => {
+            client.put(&format!("/keys/{}/quota", crate::segment(&id)), &quota.body())?
         }
     };
     if json_out {
@@ -84,6 +120,20 @@ fn grants(k: &Value) -> String {
     if list.is_empty() { "-".into() } else { list.join(", ") }
 }
 
+/// The key's own limits, or `default` for each it leaves to the broker.
+fn quota(k: &Value) -> String {
+    let limit = |field: &str, unit: &str| match k["quota"][field].as_u64() {
+        Some(n) => format!("{n} {unit}"),
+        None => "default".into(),
+    };
+    format!(
+        "produce {}, fetch {}, requests {}",
+        limit("produce_bytes_per_s", "B/s"),
+        limit("fetch_bytes_per_s", "B/s"),
+        limit("requests_per_s", "/s")
+    )
+}
+
 fn print_key(k: &Value) {
     if let Some(secret) = k["key"].as_str() {
         println!("key:     {secret}");
@@ -93,6 +143,7 @@ fn print_key(k: &Value) {
     println!("name:    {}", k["name"].as_str().unwrap_or(""));
     println!("status:  {}", status(k));
     println!("grants:  {}", grants(k));
+    println!("quota:   {}", quota(k));
 }
 
 fn print_list(list: &Value) {

@@ -62,7 +62,7 @@ enum Command {
     /// Register, read, test and delete schemas in the broker's schema registry.
     #[command(subcommand)]
     Schema(schema::SchemaCommand),
-    /// Create, list, describe, revoke and rotate API keys (cluster admins).
+    /// Create, list, describe, revoke and rotate API keys and set their quotas (cluster admins).
     #[command(subcommand)]
     Key(key::KeyCommand),
 }

@@ -317,7 +317,7 @@ pub const SETTINGS: &[Setting] = &[
         .help("A file holding the first admin key; read only while no key exists. `es key generate` makes one."),
     Setting::new("auth", "pepper_file", "auth-pepper-file", Kind::Path)
         .default(Default::Unset("DATA_DIR/auth-pepper, created on first start"))
-        .help("The secret mixed into every stored key hash. Keep it out of backups of the data directory."),
+        .help("The secret mixed into every stored key hash (64 hex digits). Keep it out of backups of the data directory. Required in a cluster with auth: the same file on every node."),
     Setting::new("auth", "kafka_session_lifetime_ms", "kafka-session-lifetime-ms", COUNT)
         .default(Default::Int(limits::KAFKA_SESSION_LIFETIME_MS_DEFAULT))
         .help("How long a Kafka SASL login lasts before the client must re-authenticate (KIP-368); 0: no limit."),
