@@ -35,10 +35,6 @@ const PRODUCE_V2: &str = "needs a broker that does not advertise Produce v0-2; e
                           would skip itself";
 const CONSUMER_OFFSETS: &str = "asserts that Kafka's internal topic __consumer_offsets is in Metadata and skipped by \
                                 regex consumers; es keeps group offsets in __es_offsets, left out of Metadata";
-const RECORD_CAP: &str = "es bug: produces a 5 MiB record to a topic with max.message.bytes=10485760; es caps every \
-                          record at 1 MiB whatever the topic allows (MESSAGE_TOO_LARGE), where Kafka's limit is \
-                          the batch's";
-
 /// Every test of `pkg/kgo` that needs a broker: `None` runs it against es, `Some`
 /// says why it is excluded.
 const BROKER_TESTS: &[(&str, Option<&str>)] = &[
@@ -65,7 +61,7 @@ const BROKER_TESTS: &[(&str, Option<&str>)] = &[
     ("TestIssue810", None),
     ("TestIssue831", None),
     ("TestIssue865", None),
-    ("TestIssueFetchLargerThanBrokerMaxReadBytes", Some(RECORD_CAP)),
+    ("TestIssueFetchLargerThanBrokerMaxReadBytes", None),
     ("TestIssueProduceBrokerTooOldFailsRecords", Some(PRODUCE_V2)),
     ("TestIssueProduceSyncManualPartitionNegativeDoesNotPanic", None),
     ("TestPauseIssue489", None),

@@ -230,14 +230,17 @@ async fn offsets(b: &Broker, f: &impl FrontEnd) {
 }
 
 async fn errors(b: &Broker, f: &impl FrontEnd) {
-    let t = topic(b, f, "errors", 1);
+    // `max.message.bytes` limits the batch and so each record in it, as Kafka's does.
+    let t = format!("{}-errors", f.name());
+    let r = b.post("/topics", &json!({"name": t, "partitions": 1, "config": {"max.message.bytes": 65536}}));
+    assert_eq!(r.status, 201, "{:?}", r.body);
     fn refused<T>(code: &str) -> Result<T, Refused> {
         Err(Refused(code.to_owned()))
     }
     assert_eq!(f.produce("nope", 0, &values(1, "x")).await, refused("topic_not_found"), "{}", f.name());
     assert_eq!(f.produce(&t, 7, &values(1, "x")).await, refused("partition_not_found"), "{}", f.name());
-    // Over the record limit (1 MiB default) but inside the request limit: typed on both.
-    let big = vec![(None, "x".repeat(1024 * 1024 + 1))];
+    // Over the topic's limit but inside the request limit: typed on both.
+    let big = vec![(None, "x".repeat(65536 + 1))];
     assert_eq!(f.produce(&t, 0, &big).await, refused("record_too_large"), "{}", f.name());
     // A wait above the maximum is the same error on both, never silently clamped.
     assert_eq!(f.consume(&t, 0, 0, 60_001).await, refused("invalid_request"), "{}", f.name());

@@ -6,8 +6,6 @@
 pub const BATCH_BYTES_MAX_DEFAULT: usize = 8 * 1024 * 1024;
 /// No configuration may raise the batch limit above this.
 pub const BATCH_BYTES_MAX_HARD: usize = 64 * 1024 * 1024;
-/// Default largest single record (key + value + headers).
-pub const RECORD_BYTES_MAX_DEFAULT: usize = 1024 * 1024;
 /// Most records one batch may hold.
 pub const BATCH_RECORDS_MAX: usize = 1_000_000;
 /// Most headers one record may hold.

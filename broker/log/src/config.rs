@@ -55,7 +55,8 @@ pub struct LogConfig {
     pub delete_retention_ms: i64,
     /// `max.message.bytes`: the largest batch one append may carry.
     pub batch_bytes_max: usize,
-    /// The largest single record.
+    /// The largest single record (key + value + headers). The broker sets it to
+    /// `batch_bytes_max`, as Kafka limits only the batch.
     pub record_bytes_max: usize,
     /// `index.interval.bytes`.
     pub index_interval_bytes: u32,
@@ -76,7 +77,7 @@ impl Default for LogConfig {
             cleanup_policy: CleanupPolicy::Delete,
             delete_retention_ms: limits::DELETE_RETENTION_MS_DEFAULT,
             batch_bytes_max: limits::BATCH_BYTES_MAX_DEFAULT,
-            record_bytes_max: limits::RECORD_BYTES_MAX_DEFAULT,
+            record_bytes_max: limits::BATCH_BYTES_MAX_DEFAULT,
             index_interval_bytes: limits::INDEX_INTERVAL_BYTES_DEFAULT,
             cold_tier: false,
             timestamp_type: TimestampType::CreateTime,

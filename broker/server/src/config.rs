@@ -114,8 +114,9 @@ impl TopicConfig {
             cleanup_policy,
             delete_retention_ms: self.delete_retention_ms,
             batch_bytes_max,
-            // A record can never be larger than the batch that carries it.
-            record_bytes_max: defaults.record_bytes_max.min(batch_bytes_max.max(1)),
+            // As Kafka: `max.message.bytes` limits the batch, and one record may be as
+            // large as the batch that carries it.
+            record_bytes_max: batch_bytes_max.max(1),
             index_interval_bytes: defaults.index_interval_bytes,
             cold_tier: self.cold_tier,
             timestamp_type: timestamp_type(&self.message_timestamp_type)?,
@@ -224,8 +225,13 @@ mod tests {
     }
 
     #[test]
-    fn small_batches_cap_the_record_size() {
+    fn the_batch_limit_is_the_record_limit() {
         let c = TopicConfig::default().with_changes(&changes(json!({"max.message.bytes": 4096}))).unwrap();
         assert_eq!(c.to_log_config().unwrap().record_bytes_max, 4096);
+        // Raised above the old 1 MiB record cap, a record may be as large as the batch.
+        let c = TopicConfig::default()
+            .with_changes(&changes(json!({"max.message.bytes": 10 * 1024 * 1024})))
+            .unwrap();
+        assert_eq!(c.to_log_config().unwrap().record_bytes_max, 10 * 1024 * 1024);
     }
 }

@@ -141,7 +141,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = service(dir.path());
         let who = &Principal::ANONYMOUS;
-        s.create_topic(who, "t".into(), 1, BTreeMap::new()).await.unwrap();
+        let small = BTreeMap::from([("max.message.bytes".to_owned(), serde_json::json!(4096))]);
+        s.create_topic(who, "t".into(), 1, small).await.unwrap();
         let poller = {
             let s = s.clone();
             tokio::spawn(async move { s.fetch(&Principal::ANONYMOUS, fetch_req("t", 30_000)).await })
@@ -165,14 +166,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = service(dir.path());
         let who = &Principal::ANONYMOUS;
-        s.create_topic(who, "t".into(), 1, BTreeMap::new()).await.unwrap();
+        let small = BTreeMap::from([("max.message.bytes".to_owned(), serde_json::json!(4096))]);
+        s.create_topic(who, "t".into(), 1, small).await.unwrap();
         let over = s.fetch(who, fetch_req("t", crate::limits::WAIT_MS_MAX + 1)).await.err().unwrap();
         assert_eq!(over.code(), "invalid_request");
         for internal in ["__es_offsets", "__es_schemas"] {
             let e = s.produce(who, internal, one(0, &["x"])).await.err().unwrap();
             assert_eq!(e.code(), "internal_topic", "{internal}");
         }
-        let big = "x".repeat(es_core::limits::RECORD_BYTES_MAX_DEFAULT + 1);
+        let big = "x".repeat(4097);
         let e = s.produce(who, "t", one(0, &["ok", &big])).await.err().unwrap();
         assert!(matches!(e, BrokerError::RecordTooLarge { index: 1, .. }), "{e:?}");
         let e = s.produce(who, "t", vec![]).await.err().unwrap();
