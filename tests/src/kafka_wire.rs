@@ -127,6 +127,22 @@ pub fn split_key(key: &str) -> (&str, &str) {
     (id, &secret[1..])
 }
 
+/// A Produce request (acks=1) of one record holding `value` to `topic` partition 0.
+pub fn produce_one(topic: &str, value: &str) -> kafka_protocol::messages::ProduceRequest {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    let partition = PartitionProduceData::default().with_index(0).with_records(Some(records(value)));
+    let data = TopicProduceData::default()
+        .with_name(kafka_protocol::messages::TopicName(topic.to_owned().into()))
+        .with_partition_data(vec![partition]);
+    kafka_protocol::messages::ProduceRequest::default().with_acks(1).with_timeout_ms(5000).with_topic_data(vec![data])
+}
+
+/// [`produce_one`] at Produce v8 over `conn`: the partition's error code.
+pub fn produce_code(conn: &mut KafkaConn, topic: &str, value: &str) -> i16 {
+    let r = conn.call(8, &produce_one(topic, value)).expect("a Produce answer");
+    r.responses[0].partition_responses[0].error_code
+}
+
 /// One record batch (Kafka's v2 format, as es stores it) holding `value`.
 pub fn records(value: &str) -> bytes::Bytes {
     let record = es_core::Record::from_value(value.to_owned());

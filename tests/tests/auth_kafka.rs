@@ -11,9 +11,9 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use es_tests::broker::{self, Broker};
-use es_tests::kafka_wire::{KafkaConn, split_key};
+use es_tests::kafka_wire::{KafkaConn, produce_code, split_key};
 use es_tests::python::run_script;
-use kafka_protocol::messages::{MetadataRequest, ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{MetadataRequest, ProduceResponse};
 use serde_json::{Value, json};
 
 const ADMIN: &str = "es_00000000000000aa_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
@@ -146,19 +146,6 @@ fn requests_before_sasl_close_the_connection_and_oversized_frames_too() {
     assert!(conn.closed_by_broker());
 }
 
-/// A produce of one tiny record to `topic` partition 0; the partition's error code.
-pub fn produce_code(conn: &mut KafkaConn, topic: &str) -> i16 {
-    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-    let records = es_tests::kafka_wire::records("revoked?");
-    let partition = PartitionProduceData::default().with_index(0).with_records(Some(records));
-    let data = TopicProduceData::default()
-        .with_name(kafka_protocol::messages::TopicName(topic.to_owned().into()))
-        .with_partition_data(vec![partition]);
-    let req = ProduceRequest::default().with_acks(1).with_timeout_ms(5000).with_topic_data(vec![data]);
-    let r = conn.call(8, &req).unwrap();
-    r.responses[0].partition_responses[0].error_code
-}
-
 #[test]
 fn revocation_refuses_the_next_request_on_an_open_connection() {
     let dir = tempfile::tempdir().unwrap();
@@ -167,10 +154,10 @@ fn revocation_refuses_the_next_request_on_an_open_connection() {
     let admin = broker::Client::with_key(&b.url, ADMIN);
     assert_eq!(admin.post("/topics", &json!({"name": "app.t", "partitions": 1})).status, 201);
     let mut conn = KafkaConn::login(&b.kafka_addr, &key).unwrap();
-    assert_eq!(produce_code(&mut conn, "app.t"), 0);
-    assert_eq!(produce_code(&mut conn, "other.t"), 29, "TOPIC_AUTHORIZATION_FAILED, existing or not");
+    assert_eq!(produce_code(&mut conn, "app.t", "revoked?"), 0);
+    assert_eq!(produce_code(&mut conn, "other.t", "revoked?"), 29, "TOPIC_AUTHORIZATION_FAILED, existing or not");
     assert_eq!(admin.delete(&format!("/keys/{}", split_key(&key).0)).status, 200);
-    assert_eq!(produce_code(&mut conn, "app.t"), 29, "refused on the very next request");
+    assert_eq!(produce_code(&mut conn, "app.t", "revoked?"), 29, "refused on the very next request");
     // kcat cannot log in with it any more.
     let out = kcat(&b, "SCRAM-SHA-256", &key, &["-P", "-t", "app.t", "-X", "message.timeout.ms=3000"], "x\n");
     let said = String::from_utf8_lossy(&out.stderr);
@@ -225,13 +212,7 @@ fn librdkafka_re_authenticates_before_its_session_expires() {
 /// A produce of `value` to `topic` partition 0 at v7: its response, and how long
 /// the broker took to answer it.
 fn produce_timed(conn: &mut KafkaConn, topic: &str, value: &str) -> (ProduceResponse, Duration) {
-    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-    let records = es_tests::kafka_wire::records(value);
-    let partition = PartitionProduceData::default().with_index(0).with_records(Some(records));
-    let data = TopicProduceData::default()
-        .with_name(kafka_protocol::messages::TopicName(topic.to_owned().into()))
-        .with_partition_data(vec![partition]);
-    let req = ProduceRequest::default().with_acks(1).with_timeout_ms(5000).with_topic_data(vec![data]);
+    let req = es_tests::kafka_wire::produce_one(topic, value);
     let started = std::time::Instant::now();
     let r = conn.call(7, &req).unwrap();
     (r, started.elapsed())

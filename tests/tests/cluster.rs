@@ -463,19 +463,6 @@ fn raft_series_show_one_leader_its_followers_lag_and_a_failover() {
 
 const ADMIN: &str = "es_00000000000000aa_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
 
-/// A produce of one record to `topic` partition 0 over `conn`: the partition's error code.
-fn produce_code(conn: &mut es_tests::kafka_wire::KafkaConn, topic: &str) -> i16 {
-    use kafka_protocol::messages::ProduceRequest;
-    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-    let records = es_tests::kafka_wire::records("after the revocation");
-    let partition = PartitionProduceData::default().with_index(0).with_records(Some(records));
-    let data = TopicProduceData::default()
-        .with_name(kafka_protocol::messages::TopicName(topic.to_owned().into()))
-        .with_partition_data(vec![partition]);
-    let req = ProduceRequest::default().with_acks(1).with_timeout_ms(5000).with_topic_data(vec![data]);
-    conn.call(8, &req).unwrap().responses[0].partition_responses[0].error_code
-}
-
 /// The bootstrap admin's client on node `id`.
 fn admin(c: &Cluster, id: u64) -> es_tests::broker::Client {
     es_tests::broker::Client::with_key(&c.node(id).url, ADMIN)
@@ -539,7 +526,7 @@ fn keys_grants_quotas_and_revocations_reach_every_node() {
         answers(c.node(n), &key, 401, &format!("the revocation on node {n}"));
     }
     eprintln!("the revocation reached every node within {:?}", started.elapsed());
-    assert_eq!(produce_code(&mut open, "app.t"), 29, "TOPIC_AUTHORIZATION_FAILED on the open connection");
+    assert_eq!(es_tests::kafka_wire::produce_code(&mut open, "app.t", "after the revocation"), 29, "TOPIC_AUTHORIZATION_FAILED on the open connection");
 
     // Restarted (still without a bootstrap key), node 3 keeps all of it.
     c.kill9(3);

@@ -344,9 +344,16 @@ impl Auth {
             replicate(&*cluster?, command)?;
             return Ok(answer);
         }
+        self.install(next)?;
+        Ok(answer)
+    }
+
+    /// Stores `next` durably, then swaps it in for every request that follows.
+    /// The caller holds `writes`.
+    fn install(&self, next: AuthState) -> Result<()> {
         self.store.save(&Snapshot { name: SNAPSHOT_NAME.into(), state: next.clone() })?;
         *self.state.write().expect("auth state lock") = Arc::new(next);
-        Ok(answer)
+        Ok(())
     }
 
     fn stopping(&self) -> BrokerError {
@@ -377,8 +384,7 @@ impl Auth {
         if next == *current {
             return Ok(());
         }
-        self.store.save(&Snapshot { name: SNAPSHOT_NAME.into(), state: next.clone() })?;
-        *self.state.write().expect("auth state lock") = Arc::new(next);
+        self.install(next)?;
         for command in commands {
             if let Command::RevokeKey { id, .. } = command {
                 self.quotas.lock().expect("quotas lock").forget(id);
