@@ -22,6 +22,8 @@ use es_protocol::ProduceFinding;
 pub struct ProducerOptions {
     pub linger_ms: u64,
     pub batch_records_max: usize,
+    /// Most bytes of one encoded batch, its header included: keep it at or below
+    /// the topic's `max.message.bytes` (default 1,048,588), or batches are refused.
     pub batch_bytes_max: usize,
     /// How each batch's records are compressed (the broker stores them as sent).
     pub compression: Compression,
@@ -168,11 +170,19 @@ impl Producer {
             let key = (topic.to_owned(), partition);
             let (tx, rx) = oneshot::channel();
             let buf = st.buffers.entry(key.clone()).or_default();
-            buf.bytes += record.encoded_len();
+            let len = record.encoded_len();
+            // A record that would take the batch over the byte limit goes into the
+            // next one; the broker refuses a batch above its `max.message.bytes`.
+            if !buf.records.is_empty()
+                && es_core::BatchHeader::LEN + buf.bytes + len > self.inner.options.batch_bytes_max
+            {
+                tokio::spawn(send_batch(self.inner.clone(), key.clone(), take(buf)));
+            }
+            buf.bytes += len;
             buf.records.push(record);
             buf.waiters.push(tx);
             let full = buf.records.len() >= self.inner.options.batch_records_max
-                || buf.bytes >= self.inner.options.batch_bytes_max;
+                || es_core::BatchHeader::LEN + buf.bytes >= self.inner.options.batch_bytes_max;
             if full {
                 let taken = take(buf);
                 if partition_is_sticky(&st, topic, partition) {

@@ -1,9 +1,14 @@
 //! Every size and count limit of the storage layer in one place. Defaults follow
 //! Kafka's where Kafka has one; hard caps bound what any configuration may ask for.
 
-/// Default largest encoded batch one append may carry (Kafka's `message.max.bytes`
-/// is about 1 MiB; es batches of 500 x 256-byte records are about 150 KiB).
-pub const BATCH_BYTES_MAX_DEFAULT: usize = 8 * 1024 * 1024;
+/// Default largest encoded batch one append may carry: Kafka's `message.max.bytes`
+/// (1 MiB + 12), so a client sees the same refusals on es as on Kafka. It limits
+/// each record too (es batches of 500 x 256-byte records are about 150 KiB).
+pub const BATCH_BYTES_MAX_DEFAULT: usize = 1024 * 1024 + 12;
+/// Reads, recovery, retention and compaction accept stored batches up to at least
+/// this whatever the topic's limit is now, so batches written under a larger limit
+/// (8 MiB was the default before 2026-12-02) stay readable after it is lowered.
+pub const BATCH_BYTES_READ_FLOOR: usize = 8 * 1024 * 1024;
 /// No configuration may raise the batch limit above this.
 pub const BATCH_BYTES_MAX_HARD: usize = 64 * 1024 * 1024;
 /// Most records one batch may hold.

@@ -84,7 +84,7 @@ impl PartitionLog {
         files::write_atomic(&marker, b"").ctx(|| format!("writing {}", marker.display()))?;
         std::fs::rename(&tmp, &old.log_path).ctx(|| format!("renaming {}", tmp.display()))?;
         files::fsync_dir(&self.dir).ctx(|| format!("syncing {}", self.dir.display()))?;
-        let max = self.config().batch_bytes_max.max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
+        let max = self.config().batch_bytes_max.max(es_core::limits::BATCH_BYTES_READ_FLOOR);
         let new =
             Segment::open_sealed(&self.dir, base, old.next_offset(), self.shared.open_files.clone(), max)?;
         let mut inner = self.inner.lock().expect("partition lock");

@@ -174,7 +174,7 @@ impl PartitionLog {
         config.validate()?;
         check_cold(&config, &shared)?;
         std::fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
-        let max = config.batch_bytes_max.max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
+        let max = config.batch_bytes_max.max(es_core::limits::BATCH_BYTES_READ_FLOOR);
         let mut report = RecoveryReport::default();
         let cold_tier =
             shared.cold.as_ref().map(|c| ColdPartition::open(c.clone(), &name, &dir)).transpose()?;
@@ -463,7 +463,7 @@ impl PartitionLog {
             .read()
             .expect("config lock")
             .batch_bytes_max
-            .max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
+            .max(es_core::limits::BATCH_BYTES_READ_FLOOR);
         let first_index = inner.next_index();
         let seg =
             Segment::create(&self.dir, inner.next_offset, first_index, self.shared.open_files.clone(), max)?;
@@ -637,7 +637,7 @@ impl PartitionLog {
             .read()
             .expect("config lock")
             .batch_bytes_max
-            .max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
+            .max(es_core::limits::BATCH_BYTES_READ_FLOOR);
         let (seg, _) =
             Segment::open_active(&self.dir, target.base_offset, self.shared.open_files.clone(), max)?;
         files::fsync_dir(&self.dir).ctx(|| format!("syncing {}", self.dir.display()))?;

@@ -85,7 +85,7 @@ impl PartitionLog {
         if !tier.may_upload(now) {
             return Ok(false);
         }
-        let max = self.config().batch_bytes_max.max(es_core::limits::BATCH_BYTES_MAX_DEFAULT);
+        let max = self.config().batch_bytes_max.max(es_core::limits::BATCH_BYTES_READ_FLOOR);
         let cold = tier.upload(seg, &self.dir, now, max)?;
         let base = seg.base_offset;
         {

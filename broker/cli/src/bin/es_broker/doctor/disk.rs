@@ -222,7 +222,7 @@ fn batch_max(partition: &Path, topics: &[Topic]) -> usize {
     let name = partition.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let topic = name.rsplit_once('-').map_or(name.as_str(), |(t, _)| t);
     let own = topics.iter().find(|t| t.name == topic).map_or(0, |t| t.max_message_bytes);
-    own.max(es_core::limits::BATCH_BYTES_MAX_DEFAULT)
+    own.max(es_core::limits::BATCH_BYTES_READ_FLOOR)
 }
 
 /// Every segment scanned like recovery does, changing nothing. One finding for a
@@ -410,7 +410,7 @@ mod tests {
         assert_eq!(batch_max(Path::new("/d/partitions/a-b-1"), &topics), usize::MAX);
         assert_eq!(
             batch_max(Path::new("/d/partitions/c-0"), &topics),
-            es_core::limits::BATCH_BYTES_MAX_DEFAULT
+            es_core::limits::BATCH_BYTES_READ_FLOOR
         );
     }
 }
