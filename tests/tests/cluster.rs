@@ -535,3 +535,57 @@ fn keys_grants_quotas_and_revocations_reach_every_node() {
     answers(c.node(3), &key, 401, "the revoked key after node 3's restart");
     assert!(!admin(&c, 3).get(&format!("/keys/{id}")).body["revoked_ms"].is_null());
 }
+
+/// es-client connected to a follower: a produce there answers NotLeader naming the
+/// leader's binary address; the client routes the partition to it, and an
+/// idempotent producer keeps writing through a leader kill -9 with every
+/// acknowledged record present once, at its offset.
+#[test]
+fn es_client_follows_the_partition_leader_through_a_leader_kill() {
+    use es_client::{Client, ClientOptions, Producer, ProducerOptions};
+    let mut c = Cluster::start(3);
+    create_topic_anywhere(&c, "follow");
+    let (leader, _) = produce_anywhere(&c, "follow", &["warm-up".to_owned()]);
+    let follower = *c.nodes.keys().find(|id| **id != leader).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let mut acked: BTreeMap<u64, String> = BTreeMap::from([(0, "warm-up".to_owned())]);
+    // Retries enough to ride out an election (the backoff caps at 2 s; the call at 30 s).
+    let options = ClientOptions { retries: 30, ..ClientOptions::default() };
+    let client = std::sync::Arc::new(rt.block_on(Client::connect(&c.node(follower).binary_addr, options)).unwrap());
+
+    // A batch without a producer id is not resent (the old leader may have appended
+    // it), but the answer names the leader and the next call goes there.
+    let plain = |v: &str| {
+        bytes::Bytes::from(
+            es_core::batch::encode(&[es_core::Record::from_value(v.to_owned())], 1, es_core::ProducerInfo::NONE)
+                .unwrap(),
+        )
+    };
+    let refused = rt.block_on(client.produce("follow", 0, plain("plain-1"))).unwrap_err();
+    assert_eq!(refused.code(), Some(es_protocol::ErrorCode::NotLeader), "{refused}");
+    let leader_binary = &c.node(leader).binary_addr;
+    assert!(refused.to_string().ends_with(&format!(" leader={leader_binary}")), "{refused}");
+    let p = rt.block_on(client.produce("follow", 0, plain("plain-2"))).unwrap();
+    acked.insert(p.base_offset, "plain-2".to_owned());
+
+    let producer = rt.block_on(Producer::new(client.clone(), ProducerOptions::default())).unwrap();
+    let send = |round: &str, acked: &mut BTreeMap<u64, String>| {
+        for i in 0..50 {
+            let value = format!("{round}-{i}");
+            let meta = rt
+                .block_on(producer.send("follow", Some(0), es_core::Record::from_value(value.clone())))
+                .unwrap_or_else(|e| panic!("{value}: {e}"));
+            assert!(acked.insert(meta.offset, value).is_none(), "offset {} acknowledged twice", meta.offset);
+        }
+    };
+    send("before", &mut acked);
+    c.kill9(leader);
+    send("after", &mut acked);
+    assert_eq!(acked.keys().copied().collect::<Vec<_>>(), (0..102).collect::<Vec<_>>(), "dense offsets");
+    let node = c.node(follower);
+    let got = eventually(ELECTION_WAIT, "the bootstrap node serving every acknowledged record", || {
+        let got = consume_all(node, "follow");
+        (got.len() >= acked.len()).then_some(got)
+    });
+    assert_eq!(got, acked, "node {follower}");
+}

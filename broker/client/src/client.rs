@@ -1,12 +1,17 @@
-//! A pool of pipelined connections with typed calls, retries and backoff.
+//! A pool of pipelined connections with typed calls, retries and backoff. In a
+//! cluster, a produce follows the partition's leader: a `NotLeader` answer names
+//! it (` leader=HOST:PORT`), the client remembers it for the partition and, for an
+//! idempotent batch, resends there at once.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use es_protocol::{
-    FetchPartition, FetchResult, ListedTopic, OffsetSpec, ProduceFinding, Request, Response, TopicDescription,
+    ErrorCode, FetchPartition, FetchResult, ListedTopic, OffsetSpec, ProduceFinding, Request, Response,
+    TopicDescription,
 };
 use tokio::sync::Mutex;
 
@@ -75,6 +80,32 @@ pub struct Client {
     options: ClientOptions,
     pool: Vec<Mutex<Option<Arc<Connection>>>>,
     next: AtomicUsize,
+    /// Partitions another broker leads, learnt from `NotLeader` answers: its address.
+    leaders: Arc<Leaders>,
+    /// One connection per other broker a partition was routed to.
+    others: Mutex<HashMap<String, Arc<Connection>>>,
+}
+
+type Leaders = std::sync::Mutex<HashMap<(String, u32), String>>;
+
+/// Most `NotLeader` redirects one call follows before it answers the error (a
+/// leader moving twice within one call is an election; the backoff retries cover it).
+const REDIRECTS_MAX: u32 = 3;
+
+/// Records that `leader` (`None`: the bootstrap broker `bootstrap`) leads the partition.
+fn route(leaders: &Leaders, bootstrap: &str, topic: &str, partition: u32, leader: Option<&str>) {
+    let mut leaders = leaders.lock().expect("leaders lock");
+    let key = (topic.to_owned(), partition);
+    match leader {
+        Some(addr) if addr != bootstrap => leaders.insert(key, addr.to_owned()),
+        _ => leaders.remove(&key),
+    };
+}
+
+/// The leader's address a `NotLeader` message ends with (` leader=HOST:PORT`).
+fn leader_in(message: &str) -> Option<&str> {
+    let last = message.rsplit(' ').next()?;
+    last.strip_prefix("leader=").filter(|a| !a.is_empty())
 }
 
 impl Client {
@@ -87,7 +118,14 @@ impl Client {
                 Connection::connect_with(addr, options.api_key.as_deref(), options.tls.as_ref()).await?;
             pool.push(Mutex::new(Some(Arc::new(conn))));
         }
-        Ok(Client { addr: addr.to_owned(), options, pool, next: AtomicUsize::new(0) })
+        Ok(Client {
+            addr: addr.to_owned(),
+            options,
+            pool,
+            next: AtomicUsize::new(0),
+            leaders: Default::default(),
+            others: Default::default(),
+        })
     }
 
     pub fn addr(&self) -> &str {
@@ -106,6 +144,84 @@ impl Client {
         );
         *guard = Some(c.clone());
         Ok(c)
+    }
+
+    /// The broker `topic`'s `partition` was last seen led by, when not the bootstrap one.
+    fn leader_of(&self, topic: &str, partition: u32) -> Option<String> {
+        self.leaders.lock().expect("leaders lock").get(&(topic.to_owned(), partition)).cloned()
+    }
+
+    fn set_leader(&self, topic: &str, partition: u32, leader: Option<&str>) {
+        route(&self.leaders, &self.addr, topic, partition, leader);
+    }
+
+    /// The connection a partition's requests go to: its leader's when another broker
+    /// leads it, else the pooled one for `slot`.
+    async fn connection_for(&self, topic: &str, partition: u32, slot: usize) -> Result<Arc<Connection>> {
+        let Some(addr) = self.leader_of(topic, partition) else { return self.connection(slot).await };
+        let mut others = self.others.lock().await;
+        if let Some(c) = others.get(&addr).filter(|c| !c.is_closed()) {
+            return Ok(c.clone());
+        }
+        let connected =
+            Connection::connect_with(&addr, self.options.api_key.as_deref(), self.options.tls.as_ref()).await;
+        match connected {
+            Ok(c) => {
+                let c = Arc::new(c);
+                others.insert(addr, c.clone());
+                Ok(c)
+            }
+            Err(e) => {
+                // The leader it named is gone: ask the bootstrap broker again next time.
+                others.remove(&addr);
+                drop(others);
+                self.set_leader(topic, partition, None);
+                Err(e)
+            }
+        }
+    }
+
+    /// Sends a request for one partition to its leader. A `NotLeader` answer moves
+    /// the partition to the broker it names; the request is resent there only when
+    /// `retry` (an idempotent batch: one the old leader may have appended cannot be
+    /// written twice), as other retriable failures are, with backoff.
+    async fn call_partition(&self, topic: &str, partition: u32, req: Request, retry: bool) -> Result<Response> {
+        let timeout = Duration::from_millis(self.options.request_timeout_ms);
+        let attempts = async {
+            let mut backoff = Duration::from_millis(self.options.backoff_ms);
+            let (mut attempt, mut redirects) = (0, 0);
+            loop {
+                let routed = self.leader_of(topic, partition).is_some();
+                let result = match self.connection_for(topic, partition, partition as usize).await {
+                    Ok(conn) => conn.request(req.clone()).await,
+                    Err(e) => Err(e),
+                };
+                if let Err(ClientError::Broker { code: ErrorCode::NotLeader, message }) = &result {
+                    let leader = leader_in(message);
+                    self.set_leader(topic, partition, leader);
+                    if retry && leader.is_some() && redirects < REDIRECTS_MAX {
+                        tracing::debug!(topic, partition, leader, "following the partition's leader");
+                        redirects += 1;
+                        continue;
+                    }
+                } else if routed && matches!(result, Err(ClientError::Connect { .. } | ClientError::Disconnected(_))) {
+                    // The leader went away: the bootstrap broker names the next one.
+                    self.set_leader(topic, partition, None);
+                }
+                match result {
+                    Err(e) if retry && e.is_retriable() && attempt < self.options.retries => {
+                        tracing::debug!(error = %e, attempt, "retrying");
+                        attempt += 1;
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(2));
+                    }
+                    other => return other,
+                }
+            }
+        };
+        tokio::time::timeout(timeout, attempts)
+            .await
+            .map_err(|_| ClientError::Timeout(self.options.request_timeout_ms))?
     }
 
     /// Sends `req` on the connection for `slot`; retries retriable failures with
@@ -142,32 +258,38 @@ impl Client {
         self.call_on(slot, req, true).await
     }
 
-    /// Appends one encoded batch (see `es_core::batch::encode`). Retried only when the
-    /// batch is idempotent (has a producer id), since then a retry cannot write twice.
+    /// Appends one encoded batch (see `es_core::batch::encode`) on the partition's
+    /// leader. Retried, and resent to a new leader, only when the batch is idempotent
+    /// (has a producer id), since then a retry cannot write twice.
     pub async fn produce(&self, topic: &str, partition: u32, batch: Bytes) -> Result<Produced> {
         let idempotent = es_core::BatchHeader::parse(&batch, usize::MAX)?.producer.producer_id >= 0;
         let req = Request::Produce { topic: topic.to_owned(), partition, batch };
-        Produced::from_response(self.call_on(partition as usize, req, idempotent).await?)
+        Produced::from_response(self.call_partition(topic, partition, req, idempotent).await?)
     }
 
-    /// Queues a produce on the partition's connection and returns the future of its
-    /// answer; calls made in order for one partition are sent in order. No retry.
+    /// Queues a produce on the partition's connection (its leader's, once a
+    /// `NotLeader` named it) and returns the future of its answer; calls made in
+    /// order for one partition are sent in order. No retry.
     pub async fn produce_pipelined(
         &self,
         topic: &str,
         partition: u32,
         batch: Bytes,
     ) -> Result<impl std::future::Future<Output = Result<Produced>> + use<>> {
-        let conn = self.connection(partition as usize).await?;
+        let conn = self.connection_for(topic, partition, partition as usize).await?;
         let timeout_ms = self.options.request_timeout_ms;
         let enqueue = conn.enqueue(Request::Produce { topic: topic.to_owned(), partition, batch });
         let pending = tokio::time::timeout(Duration::from_millis(timeout_ms), enqueue)
             .await
             .map_err(|_| ClientError::Timeout(timeout_ms))??;
+        let (leaders, bootstrap, topic) = (self.leaders.clone(), self.addr.clone(), topic.to_owned());
         Ok(async move {
             let answer = tokio::time::timeout(Duration::from_millis(timeout_ms), pending)
                 .await
                 .map_err(|_| ClientError::Timeout(timeout_ms))?;
+            if let Err(ClientError::Broker { code: ErrorCode::NotLeader, message }) = &answer {
+                route(&leaders, &bootstrap, &topic, partition, leader_in(message));
+            }
             Produced::from_response(answer?)
         })
     }
@@ -232,5 +354,31 @@ impl Client {
             Response::InitProducerId { producer_id, epoch } => Ok((producer_id, epoch)),
             _ => Err(ClientError::UnexpectedResponse("InitProducerId")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_leader_is_the_last_word_of_a_not_leader_message() {
+        let m = "this broker does not lead partition 0 of topic \"t\"; the leader is http://127.0.0.1:1 \
+                 leader=127.0.0.1:9094";
+        assert_eq!(leader_in(m), Some("127.0.0.1:9094"));
+        assert_eq!(leader_in("this broker does not lead partition 0 of topic \"t\""), None);
+        assert_eq!(leader_in("... leader="), None);
+    }
+
+    #[test]
+    fn a_route_to_the_bootstrap_broker_is_no_route() {
+        let leaders = Leaders::default();
+        route(&leaders, "a:1", "t", 0, Some("b:2"));
+        assert_eq!(leaders.lock().unwrap().get(&("t".to_owned(), 0)).map(String::as_str), Some("b:2"));
+        route(&leaders, "a:1", "t", 0, Some("a:1"));
+        assert!(leaders.lock().unwrap().is_empty());
+        route(&leaders, "a:1", "t", 1, Some("b:2"));
+        route(&leaders, "a:1", "t", 1, None);
+        assert!(leaders.lock().unwrap().is_empty());
     }
 }

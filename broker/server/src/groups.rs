@@ -465,7 +465,7 @@ impl From<GroupError> for BrokerError {
             // The existing not-leader shape: 421 + es-leader on HTTP, NotLeader on
             // binary, NOT_COORDINATOR on Kafka's group calls.
             GroupError::NotCoordinator { hint } => {
-                BrokerError::NotLeader { topic: OFFSETS_TOPIC.to_owned(), partition: 0, hint }
+                BrokerError::NotLeader { topic: OFFSETS_TOPIC.to_owned(), partition: 0, hint, binary: None }
             }
             other => BrokerError::Group(other),
         }

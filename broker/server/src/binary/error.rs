@@ -8,9 +8,14 @@ use es_protocol::{ErrorCode, Response};
 
 use crate::service::error::BrokerError;
 
-/// The error answer for `e`.
+/// The error answer for `e`. A NotLeader names the leader's binary address last,
+/// as ` leader=HOST:PORT`, when it is known (docs/protocol.md): es-client follows it.
 pub fn response(e: &BrokerError) -> Response {
-    Response::Error { code: code(e), message: e.to_string() }
+    let message = match e {
+        BrokerError::NotLeader { binary: Some(addr), .. } => format!("{e} leader={addr}"),
+        _ => e.to_string(),
+    };
+    Response::Error { code: code(e), message }
 }
 
 pub fn code(e: &BrokerError) -> ErrorCode {

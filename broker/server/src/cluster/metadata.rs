@@ -94,6 +94,7 @@ impl MetadataLog {
                         topic: "__es_cluster_metadata".into(),
                         partition: 0,
                         hint: None,
+                        binary: None,
                     });
                 }
                 Err(Retry::NoLeader) => wait_for_leader(&self.group).await,

@@ -212,6 +212,11 @@ impl Cluster {
         Some(self.addresses(leader).map_or_else(|| format!("node {leader}"), |a| a.http))
     }
 
+    /// The leader's binary-protocol address as it advertises it, when known.
+    pub fn leader_binary(&self, leader: Option<u64>) -> Option<String> {
+        self.addresses(leader?).map(|a| a.binary)
+    }
+
     /// Opens the groups of every partition of `topic` this node does not have yet.
     async fn open_groups(&self, topic: &Arc<Topic>) -> Result<()> {
         if topic.kind == TopicKind::Internal {

@@ -55,6 +55,7 @@ pub async fn registry_writes(State(state): State<AppState>, req: Request, next: 
         topic: SCHEMAS_TOPIC.to_owned(),
         partition: 0,
         hint: cluster.leader_hint(leader),
+        binary: None,
     };
     let Some(leader) = cluster.schemas_leader() else { return not_leader(None).into_response() };
     let headers = KEPT

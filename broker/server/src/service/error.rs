@@ -7,9 +7,10 @@ use es_log::LogError;
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
     /// This broker does not lead the partition; `hint` names the one that does,
-    /// when known. (A single node always leads: the seam for replication.)
+    /// when known (its HTTP URL, else its node id), and `binary` is that leader's
+    /// binary-protocol address, for es-client to follow. (A single node always leads.)
     #[error("this broker does not lead partition {partition} of topic {topic:?}{}", leader_hint(.hint))]
-    NotLeader { topic: String, partition: u32, hint: Option<String> },
+    NotLeader { topic: String, partition: u32, hint: Option<String>, binary: Option<String> },
     /// The caller may not do this to `resource`. Raised before any lookup, so the
     /// answer never says whether the resource exists.
     #[error("not authorized for {resource}")]

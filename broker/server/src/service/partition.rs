@@ -112,6 +112,7 @@ impl PartitionHandle {
                 topic: self.topic.name(),
                 partition: self.partition,
                 hint: r.cluster.leader_hint(leader),
+                binary: r.cluster.leader_binary(leader),
             }),
         }
     }
@@ -157,6 +158,7 @@ impl PartitionHandle {
                 topic: self.topic.name(),
                 partition: self.partition,
                 hint: replica.cluster.leader_hint(leader),
+                binary: replica.cluster.leader_binary(leader),
             },
             other => BrokerError::Internal(format!(
                 "replicating to partition {} of {}: {other}",
