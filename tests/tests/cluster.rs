@@ -589,3 +589,51 @@ fn es_client_follows_the_partition_leader_through_a_leader_kill() {
     });
     assert_eq!(got, acked, "node {follower}");
 }
+
+/// Each partition's leader as `b`'s Kafka Metadata names it (-1 mid-election).
+fn kafka_leaders(b: &Broker, topic: &str) -> Vec<i32> {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{MetadataRequest, TopicName};
+    let Ok(mut conn) = es_tests::kafka_wire::KafkaConn::connect(&b.kafka_addr) else { return Vec::new() };
+    let wanted = MetadataRequestTopic::default().with_name(Some(TopicName(topic.to_owned().into())));
+    let Ok(r) = conn.call(9, &MetadataRequest::default().with_topics(Some(vec![wanted]))) else { return Vec::new() };
+    let mut partitions: Vec<(i32, i32)> =
+        r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| (p.partition_index, p.leader_id.0))).collect();
+    partitions.sort_unstable();
+    partitions.into_iter().map(|(_, leader)| leader).collect()
+}
+
+/// Leadership is balanced: a topic made while node 3 was down is led by nodes 1 and
+/// 2 only; once node 3 is back and caught up, the balancer hands it its share, so
+/// each node leads 2 of the 6 partitions, and writes keep working.
+#[test]
+fn the_leader_balancer_gives_a_returning_node_its_share() {
+    let mut c = Cluster::new(3, &["--cluster-leader-balance-ms", "300"], &[]);
+    c.start_node(1);
+    c.start_node(2);
+    eventually(ELECTION_WAIT, "creating a 6-partition topic on two nodes", || {
+        let r = c.node(1).post("/topics", &json!({"name": "spread", "partitions": 6}));
+        match r.status {
+            201 | 409 => Some(()),
+            421 | 500 | 503 => None,
+            other => panic!("creating spread: {other} {:?}", r.body),
+        }
+    });
+    let before = eventually(ELECTION_WAIT, "a leader for every partition", || {
+        let leaders = kafka_leaders(c.node(1), "spread");
+        (leaders.len() == 6 && leaders.iter().all(|l| *l == 1 || *l == 2)).then_some(leaders)
+    });
+    c.start_node(3);
+    let after = eventually(Duration::from_secs(90), "each node leading 2 of the 6 partitions", || {
+        let leaders = kafka_leaders(c.node(3), "spread");
+        let count = |n: i32| leaders.iter().filter(|l| **l == n).count();
+        (leaders.len() == 6 && (1..=3).all(|n| count(n) == 2)).then_some(leaders)
+    });
+    eprintln!("leaders before node 3 joined: {before:?}; after balancing: {after:?}");
+    for p in 0..6 {
+        let body = json!({"records": [{"value": format!("after-{p}"), "partition": p}]});
+        eventually(ELECTION_WAIT, &format!("a write to partition {p}"), || {
+            c.live().find_map(|(_, b)| (b.post("/topics/spread/records", &body).status == 200).then_some(()))
+        });
+    }
+}

@@ -87,6 +87,7 @@ pub struct ClusterPlan {
     bind: SocketAddr,
     secret: Vec<u8>,
     timers: es_raft::Timers,
+    leader_balance: Option<std::time::Duration>,
 }
 
 /// How a setting's value was given, for messages: `--bind`, `ES_HTTP_BIND`,
@@ -193,7 +194,9 @@ fn cluster_plan(cfg: &Effective) -> anyhow::Result<Option<ClusterPlan>> {
         );
     }
     let timers = es_raft::Timers { heartbeat_ms, election_min_ms, election_max_ms: 2 * election_min_ms };
-    Ok(Some(ClusterPlan { node_id, peers, bind, secret, timers }))
+    let balance_ms = cfg.int("cluster.leader_balance_ms").unwrap_or(30_000);
+    let leader_balance = (balance_ms > 0).then(|| std::time::Duration::from_millis(balance_ms));
+    Ok(Some(ClusterPlan { node_id, peers, bind, secret, timers, leader_balance }))
 }
 
 /// A port the settings table bounded to 1..=65535.
@@ -424,6 +427,7 @@ async fn join_cluster(
         secrets: es_peer::Secrets::single(es_peer::Secret::new(1, plan.secret)),
         timers: plan.timers,
         addresses,
+        leader_balance: plan.leader_balance,
     };
     let cluster = es_server::cluster::Cluster::start(registry.clone(), options, listener)
         .await

@@ -4,6 +4,7 @@
 //! addresses). Without `--node-id`/`--cluster-peers` none of this exists and the
 //! broker is the single node it always was.
 
+mod balance;
 mod internal;
 mod metadata;
 mod rpc;
@@ -42,6 +43,9 @@ pub struct ClusterOptions {
     pub timers: Timers,
     /// This node's client-facing addresses (exchanged with the peers).
     pub addresses: NodeAddresses,
+    /// How often this node hands partitions it leads beyond its share to the
+    /// voters that lead the fewest (`cluster.leader_balance_ms`); `None`: never.
+    pub leader_balance: Option<Duration>,
 }
 
 /// A data partition: its topic's id and its number.
@@ -89,7 +93,7 @@ impl Cluster {
         options: ClusterOptions,
         listener: tokio::net::TcpListener,
     ) -> Result<Arc<Cluster>> {
-        let ClusterOptions { node_id, peers, secrets, timers, addresses } = options;
+        let ClusterOptions { node_id, peers, secrets, timers, addresses, leader_balance } = options;
         let voters: Vec<u64> = peers.keys().copied().collect();
         let others = peers.iter().filter(|(id, _)| **id != node_id).map(|(id, a)| (*id, a.clone())).collect();
         let peer_config = es_peer::PeerConfig {
@@ -129,6 +133,9 @@ impl Cluster {
         registry.set_cluster(cluster.clone());
         metadata::spawn_applier(&cluster);
         rpc::spawn_address_exchange(&cluster);
+        if let Some(interval) = leader_balance {
+            balance::spawn(&cluster, interval);
+        }
         tracing::info!(node = node_id, voters = ?cluster.voters, peer = %cluster.host.peer_addr(), "joined the cluster");
         Ok(cluster)
     }
@@ -252,6 +259,20 @@ impl Cluster {
     /// bootstrap key).
     pub fn metadata_caught_up(&self) -> bool {
         self.metadata.caught_up()
+    }
+
+    /// Every data partition's leader as this node knows it, with the in-sync voters
+    /// of the ones it leads (what the leader balancer plans from).
+    fn seen_partitions(&self) -> Vec<balance::Seen> {
+        let groups = self.groups.read().expect("groups lock");
+        groups
+            .iter()
+            .map(|(key, g)| {
+                let leader = g.leader();
+                let in_sync = if g.is_leader() { g.status().in_sync } else { Vec::new() };
+                balance::Seen { key: *key, leader, in_sync }
+            })
+            .collect()
     }
 
     /// Stops every group and the peer links (bounded).

@@ -376,6 +376,9 @@ pub const SETTINGS: &[Setting] = &[
     Setting::new("cluster", "election_timeout_ms", "cluster-election-timeout-ms", Kind::Int { min: 50, max: 600_000 })
         .default(Default::Int(1500))
         .help("The shortest election timeout in milliseconds (each node picks one between this and twice this); more than 3 heartbeats."),
+    Setting::new("cluster", "leader_balance_ms", "cluster-leader-balance-ms", Kind::Int { min: 0, max: 86_400_000 })
+        .default(Default::Int(30_000))
+        .help("How often, in milliseconds, each node checks whether it leads more than its share of the partitions and hands one to the in-sync node that leads the fewest (as Kafka's auto.leader.rebalance.enable); 0 turns balancing off."),
 ];
 
 /// `ES_*` variables that are not settings but are read by es-broker or by the
