@@ -134,7 +134,10 @@ pub fn produce_one(topic: &str, value: &str) -> kafka_protocol::messages::Produc
     let data = TopicProduceData::default()
         .with_name(kafka_protocol::messages::TopicName(topic.to_owned().into()))
         .with_partition_data(vec![partition]);
-    kafka_protocol::messages::ProduceRequest::default().with_acks(1).with_timeout_ms(5000).with_topic_data(vec![data])
+    kafka_protocol::messages::ProduceRequest::default()
+        .with_acks(1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![data])
 }
 
 /// [`produce_one`] at Produce v8 over `conn`: the partition's error code.

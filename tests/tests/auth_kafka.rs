@@ -155,7 +155,11 @@ fn revocation_refuses_the_next_request_on_an_open_connection() {
     assert_eq!(admin.post("/topics", &json!({"name": "app.t", "partitions": 1})).status, 201);
     let mut conn = KafkaConn::login(&b.kafka_addr, &key).unwrap();
     assert_eq!(produce_code(&mut conn, "app.t", "revoked?"), 0);
-    assert_eq!(produce_code(&mut conn, "other.t", "revoked?"), 29, "TOPIC_AUTHORIZATION_FAILED, existing or not");
+    assert_eq!(
+        produce_code(&mut conn, "other.t", "revoked?"),
+        29,
+        "TOPIC_AUTHORIZATION_FAILED, existing or not"
+    );
     assert_eq!(admin.delete(&format!("/keys/{}", split_key(&key).0)).status, 200);
     assert_eq!(produce_code(&mut conn, "app.t", "revoked?"), 29, "refused on the very next request");
     // kcat cannot log in with it any more.

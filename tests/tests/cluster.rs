@@ -526,7 +526,11 @@ fn keys_grants_quotas_and_revocations_reach_every_node() {
         answers(c.node(n), &key, 401, &format!("the revocation on node {n}"));
     }
     eprintln!("the revocation reached every node within {:?}", started.elapsed());
-    assert_eq!(es_tests::kafka_wire::produce_code(&mut open, "app.t", "after the revocation"), 29, "TOPIC_AUTHORIZATION_FAILED on the open connection");
+    assert_eq!(
+        es_tests::kafka_wire::produce_code(&mut open, "app.t", "after the revocation"),
+        29,
+        "TOPIC_AUTHORIZATION_FAILED on the open connection"
+    );
 
     // Restarted (still without a bootstrap key), node 3 keeps all of it.
     c.kill9(3);
@@ -551,14 +555,19 @@ fn es_client_follows_the_partition_leader_through_a_leader_kill() {
     let mut acked: BTreeMap<u64, String> = BTreeMap::from([(0, "warm-up".to_owned())]);
     // Retries enough to ride out an election (the backoff caps at 2 s; the call at 30 s).
     let options = ClientOptions { retries: 30, ..ClientOptions::default() };
-    let client = std::sync::Arc::new(rt.block_on(Client::connect(&c.node(follower).binary_addr, options)).unwrap());
+    let client =
+        std::sync::Arc::new(rt.block_on(Client::connect(&c.node(follower).binary_addr, options)).unwrap());
 
     // A batch without a producer id is not resent (the old leader may have appended
     // it), but the answer names the leader and the next call goes there.
     let plain = |v: &str| {
         bytes::Bytes::from(
-            es_core::batch::encode(&[es_core::Record::from_value(v.to_owned())], 1, es_core::ProducerInfo::NONE)
-                .unwrap(),
+            es_core::batch::encode(
+                &[es_core::Record::from_value(v.to_owned())],
+                1,
+                es_core::ProducerInfo::NONE,
+            )
+            .unwrap(),
         )
     };
     let refused = rt.block_on(client.produce("follow", 0, plain("plain-1"))).unwrap_err();
@@ -596,9 +605,14 @@ fn kafka_leaders(b: &Broker, topic: &str) -> Vec<i32> {
     use kafka_protocol::messages::{MetadataRequest, TopicName};
     let Ok(mut conn) = es_tests::kafka_wire::KafkaConn::connect(&b.kafka_addr) else { return Vec::new() };
     let wanted = MetadataRequestTopic::default().with_name(Some(TopicName(topic.to_owned().into())));
-    let Ok(r) = conn.call(9, &MetadataRequest::default().with_topics(Some(vec![wanted]))) else { return Vec::new() };
-    let mut partitions: Vec<(i32, i32)> =
-        r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| (p.partition_index, p.leader_id.0))).collect();
+    let Ok(r) = conn.call(9, &MetadataRequest::default().with_topics(Some(vec![wanted]))) else {
+        return Vec::new();
+    };
+    let mut partitions: Vec<(i32, i32)> = r
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (p.partition_index, p.leader_id.0)))
+        .collect();
     partitions.sort_unstable();
     partitions.into_iter().map(|(_, leader)| leader).collect()
 }

@@ -94,7 +94,12 @@ fn b64(v: Option<&[u8]>) -> String {
 
 /// One record as the other clients print it: key/value/headers, and the timestamp
 /// when it is one the scenario set.
-fn line(key: Option<&[u8]>, value: Option<&[u8]>, headers: &[(String, Option<Vec<u8>>)], ts: Option<i64>) -> String {
+fn line(
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: &[(String, Option<Vec<u8>>)],
+    ts: Option<i64>,
+) -> String {
     let mut s = format!("{}/{}/", b64(key), b64(value));
     for (k, v) in headers {
         s.push_str(&format!("{k}={};", b64(v.as_deref())));
@@ -130,7 +135,12 @@ fn records() -> Vec<Sent> {
         },
         Sent { key: None, value: Some(vec![]), headers: vec![], ts: None },
         Sent { key: Some(b"tombstone".to_vec()), value: None, headers: vec![], ts: None },
-        Sent { key: Some(b"utf8".to_vec()), value: Some(vec![0xc3, 0x28, 0xa0]), headers: vec![], ts: Some(FIXED_TS) },
+        Sent {
+            key: Some(b"utf8".to_vec()),
+            value: Some(vec![0xc3, 0x28, 0xa0]),
+            headers: vec![],
+            ts: Some(FIXED_TS),
+        },
         Sent { key: Some(b"png".to_vec()), value: Some(png), headers: vec![], ts: Some(FIXED_TS + 5) },
     ]
 }
@@ -180,7 +190,8 @@ fn roundtrip(bootstrap: &str, topic: &str, codec: &str) -> Value {
     let rt = runtime();
     let mut out = Map::new();
     let admin = admin(bootstrap);
-    let created = rt.block_on(admin.create_topics(&[NewTopic::new(topic, 3, TopicReplication::Fixed(1))], &opts()));
+    let created =
+        rt.block_on(admin.create_topics(&[NewTopic::new(topic, 3, TopicReplication::Fixed(1))], &opts()));
     assert!(created.as_ref().is_ok_and(|r| r.iter().all(Result::is_ok)), "create {topic}: {created:?}");
     out.insert("partitions_created".into(), json!(partitions(&admin, topic, 3)));
     let grown = rt.block_on(admin.create_partitions(&[NewPartitions::new(topic, 4)], &opts()));
@@ -207,7 +218,8 @@ fn roundtrip(bootstrap: &str, topic: &str, codec: &str) -> Value {
         x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
         *b = (x >> 16) as u8;
     }
-    let refused = rt.block_on(p.send(FutureRecord::<[u8], [u8]>::to(topic).partition(1).payload(big.as_slice()), T));
+    let refused =
+        rt.block_on(p.send(FutureRecord::<[u8], [u8]>::to(topic).partition(1).payload(big.as_slice()), T));
     out.insert(
         "oversized_error".into(),
         json!(refused.err().map_or_else(|| "accepted".to_owned(), |(e, _)| error_name(&e))),
@@ -251,7 +263,8 @@ fn roundtrip(bootstrap: &str, topic: &str, codec: &str) -> Value {
         first.get_or_insert((kind, m.offset()));
         got.push(line(m.key(), m.payload(), &headers, ts));
     }
-    let expected: Vec<_> = sent.iter().map(|s| line(s.key.as_deref(), s.value.as_deref(), &s.headers, s.ts)).collect();
+    let expected: Vec<_> =
+        sent.iter().map(|s| line(s.key.as_deref(), s.value.as_deref(), &s.headers, s.ts)).collect();
     let identical = got == expected;
     out.insert("byte_identical".into(), json!(identical));
     if !identical {
@@ -284,7 +297,8 @@ fn group(bootstrap: &str, topic: &str) -> Value {
     let rt = runtime();
     let mut out = Map::new();
     let admin = admin(bootstrap);
-    let created = rt.block_on(admin.create_topics(&[NewTopic::new(topic, 6, TopicReplication::Fixed(1))], &opts()));
+    let created =
+        rt.block_on(admin.create_topics(&[NewTopic::new(topic, 6, TopicReplication::Fixed(1))], &opts()));
     assert!(created.as_ref().is_ok_and(|r| r.iter().all(Result::is_ok)), "create {topic}: {created:?}");
     partitions(&admin, topic, 6);
     let p = producer(bootstrap, &[]);
@@ -294,7 +308,8 @@ fn group(bootstrap: &str, topic: &str) -> Value {
             .iter()
             .map(|v| {
                 let partition = v.split(':').next().unwrap().parse().unwrap();
-                p.send_result(FutureRecord::<str, str>::to(topic).partition(partition).payload(v)).expect("queued")
+                p.send_result(FutureRecord::<str, str>::to(topic).partition(partition).payload(v))
+                    .expect("queued")
             })
             .collect();
         for d in pending {
@@ -308,7 +323,8 @@ fn group(bootstrap: &str, topic: &str) -> Value {
     let members: Vec<_> = ["m1", "m2"]
         .into_iter()
         .map(|name| {
-            let (bootstrap, topic, group_id, seen) = (bootstrap.to_owned(), topic.to_owned(), group_id.clone(), seen.clone());
+            let (bootstrap, topic, group_id, seen) =
+                (bootstrap.to_owned(), topic.to_owned(), group_id.clone(), seen.clone());
             std::thread::spawn(move || {
                 let mut c = config(&bootstrap);
                 c.set("group.id", &group_id)
@@ -422,7 +438,8 @@ fn rdkafka_consumer_group_divides_partitions_as_on_kafka() {
 #[test]
 #[ignore = "run by hand against Apache Kafka: ES_REFERENCE_KAFKA=127.0.0.1:19192"]
 fn capture_the_apache_kafka_reference() {
-    let bootstrap = std::env::var("ES_REFERENCE_KAFKA").expect("ES_REFERENCE_KAFKA=host:port of Apache Kafka");
+    let bootstrap =
+        std::env::var("ES_REFERENCE_KAFKA").expect("ES_REFERENCE_KAFKA=host:port of Apache Kafka");
     let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
     let first = roundtrip(&bootstrap, &format!("rdkafka-none-{stamp}"), "none");
     for codec in &CODECS[1..] {

@@ -185,7 +185,13 @@ impl Client {
     /// the partition to the broker it names; the request is resent there only when
     /// `retry` (an idempotent batch: one the old leader may have appended cannot be
     /// written twice), as other retriable failures are, with backoff.
-    async fn call_partition(&self, topic: &str, partition: u32, req: Request, retry: bool) -> Result<Response> {
+    async fn call_partition(
+        &self,
+        topic: &str,
+        partition: u32,
+        req: Request,
+        retry: bool,
+    ) -> Result<Response> {
         let timeout = Duration::from_millis(self.options.request_timeout_ms);
         let attempts = async {
             let mut backoff = Duration::from_millis(self.options.backoff_ms);
@@ -204,7 +210,9 @@ impl Client {
                         redirects += 1;
                         continue;
                     }
-                } else if routed && matches!(result, Err(ClientError::Connect { .. } | ClientError::Disconnected(_))) {
+                } else if routed
+                    && matches!(result, Err(ClientError::Connect { .. } | ClientError::Disconnected(_)))
+                {
                     // The leader went away: the bootstrap broker names the next one.
                     self.set_leader(topic, partition, None);
                 }

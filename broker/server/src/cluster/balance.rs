@@ -68,9 +68,15 @@ pub(crate) fn spawn(cluster: &Arc<Cluster>, interval: Duration) {
             let Some(cluster) = weak.upgrade() else { return };
             let seen = cluster.seen_partitions();
             let Some((key, to)) = plan(cluster.node_id, &cluster.voters, &seen) else { continue };
-            let Some(group) = cluster.groups.read().expect("groups lock").get(&key).cloned() else { continue };
+            let Some(group) = cluster.groups.read().expect("groups lock").get(&key).cloned() else {
+                continue;
+            };
             match group.transfer_leader(to).await {
-                Ok(()) => tracing::info!(group = group.id(), to, "moved a partition's leadership to balance leaders"),
+                Ok(()) => tracing::info!(
+                    group = group.id(),
+                    to,
+                    "moved a partition's leadership to balance leaders"
+                ),
                 Err(e) => tracing::debug!(group = group.id(), to, error = %e, "leader transfer refused"),
             }
         }
