@@ -651,3 +651,61 @@ fn the_leader_balancer_gives_a_returning_node_its_share() {
         });
     }
 }
+
+/// `es-broker doctor` with node 1's own cluster settings while node 1 runs: the
+/// `peers` findings of the other nodes.
+fn doctor_peers(c: &Cluster, secret: &Path) -> Vec<Value> {
+    let data = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(es_tests::broker::broker_bin());
+    cmd.args(["doctor", "--json", "--data-dir", data.path().to_str().unwrap(), "--node-id", "1"]).args([
+        "--cluster-peers",
+        &c.peers,
+        "--cluster-secret-file",
+        secret.to_str().unwrap(),
+    ]);
+    for (name, _) in std::env::vars().filter(|(k, _)| k.starts_with("ES_")) {
+        cmd.env_remove(name);
+    }
+    let out = es_tests::peers::output(&mut cmd, None, Duration::from_secs(60), "es-broker doctor");
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("doctor printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    report["checks"].as_array().unwrap().iter().filter(|f| f["check"] == "peers").cloned().collect()
+}
+
+/// doctor probes a running cluster's peers: both answer and prove the secret, the
+/// cluster is undisturbed (a probe is no link), a stopped node warns and a wrong
+/// secret fails with what to do.
+#[test]
+fn doctor_checks_the_peers_of_a_running_cluster_without_disturbing_it() {
+    let mut c = Cluster::start(3);
+    create_topic_anywhere(&c, "probed");
+    produce_anywhere(&c, "probed", &["before".to_owned()]);
+    let secret = c.secret.clone();
+    for _ in 0..3 {
+        let found = doctor_peers(&c, &secret);
+        assert_eq!(found.len(), 2, "{found:?}");
+        for f in &found {
+            assert_eq!(f["status"], "ok", "{f}");
+            assert!(f["message"].as_str().unwrap().contains("proved the same cluster secret"), "{f}");
+        }
+    }
+    for id in [2, 3] {
+        c.node(id).wait_for_stderr("answered a peer probe");
+    }
+    // The links the probes did not touch still carry writes at once.
+    let (_, offsets) = produce_anywhere(&c, "probed", &["after".to_owned()]);
+    assert_eq!(offsets, vec![1]);
+
+    let wrong = c.root.path().join("wrong.secret");
+    std::fs::write(&wrong, "another-secret-of-more-than-16-bytes\n").unwrap();
+    let found = doctor_peers(&c, &wrong);
+    assert!(found.iter().all(|f| f["status"] == "fail"), "{found:?}");
+    assert!(found[0]["fix"].as_str().unwrap().contains("same cluster.secret_file"), "{found:?}");
+
+    c.kill9(3);
+    let found = doctor_peers(&c, &secret);
+    let by_node =
+        |n: &str| found.iter().find(|f| f["message"].as_str().unwrap().starts_with(n)).unwrap().clone();
+    assert_eq!(by_node("node 2")["status"], "ok", "{found:?}");
+    assert_eq!(by_node("node 3")["status"], "warn", "{found:?}");
+}

@@ -14,6 +14,11 @@
 //! serving as the other's (reflection); fresh nonces from both sides keep a recorded
 //! proof from verifying again (replay); node ids and the key id are in the transcript,
 //! so neither can be swapped in flight.
+//!
+//! A probe (`es-broker doctor`) is the same exchange under another magic: both sides
+//! prove the secret, then the acceptor closes the connection. It never becomes a
+//! link, so probing a running node does not replace the link its peer holds, and,
+//! the magic being in the transcript, a probe's proofs never verify as a link's.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
@@ -32,6 +37,8 @@ use crate::limits::{NONCE_BYTES, NONCES_REMEMBERED_MAX};
 
 /// "ESPEER" and the protocol version (1); a change of layout bumps the last byte.
 pub const MAGIC: [u8; 8] = *b"ESPEER\x00\x01";
+/// A probe's hello: the same layout, ending in a proof each way and no link.
+pub const MAGIC_PROBE: [u8; 8] = *b"ESPROBE\x01";
 /// Bytes of the dialer's hello.
 pub const HELLO_BYTES: usize = 8 + 8 + 8 + 4 + NONCE_BYTES;
 /// Bytes of the acceptor's challenge.
@@ -55,6 +62,7 @@ pub struct Session {
 
 /// What is bound into both proofs and the session keys.
 struct Transcript {
+    magic: [u8; 8],
     dialer: u64,
     acceptor: u64,
     key_id: u32,
@@ -66,7 +74,7 @@ impl Transcript {
     fn mac(&self, secret: &Secret, label: &[u8; 14]) -> [u8; 32] {
         let mut mac = Hmac::<Sha256>::new_from_slice(secret.bytes()).expect("HMAC takes any key length");
         mac.update(label);
-        mac.update(&MAGIC);
+        mac.update(&self.magic);
         mac.update(&self.dialer.to_be_bytes());
         mac.update(&self.acceptor.to_be_bytes());
         mac.update(&self.key_id.to_be_bytes());
@@ -111,9 +119,33 @@ pub async fn dial<S>(stream: &mut S, own: u64, acceptor: u64, secret: &Secret) -
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
+    let t = prove(stream, MAGIC, own, acceptor, secret).await?;
+    let (d2a, a2d) = t.session_keys(secret);
+    Ok(Session { peer: acceptor, key_id: secret.key_id, sealer: Sealer::new(d2a), opener: Opener::new(a2d) })
+}
+
+/// A probe of node `acceptor`: both sides prove `secret`, and nothing follows.
+pub async fn probe<S>(stream: &mut S, own: u64, acceptor: u64, secret: &Secret) -> Result<(), PeerError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    prove(stream, MAGIC_PROBE, own, acceptor, secret).await.map(|_| ())
+}
+
+/// The dialer's exchange under `magic`: hello, challenge, both proofs.
+async fn prove<S>(
+    stream: &mut S,
+    magic: [u8; 8],
+    own: u64,
+    acceptor: u64,
+    secret: &Secret,
+) -> Result<Transcript, PeerError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     let nonce_dialer = fresh_nonce();
     let mut hello = Vec::with_capacity(HELLO_BYTES);
-    hello.extend_from_slice(&MAGIC);
+    hello.extend_from_slice(&magic);
     hello.extend_from_slice(&own.to_be_bytes());
     hello.extend_from_slice(&acceptor.to_be_bytes());
     hello.extend_from_slice(&secret.key_id.to_be_bytes());
@@ -125,13 +157,12 @@ where
     if bool::from(nonce_acceptor.ct_eq(&nonce_dialer)) {
         return Err(PeerError::Reflected);
     }
-    let t = Transcript { dialer: own, acceptor, key_id: secret.key_id, nonce_dialer, nonce_acceptor };
+    let t = Transcript { magic, dialer: own, acceptor, key_id: secret.key_id, nonce_dialer, nonce_acceptor };
     stream.write_all(&t.mac(secret, LABEL_DIALER)).await?;
     let mut proof = [0u8; PROOF_BYTES];
     stream.read_exact(&mut proof).await?;
     verify(&t.mac(secret, LABEL_ACCEPTOR), &proof)?;
-    let (d2a, a2d) = t.session_keys(secret);
-    Ok(Session { peer: acceptor, key_id: secret.key_id, sealer: Sealer::new(d2a), opener: Opener::new(a2d) })
+    Ok(t)
 }
 
 /// What the acceptor checks a hello against.
@@ -143,32 +174,82 @@ pub struct AcceptorView<'a> {
     pub nonces: &'a NonceMemory,
 }
 
+/// What an accepted connection turned out to be.
+#[derive(Debug)]
+pub enum Accepted {
+    /// A peer's link, authenticated.
+    Link(Session),
+    /// A probe by `dialer` (a configured node), answered: close the connection.
+    Probe { dialer: u64 },
+}
+
 /// The acceptor's side: checks the hello, challenges, checks the dialer's proof,
-/// then proves the secret back.
+/// then proves the secret back. Probes are refused (see [`accept_or_probe`]).
 pub async fn accept<S>(stream: &mut S, view: &AcceptorView<'_>) -> Result<Session, PeerError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    match accept_inner(stream, view, None).await? {
+        Accepted::Link(session) => Ok(session),
+        Accepted::Probe { .. } => Err(PeerError::BadMagic),
+    }
+}
+
+/// [`accept`], and a probe from any node `may_probe` admits (whichever of the pair
+/// dials its link) is answered too.
+pub async fn accept_or_probe<S>(
+    stream: &mut S,
+    view: &AcceptorView<'_>,
+    may_probe: &(dyn Fn(u64) -> bool + Sync),
+) -> Result<Accepted, PeerError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    accept_inner(stream, view, Some(may_probe)).await
+}
+
+async fn accept_inner<S>(
+    stream: &mut S,
+    view: &AcceptorView<'_>,
+    may_probe: Option<&(dyn Fn(u64) -> bool + Sync)>,
+) -> Result<Accepted, PeerError>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let mut hello = [0u8; HELLO_BYTES];
     stream.read_exact(&mut hello).await?;
-    let (dialer, key_id, nonce_dialer) = parse_hello(&hello, view.own)?;
-    if !(view.may_dial)(dialer) {
+    let (magic, dialer, key_id, nonce_dialer) = parse_hello(&hello, view.own, may_probe.is_some())?;
+    let admitted = match magic {
+        MAGIC_PROBE => may_probe.is_some_and(|f| f(dialer)),
+        _ => (view.may_dial)(dialer),
+    };
+    if !admitted {
         return Err(PeerError::UnknownNode(dialer));
     }
     let secret = view.secrets.by_key_id(key_id).ok_or(PeerError::UnknownKeyId(key_id))?;
     let nonce_acceptor = view.nonces.admit(nonce_dialer)?;
     stream.write_all(&nonce_acceptor).await?;
-    let t = Transcript { dialer, acceptor: view.own, key_id, nonce_dialer, nonce_acceptor };
+    let t = Transcript { magic, dialer, acceptor: view.own, key_id, nonce_dialer, nonce_acceptor };
     let mut proof = [0u8; PROOF_BYTES];
     stream.read_exact(&mut proof).await?;
     verify(&t.mac(secret, LABEL_DIALER), &proof)?;
     stream.write_all(&t.mac(secret, LABEL_ACCEPTOR)).await?;
+    if magic == MAGIC_PROBE {
+        return Ok(Accepted::Probe { dialer });
+    }
     let (d2a, a2d) = t.session_keys(secret);
-    Ok(Session { peer: dialer, key_id, sealer: Sealer::new(a2d), opener: Opener::new(d2a) })
+    Ok(Accepted::Link(Session { peer: dialer, key_id, sealer: Sealer::new(a2d), opener: Opener::new(d2a) }))
 }
 
-fn parse_hello(hello: &[u8; HELLO_BYTES], own: u64) -> Result<(u64, u32, Nonce), PeerError> {
-    if hello[..8] != MAGIC {
+/// The hello's magic, dialer, key id and nonce; `probes`: whether a probe's magic
+/// is accepted.
+fn parse_hello(
+    hello: &[u8; HELLO_BYTES],
+    own: u64,
+    probes: bool,
+) -> Result<([u8; 8], u64, u32, Nonce), PeerError> {
+    let magic: [u8; 8] = hello[..8].try_into().expect("8 bytes");
+    if magic != MAGIC && !(probes && magic == MAGIC_PROBE) {
         return Err(PeerError::BadMagic);
     }
     let u64_at = |at: usize| u64::from_be_bytes(hello[at..at + 8].try_into().expect("8 bytes"));
@@ -178,7 +259,7 @@ fn parse_hello(hello: &[u8; HELLO_BYTES], own: u64) -> Result<(u64, u32, Nonce),
     }
     let key_id = u32::from_be_bytes(hello[24..28].try_into().expect("4 bytes"));
     let nonce: Nonce = hello[28..].try_into().expect("32 bytes");
-    Ok((dialer, key_id, nonce))
+    Ok((magic, dialer, key_id, nonce))
 }
 
 /// The acceptor's memory of recent nonces: dialers' (a hello seen before is a

@@ -110,6 +110,7 @@ async fn raw_hello(
         // Answer with a proof computed for this challenge by whoever holds the secret.
         let mut proof = [0u8; PROOF_BYTES];
         let t = Transcript {
+            magic: MAGIC,
             dialer: 1,
             acceptor: 2,
             key_id: 2,
@@ -152,7 +153,14 @@ async fn a_recorded_proof_fails_against_a_fresh_challenge() {
     let view = AcceptorView { own: 2, secrets: &secrets, may_dial: &may_dial, nonces: &first_memory };
     let (c1, _, first) = raw_hello(&view, hello_with([4; 32])).await;
     assert!(first.is_ok());
-    let t = Transcript { dialer: 1, acceptor: 2, key_id: 2, nonce_dialer: [4; 32], nonce_acceptor: c1 };
+    let t = Transcript {
+        magic: MAGIC,
+        dialer: 1,
+        acceptor: 2,
+        key_id: 2,
+        nonce_dialer: [4; 32],
+        nonce_acceptor: c1,
+    };
     let recorded_proof = t.mac(&Secret::new(2, NEW), LABEL_DIALER);
     let view = AcceptorView { nonces: &fresh_memory, ..view };
     let (mut d, mut a) = duplex(4096);
@@ -211,4 +219,64 @@ async fn a_forged_acceptor_proof_is_refused_by_the_dialer() {
     let secret = Secret::new(2, NEW);
     let (r, _a) = tokio::join!(dial(&mut d, 1, 2, &secret), fake_acceptor);
     assert!(matches!(r, Err(PeerError::BadProof)), "{r:?}");
+}
+
+/// Runs a probe by node `from` against acceptor node 2, which admits probes from
+/// nodes 1 and 3 when `probes` (else it accepts links only).
+async fn run_probe(
+    from: u64,
+    secret: Secret,
+    probes: bool,
+) -> (Result<(), PeerError>, Result<Accepted, PeerError>) {
+    let (mut d, mut a) = duplex(4096);
+    let (secrets, nonces) = (acceptor_secrets(), NonceMemory::default());
+    let view = AcceptorView { own: 2, secrets: &secrets, may_dial: &may_dial, nonces: &nonces };
+    let may_probe = |n: u64| n == 1 || n == 3;
+    let dialer = async {
+        let r = probe(&mut d, from, 2, &secret).await;
+        drop(d);
+        r
+    };
+    let acceptor = async {
+        let r = match probes {
+            true => accept_or_probe(&mut a, &view, &may_probe).await,
+            false => accept(&mut a, &view).await.map(Accepted::Link),
+        };
+        drop(a);
+        r
+    };
+    tokio::join!(dialer, acceptor)
+}
+
+#[tokio::test]
+async fn a_probe_proves_the_secret_both_ways_and_makes_no_link() {
+    // Node 3 may not dial node 2's link (a higher id), but may probe it.
+    let (d, a) = run_probe(3, Secret::new(2, NEW), true).await;
+    d.unwrap();
+    assert!(matches!(a, Ok(Accepted::Probe { dialer: 3 })), "{a:?}");
+    // A link dial is still answered as a link where probes are admitted.
+    let (mut d, mut a) = duplex(4096);
+    let (secrets, nonces) = (acceptor_secrets(), NonceMemory::default());
+    let view = AcceptorView { own: 2, secrets: &secrets, may_dial: &may_dial, nonces: &nonces };
+    let secret = Secret::new(2, NEW);
+    let (link, accepted) =
+        tokio::join!(dial(&mut d, 1, 2, &secret), accept_or_probe(&mut a, &view, &|_| true));
+    assert_eq!(link.unwrap().peer, 2);
+    assert!(matches!(accepted, Ok(Accepted::Link(ref s)) if s.peer == 1), "{accepted:?}");
+}
+
+#[tokio::test]
+async fn probes_are_refused_where_not_admitted_and_with_a_wrong_secret() {
+    // A node that expects links only does not take a probe's hello.
+    let (d, a) = run_probe(1, Secret::new(2, NEW), false).await;
+    assert!(matches!(a, Err(PeerError::BadMagic)), "{a:?}");
+    assert!(d.is_err());
+    // Node 4 is not configured.
+    let (d, a) = run_probe(4, Secret::new(2, NEW), true).await;
+    assert!(matches!(a, Err(PeerError::UnknownNode(4))), "{a:?}");
+    assert!(d.is_err());
+    // Another secret under a key id the acceptor holds: its proof fails.
+    let (d, a) = run_probe(1, Secret::new(2, b"not the shared secret at all"), true).await;
+    assert!(matches!(a, Err(PeerError::BadProof)), "{a:?}");
+    assert!(d.is_err());
 }

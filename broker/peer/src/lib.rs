@@ -18,5 +18,5 @@ pub mod stats;
 pub use config::{PeerConfig, PeerTls, Secret, Secrets, Timeouts};
 pub use error::{PeerError, RpcError};
 pub use link::{HANDLER_PANICKED, Handler, HandlerFuture, RESPONSE_TOO_LARGE, handler};
-pub use node::PeerNode;
+pub use node::{PeerNode, probe};
 pub use stats::{PeerStats, PeerStatsSnapshot};

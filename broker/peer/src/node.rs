@@ -14,9 +14,9 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, timeout, timeout_at};
 
-use crate::config::PeerConfig;
+use crate::config::{PeerConfig, Secret};
 use crate::error::PeerError;
-use crate::handshake::{self, AcceptorView, NonceMemory, Session};
+use crate::handshake::{self, Accepted, AcceptorView, NonceMemory, Session};
 use crate::limits::{ACCEPT_ERROR_PAUSE_MS, HANDSHAKES_MAX, SHUTDOWN_DRAIN_MS};
 use crate::link::{Handler, Link, Outcome};
 use crate::stats::{PeerStats, add};
@@ -263,13 +263,17 @@ async fn accept_one(
     // The handshake slot bounds unauthenticated connections only.
     drop(slot);
     match result {
-        Ok((stream, session)) => inner.run_link(stream, session).await,
+        Ok((stream, Accepted::Link(session))) => inner.run_link(stream, session).await,
+        Ok((_, Accepted::Probe { dialer })) => {
+            tracing::info!(node = inner.config.node_id, prober = dialer, from = %addr, "answered a peer probe (doctor)");
+        }
         Err(e) => inner.handshake_failed(&addr.to_string(), &e),
     }
 }
 
-/// TLS (when configured), then the HMAC handshake, on an accepted connection.
-async fn accept_handshake(inner: &Inner, tcp: TcpStream) -> Result<(Stream, Session), PeerError> {
+/// TLS (when configured), then the HMAC handshake, on an accepted connection: a
+/// lower-id peer's link, or a probe from any configured peer.
+async fn accept_handshake(inner: &Inner, tcp: TcpStream) -> Result<(Stream, Accepted), PeerError> {
     let _ = tcp.set_nodelay(true);
     let mut stream: Stream = match &inner.config.tls {
         Some(tls) => Box::new(tokio_rustls::TlsAcceptor::from(tls.acceptor.clone()).accept(tcp).await?),
@@ -279,8 +283,9 @@ async fn accept_handshake(inner: &Inner, tcp: TcpStream) -> Result<(Stream, Sess
     let may_dial = |n: u64| n < own && inner.config.peers.contains_key(&n);
     let view =
         AcceptorView { own, secrets: &inner.config.secrets, may_dial: &may_dial, nonces: &inner.nonces };
-    let session = handshake::accept(&mut stream, &view).await?;
-    Ok((stream, session))
+    let may_probe = |n: u64| inner.config.peers.contains_key(&n);
+    let accepted = handshake::accept_or_probe(&mut stream, &view, &may_probe).await?;
+    Ok((stream, accepted))
 }
 
 async fn dial_loop(inner: Arc<Inner>, peer: u64) {
@@ -310,31 +315,70 @@ async fn dial_loop(inner: Arc<Inner>, peer: u64) {
 /// One dial: with the current secret, then the previous one if the peer refused it
 /// (a peer not yet moved to a rotated secret).
 async fn dial_once(inner: &Inner, peer: u64) -> Result<(Stream, Session), PeerError> {
-    let (own, addr, timeouts) = (inner.config.node_id, &inner.config.peers[&peer], inner.config.timeouts);
+    exchange(&inner.config, peer, link_handshake, &|addr, e| inner.handshake_failed(addr, e)).await
+}
+
+fn link_handshake<'a>(
+    stream: &'a mut Stream,
+    own: u64,
+    peer: u64,
+    secret: &'a Secret,
+) -> Exchange<'a, Session> {
+    Box::pin(handshake::dial(stream, own, peer, secret))
+}
+
+fn probe_handshake<'a>(stream: &'a mut Stream, own: u64, peer: u64, secret: &'a Secret) -> Exchange<'a, ()> {
+    Box::pin(handshake::probe(stream, own, peer, secret))
+}
+
+/// Probes node `peer` as `config.node_id` would dial it: TCP, TLS when configured,
+/// and the probe handshake (both sides prove the shared secret; no link is made, so
+/// a running node's links stay as they are). How long it took, or why it failed.
+/// For `es-broker doctor`; needs no running node.
+pub async fn probe(config: &PeerConfig, peer: u64) -> Result<Duration, PeerError> {
+    if !config.peers.contains_key(&peer) {
+        return Err(PeerError::UnknownNode(peer));
+    }
+    let started = Instant::now();
+    exchange(config, peer, probe_handshake, &|_, _| {}).await?;
+    Ok(started.elapsed())
+}
+
+type Exchange<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, PeerError>> + Send + 'a>>;
+
+/// Connects to `peer` and runs `handshake` with each secret in dial order until one
+/// is accepted; `failed` hears of each refused or timed-out handshake.
+async fn exchange<T>(
+    config: &PeerConfig,
+    peer: u64,
+    handshake: for<'a> fn(&'a mut Stream, u64, u64, &'a Secret) -> Exchange<'a, T>,
+    failed: &(dyn Fn(&str, &PeerError) + Sync),
+) -> Result<(Stream, T), PeerError> {
+    let (own, addr, timeouts) = (config.node_id, &config.peers[&peer], config.timeouts);
     let mut last = PeerError::HandshakeTimeout;
-    for secret in inner.config.secrets.dial_order() {
+    for secret in config.secrets.dial_order() {
         let tcp = match timeout(timeouts.connect, TcpStream::connect(addr.as_str())).await {
             Ok(tcp) => tcp?,
             Err(_) => return Err(std::io::Error::from(std::io::ErrorKind::TimedOut).into()),
         };
         let _ = tcp.set_nodelay(true);
         let attempt = async {
-            let mut stream: Stream = match &inner.config.tls {
+            let mut stream: Stream = match &config.tls {
                 Some(tls) => {
                     let connector = tokio_rustls::TlsConnector::from(tls.connector.clone());
                     Box::new(connector.connect(tls.server_name.clone(), tcp).await?)
                 }
                 None => Box::new(tcp),
             };
-            let session = handshake::dial(&mut stream, own, peer, secret).await?;
-            Ok::<_, PeerError>((stream, session))
+            let done = handshake(&mut stream, own, peer, secret).await?;
+            Ok::<_, PeerError>((stream, done))
         };
         match timeout(timeouts.handshake, attempt).await {
             Ok(Ok(done)) => return Ok(done),
             Ok(Err(e)) => last = e,
             Err(_) => last = PeerError::HandshakeTimeout,
         }
-        inner.handshake_failed(addr, &last);
+        failed(addr, &last);
     }
     Err(last)
 }

@@ -9,6 +9,8 @@
 mod checks;
 #[path = "doctor/disk.rs"]
 mod disk;
+#[path = "doctor/peers.rs"]
+mod peers;
 
 use std::process::ExitCode;
 
@@ -85,6 +87,7 @@ fn findings(line: &CommandLine) -> Vec<Finding> {
     out.extend(disk::data_dir(&cfg));
     out.extend(checks::clock(&crate::data_dir(&cfg)));
     out.extend(crate::cold::doctor(&cfg));
+    out.extend(peers::peers(&cfg));
     out
 }
 
