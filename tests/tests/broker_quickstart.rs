@@ -14,6 +14,9 @@ fn quickstart_create_produce_consume_delete() {
     let b = Broker::start(dir.path());
     assert_eq!(b.get("/healthz").status, 200);
     assert_eq!(b.get("/readyz").status, 200);
+    // A single node is no cluster member.
+    let cluster = b.get("/cluster");
+    assert_eq!((cluster.status, &cluster.body["cluster"]), (200, &json!(false)), "{:?}", cluster.body);
     b.create_topic("orders", 2);
     let list = b.get("/topics");
     assert_eq!(list.body["topics"][0]["name"], "orders");

@@ -644,6 +644,23 @@ fn the_leader_balancer_gives_a_returning_node_its_share() {
         (leaders.len() == 6 && (1..=3).all(|n| count(n) == 2)).then_some(leaders)
     });
     eprintln!("leaders before node 3 joined: {before:?}; after balancing: {after:?}");
+    // GET /cluster (and `es cluster status`) on a follower shows the same picture.
+    let status = eventually(ELECTION_WAIT, "GET /cluster showing 2 leaders per node", || {
+        let r = c.node(2).get("/cluster");
+        let leads: Vec<u64> =
+            r.body["nodes"].as_array()?.iter().filter_map(|n| n["leads"].as_u64()).collect();
+        (r.status == 200 && leads == [2, 2, 2]).then_some(r.body)
+    });
+    assert_eq!(status["cluster"], true, "{status}");
+    assert_eq!(status["node_id"], 2, "{status}");
+    assert!(status["controller"].as_u64().is_some_and(|n| (1..=3).contains(&n)), "{status}");
+    let partitions = status["partitions"].as_array().unwrap();
+    assert_eq!(partitions.iter().filter(|p| p["topic"] == "spread").count(), 6, "{status}");
+    assert!(partitions.iter().all(|p| p["replicas"] == json!([1, 2, 3])), "{status}");
+    let mut cmd = std::process::Command::new(es_tests::broker::es_bin());
+    cmd.args(["--broker", &c.node(2).url, "cluster", "status"]);
+    let out = es_tests::peers::run(&mut cmd, None, Duration::from_secs(30), "es cluster status");
+    assert!(out.contains("NODE") && out.contains("LEADS") && out.contains("spread"), "{out}");
     for p in 0..6 {
         let body = json!({"records": [{"value": format!("after-{p}"), "partition": p}]});
         eventually(ELECTION_WAIT, &format!("a write to partition {p}"), || {

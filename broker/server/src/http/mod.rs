@@ -3,6 +3,7 @@
 //! and then drains in-flight requests.
 
 mod accept;
+mod cluster_api;
 mod conn_watch;
 mod error;
 pub(crate) mod forward;
@@ -125,6 +126,7 @@ fn api_routes(state: AppState) -> Router<AppState> {
         .route("/keys/{key}/grants", post(keys::grant))
         .route("/keys/{key}/quota", put(keys::set_quota))
         .route("/metrics", get(metrics::scrape))
+        .route("/cluster", get(cluster_api::status))
         .route_layer(middleware::from_fn_with_state(state.clone(), limit_in_flight))
         .route_layer(middleware::from_fn_with_state(state, authorize_route))
 }

@@ -104,9 +104,13 @@ use crate::config::TopicConfig;
         super::keys::grant,
         super::keys::set_quota,
         super::metrics::scrape,
+        super::cluster_api::status,
         openapi_json,
     ),
     components(schemas(
+        super::cluster_api::ClusterStatus,
+        super::cluster_api::ClusterNode,
+        super::cluster_api::PartitionLeadership,
         crate::auth::admin::KeyView,
         crate::auth::admin::IssuedKey,
         crate::auth::admin::CreateKeyBody,

@@ -89,6 +89,7 @@ pub const ROUTES: &[(&str, &str, Call)] = &[
     ("post", "/keys/{key}/grants", Call::GrantKey),
     ("put", "/keys/{key}/quota", Call::SetKeyQuota),
     ("get", "/metrics", Call::ScrapeMetrics),
+    ("get", "/cluster", Call::DescribeBroker),
 ];
 
 /// The call of a request, with the path's parameters (`{topic}`, `{group}`, ...).

@@ -35,6 +35,19 @@ pub struct Leadership {
     pub in_sync: Vec<u64>,
 }
 
+/// A cluster as one node sees it: the nodes whose addresses it knows, the
+/// metadata group's leader (the controller), the group coordinator, and every data
+/// partition's leadership.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterView {
+    pub node_id: u64,
+    pub controller: Option<u64>,
+    pub coordinator: Option<u64>,
+    pub nodes: BTreeMap<u64, crate::cluster::NodeAddresses>,
+    /// (topic, partition, leadership), by topic name then partition.
+    pub partitions: Vec<(String, u32, Leadership)>,
+}
+
 /// A topic as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicSummary {
@@ -94,6 +107,30 @@ impl Service {
     /// Every cluster node whose client addresses are known; `None` on a single node.
     pub fn cluster_nodes(&self) -> Option<BTreeMap<u64, crate::cluster::NodeAddresses>> {
         self.registry.cluster().map(|c| c.known_nodes())
+    }
+
+    /// The cluster as this node sees it (`GET /cluster`, `es cluster status`); `None`
+    /// on a single node. Broker-wide state: cluster describe.
+    pub fn cluster_status(&self, principal: &Principal) -> Result<Option<ClusterView>> {
+        self.authorize(principal, Call::DescribeBroker, Resource::Cluster)?;
+        let Some(cluster) = self.registry.cluster() else { return Ok(None) };
+        let mut topics = self.registry.list();
+        topics.sort_by_key(|t| t.name());
+        let partitions = topics
+            .iter()
+            .flat_map(|t| {
+                let name = t.name();
+                (0..t.partition_count())
+                    .filter_map(move |p| Some((name.clone(), p, self.leadership(&name, p)?)))
+            })
+            .collect();
+        Ok(Some(ClusterView {
+            node_id: cluster.node_id(),
+            controller: cluster.controller(),
+            coordinator: cluster.coordinator(),
+            nodes: cluster.known_nodes(),
+            partitions,
+        }))
     }
 
     /// The metadata group's leader; `None` on a single node, `Some(None)` mid-election.

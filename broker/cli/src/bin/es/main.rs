@@ -4,6 +4,7 @@
 
 mod binary;
 mod client;
+mod cluster;
 mod consume;
 mod group;
 mod key;
@@ -65,6 +66,9 @@ enum Command {
     /// Create, list, describe, revoke and rotate API keys and set their quotas (cluster admins).
     #[command(subcommand)]
     Key(key::KeyCommand),
+    /// Show the cluster: nodes, controller, and each partition's leader and replicas.
+    #[command(subcommand)]
+    Cluster(cluster::ClusterCommand),
 }
 
 fn main() -> ExitCode {
@@ -85,6 +89,7 @@ fn main() -> ExitCode {
         Command::Group(cmd) => group::run(&client, cmd, cli.json),
         Command::Plugin(cmd) => plugin::run(&client, cmd, cli.json),
         Command::Key(cmd) => key::run(&client, cmd, cli.json),
+        Command::Cluster(cmd) => cluster::run(&client, cmd, cli.json),
         Command::Schema(cmd) => match schema::run(&client, cmd, cli.json) {
             // An incompatible `es schema check` printed its findings: exit 1 without an error line.
             Ok(false) => return ExitCode::FAILURE,

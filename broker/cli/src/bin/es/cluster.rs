@@ -1,0 +1,69 @@
+//! `es cluster status`: the cluster as the broker asked sees it (`GET /cluster`).
+
+use clap::Subcommand;
+use serde_json::Value;
+
+use crate::client::Client;
+use crate::output::table;
+use crate::topic::{array, text};
+
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Show the nodes, the controller and coordinator, and each partition's leader,
+    /// epoch, replicas and in-sync replicas.
+    Status,
+}
+
+pub fn run(client: &Client, cmd: ClusterCommand, json_out: bool) -> anyhow::Result<()> {
+    match cmd {
+        ClusterCommand::Status => status(client, json_out),
+    }
+}
+
+fn status(client: &Client, json_out: bool) -> anyhow::Result<()> {
+    let v = client.get("/cluster")?;
+    if json_out {
+        println!("{v}");
+        return Ok(());
+    }
+    if v["cluster"] != Value::Bool(true) {
+        println!(
+            "a single node, not a cluster member (es-broker --node-id, --cluster-peers and --cluster-secret-file make one)"
+        );
+        return Ok(());
+    }
+    let id = |v: &Value| v.as_u64().map_or_else(|| "none (electing)".to_owned(), |n| n.to_string());
+    println!(
+        "node {} answering; controller {}, group coordinator {}",
+        id(&v["node_id"]),
+        id(&v["controller"]),
+        id(&v["coordinator"])
+    );
+    let nodes: Vec<Vec<String>> = array(&v["nodes"])
+        .iter()
+        .map(|n| {
+            vec![text(&n["id"]), text(&n["leads"]), text(&n["http"]), text(&n["binary"]), text(&n["kafka"])]
+        })
+        .collect();
+    table(&["NODE", "LEADS", "HTTP", "BINARY", "KAFKA"], &nodes);
+    let ids = |v: &Value| array(v).iter().map(text).collect::<Vec<_>>().join(",");
+    let partitions: Vec<Vec<String>> = array(&v["partitions"])
+        .iter()
+        .map(|p| {
+            let leader = p["leader"].as_u64().map_or_else(|| "-".to_owned(), |n| n.to_string());
+            vec![
+                text(&p["topic"]),
+                text(&p["partition"]),
+                leader,
+                text(&p["epoch"]),
+                ids(&p["replicas"]),
+                ids(&p["in_sync"]),
+            ]
+        })
+        .collect();
+    if !partitions.is_empty() {
+        println!();
+        table(&["TOPIC", "PARTITION", "LEADER", "EPOCH", "REPLICAS", "IN-SYNC"], &partitions);
+    }
+    Ok(())
+}
