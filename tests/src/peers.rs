@@ -176,3 +176,30 @@ pub fn kafka_tool(class: &str, args: &[&str], stdin: Option<&[u8]>) -> String {
         &format!("{class} {args:?}"),
     )
 }
+
+/// What Apache Kafka observed for the scenario document `file`
+/// (`tests/kafka-clients/observed/FILE.json`, e.g. `kafka-4.4.0-java-group`).
+pub fn kafka_reference(file: &str) -> serde_json::Value {
+    let path = clients_dir().join("observed").join(format!("{file}.json"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Every field a client observed on es equals what it observed on Apache Kafka,
+/// and neither side has a field the other lacks.
+pub fn assert_same_as_kafka(client: &str, observed: &serde_json::Value, kafka: &serde_json::Value) {
+    let (Some(es), Some(reference)) = (observed.as_object(), kafka.as_object()) else {
+        panic!("{client}: not JSON objects: {observed} / {kafka}");
+    };
+    let mut diffs = Vec::new();
+    for (field, want) in reference {
+        match es.get(field) {
+            Some(got) if got == want => {}
+            got => diffs.push(format!("{field}: es {got:?}, Apache Kafka {want}")),
+        }
+    }
+    for field in es.keys().filter(|f| !reference.contains_key(*f)) {
+        diffs.push(format!("{field}: only es reported it: {}", es[field]));
+    }
+    assert!(diffs.is_empty(), "{client} observed es differ from Apache Kafka:\n  {}", diffs.join("\n  "));
+}

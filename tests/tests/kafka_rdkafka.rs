@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use es_tests::broker::Broker;
-use es_tests::peers::clients_dir;
+use es_tests::peers::{assert_same_as_kafka, clients_dir, kafka_reference};
 use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
@@ -390,27 +390,7 @@ fn group(bootstrap: &str, topic: &str) -> Value {
 }
 
 fn reference(name: &str) -> Value {
-    let path = clients_dir().join("observed").join(format!("kafka-4.4.0-rdkafka-{name}.json"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap()
-}
-
-/// Every field es's run observed equals Apache Kafka's, and no field is missing.
-fn assert_same_as_kafka(what: &str, observed: &Value, kafka: &Value) {
-    let (Some(es), Some(reference)) = (observed.as_object(), kafka.as_object()) else {
-        panic!("{what}: not JSON objects: {observed} / {kafka}");
-    };
-    let mut diffs = Vec::new();
-    for (field, want) in reference {
-        match es.get(field) {
-            Some(got) if got == want => {}
-            got => diffs.push(format!("{field}: es {got:?}, Apache Kafka {want}")),
-        }
-    }
-    for field in es.keys().filter(|f| !reference.contains_key(*f)) {
-        diffs.push(format!("{field}: only es reported it: {}", es[field]));
-    }
-    assert!(diffs.is_empty(), "{what} observed es differ from Apache Kafka:\n  {}", diffs.join("\n  "));
+    kafka_reference(&format!("kafka-4.4.0-rdkafka-{name}"))
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use es_tests::broker::Broker;
-use es_tests::peers::{clients_dir, go_binary, java_classpath, run};
+use es_tests::peers::{assert_same_as_kafka, go_binary, java_classpath, kafka_reference, run};
 use serde_json::Value;
 
 const CODECS: [&str; 5] = ["none", "gzip", "snappy", "lz4", "zstd"];
@@ -38,26 +38,7 @@ fn franz(args: &[&str]) -> Value {
 
 /// What Apache Kafka 4.4.0 observed for `name`.
 fn reference(name: &str) -> Value {
-    let path = clients_dir().join("observed").join(format!("kafka-4.4.0-{name}.json"));
-    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
-}
-
-/// Every field es's run observed equals Apache Kafka's, and no field is missing.
-fn assert_same_as_kafka(client: &str, observed: &Value, kafka: &Value) {
-    let (Some(es), Some(reference)) = (observed.as_object(), kafka.as_object()) else {
-        panic!("{client}: not JSON objects: {observed} / {kafka}");
-    };
-    let mut diffs = Vec::new();
-    for (field, want) in reference {
-        match es.get(field) {
-            Some(got) if got == want => {}
-            got => diffs.push(format!("{field}: es {got:?}, Apache Kafka {want}")),
-        }
-    }
-    for field in es.keys().filter(|f| !reference.contains_key(*f)) {
-        diffs.push(format!("{field}: only es reported it: {}", es[field]));
-    }
-    assert!(diffs.is_empty(), "{client} observed es differ from Apache Kafka:\n  {}", diffs.join("\n  "));
+    kafka_reference(&format!("kafka-4.4.0-{name}"))
 }
 
 #[test]

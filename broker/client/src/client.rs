@@ -88,6 +88,13 @@ pub struct Client {
 
 type Leaders = std::sync::Mutex<HashMap<(String, u32), String>>;
 
+/// What one attempt of a call came to.
+enum Attempt {
+    Answered(Result<Response>),
+    /// A `NotLeader` named the leader: try there at once.
+    Redirected,
+}
+
 /// Most `NotLeader` redirects one call follows before it answers the error (a
 /// leader moving twice within one call is an election; the backoff retries cover it).
 const REDIRECTS_MAX: u32 = 3;
@@ -192,62 +199,64 @@ impl Client {
         req: Request,
         retry: bool,
     ) -> Result<Response> {
-        let timeout = Duration::from_millis(self.options.request_timeout_ms);
-        let attempts = async {
-            let mut backoff = Duration::from_millis(self.options.backoff_ms);
-            let (mut attempt, mut redirects) = (0, 0);
-            loop {
-                let routed = self.leader_of(topic, partition).is_some();
-                let result = match self.connection_for(topic, partition, partition as usize).await {
-                    Ok(conn) => conn.request(req.clone()).await,
-                    Err(e) => Err(e),
-                };
-                if let Err(ClientError::Broker { code: ErrorCode::NotLeader, message }) = &result {
-                    let leader = leader_in(message);
-                    self.set_leader(topic, partition, leader);
-                    if retry && leader.is_some() && redirects < REDIRECTS_MAX {
-                        tracing::debug!(topic, partition, leader, "following the partition's leader");
-                        redirects += 1;
-                        continue;
-                    }
-                } else if routed
-                    && matches!(result, Err(ClientError::Connect { .. } | ClientError::Disconnected(_)))
-                {
-                    // The leader went away: the bootstrap broker names the next one.
-                    self.set_leader(topic, partition, None);
+        let redirects = std::sync::atomic::AtomicU32::new(0);
+        self.attempts(retry, || async {
+            let routed = self.leader_of(topic, partition).is_some();
+            let result = match self.connection_for(topic, partition, partition as usize).await {
+                Ok(conn) => conn.request(req.clone()).await,
+                Err(e) => Err(e),
+            };
+            if let Err(ClientError::Broker { code: ErrorCode::NotLeader, message }) = &result {
+                let leader = leader_in(message);
+                self.set_leader(topic, partition, leader);
+                if retry && leader.is_some() && redirects.fetch_add(1, Ordering::Relaxed) < REDIRECTS_MAX {
+                    tracing::debug!(topic, partition, leader, "following the partition's leader");
+                    return Attempt::Redirected;
                 }
-                match result {
-                    Err(e) if retry && e.is_retriable() && attempt < self.options.retries => {
-                        tracing::debug!(error = %e, attempt, "retrying");
-                        attempt += 1;
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(Duration::from_secs(2));
-                    }
-                    other => return other,
-                }
+            } else if routed
+                && matches!(result, Err(ClientError::Connect { .. } | ClientError::Disconnected(_)))
+            {
+                // The leader went away: the bootstrap broker names the next one.
+                self.set_leader(topic, partition, None);
             }
-        };
-        tokio::time::timeout(timeout, attempts)
-            .await
-            .map_err(|_| ClientError::Timeout(self.options.request_timeout_ms))?
+            Attempt::Answered(result)
+        })
+        .await
     }
 
     /// Sends `req` on the connection for `slot`; retries retriable failures with
     /// backoff when `retry` is true (callers pass false where a retry could write twice).
     pub async fn call_on(&self, slot: usize, req: Request, retry: bool) -> Result<Response> {
+        self.attempts(retry, || async {
+            Attempt::Answered(match self.connection(slot).await {
+                Ok(conn) => conn.request(req.clone()).await,
+                Err(e) => Err(e),
+            })
+        })
+        .await
+    }
+
+    /// Runs `attempt` until it answers: again at once after a redirect, again after
+    /// a backoff (doubling, capped at 2 s) for a retriable failure when `retry`, at
+    /// most `retries` times; the whole within the request timeout.
+    async fn attempts<F, Fut>(&self, retry: bool, mut attempt: F) -> Result<Response>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Attempt>,
+    {
         let timeout = Duration::from_millis(self.options.request_timeout_ms);
         let attempts = async {
             let mut backoff = Duration::from_millis(self.options.backoff_ms);
-            let mut attempt = 0;
+            let mut tries = 0;
             loop {
-                let result = match self.connection(slot).await {
-                    Ok(conn) => conn.request(req.clone()).await,
-                    Err(e) => Err(e),
+                let result = match attempt().await {
+                    Attempt::Redirected => continue,
+                    Attempt::Answered(result) => result,
                 };
                 match result {
-                    Err(e) if retry && e.is_retriable() && attempt < self.options.retries => {
-                        tracing::debug!(error = %e, attempt, "retrying");
-                        attempt += 1;
+                    Err(e) if retry && e.is_retriable() && tries < self.options.retries => {
+                        tracing::debug!(error = %e, attempt = tries, "retrying");
+                        tries += 1;
                         tokio::time::sleep(backoff).await;
                         backoff = (backoff * 2).min(Duration::from_secs(2));
                     }
