@@ -248,3 +248,457 @@ fn franz_go_kgo_integration_tests_pass_against_es() {
         tail(&b.stderr(), 4000),
     );
 }
+
+/// librdkafka's own integration tests (its `tests/` directory, from the source
+/// rdkafka-sys vendors), unmodified: `tests/librdkafka/build.sh` builds the library
+/// and the suite's `test-runner` once per version under ~/.cache/es/librdkafka, and the
+/// runner runs the allowlisted tests against es with a `test.conf` naming its Kafka
+/// listener, as librdkafka's CI runs them against a trivup cluster.
+///
+/// The runner's own table (`tests[]` in `tests/test.c`) flags the tests that need no
+/// broker (`TEST_F_LOCAL`: unit tests, the mock cluster) and the manual ones; every
+/// other test is one of [`BROKER_TESTS`], allowlisted (it must pass) or excluded with
+/// its reason, or one of [`MOCK_TESTS`], which are not flagged local but talk only to
+/// librdkafka's mock cluster, say nothing about es and are not run.
+mod librdkafka {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+    use std::time::{Duration, Instant};
+
+    use es_tests::broker::Broker;
+    use es_tests::peers::{output_within, run};
+    use serde_json::Value;
+
+    use super::tail;
+
+    /// The librdkafka release rdkafka-sys vendors (Cargo.lock pins 4.10.0+2.12.1).
+    const VERSION: &str = "2.12.1";
+
+    /// Why a broker test is not run against es.
+    const TRANSACTIONS: &str = super::TRANSACTIONS;
+    const NO_AUTO_CREATE: &str = "relies on the broker creating a topic on first use (auto.create.topics.enable, on in \
+                                  librdkafka's default scenario); es never creates a topic implicitly: Metadata \
+                                  answers UNKNOWN_TOPIC_OR_PARTITION";
+    const KAFKA_SCRIPTS: &str = "runs Kafka's own scripts (kafka-topics.sh, kafka-configs.sh) from KAFKA_PATH, which \
+                                 only a trivup cluster provides";
+    const SASL_SSL: &str = "needs an SSL or SASL listener set up by trivup (es's TLS and SASL are tested by \
+                            auth_kafka.rs and auth_clients.rs)";
+    const RAPIDJSON: &str = "needs RapidJSON (rapidjson-dev) at build time, not a machine requirement: without it \
+                             the test skips itself";
+    const KNOWN_ISSUE: &str =
+        "flagged TEST_F_KNOWN_ISSUE by librdkafka; the runner skips it unless asked (-k)";
+    const MULTI_BROKER: &str = "needs a cluster of several brokers (replication factor 3, follower fetching, or a \
+                                broker to take down); es runs here as one node";
+    const MSG_V1: &str = "produces message format v0/v1, which Kafka 4.0 removed; the test skips itself against a \
+                          broker version of 4.0 or later";
+    const QUICK: &str = "skips itself in quick mode (-Q), which the run uses to stay within its time";
+    const ACLS: &str = "its admin subtests include ACLs (CreateAcls, DescribeAcls, DeleteAcls), which es does not \
+                        serve (es authorizes with keys and grants of its own); Kafka without an authorizer fails them \
+                        too";
+    const CLIENT_PROTOCOL: &str = "tests the KIP-848 consumer protocol only (it skips itself with the classic \
+                                   protocol): es does not serve ConsumerGroupHeartbeat";
+
+    /// Every test of the runner's table that needs a broker: `None` runs it against
+    /// es, `Some` says why it is excluded.
+    const BROKER_TESTS: &[(&str, Option<&str>)] = &[
+        ("0001_multiobj", Some(NO_AUTO_CREATE)),
+        ("0002_unkpart", Some(NO_AUTO_CREATE)),
+        ("0003_msgmaxsize", Some(NO_AUTO_CREATE)),
+        ("0005_order", Some(NO_AUTO_CREATE)),
+        ("0007_autotopic", Some(NO_AUTO_CREATE)),
+        ("0008_reqacks", Some(NO_AUTO_CREATE)),
+        ("0011_produce_batch", Some(NO_AUTO_CREATE)),
+        ("0012_produce_consume", Some(NO_AUTO_CREATE)),
+        ("0013_null_msgs", Some(NO_AUTO_CREATE)),
+        ("0014_reconsume_191", Some(NO_AUTO_CREATE)),
+        ("0015_offsets_seek", Some(NO_AUTO_CREATE)),
+        ("0016_client_swname", None),
+        ("0017_compression", Some(NO_AUTO_CREATE)),
+        ("0018_cgrp_term", None),
+        ("0019_list_groups", None),
+        ("0020_destroy_hang", Some(NO_AUTO_CREATE)),
+        ("0021_rkt_destroy", Some(NO_AUTO_CREATE)),
+        ("0022_consume_batch", None),
+        ("0026_consume_pause", None),
+        ("0028_long_topicnames", Some(KNOWN_ISSUE)),
+        ("0029_assign_offset", Some(NO_AUTO_CREATE)),
+        ("0030_offset_commit", Some(NO_AUTO_CREATE)),
+        ("0031_get_offsets", Some(NO_AUTO_CREATE)),
+        ("0033_regex_subscribe", Some(NO_AUTO_CREATE)),
+        ("0034_offset_reset", Some(NO_AUTO_CREATE)),
+        ("0035_api_version", None),
+        ("0036_partial_fetch", Some(NO_AUTO_CREATE)),
+        ("0038_performance", Some(NO_AUTO_CREATE)),
+        ("0039_event_dr", Some(NO_AUTO_CREATE)),
+        ("0040_io_event", Some(NO_AUTO_CREATE)),
+        ("0041_fetch_max_bytes", Some(NO_AUTO_CREATE)),
+        ("0042_many_topics", Some(NO_AUTO_CREATE)),
+        ("0044_partition_cnt", None),
+        ("0045_resubscribe_with_regex", None),
+        ("0045_subscribe_many_updates", None),
+        ("0045_subscribe_update", None),
+        ("0045_subscribe_update_non_exist_and_partchange", None),
+        ("0045_subscribe_update_topic_remove", None),
+        ("0047_partial_buf_tmout", Some(KNOWN_ISSUE)),
+        ("0048_partitioner", Some(NO_AUTO_CREATE)),
+        ("0049_consume_conn_close", Some(NO_AUTO_CREATE)),
+        ("0050_subscribe_adds", None),
+        ("0051_assign_adds", Some(NO_AUTO_CREATE)),
+        ("0052_msg_timestamps", Some(KAFKA_SCRIPTS)),
+        ("0053_stats", Some(RAPIDJSON)),
+        ("0054_offset_time", Some(NO_AUTO_CREATE)),
+        ("0055_producer_latency", None),
+        ("0056_balanced_group_mt", Some(NO_AUTO_CREATE)),
+        ("0057_invalid_topic", Some(NO_AUTO_CREATE)),
+        ("0059_bsearch", Some(NO_AUTO_CREATE)),
+        ("0060_op_prio", Some(NO_AUTO_CREATE)),
+        ("0061_consumer_lag", None),
+        ("0063_clusterid", None),
+        ("0064_interceptors", Some(NO_AUTO_CREATE)),
+        ("0065_yield", Some(NO_AUTO_CREATE)),
+        ("0067_empty_topic", Some(NO_AUTO_CREATE)),
+        ("0068_produce_timeout", None),
+        ("0069_consumer_add_parts", None),
+        ("0070_null_empty", Some(NO_AUTO_CREATE)),
+        ("0073_headers", Some(NO_AUTO_CREATE)),
+        ("0075_retry", None),
+        ("0076_produce_retry", Some(NO_AUTO_CREATE)),
+        ("0077_compaction", Some(KAFKA_SCRIPTS)),
+        ("0081_admin", Some(ACLS)),
+        ("0082_fetch_max_bytes", Some(QUICK)),
+        ("0083_cb_event", Some(NO_AUTO_CREATE)),
+        ("0084_destroy_flags", None),
+        ("0085_headers", None),
+        ("0086_purge_remote", None),
+        ("0088_produce_metadata_timeout", None),
+        ("0089_max_poll_interval", None),
+        ("0090_idempotence", None),
+        ("0091_max_poll_interval_timeout", None),
+        ("0092_mixed_msgver", Some(MSG_V1)),
+        ("0093_holb_consumer", None),
+        ("0094_idempotence_msg_timeout", Some(NO_AUTO_CREATE)),
+        ("0097_ssl_verify", Some(SASL_SSL)),
+        ("0098_consumer_txn", Some(TRANSACTIONS)),
+        ("0099_commit_metadata", None),
+        ("0101_fetch_from_follower", Some(MULTI_BROKER)),
+        ("0102_static_group_rebalance", None),
+        ("0103_transactions", Some(TRANSACTIONS)),
+        ("0107_topic_recreate", Some(MULTI_BROKER)),
+        ("0109_auto_create_topics", Some(KAFKA_SCRIPTS)),
+        ("0110_batch_size", Some(RAPIDJSON)),
+        ("0111_delay_create_topics", Some(MULTI_BROKER)),
+        ("0112_assign_unknown_part", None),
+        ("0113_cooperative_rebalance", None),
+        ("0114_sticky_partitioning", None),
+        ("0115_producer_auth", Some(KAFKA_SCRIPTS)),
+        ("0118_commit_rebalance", Some(NO_AUTO_CREATE)),
+        ("0119_consumer_auth", Some(KAFKA_SCRIPTS)),
+        ("0122_buffer_cleaning_after_rebalance", None),
+        ("0123_connections_max_idle", None),
+        ("0125_immediate_flush", None),
+        ("0126_oauthbearer_oidc", Some(SASL_SSL)),
+        ("0127_fetch_queue_backoff", None),
+        ("0129_fetch_aborted_msgs", Some(TRANSACTIONS)),
+        ("0130_store_offsets", Some(NO_AUTO_CREATE)),
+        ("0132_strategy_ordering", None),
+        ("0135_sasl_credentials", Some(SASL_SSL)),
+        ("0137_barrier_batch_consume", None),
+        ("0140_commit_metadata", None),
+        ("0142_reauthentication", Some(SASL_SSL)),
+        ("0153_memberid", Some(CLIENT_PROTOCOL)),
+    ];
+
+    /// Tests the table does not flag local but that create librdkafka's mock cluster
+    /// and talk to it alone.
+    const MOCK_TESTS: &[&str] = &["0139_offset_validation_mock", "0150_telemetry_mock"];
+
+    /// The bound on the run against es (building is bounded apart).
+    const RUN_LIMIT: Duration = Duration::from_secs(300);
+
+    /// One entry of the runner's `tests[]` table.
+    struct Entry {
+        name: String,
+        local: bool,
+        manual: bool,
+        /// The trivup scenarios it runs in (`default` unless it says).
+        scenario: String,
+    }
+
+    /// The entries of `tests[]` in `tests/test.c`: each `_TEST(name, flags, ...)`.
+    fn table(test_c: &str) -> Vec<Entry> {
+        let start = test_c.find("struct test tests[] = {").expect("the tests[] table in test.c");
+        let body = &test_c[start..];
+        let body = &body[..body.find("{NULL}").expect("the end of tests[]")];
+        body.split("_TEST(")
+            .skip(1)
+            .map(|chunk| {
+                let name = chunk.split(',').next().unwrap_or_default().trim().to_string();
+                let scenario = chunk
+                    .split_once(".scenario")
+                    .and_then(|(_, rest)| rest.split('"').nth(1))
+                    .unwrap_or("default")
+                    .to_string();
+                Entry {
+                    local: chunk.contains("TEST_F_LOCAL"),
+                    manual: chunk.contains("TEST_F_MANUAL"),
+                    name,
+                    scenario,
+                }
+            })
+            .collect()
+    }
+
+    /// The vendored librdkafka source: the `librdkafka/` beside rdkafka-sys's manifest,
+    /// as `cargo metadata` resolves it (a fresh clone finds it in its own registry).
+    fn source() -> PathBuf {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let out = run(
+            Command::new(cargo).current_dir(&workspace).args(["metadata", "--format-version", "1"]),
+            None,
+            Duration::from_secs(300),
+            "cargo metadata",
+        );
+        let meta: Value = serde_json::from_str(&out).expect("cargo metadata's JSON");
+        let sys = meta["packages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["name"] == "rdkafka-sys")
+            .expect("rdkafka-sys among the workspace's packages");
+        let version = sys["version"].as_str().unwrap_or_default();
+        assert!(
+            version.ends_with(&format!("+{VERSION}")),
+            "rdkafka-sys {version} vendors another librdkafka than {VERSION}: update VERSION and BROKER_TESTS"
+        );
+        let manifest = PathBuf::from(sys["manifest_path"].as_str().expect("rdkafka-sys's manifest_path"));
+        manifest.parent().expect("rdkafka-sys's directory").join("librdkafka")
+    }
+
+    /// What the runner printed about each test: its final state (`PASSED`, `FAILED`,
+    /// `SKIPPED`) and its own lines.
+    #[derive(Default)]
+    struct Outcome {
+        state: Option<String>,
+        output: String,
+    }
+
+    /// The tests' threads share stderr, so one's line may start in the middle of
+    /// another's: states are taken from the `=== Test NAME STATE ===` marker wherever
+    /// it is, and from the summary table (`| NAME | STATE | 1.234s |`, printed at the
+    /// end by one thread) when the runner got that far.
+    fn parse(said: &str) -> BTreeMap<String, Outcome> {
+        let text = strip_colours(said);
+        let mut tests: BTreeMap<String, Outcome> = BTreeMap::new();
+        for line in text.lines() {
+            // `[NAME   /  1.234s] text`, `### Test "NAME (subtest)" failed ...`.
+            let name = if let Some(rest) = line.strip_prefix('[') {
+                rest.split(['/', ' ']).next().unwrap_or_default()
+            } else if let Some(rest) = line.strip_prefix("### Test \"") {
+                rest.split(['"', ' ']).next().unwrap_or_default()
+            } else {
+                ""
+            };
+            if !name.is_empty() && name != "<MAIN>" {
+                let outcome = tests.entry(name.to_string()).or_default();
+                outcome.output.push_str(line);
+                outcome.output.push('\n');
+            }
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            if let [_, name, state, time, ..] = cells[..]
+                && time.ends_with('s')
+                && matches!(state, "PASSED" | "FAILED" | "SKIPPED" | "RUNNING" | "NOT_STARTED")
+            {
+                tests.entry(name.to_string()).or_default().state = Some(state.to_string());
+            }
+        }
+        for (_, rest) in text.match_indices("================= Test ").map(|(i, _)| text.split_at(i + 23)) {
+            let mut words = rest.split_whitespace();
+            if let (Some(name), Some(state @ ("PASSED" | "FAILED" | "SKIPPED"))) =
+                (words.next(), words.next())
+            {
+                let outcome = tests.entry(name.to_string()).or_default();
+                outcome.state.get_or_insert_with(|| state.to_string());
+            }
+        }
+        tests
+    }
+
+    /// `s` without its ANSI colour escapes.
+    fn strip_colours(s: &str) -> String {
+        let mut out = String::with_capacity(s.len());
+        let mut chars = s.chars();
+        while let Some(c) = chars.next() {
+            if c == '\x1b' {
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    /// The test number the runner's `TESTS` matches on (`0045` of
+    /// `0045_subscribe_update`).
+    fn number(name: &str) -> &str {
+        name.split('_').next().unwrap_or(name)
+    }
+
+    #[test]
+    fn librdkafka_integration_tests_pass_against_es() {
+        let src = source();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("librdkafka/build.sh");
+        let built = run(
+            Command::new("bash").arg(&script).arg(&src),
+            None,
+            Duration::from_secs(1800),
+            "tests/librdkafka/build.sh",
+        );
+        let dir = PathBuf::from(built.lines().last().expect("build.sh prints the build directory").trim());
+        let runner = dir.join("tests/test-runner");
+
+        // Every test of the table, so that a broker test added by a newer librdkafka is
+        // noticed rather than silently left out.
+        let test_c = std::fs::read_to_string(dir.join("tests/test.c")).expect("tests/test.c");
+        let entries = table(&test_c);
+        let broker: BTreeSet<&str> =
+            entries.iter().filter(|e| !e.local && !e.manual).map(|e| e.name.as_str()).collect();
+        let listed: BTreeSet<&str> =
+            BROKER_TESTS.iter().map(|(n, _)| *n).chain(MOCK_TESTS.iter().copied()).collect();
+        for name in &listed {
+            assert!(
+                broker.contains(name),
+                "{name} is not a broker test of librdkafka {VERSION}: update BROKER_TESTS"
+            );
+        }
+        for name in &broker {
+            assert!(
+                listed.contains(name),
+                "{name} needs a broker: add it to BROKER_TESTS, allowlisted or excluded"
+            );
+        }
+        let allowlist: Vec<&str> =
+            BROKER_TESTS.iter().filter(|(_, why)| why.is_none()).map(|(n, _)| *n).collect();
+        // TESTS matches on numbers: an excluded broker test sharing a number and a
+        // scenario with an allowlisted one would run too.
+        let scenario_of = |name: &str| entries.iter().find(|e| e.name == name).map(|e| e.scenario.clone());
+        let scenarios: BTreeSet<String> = allowlist.iter().filter_map(|n| scenario_of(n)).collect();
+        for (name, why) in BROKER_TESTS {
+            if why.is_some() {
+                let clash = allowlist
+                    .iter()
+                    .find(|a| number(a) == number(name) && scenario_of(a) == scenario_of(name));
+                assert!(
+                    clash.is_none(),
+                    "{name} is excluded but shares its number with {clash:?}: exclude both"
+                );
+            }
+        }
+
+        let data = tempfile::tempdir().unwrap();
+        let b = Broker::start_with(data.path(), &["--group-initial-rebalance-delay-ms", "0"]);
+        let work = tempfile::tempdir().unwrap();
+        let conf = work.path().join("test.conf");
+        std::fs::write(&conf, format!("bootstrap.servers={}\ntest.timeout.multiplier=2\n", b.kafka_addr))
+            .unwrap();
+
+        let started = Instant::now();
+        let mut tests = BTreeMap::new();
+        let mut failures = Vec::new();
+        let mut outputs = String::new();
+        for scenario in &scenarios {
+            let numbers: BTreeSet<&str> = allowlist
+                .iter()
+                .filter(|n| scenario_of(n).as_deref() == Some(scenario.as_str()))
+                .map(|n| number(n))
+                .collect();
+            let left = RUN_LIMIT.saturating_sub(started.elapsed());
+            let (out, finished) = output_within(
+                Command::new(&runner)
+                    .current_dir(work.path())
+                    .env(
+                        "LD_LIBRARY_PATH",
+                        format!("{}:{}", dir.join("src").display(), dir.join("src-cpp").display()),
+                    )
+                    .env("RDKAFKA_TEST_CONF", &conf)
+                    .env("TESTS", numbers.into_iter().collect::<Vec<_>>().join(","))
+                    .env("TEST_SCENARIO", scenario)
+                    // es answers as Kafka 4 does (no message format v0/v1, KIP-896).
+                    .env("TEST_KAFKA_VERSION", "4.4.0")
+                    // The runner doubles its timeouts and caps parallelism when it sees CI;
+                    // test.conf and -p set both, the same everywhere.
+                    .env_remove("CI")
+                    // -L: broker tests only; -Q: quick mode (fewer messages, shorter waits).
+                    .args(["-L", "-Q", "-p3"]),
+                None,
+                left,
+                "librdkafka test-runner",
+            );
+            // The runner says what each test does on stderr and sums up on stdout.
+            let said =
+                format!("{}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
+            if !finished {
+                failures.push(format!(
+                    "the runner ({scenario} scenario) did not finish within {RUN_LIMIT:?} in all"
+                ));
+            }
+            // Each run reports the other scenario's tests as skipped.
+            tests.extend(
+                parse(&said).into_iter().filter(|(n, _)| scenario_of(n).is_none_or(|s| s == *scenario)),
+            );
+            outputs.push_str(&said);
+        }
+        let took = started.elapsed();
+
+        let mut passed = 0;
+        for name in &allowlist {
+            match tests.get(*name).and_then(|o| o.state.as_deref()) {
+                Some("PASSED") => passed += 1,
+                Some(state) => {
+                    failures.push(format!("{name}: {state}\n{}", tail(&tests[*name].output, 6000)))
+                }
+                None => failures.push(format!(
+                    "{name}: did not run to the end\n{}",
+                    tests.get(*name).map(|o| tail(&o.output, 6000)).unwrap_or_default()
+                )),
+            }
+        }
+        for (name, outcome) in &tests {
+            if outcome.state.as_deref() != Some("SKIPPED")
+                && broker.contains(name.as_str())
+                && !allowlist.contains(&name.as_str())
+            {
+                failures.push(format!("{name}: ran, but is not allowlisted"));
+            }
+        }
+
+        let mut summary = format!(
+            "librdkafka {VERSION} tests/ against es: {} tests, {} need a broker ({} more only the mock cluster), {} \
+             allowlisted, {passed} passed in {took:.0?}",
+            entries.len(),
+            BROKER_TESTS.len(),
+            MOCK_TESTS.len(),
+            allowlist.len(),
+        );
+        summary.push_str("\nexcluded:");
+        for (name, why) in BROKER_TESTS {
+            if let Some(why) = why {
+                summary.push_str(&format!("\n  {name}: {why}"));
+            }
+        }
+        println!("{summary}");
+        assert!(
+            failures.is_empty(),
+            "{summary}\n\n{} failure(s):\n{}\n\nthe runner's output:\n{}\nbroker stderr:\n{}",
+            failures.len(),
+            failures.join("\n\n"),
+            tail(&outputs, 8000),
+            tail(&b.stderr(), 4000),
+        );
+    }
+}
