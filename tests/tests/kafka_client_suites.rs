@@ -262,7 +262,9 @@ fn franz_go_kgo_integration_tests_pass_against_es() {
 /// broker (`TEST_F_LOCAL`: unit tests, the mock cluster) and the manual ones; every
 /// other test is one of [`BROKER_TESTS`], allowlisted (it must pass) or excluded with
 /// its reason, or one of [`MOCK_TESTS`], which are not flagged local but talk only to
-/// librdkafka's mock cluster, say nothing about es and are not run.
+/// librdkafka's mock cluster, say nothing about es and are not run. Most run in quick
+/// mode, as librdkafka's CI runs them; quick mode skips every subtest of some, which
+/// run in a full-mode runner beside it, and a test passing in no time fails.
 mod librdkafka {
     use std::collections::{BTreeMap, BTreeSet};
     use std::path::{Path, PathBuf};
