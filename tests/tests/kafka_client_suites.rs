@@ -654,18 +654,33 @@ mod librdkafka {
         std::fs::write(&conf, format!("bootstrap.servers={}\ntest.timeout.multiplier=2\n", b.kafka_addr))
             .unwrap();
 
+        // The quick runs go again with every producer idempotent (-P), as librdkafka's
+        // CI's broker_idempotent target runs them.
+        let runs: Vec<(&str, bool, bool, String)> = runs
+            .iter()
+            .flat_map(|((scenario, quick), numbers)| {
+                let tests = numbers.iter().copied().collect::<Vec<_>>().join(",");
+                let idempotent = quick.then(|| (scenario.as_str(), true, true, tests.clone()));
+                [Some((scenario.as_str(), *quick, false, tests)), idempotent]
+            })
+            .flatten()
+            .collect();
+        let label = |scenario: &str, quick: bool, idempotent: bool| {
+            let mode = if quick { "quick" } else { "full" };
+            format!("{scenario}-{mode}{}", if idempotent { "-idempotent" } else { "" })
+        };
+
         // The runs go side by side (their tests mostly wait on timers), each in a
         // directory of its own for the runner's stats files.
         let started = Instant::now();
-        let results: Vec<(String, bool, String, bool)> = std::thread::scope(|scope| {
+        let results: Vec<(String, String, bool)> = std::thread::scope(|scope| {
             let handles: Vec<_> = runs
                 .iter()
-                .map(|((scenario, quick), numbers)| {
+                .map(|(scenario, quick, idempotent, tests)| {
                     let (dir, runner, conf) = (&dir, &runner, &conf);
-                    let cwd =
-                        work.path().join(format!("{scenario}-{}", if *quick { "quick" } else { "full" }));
+                    let name = label(scenario, *quick, *idempotent);
+                    let cwd = work.path().join(&name);
                     std::fs::create_dir_all(&cwd).unwrap();
-                    let tests = numbers.iter().copied().collect::<Vec<_>>().join(",");
                     scope.spawn(move || {
                         let mut cmd = Command::new(runner);
                         cmd.current_dir(&cwd)
@@ -688,6 +703,9 @@ mod librdkafka {
                         if *quick {
                             cmd.arg("-Q");
                         }
+                        if *idempotent {
+                            cmd.arg("-P");
+                        }
                         let (out, finished) =
                             output_within(&mut cmd, None, RUN_LIMIT, "librdkafka test-runner");
                         // The runner says what each test does on stderr, sums up on stdout.
@@ -696,71 +714,72 @@ mod librdkafka {
                             String::from_utf8_lossy(&out.stderr),
                             String::from_utf8_lossy(&out.stdout)
                         );
-                        (scenario.clone(), *quick, said, finished)
+                        (name, said, finished)
                     })
                 })
                 .collect();
             handles.into_iter().map(|h| h.join().expect("a runner thread")).collect()
         });
-        let mut tests = BTreeMap::new();
-        let mut failures = Vec::new();
-        let mut outputs = String::new();
-        for (scenario, quick, said, finished) in results {
-            if !finished {
-                failures.push(format!(
-                    "the runner ({scenario} scenario, quick: {quick}) did not finish within {RUN_LIMIT:?}"
-                ));
-            }
-            // Each run reports the others' tests as skipped.
-            tests.extend(parse(&said).into_iter().filter(|(n, _)| {
-                scenario_of(n).is_none_or(|s| s == scenario)
-                    && verdict(n).is_none_or(|v| matches!(v, Quick) == quick || matches!(v, Excluded(_)))
-            }));
-            outputs.push_str(&said);
-        }
         let took = started.elapsed();
 
-        let mut passed = 0;
-        for name in &allowlist {
-            match tests.get(*name).and_then(|o| o.state.as_deref()) {
-                // A test whose every subtest is left out (SUB_TEST in quick mode) passes
-                // in no time, having tested nothing.
-                Some("PASSED") if tests[*name].took.as_deref() == Some("0.000s") => failures.push(format!(
-                    "{name}: passed in 0.000s, running none of its subtests: allowlist it as Full"
-                )),
-                Some("PASSED") => passed += 1,
-                Some(state) => {
-                    failures.push(format!("{name}: {state}\n{}", tail(&tests[*name].output, 6000)))
+        let mut failures = Vec::new();
+        let mut outputs = String::new();
+        let mut passed = BTreeMap::<&str, usize>::new();
+        let mut lines = String::new();
+        for ((scenario, quick, idempotent, _), (name, said, finished)) in runs.iter().zip(&results) {
+            if !*finished {
+                failures.push(format!("the {name} run did not finish within {RUN_LIMIT:?}"));
+            }
+            outputs.push_str(&format!("\n=== the {name} run\n{said}"));
+            let tests = parse(said);
+            let mine = |n: &str| {
+                scenario_of(n).as_deref() == Some(*scenario)
+                    && verdict(n).is_some_and(|v| (v == Quick) == *quick)
+            };
+            for test in allowlist.iter().filter(|n| mine(n)) {
+                let outcome = tests.get(*test);
+                let took = outcome.and_then(|o| o.took.as_deref()).unwrap_or("?");
+                match outcome.and_then(|o| o.state.as_deref()) {
+                    // A test whose every subtest is left out (SUB_TEST in quick mode)
+                    // passes in no time, having tested nothing.
+                    Some("PASSED") if took == "0.000s" => failures.push(format!(
+                        "{test} ({name}): passed in 0.000s, running none of its subtests: allowlist it as Full"
+                    )),
+                    Some("PASSED") => *passed.entry(if *idempotent { "idempotent" } else { "plain" }).or_default() += 1,
+                    Some(state) => failures.push(format!("{test} ({name}): {state}\n{}", tail(&tests[*test].output, 6000))),
+                    None => failures.push(format!(
+                        "{test} ({name}): did not run to the end\n{}",
+                        outcome.map(|o| tail(&o.output, 6000)).unwrap_or_default()
+                    )),
                 }
-                None => failures.push(format!(
-                    "{name}: did not run to the end\n{}",
-                    tests.get(*name).map(|o| tail(&o.output, 6000)).unwrap_or_default()
-                )),
+                let state = outcome.and_then(|o| o.state.as_deref()).unwrap_or("unfinished");
+                lines.push_str(&format!("\n  {test} ({name}): {state} ({took})"));
+            }
+            // Every run reports the other runs' tests as skipped.
+            for (test, outcome) in &tests {
+                let ran = !matches!(outcome.state.as_deref(), Some("SKIPPED") | None);
+                if ran
+                    && broker.contains(test.as_str())
+                    && !(allowlist.contains(&test.as_str()) && mine(test))
+                {
+                    failures.push(format!("{test}: ran in the {name} run, but is not allowlisted there"));
+                }
             }
         }
-        for (name, outcome) in &tests {
-            if outcome.state.as_deref() != Some("SKIPPED")
-                && broker.contains(name.as_str())
-                && !allowlist.contains(&name.as_str())
-            {
-                failures.push(format!("{name}: ran, but is not allowlisted"));
-            }
-        }
+        let quick_count = allowlist.iter().filter(|n| verdict(n) == Some(Quick)).count();
 
         let mut summary = format!(
             "librdkafka {VERSION} tests/ against es: {} tests, {} need a broker ({} more only the mock cluster), {} \
-             allowlisted, {passed} passed in {took:.0?}",
+             allowlisted, {} passed; the {quick_count} quick ones again with idempotent producers: {} passed; in \
+             {took:.0?}",
             entries.len(),
             BROKER_TESTS.len(),
             MOCK_TESTS.len(),
             allowlist.len(),
+            passed.get("plain").unwrap_or(&0),
+            passed.get("idempotent").unwrap_or(&0),
         );
-        for name in &allowlist {
-            if let Some(o) = tests.get(*name) {
-                let state = o.state.as_deref().unwrap_or("unfinished");
-                summary.push_str(&format!("\n  {name}: {state} ({})", o.took.as_deref().unwrap_or("?")));
-            }
-        }
+        summary.push_str(&lines);
         summary.push_str("\nexcluded:");
         for (name, v) in BROKER_TESTS {
             if let Excluded(why) = v {
