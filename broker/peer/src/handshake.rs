@@ -178,7 +178,7 @@ pub struct AcceptorView<'a> {
 #[derive(Debug)]
 pub enum Accepted {
     /// A peer's link, authenticated.
-    Link(Session),
+    Link(Box<Session>),
     /// A probe by `dialer` (a configured node), answered: close the connection.
     Probe { dialer: u64 },
 }
@@ -190,7 +190,7 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     match accept_inner(stream, view, None).await? {
-        Accepted::Link(session) => Ok(session),
+        Accepted::Link(session) => Ok(*session),
         Accepted::Probe { .. } => Err(PeerError::BadMagic),
     }
 }
@@ -238,7 +238,12 @@ where
         return Ok(Accepted::Probe { dialer });
     }
     let (d2a, a2d) = t.session_keys(secret);
-    Ok(Accepted::Link(Session { peer: dialer, key_id, sealer: Sealer::new(a2d), opener: Opener::new(d2a) }))
+    Ok(Accepted::Link(Box::new(Session {
+        peer: dialer,
+        key_id,
+        sealer: Sealer::new(a2d),
+        opener: Opener::new(d2a),
+    })))
 }
 
 /// The hello's magic, dialer, key id and nonce; `probes`: whether a probe's magic

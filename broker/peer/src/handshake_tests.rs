@@ -240,7 +240,7 @@ async fn run_probe(
     let acceptor = async {
         let r = match probes {
             true => accept_or_probe(&mut a, &view, &may_probe).await,
-            false => accept(&mut a, &view).await.map(Accepted::Link),
+            false => accept(&mut a, &view).await.map(|s| Accepted::Link(Box::new(s))),
         };
         drop(a);
         r

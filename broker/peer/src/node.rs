@@ -263,7 +263,7 @@ async fn accept_one(
     // The handshake slot bounds unauthenticated connections only.
     drop(slot);
     match result {
-        Ok((stream, Accepted::Link(session))) => inner.run_link(stream, session).await,
+        Ok((stream, Accepted::Link(session))) => inner.run_link(stream, *session).await,
         Ok((_, Accepted::Probe { dialer })) => {
             tracing::info!(node = inner.config.node_id, prober = dialer, from = %addr, "answered a peer probe (doctor)");
         }
