@@ -203,3 +203,13 @@ pub fn assert_same_as_kafka(client: &str, observed: &serde_json::Value, kafka: &
     }
     assert!(diffs.is_empty(), "{client} observed es differ from Apache Kafka:\n  {}", diffs.join("\n  "));
 }
+
+/// kcat, as Debian ships it (on the system's librdkafka, with SSL and SASL). Without
+/// `LD_LIBRARY_PATH`: cargo points it at build-script outputs for test runs, and
+/// rdkafka-sys's holds the vendored librdkafka it built without SSL or SCRAM, which
+/// kcat would load instead.
+pub fn kcat() -> Command {
+    let mut cmd = Command::new("kcat");
+    cmd.env_remove("LD_LIBRARY_PATH");
+    cmd
+}

@@ -41,7 +41,7 @@ fn run(cmd: &mut Command, stdin: &str) -> Output {
 
 fn kcat(b: &Broker, mechanism: &str, key: &str, args: &[&str], stdin: &str) -> Output {
     let (user, password) = split_key(key);
-    let mut cmd = Command::new("kcat");
+    let mut cmd = es_tests::peers::kcat();
     cmd.arg("-b").arg(&b.kafka_addr);
     for (k, v) in [
         ("security.protocol", "SASL_PLAINTEXT"),

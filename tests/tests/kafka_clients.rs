@@ -24,7 +24,7 @@ fn run(cmd: &mut Command, stdin: &str) -> Output {
 }
 
 fn kcat(b: &Broker, args: &[&str], stdin: &str) -> Output {
-    let out = run(Command::new("kcat").arg("-b").arg(&b.kafka_addr).args(args), stdin);
+    let out = run(es_tests::peers::kcat().arg("-b").arg(&b.kafka_addr).args(args), stdin);
     assert!(out.status.success(), "kcat {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
     out
 }

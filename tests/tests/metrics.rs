@@ -5,7 +5,7 @@
 //! scrape shows is described in docs/operations.md.
 
 use std::collections::BTreeSet;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use es_client::{Client as BinaryClient, ClientOptions};
@@ -44,7 +44,7 @@ fn names(text: &str) -> BTreeSet<String> {
 
 /// Runs kcat against the broker's Kafka listener, killed after CLIENT_TIMEOUT.
 fn kcat(b: &Broker, args: &[&str], stdin: &str) -> Output {
-    let mut cmd = Command::new("kcat");
+    let mut cmd = es_tests::peers::kcat();
     cmd.arg("-b").arg(&b.kafka_addr).args(args);
     let out =
         es_tests::peers::output(&mut cmd, Some(stdin.as_bytes()), CLIENT_TIMEOUT, &format!("kcat {args:?}"));

@@ -231,7 +231,7 @@ async fn every_listener_speaks_tls_and_plaintext_fails_cleanly() {
     // kcat (librdkafka) with security.protocol=ssl: produce, then consume.
     let ssl = ["-X", "security.protocol=ssl", "-X", &format!("ssl.ca.location={}", pki.cert("ca"))];
     let kcat = |args: &[&str], stdin: &str| {
-        run(Command::new("kcat").arg("-b").arg(&b.kafka_addr).args(ssl).args(args), stdin)
+        run(es_tests::peers::kcat().arg("-b").arg(&b.kafka_addr).args(ssl).args(args), stdin)
     };
     let out = kcat(&["-P", "-t", "secure", "-p", "0"], "from kcat\n");
     assert!(out.status.success(), "kcat -P over ssl: {}", String::from_utf8_lossy(&out.stderr));
@@ -354,7 +354,7 @@ async fn a_client_certificate_mapped_to_a_key_holds_its_grants() {
             format!("ssl.certificate.location={}", pki.cert(who)),
             format!("ssl.key.location={}", pki.key(who)),
         ];
-        let mut cmd = Command::new("kcat");
+        let mut cmd = es_tests::peers::kcat();
         cmd.arg("-b").arg(&b.kafka_addr);
         for setting in &ssl {
             cmd.arg("-X").arg(setting);
