@@ -104,6 +104,9 @@ impl Walk {
             .env("PATH", path)
             .env("CARGO_NET_OFFLINE", "true")
             .env_remove("CARGO_TARGET_DIR")
+            // As a user's shell: kcat on the system's librdkafka, not the vendored one
+            // cargo's test-run LD_LIBRARY_PATH points at (`peers::kcat`).
+            .env_remove("LD_LIBRARY_PATH")
             .env_remove("ES_API_KEY")
             .envs(env.iter().copied())
             .stdin(Stdio::null())
