@@ -158,10 +158,6 @@ impl Client {
         self.leaders.lock().expect("leaders lock").get(&(topic.to_owned(), partition)).cloned()
     }
 
-    fn set_leader(&self, topic: &str, partition: u32, leader: Option<&str>) {
-        route(&self.leaders, &self.addr, topic, partition, leader);
-    }
-
     /// The connection a partition's requests go to: its leader's when another broker
     /// leads it, else the pooled one for `slot`.
     async fn connection_for(&self, topic: &str, partition: u32, slot: usize) -> Result<Arc<Connection>> {
@@ -182,7 +178,7 @@ impl Client {
                 // The leader it named is gone: ask the bootstrap broker again next time.
                 others.remove(&addr);
                 drop(others);
-                self.set_leader(topic, partition, None);
+                route(&self.leaders, &self.addr, topic, partition, None);
                 Err(e)
             }
         }
@@ -208,7 +204,7 @@ impl Client {
             };
             if let Err(ClientError::Broker { code: ErrorCode::NotLeader, message }) = &result {
                 let leader = leader_in(message);
-                self.set_leader(topic, partition, leader);
+                route(&self.leaders, &self.addr, topic, partition, leader);
                 if retry && leader.is_some() && redirects.fetch_add(1, Ordering::Relaxed) < REDIRECTS_MAX {
                     tracing::debug!(topic, partition, leader, "following the partition's leader");
                     return Attempt::Redirected;
@@ -217,7 +213,7 @@ impl Client {
                 && matches!(result, Err(ClientError::Connect { .. } | ClientError::Disconnected(_)))
             {
                 // The leader went away: the bootstrap broker names the next one.
-                self.set_leader(topic, partition, None);
+                route(&self.leaders, &self.addr, topic, partition, None);
             }
             Attempt::Answered(result)
         })

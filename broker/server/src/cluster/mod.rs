@@ -219,9 +219,13 @@ impl Cluster {
         Some(self.addresses(leader).map_or_else(|| format!("node {leader}"), |a| a.http))
     }
 
-    /// The leader's binary-protocol address as it advertises it, when known.
-    pub fn leader_binary(&self, leader: Option<u64>) -> Option<String> {
-        self.addresses(leader?).map(|a| a.binary)
+    /// "This node does not lead `partition` of `topic`", with the leader's HTTP
+    /// hint and advertised binary address when known (es-client follows the latter).
+    pub fn not_leader(&self, topic: String, partition: u32, leader: Option<u64>) -> BrokerError {
+        let known = leader.and_then(|l| self.addresses(l));
+        let binary = known.as_ref().map(|a| a.binary.clone());
+        let hint = leader.map(|l| known.map_or_else(|| format!("node {l}"), |a| a.http));
+        BrokerError::NotLeader { topic, partition, hint, binary }
     }
 
     /// Opens the groups of every partition of `topic` this node does not have yet.

@@ -108,12 +108,9 @@ impl PartitionHandle {
     pub fn check_leader(&self) -> Result<()> {
         match (self.role, &self.replica) {
             (Role::Leader, _) | (_, None) => Ok(()),
-            (Role::Follower { leader }, Some(r)) => Err(BrokerError::NotLeader {
-                topic: self.topic.name(),
-                partition: self.partition,
-                hint: r.cluster.leader_hint(leader),
-                binary: r.cluster.leader_binary(leader),
-            }),
+            (Role::Follower { leader }, Some(r)) => {
+                Err(r.cluster.not_leader(self.topic.name(), self.partition, leader))
+            }
         }
     }
 
@@ -154,12 +151,9 @@ impl PartitionHandle {
 
     fn propose_error(&self, replica: &Replica, e: es_raft::ProposeError) -> BrokerError {
         match e {
-            es_raft::ProposeError::NotLeader { leader } => BrokerError::NotLeader {
-                topic: self.topic.name(),
-                partition: self.partition,
-                hint: replica.cluster.leader_hint(leader),
-                binary: replica.cluster.leader_binary(leader),
-            },
+            es_raft::ProposeError::NotLeader { leader } => {
+                replica.cluster.not_leader(self.topic.name(), self.partition, leader)
+            }
             other => BrokerError::Internal(format!(
                 "replicating to partition {} of {}: {other}",
                 self.partition,
@@ -202,6 +196,11 @@ impl PartitionHandle {
     /// Moves the log start to `before` (blocking: an fsync); answers the new start.
     pub fn delete_records_before(&self, before: u64) -> Result<u64> {
         self.log.delete_records_before(before).map_err(|e| self.log_error(e))
+    }
+
+    /// The (leader epoch, first offset) transitions of the log, oldest first.
+    pub fn epoch_starts(&self) -> Vec<(LeaderEpoch, u64)> {
+        self.log.epoch_starts()
     }
 
     pub fn producers(&self) -> Vec<es_log::ProducerSummary> {
