@@ -726,3 +726,91 @@ fn doctor_checks_the_peers_of_a_running_cluster_without_disturbing_it() {
     assert_eq!(by_node("node 2")["status"], "ok", "{found:?}");
     assert_eq!(by_node("node 3")["status"], "warn", "{found:?}");
 }
+
+/// The leader of `topic`'s partition 0 as `b`'s `GET /cluster` shows it, with its epoch.
+fn cluster_leader(b: &Broker, topic: &str) -> Option<(u64, i64)> {
+    let r = b.get("/cluster");
+    let partitions = r.body["partitions"].as_array()?;
+    let p = partitions.iter().find(|p| p["topic"] == topic && p["partition"] == 0)?;
+    Some((p["leader"].as_u64()?, p["epoch"].as_i64()?))
+}
+
+/// `es cluster transfer-leader`, asked of a follower, follows its 421 to the leader,
+/// which hands the partition to the node named while an idempotent es-client keeps
+/// producing: the target leads in a new epoch, the producer follows it, and every
+/// acknowledged record is on every node once, at dense offsets.
+#[test]
+fn a_leader_transfer_under_load_moves_the_partition_and_loses_nothing() {
+    use es_client::{Client, ClientOptions, Producer, ProducerOptions};
+    let mut c = Cluster::new(3, &["--cluster-leader-balance-ms", "0"], &[]);
+    for id in 1..=3 {
+        c.start_node(id);
+    }
+    create_topic_anywhere(&c, "moved");
+    let (leader, _) = produce_anywhere(&c, "moved", &["warm-up".to_owned()]);
+    let (_, epoch_before) = eventually(ELECTION_WAIT, "GET /cluster naming the leader", || {
+        cluster_leader(c.node(leader), "moved")
+    });
+    let mut others = c.nodes.keys().copied().filter(|id| *id != leader);
+    let (target, asked) = (others.next().unwrap(), others.next().unwrap());
+
+    let bootstrap = c.node(asked).binary_addr.clone();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                let options = ClientOptions { retries: 30, ..ClientOptions::default() };
+                let client = std::sync::Arc::new(Client::connect(&bootstrap, options).await.unwrap());
+                let producer = Producer::new(client, ProducerOptions::default()).await.unwrap();
+                let mut acked = BTreeMap::new();
+                let mut i = 0;
+                // At least 100 records, and on until the transfer is done.
+                while i < 100 || !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let value = format!("load-{i}");
+                    let meta = producer
+                        .send("moved", Some(0), es_core::Record::from_value(value.clone()))
+                        .await
+                        .unwrap_or_else(|e| panic!("{value}: {e}"));
+                    assert!(
+                        acked.insert(meta.offset, value).is_none(),
+                        "offset {} acknowledged twice",
+                        meta.offset
+                    );
+                    i += 1;
+                    assert!(i < 100_000, "the transfer never finished");
+                }
+                acked
+            })
+        })
+    };
+    // Let the load reach the leader before moving it.
+    eventually(ELECTION_WAIT, "records flowing", || {
+        (consume_all(c.node(leader), "moved").len() > 20).then_some(())
+    });
+    let mut cmd = std::process::Command::new(es_tests::broker::es_bin());
+    cmd.args(["--broker", &c.node(asked).url, "cluster", "transfer-leader", "moved", "0", "--to"]);
+    cmd.arg(target.to_string());
+    let out = es_tests::peers::run(&mut cmd, None, Duration::from_secs(30), "es cluster transfer-leader");
+    assert!(out.contains(&format!("node {target} leads partition 0 of moved")), "{out}");
+    let (now, epoch_after) = cluster_leader(c.node(target), "moved").expect("the new leader's view");
+    assert_eq!(now, target);
+    assert!(epoch_after > epoch_before, "a new epoch: {epoch_before} -> {epoch_after}");
+    // A node that is not a replica is refused.
+    let r = c.node(target).post("/cluster/partitions/moved/0/leader", &json!({"to": 9}));
+    assert_eq!((r.status, r.code()), (400, "invalid_request"), "{:?}", r.body);
+
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut acked = load.join().expect("the producer thread");
+    acked.insert(0, "warm-up".to_owned());
+    let n = acked.len() as u64;
+    assert_eq!(acked.keys().copied().collect::<Vec<_>>(), (0..n).collect::<Vec<_>>(), "dense offsets");
+    for (id, b) in c.live() {
+        let got = eventually(ELECTION_WAIT, &format!("node {id} serving every acknowledged record"), || {
+            let got = consume_all(b, "moved");
+            (got.len() >= acked.len()).then_some(got)
+        });
+        assert_eq!(got, acked, "node {id}");
+    }
+}

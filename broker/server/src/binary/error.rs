@@ -55,7 +55,9 @@ pub fn code(e: &BrokerError) -> ErrorCode {
         | BrokerError::PluginInUse { .. }
         | BrokerError::TopicInUse { .. }
         | BrokerError::Plugin(_) => ErrorCode::InvalidRequest,
-        BrokerError::DataDirInUse(_) | BrokerError::Internal(_) => ErrorCode::Internal,
+        BrokerError::DataDirInUse(_) | BrokerError::Internal(_) | BrokerError::Timeout(_) => {
+            ErrorCode::Internal
+        }
     }
 }
 

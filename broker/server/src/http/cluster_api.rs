@@ -1,13 +1,23 @@
-//! `GET /cluster`: the cluster as the answering node sees it (`es cluster status`).
+//! `GET /cluster`: the cluster as the answering node sees it (`es cluster status`);
+//! `POST /cluster/partitions/{topic}/{partition}/leader`: hand a partition's
+//! leadership to another node (`es cluster transfer-leader`).
+
+use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{AppState, Caller};
+use super::{ApiJson, ApiPath, AppState, Caller};
 use crate::api::ErrorBody;
+use crate::service::admin::Leadership;
 use crate::service::error::Result;
+
+/// How long a transfer may take before the answer says it did not finish: an
+/// in-sync target wins its election within one round trip; a lagging one first
+/// catches up.
+const TRANSFER_WAIT: Duration = Duration::from_secs(10);
 
 /// The cluster as the answering node sees it. On a single node `cluster` is false
 /// and the lists are empty.
@@ -85,14 +95,7 @@ pub async fn status(State(state): State<AppState>, Caller(who): Caller) -> Resul
     let partitions = view
         .partitions
         .iter()
-        .map(|(topic, partition, l)| PartitionLeadership {
-            topic: topic.clone(),
-            partition: *partition,
-            leader: l.leader,
-            epoch: l.epoch.0,
-            replicas: l.replicas.clone(),
-            in_sync: l.in_sync.clone(),
-        })
+        .map(|(topic, partition, l)| leadership(topic.clone(), *partition, l))
         .collect();
     Ok(Json(ClusterStatus {
         cluster: true,
@@ -102,4 +105,47 @@ pub async fn status(State(state): State<AppState>, Caller(who): Caller) -> Resul
         nodes,
         partitions,
     }))
+}
+
+fn leadership(topic: String, partition: u32, l: &Leadership) -> PartitionLeadership {
+    PartitionLeadership {
+        topic,
+        partition,
+        leader: l.leader,
+        epoch: l.epoch.0,
+        replicas: l.replicas.clone(),
+        in_sync: l.in_sync.clone(),
+    }
+}
+
+/// Which node should lead.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TransferLeaderBody {
+    /// A replica of the partition (a node id).
+    pub to: u64,
+}
+
+#[utoipa::path(post, path = "/cluster/partitions/{topic}/{partition}/leader", tag = "meta",
+    params(
+        ("topic" = String, Path, description = "Topic name"),
+        ("partition" = u32, Path, description = "Partition number")),
+    request_body = TransferLeaderBody,
+    responses(
+        (status = 200, description = "The partition's leadership once `to` leads it", body = PartitionLeadership),
+        (status = 400, description = "invalid_request: a single node, or `to` is not a replica", body = ErrorBody),
+        (status = 403, description = "unauthorized: needs cluster admin", body = ErrorBody),
+        (status = 404, description = "topic_not_found, partition_not_found", body = ErrorBody),
+        (status = 421, description = "not_leader: ask the leader (its URL is in the es-leader header)",
+            body = ErrorBody),
+        (status = 504, description = "timeout: `to` did not take the leadership within 10 s", body = ErrorBody)))]
+pub async fn transfer_leader(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    ApiPath((topic, partition)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<TransferLeaderBody>,
+) -> Result<Json<PartitionLeadership>> {
+    let partition = super::records::parse_partition(&partition)?;
+    let l = state.service.transfer_leader(&who, &topic, partition, body.to, TRANSFER_WAIT).await?;
+    Ok(Json(leadership(topic, partition, &l)))
 }

@@ -127,6 +127,7 @@ fn api_routes(state: AppState) -> Router<AppState> {
         .route("/keys/{key}/quota", put(keys::set_quota))
         .route("/metrics", get(metrics::scrape))
         .route("/cluster", get(cluster_api::status))
+        .route("/cluster/partitions/{topic}/{partition}/leader", post(cluster_api::transfer_leader))
         .route_layer(middleware::from_fn_with_state(state.clone(), limit_in_flight))
         .route_layer(middleware::from_fn_with_state(state, authorize_route))
 }

@@ -223,7 +223,7 @@ pub(super) fn decode_read(
     Ok(next_offset)
 }
 
-fn parse_partition(text: &str) -> Result<u32> {
+pub(crate) fn parse_partition(text: &str) -> Result<u32> {
     text.parse().map_err(|_| {
         BrokerError::InvalidRequest(format!("partition must be a non-negative integer; got {text:?}"))
     })

@@ -90,6 +90,7 @@ pub const ROUTES: &[(&str, &str, Call)] = &[
     ("put", "/keys/{key}/quota", Call::SetKeyQuota),
     ("get", "/metrics", Call::ScrapeMetrics),
     ("get", "/cluster", Call::DescribeBroker),
+    ("post", "/cluster/partitions/{topic}/{partition}/leader", Call::TransferLeader),
 ];
 
 /// The call of a request, with the path's parameters (`{topic}`, `{group}`, ...).

@@ -50,6 +50,8 @@ pub mod code {
     pub const NON_EMPTY_GROUP: i16 = 68;
     pub const MEMBER_ID_REQUIRED: i16 = 79;
     pub const FENCED_INSTANCE_ID: i16 = 82;
+    pub const FENCED_LEADER_EPOCH: i16 = 74;
+    pub const UNKNOWN_LEADER_EPOCH: i16 = 76;
     pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
     pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
     pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
@@ -84,7 +86,7 @@ pub fn kafka_code(e: &BrokerError) -> i16 {
         BrokerError::RequestTooLarge { .. } => RECORD_LIST_TOO_LARGE,
         // A broker shutting down is, to a client, a leader going away: refresh and retry.
         BrokerError::ShuttingDown => NOT_LEADER_OR_FOLLOWER,
-        BrokerError::Overloaded { .. } => REQUEST_TIMED_OUT,
+        BrokerError::Overloaded { .. } | BrokerError::Timeout(_) => REQUEST_TIMED_OUT,
         BrokerError::OutOfOrderSequence(_) => OUT_OF_ORDER_SEQUENCE_NUMBER,
         BrokerError::ProducerFenced(_) => INVALID_PRODUCER_EPOCH,
         BrokerError::UnknownProducerId(_) => UNKNOWN_PRODUCER_ID,

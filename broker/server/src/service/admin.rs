@@ -94,14 +94,7 @@ impl Service {
     /// A name lookup after the caller's describe was authorized.
     pub fn leadership(&self, topic: &str, partition: u32) -> Option<Leadership> {
         let cluster = self.registry.cluster()?;
-        let group = cluster.replica(&*self.registry.topic(topic).ok()?, partition)?;
-        let status = group.status();
-        Some(Leadership {
-            leader: status.leader,
-            epoch: status.term,
-            replicas: status.voters,
-            in_sync: status.in_sync,
-        })
+        leadership_of(cluster, &*self.registry.topic(topic).ok()?, partition)
     }
 
     /// Every cluster node whose client addresses are known; `None` on a single node.
@@ -119,9 +112,7 @@ impl Service {
         let partitions = topics
             .iter()
             .flat_map(|t| {
-                let name = t.name();
-                (0..t.partition_count())
-                    .filter_map(move |p| Some((name.clone(), p, self.leadership(&name, p)?)))
+                (0..t.partition_count()).filter_map(|p| Some((t.name(), p, leadership_of(cluster, t, p)?)))
             })
             .collect();
         Ok(Some(ClusterView {
@@ -131,6 +122,70 @@ impl Service {
             nodes: cluster.known_nodes(),
             partitions,
         }))
+    }
+
+    /// Hands the leadership of `topic`'s `partition` to node `to` (openraft's leader
+    /// transfer: `to` starts an election it wins at once, having every committed
+    /// entry), and waits up to `wait` for it to lead. Asked of a follower it is
+    /// NotLeader, with the leader's address. Cluster admin, as Kafka's ElectLeaders
+    /// (ALTER on the cluster).
+    pub async fn transfer_leader(
+        &self,
+        principal: &Principal,
+        topic: &str,
+        partition: u32,
+        to: u64,
+        wait: std::time::Duration,
+    ) -> Result<Leadership> {
+        use crate::service::error::BrokerError;
+        self.authorize(principal, Call::TransferLeader, Resource::Cluster)?;
+        let Some(cluster) = self.registry.cluster() else {
+            return Err(BrokerError::InvalidRequest(
+                "this broker is a single node: it leads every partition, there is no other node to lead"
+                    .into(),
+            ));
+        };
+        let t = self.topic(topic)?;
+        let Some(group) = cluster.replica(&t, partition) else {
+            return Err(BrokerError::PartitionNotFound {
+                topic: topic.to_owned(),
+                partition: u64::from(partition),
+                count: t.partition_count(),
+            });
+        };
+        let status = group.status();
+        if !status.voters.contains(&to) {
+            return Err(BrokerError::InvalidRequest(format!(
+                "node {to} is not a replica of partition {partition} of {topic:?}; its replicas are {:?}",
+                status.voters
+            )));
+        }
+        let mut leader = group.watch_leader();
+        if status.leader == Some(to) {
+            return leadership_of(cluster, &t, partition)
+                .ok_or_else(|| BrokerError::Internal("no group".into()));
+        }
+        if !group.is_leader() {
+            return Err(cluster.not_leader(topic.to_owned(), partition, status.leader));
+        }
+        group.transfer_leader(to).await.map_err(|e| match e {
+            es_raft::ProposeError::NotLeader { leader } => {
+                cluster.not_leader(topic.to_owned(), partition, leader)
+            }
+            other => BrokerError::Internal(format!("transferring the leadership: {other}")),
+        })?;
+        let moved = tokio::time::timeout(wait, leader.wait_for(|(l, _)| *l == Some(to))).await;
+        match moved {
+            Ok(Ok(_)) => {
+                leadership_of(cluster, &t, partition).ok_or_else(|| BrokerError::Internal("no group".into()))
+            }
+            Ok(Err(_)) => Err(BrokerError::ShuttingDown),
+            Err(_) => Err(BrokerError::Timeout(format!(
+                "node {to} did not take the leadership of partition {partition} of {topic:?} within {wait:?} \
+                 (it may be behind, or unreachable); the leader is {:?} now",
+                group.leader()
+            ))),
+        }
     }
 
     /// The metadata group's leader; `None` on a single node, `Some(None)` mid-election.
@@ -209,4 +264,15 @@ impl Service {
         })
         .await
     }
+}
+
+/// Who leads `topic`'s `partition` and who is in sync, from its Raft group.
+fn leadership_of(cluster: &crate::cluster::Cluster, topic: &Topic, partition: u32) -> Option<Leadership> {
+    let status = cluster.replica(topic, partition)?.status();
+    Some(Leadership {
+        leader: status.leader,
+        epoch: status.term,
+        replicas: status.voters,
+        in_sync: status.in_sync,
+    })
 }

@@ -121,6 +121,8 @@ pub enum Call {
     ScrapeMetrics,
     /// Seeing broker-wide state (metrics not owned by a topic, group or key).
     DescribeBroker,
+    /// Moving a partition's leadership to another node (Kafka's ElectLeaders).
+    TransferLeader,
 }
 
 impl Call {
@@ -167,7 +169,8 @@ impl Call {
             | Call::RevokeKey
             | Call::RotateKey
             | Call::GrantKey
-            | Call::SetKeyQuota => Access::ClusterAdmin,
+            | Call::SetKeyQuota
+            | Call::TransferLeader => Access::ClusterAdmin,
         }
     }
 
@@ -326,6 +329,12 @@ pub fn may_describe_broker(auth: &Auth, principal: &Principal) -> bool {
 /// a refusal in its own way before the service is asked).
 pub fn may_topic(auth: &Auth, principal: &Principal, call: Call, topic: &str) -> bool {
     check(auth, principal, &Operation { call, resource: Resource::Topic(topic.to_owned()) }).is_ok()
+}
+
+/// Whether `principal` may make `call` on `resource` (the decision alone: nothing
+/// is claimed). Kafka's "authorized operations" bit fields are built from this.
+pub fn may(auth: &Auth, principal: &Principal, call: Call, resource: Resource) -> bool {
+    check(auth, principal, &Operation { call, resource }).is_ok()
 }
 
 /// Whether `principal` may see `group` in a listing.

@@ -73,6 +73,10 @@ pub enum BrokerError {
     MethodNotAllowed,
     #[error("the broker is shutting down; retry against a running broker")]
     ShuttingDown,
+    /// An operation the broker started did not finish in time (a leader transfer
+    /// the target did not complete); the message says what state it left.
+    #[error("{0}")]
+    Timeout(String),
     #[error("the broker is already serving its limit of {max} requests; retry with backoff")]
     Overloaded { max: usize },
     #[error("another es-broker is already using the data directory {0}; stop it or pick another --data-dir")]

@@ -72,19 +72,41 @@ impl Client {
         }
     }
 
+    /// Sends one JSON request. A cluster follower that answers `421` with the
+    /// leader's URL (`es-leader`) did not act on the request, so it is sent to that
+    /// leader, at most [`LEADER_HOPS_MAX`] times. A produce is not resent: the old
+    /// leader may have appended it before losing its leadership.
     fn send(&self, method: &str, path: &str, body: Option<&Value>) -> anyhow::Result<Value> {
-        let url = format!("{}{path}", self.base);
         let body = body.map(Value::to_string).unwrap_or_default();
-        let sent = match method {
-            "GET" => self.bearer(self.agent.get(&url)).call(),
-            "DELETE" => self.bearer(self.agent.delete(&url)).call(),
-            "POST" => {
-                self.bearer(self.agent.post(&url)).header("content-type", "application/json").send(&body)
+        let follows = !(method == "POST" && path.ends_with("/records"));
+        let mut base = self.base.clone();
+        for hop in 0..=LEADER_HOPS_MAX {
+            let url = format!("{base}{path}");
+            let sent = match method {
+                "GET" => self.bearer(self.agent.get(&url)).call(),
+                "DELETE" => self.bearer(self.agent.delete(&url)).call(),
+                "POST" => {
+                    self.bearer(self.agent.post(&url)).header("content-type", "application/json").send(&body)
+                }
+                "PUT" => {
+                    self.bearer(self.agent.put(&url)).header("content-type", "application/json").send(&body)
+                }
+                _ => {
+                    self.bearer(self.agent.patch(&url)).header("content-type", "application/json").send(&body)
+                }
+            };
+            let leader = match &sent {
+                Ok(r) if follows && hop < LEADER_HOPS_MAX && r.status() == 421 => {
+                    r.headers().get("es-leader").and_then(|v| v.to_str().ok()).map(base_url)
+                }
+                _ => None,
+            };
+            match leader {
+                Some(leader) if leader != base => base = leader,
+                _ => return self.reply(method, path, sent),
             }
-            "PUT" => self.bearer(self.agent.put(&url)).header("content-type", "application/json").send(&body),
-            _ => self.bearer(self.agent.patch(&url)).header("content-type", "application/json").send(&body),
-        };
-        self.reply(method, path, sent)
+        }
+        unreachable!("the last hop returns its reply")
     }
 
     fn reply(
@@ -115,6 +137,10 @@ impl Client {
         Err(api_error(status.as_u16(), value).into())
     }
 }
+
+/// How many times one request follows a follower's `421` to the leader it names
+/// (a leader can move again while the request travels).
+const LEADER_HOPS_MAX: usize = 3;
 
 /// `--broker` as a base URL: `host:port` gets `http://`, a trailing `/` goes.
 pub fn base_url(given: &str) -> String {

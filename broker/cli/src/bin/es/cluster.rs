@@ -1,4 +1,5 @@
-//! `es cluster status`: the cluster as the broker asked sees it (`GET /cluster`).
+//! `es cluster status`: the cluster as the broker asked sees it (`GET /cluster`);
+//! `es cluster transfer-leader`: hand a partition's leadership to another node.
 
 use clap::Subcommand;
 use serde_json::Value;
@@ -12,11 +13,36 @@ pub enum ClusterCommand {
     /// Show the nodes, the controller and coordinator, and each partition's leader,
     /// epoch, replicas and in-sync replicas.
     Status,
+    /// Hand a partition's leadership to another of its replicas (asked of any node:
+    /// a follower's answer names the leader, and the request goes there). Waits
+    /// until the node leads, up to 10 s.
+    TransferLeader {
+        topic: String,
+        partition: u32,
+        /// The node to lead (one of the partition's replicas; `es cluster status`
+        /// lists them).
+        #[arg(long)]
+        to: u64,
+    },
 }
 
 pub fn run(client: &Client, cmd: ClusterCommand, json_out: bool) -> anyhow::Result<()> {
     match cmd {
         ClusterCommand::Status => status(client, json_out),
+        ClusterCommand::TransferLeader { topic, partition, to } => {
+            let path = format!("/cluster/partitions/{}/{partition}/leader", crate::segment(&topic));
+            let v = client.post(&path, &serde_json::json!({ "to": to }))?;
+            if json_out {
+                println!("{v}");
+            } else {
+                println!(
+                    "node {} leads partition {partition} of {topic} now (epoch {})",
+                    text(&v["leader"]),
+                    text(&v["epoch"])
+                );
+            }
+            Ok(())
+        }
     }
 }
 
