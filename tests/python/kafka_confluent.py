@@ -10,6 +10,7 @@ Scenarios: admin, roundtrip, oversized, refused TOPIC
 import json
 import sys
 import time
+import warnings
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
@@ -51,14 +52,27 @@ def admin(bootstrap, prefix):
         ConfigEntry("retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET)])
     altered = wait_all(a.incremental_alter_configs([res2]))
     retention_after = a.describe_configs([res])[res].result(timeout=TIMEOUT)["retention.ms"].value
+    # AlterConfigs (not incremental) replaces the whole config: what is not given
+    # returns to its default.
+    whole = ConfigResource(ConfigResource.Type.TOPIC, t, set_config={"cleanup.policy": "compact"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # deprecated, still sent by users
+        replaced = list(wait_all(a.alter_configs([whole])).values())
+    after_replace = a.describe_configs([res])[res].result(timeout=TIMEOUT)
+    replaced_to = [after_replace["cleanup.policy"].value, after_replace["retention.ms"].is_default]
+    from confluent_kafka import TopicCollection
+    described_topic = a.describe_topics(TopicCollection([t]), include_authorized_operations=True)[t].result(timeout=TIMEOUT)
+    topic_ops = sorted(op.name for op in (described_topic.authorized_operations or []))
     unknown = wait_all(a.create_topics([NewTopic(prefix + "bad", 1, 1, config={"no.such.setting": "1"})]))
     deleted = wait_all(a.delete_topics([t]))
     gone = t not in a.list_topics(timeout=TIMEOUT).topics
     missing = wait_all(a.delete_topics([prefix + "never"]))
-    cluster = a.describe_cluster().result(timeout=TIMEOUT)
+    cluster = a.describe_cluster(include_authorized_operations=True).result(timeout=TIMEOUT)
+    cluster_ops = sorted(op.name for op in (cluster.authorized_operations or []))
     emit(scenario="admin", nodes=len(cluster.nodes), controller=cluster.controller.id, created=created, again=again, partitions=partitions, grown=grown,
          partitions_after=partitions_after, retention=retention, cleanup=cleanup, altered=altered,
-         retention_after=retention_after, unknown=unknown, deleted=deleted, gone=gone, missing=missing)
+         retention_after=retention_after, replaced=replaced, replaced_to=replaced_to, topic_ops=topic_ops,
+         cluster_ops=cluster_ops, unknown=unknown, deleted=deleted, gone=gone, missing=missing)
 
 
 # Binary keys, invalid UTF-8, null vs empty value, duplicate header keys.

@@ -170,6 +170,37 @@ fn revocation_refuses_the_next_request_on_an_open_connection() {
     assert_eq!(records.body["records"].as_array().map(Vec::len), Some(1), "{}", records.body);
 }
 
+/// Metadata's and DescribeCluster's authorized operations are what the logged-in
+/// key's requests would be allowed (Kafka's AclOperation bits), and a field not
+/// asked for is Kafka's "omitted".
+#[test]
+fn authorized_operations_are_what_the_key_may_do() {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{DescribeClusterRequest, TopicName};
+    let dir = tempfile::tempdir().unwrap();
+    let b = start(dir.path(), &["--kafka-allow-plaintext-plain"]);
+    let admin = broker::Client::with_key(&b.url, ADMIN);
+    assert_eq!(admin.post("/topics", &json!({"name": "app.t", "partitions": 1})).status, 201);
+    let reader = make_key(&b, "reader", &["topic:prefixed:app.:read"]);
+    let topic = MetadataRequestTopic::default().with_name(Some(TopicName("app.t".to_owned().into())));
+    let ask = |key: &str, include: bool| {
+        let mut conn = KafkaConn::login(&b.kafka_addr, key).unwrap();
+        let req = MetadataRequest::default()
+            .with_topics(Some(vec![topic.clone()]))
+            .with_include_topic_authorized_operations(include);
+        let md = conn.call(12, &req).unwrap();
+        let cluster = DescribeClusterRequest::default().with_include_cluster_authorized_operations(include);
+        let described = conn.call(0, &cluster).unwrap();
+        (md.topics[0].topic_authorized_operations, described.cluster_authorized_operations)
+    };
+    let bits = |codes: &[u8]| codes.iter().fold(0i32, |b, c| b | (1 << c));
+    // READ 3, DESCRIBE 8, DESCRIBE_CONFIGS 10; IDEMPOTENT_WRITE 12 (any active key).
+    assert_eq!(ask(&reader, true), (bits(&[3, 8, 10]), bits(&[12])));
+    // The superuser may do everything Kafka supports on a topic and on the cluster.
+    assert_eq!(ask(ADMIN, true), (3576, 8096));
+    assert_eq!(ask(ADMIN, false), (i32::MIN, i32::MIN));
+}
+
 #[test]
 fn sessions_expire_and_re_authentication_keeps_a_connection_open() {
     let dir = tempfile::tempdir().unwrap();

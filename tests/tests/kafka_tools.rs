@@ -18,6 +18,7 @@ const GROUPS: &str = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand
 const DELETE_RECORDS: &str = "org.apache.kafka.tools.DeleteRecordsCommand";
 const GET_OFFSETS: &str = "org.apache.kafka.tools.GetOffsetShell";
 const TRANSACTIONS: &str = "org.apache.kafka.tools.TransactionsCommand";
+const LOG_DIRS: &str = "org.apache.kafka.tools.LogDirsCommand";
 
 fn es(b: &Broker, args: &[&str]) -> String {
     run(Command::new(es_bin()).env("ES_BROKER", &b.url).args(args), None, Duration::from_secs(30), "es")
@@ -48,6 +49,11 @@ fn kafka_topics_and_kafka_configs_manage_es_topics() {
     assert!(out.contains("retention.ms=12345"), "{out}");
     let http = b.get("/topics/tools");
     assert_eq!(http.body["config"]["retention.ms"], 12345, "{:?}", http.body);
+    // The broker-side codec, as on Kafka.
+    let out = configs(&["--entity-name", "tools", "--alter", "--add-config", "compression.type=zstd"]);
+    assert!(out.contains("Completed updating config for topic tools."), "{out}");
+    assert!(configs(&["--entity-name", "tools", "--describe"]).contains("compression.type=zstd"));
+    assert_eq!(b.get("/topics/tools").body["config"]["compression.type"], "zstd");
 
     let out = topics(&["--delete", "--topic", "tools"]);
     assert!(!out.contains("Error"), "{out}");
@@ -137,6 +143,14 @@ fn delete_records_get_offsets_and_describe_producers_work_through_kafkas_tools()
     assert!(row.len() >= 5, "one producer row: {described}");
     assert!(row[0].parse::<i64>().unwrap() >= 0, "a real producer id: {described}");
     assert_eq!(row[3], "3", "four records: the last sequence is 3: {described}");
+
+    // kafka-log-dirs (DescribeLogDirs): the partition, sized, in the broker's one dir.
+    let dirs = kafka_tool(LOG_DIRS, &[&bs[..], &["--describe", "--topic-list", "lines"]].concat(), None);
+    let json = dirs.lines().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no JSON: {dirs}"));
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    let partitions = &v["brokers"][0]["logDirs"][0]["partitions"];
+    assert_eq!(partitions[0]["partition"], "lines-0", "{v}");
+    assert!(partitions[0]["size"].as_u64().is_some_and(|s| s > 0), "{v}");
 
     // DeleteRecords: the log start moves, durably, and earlier offsets are gone.
     let plan = dir.path().join("delete.json");

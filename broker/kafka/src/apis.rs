@@ -84,10 +84,20 @@ pub static API_TABLE: &[ApiRow] = &[
     served_row(row(ApiKey::DeleteTopics, 1, 6, "topic ids from 6")),
     served_row(row(ApiKey::DeleteRecords, 0, 2, "offset -1: the high watermark")),
     served_row(row(ApiKey::InitProducerId, 0, 5, "idempotent producers only, no transactional id")),
-    row(ApiKey::OffsetForLeaderEpoch, 2, 4, "Java floor 2"),
+    served_row(row(
+        ApiKey::OffsetForLeaderEpoch,
+        2,
+        4,
+        "Java floor 2; a consumer validates its position after a leader change (KIP-320)",
+    )),
     served_row(row(ApiKey::DescribeConfigs, 1, 4, "")),
-    row(ApiKey::AlterConfigs, 0, 2, "Kafka's CLI tools use IncrementalAlterConfigs"),
-    row(ApiKey::DescribeLogDirs, 1, 4, ""),
+    served_row(row(
+        ApiKey::AlterConfigs,
+        0,
+        2,
+        "replaces a topic's whole config; librdkafka, kafka-python and kadm send it",
+    )),
+    served_row(row(ApiKey::DescribeLogDirs, 1, 4, "one log dir: the data directory's partitions/")),
     served_row(row(
         ApiKey::SaslAuthenticate,
         0,

@@ -221,7 +221,12 @@ async fn delete_one(
 }
 
 /// One log directory, the data directory, with each partition's size.
-pub fn describe_log_dirs(ctx: &Ctx, who: &Principal, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
+pub fn describe_log_dirs(
+    ctx: &Ctx,
+    who: &Principal,
+    version: i16,
+    req: DescribeLogDirsRequest,
+) -> DescribeLogDirsResponse {
     let names: Vec<(String, Option<Vec<i32>>)> = match req.topics {
         None => {
             ctx.service.list_topics(who).unwrap_or_default().into_iter().map(|t| (t.name, None)).collect()
@@ -244,11 +249,18 @@ pub fn describe_log_dirs(ctx: &Ctx, who: &Principal, req: DescribeLogDirsRequest
             .collect();
         topics.push(DescribeLogDirsTopic::default().with_name(topic_name(name)).with_partitions(parts));
     }
-    let dir = ctx.service.registry().options().data_dir.join("partitions").display().to_string();
+    let dir = ctx.service.registry().options().data_dir.join("partitions");
+    // The filesystem's size and what an unprivileged writer may still use (v4+;
+    // -1 when it cannot be told, as Kafka).
+    let (total, usable) = match rustix::fs::statvfs(&dir) {
+        Ok(s) => (s.f_blocks.saturating_mul(s.f_frsize), s.f_bavail.saturating_mul(s.f_frsize)),
+        Err(_) => (u64::MAX, u64::MAX),
+    };
+    let bytes = |n: u64| i64::try_from(n).unwrap_or(-1);
     let result = DescribeLogDirsResult::default()
-        .with_log_dir(sb(dir))
+        .with_log_dir(sb(dir.display().to_string()))
         .with_topics(topics)
-        .with_total_bytes(-1)
-        .with_usable_bytes(-1);
+        .with_total_bytes(if version >= 4 { bytes(total) } else { -1 })
+        .with_usable_bytes(if version >= 4 { bytes(usable) } else { -1 });
     DescribeLogDirsResponse::default().with_results(vec![result])
 }

@@ -111,7 +111,7 @@ async fn answer(
             reply(h, at, &body)
         }
         KafkaRequest::Metadata(r) => reply(h, v, &metadata::metadata(ctx, who, v, r)),
-        KafkaRequest::DescribeCluster(r) => reply(h, v, &metadata::describe_cluster(ctx, v, r)),
+        KafkaRequest::DescribeCluster(r) => reply(h, v, &metadata::describe_cluster(ctx, who, v, r)),
         KafkaRequest::Fetch(r) => fetch_reply(h, v, &fetch::fetch(ctx, who, v, r, mute).await),
         KafkaRequest::ListOffsets(r) => reply(h, v, &offsets::list_offsets(ctx, who, v, r).await),
         KafkaRequest::OffsetForLeaderEpoch(r) => reply(h, v, &offsets::offset_for_leader_epoch(ctx, who, r)),
@@ -122,7 +122,7 @@ async fn answer(
         KafkaRequest::DeleteTopics(r) => reply(h, v, &admin::delete_topics(ctx, who, v, r).await),
         KafkaRequest::CreatePartitions(r) => reply(h, v, &admin::create_partitions(ctx, who, r).await),
         KafkaRequest::DeleteRecords(r) => reply(h, v, &admin::delete_records(ctx, who, r).await),
-        KafkaRequest::DescribeLogDirs(r) => reply(h, v, &admin::describe_log_dirs(ctx, who, r)),
+        KafkaRequest::DescribeLogDirs(r) => reply(h, v, &admin::describe_log_dirs(ctx, who, v, r)),
         KafkaRequest::DescribeConfigs(r) => reply(h, v, &configs::describe_configs(ctx, who, v, r)),
         KafkaRequest::AlterConfigs(r) => reply(h, v, &configs::alter_configs(ctx, who, r).await),
         KafkaRequest::IncrementalAlterConfigs(r) => {

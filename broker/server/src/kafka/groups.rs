@@ -32,6 +32,7 @@ use es_kafka::kafka_protocol::messages::{
 };
 use es_kafka::kafka_protocol::protocol::StrBytes;
 
+use super::acl_ops;
 use super::error::code;
 use crate::service::kafka_groups::{KafkaCommit, KafkaPartition};
 use crate::service::{BrokerError, Principal, Service, authz};
@@ -401,8 +402,16 @@ pub async fn describe_groups(
     version: i16,
     req: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
+    let include = req.include_authorized_operations;
+    let auth = svc.registry().auth();
     let groups = req.groups.into_iter().map(|g| match svc.kafka_describe_group(who, &g) {
-        Ok(Some(d)) => described(version, g, d),
+        Ok(Some(d)) => {
+            let operations = match include {
+                false => acl_ops::OMITTED,
+                true => acl_ops::group(auth, who, g.as_str()),
+            };
+            described(version, g, d).with_authorized_operations(operations)
+        }
         Ok(None) => DescribedGroup::default().with_group_id(g).with_group_state(s("Dead")),
         Err(e) => DescribedGroup::default().with_group_id(g).with_error_code(error_code(&e)),
     });
@@ -425,7 +434,6 @@ fn described(version: i16, group: GroupId, d: ClassicDescription) -> DescribedGr
         .with_protocol_type(s(d.protocol_type))
         .with_protocol_data(s(d.protocol))
         .with_members(members.collect())
-        .with_authorized_operations(i32::MIN)
 }
 
 /// ListGroups 0-5: v4+ filters by state; v5+ by type (only "classic" groups here).

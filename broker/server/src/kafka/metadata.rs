@@ -16,7 +16,8 @@ use es_kafka::kafka_protocol::messages::{
 use uuid::Uuid;
 
 use super::error::{code, kafka_code};
-use super::{Ctx, sb, topic_name};
+use super::{Ctx, acl_ops, sb, topic_name};
+use crate::auth::Auth;
 use crate::service::admin::TopicDescription;
 use crate::service::error::BrokerError;
 use crate::service::{Principal, Result};
@@ -39,7 +40,7 @@ fn wanted(version: i16, req: &MetadataRequest) -> Wanted {
 }
 
 pub fn metadata(ctx: &Ctx, who: &Principal, version: i16, req: MetadataRequest) -> MetadataResponse {
-    let topics = match wanted(version, &req) {
+    let topics: Vec<MetadataResponseTopic> = match wanted(version, &req) {
         Wanted::All => match ctx.service.list_topics(who) {
             Ok(list) => list.into_iter().map(|t| topic(ctx, who, Some(t.name), Uuid::nil())).collect(),
             Err(e) => {
@@ -50,11 +51,33 @@ pub fn metadata(ctx: &Ctx, who: &Principal, version: i16, req: MetadataRequest) 
         },
         Wanted::Named(list) => list.into_iter().map(|(name, id)| topic(ctx, who, name, id)).collect(),
     };
+    let auth = ctx.service.registry().auth();
+    let topics = match req.include_topic_authorized_operations {
+        false => topics,
+        true => topics.into_iter().map(|t| with_topic_operations(auth, who, t)).collect(),
+    };
+    let cluster_operations = match req.include_cluster_authorized_operations {
+        false => acl_ops::OMITTED,
+        true => acl_ops::cluster(auth, who),
+    };
     MetadataResponse::default()
         .with_brokers(brokers(ctx))
         .with_cluster_id(Some(sb(ctx.node.cluster_id.clone())))
         .with_controller_id(controller(ctx))
         .with_topics(topics)
+        .with_cluster_authorized_operations(cluster_operations)
+}
+
+/// A described topic's authorized operations (a topic answered with an error keeps
+/// Kafka's "omitted").
+fn with_topic_operations(auth: &Auth, who: &Principal, t: MetadataResponseTopic) -> MetadataResponseTopic {
+    match (&t.name, t.error_code) {
+        (Some(name), code::NONE) => {
+            let bits = acl_ops::topic(auth, who, name.as_str());
+            t.with_topic_authorized_operations(bits)
+        }
+        _ => t,
+    }
 }
 
 /// This node, or in a cluster every node whose address is known (each node
@@ -146,7 +169,12 @@ fn described_topic(ctx: &Ctx, d: TopicDescription) -> MetadataResponseTopic {
         .with_partitions(partitions)
 }
 
-pub fn describe_cluster(ctx: &Ctx, _version: i16, _req: DescribeClusterRequest) -> DescribeClusterResponse {
+pub fn describe_cluster(
+    ctx: &Ctx,
+    who: &Principal,
+    _version: i16,
+    req: DescribeClusterRequest,
+) -> DescribeClusterResponse {
     let brokers = nodes(ctx)
         .into_iter()
         .map(|(id, host, port)| {
@@ -157,4 +185,8 @@ pub fn describe_cluster(ctx: &Ctx, _version: i16, _req: DescribeClusterRequest) 
         .with_cluster_id(sb(ctx.node.cluster_id.clone()))
         .with_controller_id(controller(ctx))
         .with_brokers(brokers)
+        .with_cluster_authorized_operations(match req.include_cluster_authorized_operations {
+            false => acl_ops::OMITTED,
+            true => acl_ops::cluster(ctx.service.registry().auth(), who),
+        })
 }

@@ -9,6 +9,7 @@
 //! FindCoordinator name the same node, the advertised host and port. With
 //! `--kafka-tls-cert` the listener speaks SSL (Kafka's `security.protocol=ssl`).
 
+mod acl_ops;
 mod admin;
 mod configs;
 mod connection;

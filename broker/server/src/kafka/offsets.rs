@@ -20,7 +20,7 @@ use super::error::{code, kafka_code};
 use crate::service::Principal;
 use crate::service::error::{BrokerError, Result};
 use crate::service::fetch::{FetchPartition, FetchRequest};
-use crate::service::offsets::OffsetSpec;
+use crate::service::offsets::{EpochEnd, OffsetSpec};
 
 /// Kafka's "earliest local" spec (KIP-405).
 const EARLIEST_LOCAL: i64 = -4;
@@ -31,9 +31,6 @@ pub async fn list_offsets(
     version: i16,
     req: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
-    // kafka-protocol refuses to encode a field the version lacks unless it holds its
-    // default: the leader epoch exists from v4.
-    let epoch = if version >= 4 { ctx.service.leader_epoch().0 } else { -1 };
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let mut parts = Vec::with_capacity(t.partitions.len());
@@ -41,6 +38,12 @@ pub async fn list_offsets(
             let base = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
             let answer = match lookup(ctx, who, t.name.as_str(), p.partition_index, p.timestamp).await {
                 Ok(Some((offset, timestamp))) => {
+                    // kafka-protocol refuses to encode a field the version lacks unless
+                    // it holds its default: the leader epoch exists from v4.
+                    let epoch = match version >= 4 {
+                        true => offset_epoch(ctx, who, t.name.as_str(), p.partition_index, offset),
+                        false => -1,
+                    };
                     base.with_offset(offset as i64).with_timestamp(timestamp).with_leader_epoch(epoch)
                 }
                 // No record at or after the timestamp: Kafka's "no offset".
@@ -56,6 +59,12 @@ pub async fn list_offsets(
         topics.push(ListOffsetsTopicResponse::default().with_name(t.name).with_partitions(parts));
     }
     ListOffsetsResponse::default().with_topics(topics)
+}
+
+/// The leader epoch of the batch holding `offset` (-1 if it cannot be told).
+fn offset_epoch(ctx: &Ctx, who: &Principal, topic: &str, partition: i32, offset: u64) -> i32 {
+    let Ok(partition) = u32::try_from(partition) else { return -1 };
+    ctx.service.offset_epoch(who, topic, partition, offset).map_or(-1, |e| e.0)
 }
 
 /// One partition's (offset, timestamp) for a ListOffsets timestamp.
@@ -113,17 +122,19 @@ async fn record_timestamp(
     Ok(view.header.max_timestamp)
 }
 
-/// One leader epoch on a single node: the end offset of the current epoch is the
-/// log end; an epoch older than the first is unknown (-1, -1), as in Kafka.
+/// OffsetForLeaderEpoch 2-4, from each partition's leader-epoch record (Kafka's
+/// leader-epoch cache): where the asked epoch ends. A consumer validates its
+/// position with it after a leader change (KIP-320), so the answer is the log's
+/// own history, clamped to the high watermark; a stale `current_leader_epoch` is
+/// FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH, a follower
+/// NOT_LEADER_OR_FOLLOWER.
 pub fn offset_for_leader_epoch(
     ctx: &Ctx,
     who: &Principal,
     req: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
-    let current = ctx.service.leader_epoch().0;
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
-        let described = ctx.service.describe_topic(who, t.topic.as_str());
         let parts = t
             .partitions
             .iter()
@@ -132,17 +143,25 @@ pub fn offset_for_leader_epoch(
                     .with_partition(p.partition)
                     .with_leader_epoch(-1)
                     .with_end_offset(-1);
-                let d = match &described {
-                    Ok(d) => d,
-                    Err(e) => return base.with_error_code(kafka_code(e)),
-                };
-                let Some(info) = usize::try_from(p.partition).ok().and_then(|i| d.partitions.get(i)) else {
+                let Ok(partition) = u32::try_from(p.partition) else {
                     return base.with_error_code(code::UNKNOWN_TOPIC_OR_PARTITION);
                 };
-                if p.leader_epoch < current {
-                    return base;
+                let answer = ctx.service.epoch_end_offset(
+                    who,
+                    t.topic.as_str(),
+                    partition,
+                    p.current_leader_epoch,
+                    p.leader_epoch,
+                );
+                match answer {
+                    Ok(EpochEnd::At { epoch, end_offset }) => {
+                        base.with_leader_epoch(epoch).with_end_offset(end_offset as i64)
+                    }
+                    Ok(EpochEnd::Undefined) => base,
+                    Ok(EpochEnd::Fenced) => base.with_error_code(code::FENCED_LEADER_EPOCH),
+                    Ok(EpochEnd::UnknownEpoch) => base.with_error_code(code::UNKNOWN_LEADER_EPOCH),
+                    Err(e) => base.with_error_code(kafka_code(&e)),
                 }
-                base.with_leader_epoch(current).with_end_offset(info.high_watermark as i64)
             })
             .collect();
         topics.push(OffsetForLeaderTopicResult::default().with_topic(t.topic).with_partitions(parts));

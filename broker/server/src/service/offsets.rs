@@ -6,6 +6,7 @@
 //! "at a timestamp" with no such record starts at the high watermark: it waits for
 //! the next record.
 
+use es_core::LeaderEpoch;
 use es_log::PartitionInfo;
 
 use super::{Call, PartitionHandle, Principal, Resource, Service};
@@ -60,6 +61,55 @@ pub struct PartitionOffsets {
     pub latest: u64,
     /// `Some(lookup)` when a timestamp was given.
     pub at_timestamp: Option<Option<u64>>,
+}
+
+/// Kafka's OffsetForLeaderEpoch answer for one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EpochEnd {
+    /// The largest epoch <= the one asked this log has, and where it ends: the first
+    /// offset of the next epoch, or the high watermark for the current one (never
+    /// past it: a reader is never pointed beyond what is durable).
+    At { epoch: i32, end_offset: u64 },
+    /// The epoch asked is undefined (-1) or newer than any this log knows: Kafka's
+    /// (-1, -1).
+    Undefined,
+    /// The caller's `current_leader_epoch` is older than the leader's
+    /// (FENCED_LEADER_EPOCH): its metadata is stale.
+    Fenced,
+    /// The caller's `current_leader_epoch` is newer than this leader's
+    /// (UNKNOWN_LEADER_EPOCH): this node has not caught up with it yet.
+    UnknownEpoch,
+}
+
+/// Where `epoch` ends on a log whose epochs start at `starts` (oldest first), whose
+/// current epoch is `current` and whose high watermark is `hw`; Kafka's
+/// `LeaderEpochFileCache.endOffsetFor`, clamped to the high watermark.
+pub fn epoch_end(starts: &[(LeaderEpoch, u64)], epoch: i32, current: LeaderEpoch, hw: u64) -> EpochEnd {
+    if epoch < 0 || epoch > current.0 {
+        return EpochEnd::Undefined;
+    }
+    if epoch == current.0 {
+        return EpochEnd::At { epoch, end_offset: hw };
+    }
+    let higher = starts.iter().find(|(e, _)| e.0 > epoch);
+    let floor = starts.iter().rev().find(|(e, _)| e.0 <= epoch);
+    let at = |epoch: i32, end: u64| EpochEnd::At { epoch, end_offset: end.min(hw) };
+    match (floor, higher) {
+        // Nothing after it: it runs to the end (the current epoch, or an epoch
+        // whose successors have appended nothing yet).
+        (Some((e, _)), None) => at(e.0, hw),
+        (None, None) => at(epoch, hw),
+        (Some((e, _)), Some((_, next))) => at(e.0, *next),
+        // Older than every epoch this log has: it ends where the first one starts.
+        (None, Some((_, first))) => at(epoch, *first),
+    }
+}
+
+/// The leader epoch of the batch holding `offset` (the epoch a reader positioned
+/// there carries; the offset after the last is in the latest epoch), or `current`
+/// when the log records no epoch at or below it.
+pub fn epoch_of(starts: &[(LeaderEpoch, u64)], offset: u64, current: LeaderEpoch) -> LeaderEpoch {
+    starts.iter().rev().find(|(_, start)| *start <= offset).map_or(current, |(e, _)| *e)
 }
 
 /// Resolves `spec` on one partition (blocking: a timestamp lookup reads indexes).
@@ -174,6 +224,41 @@ impl Service {
             .await
     }
 
+    /// The leader epoch of the batch holding `offset` (ListOffsets answers it, and a
+    /// Kafka consumer validates its position with it after a leader change).
+    pub fn offset_epoch(
+        &self,
+        principal: &Principal,
+        topic: &str,
+        partition: u32,
+        offset: u64,
+    ) -> Result<LeaderEpoch> {
+        let handle = self.read_handle(principal, Call::ListOffsets, topic, partition)?;
+        Ok(epoch_of(&handle.epoch_starts(), offset, handle.leader_epoch))
+    }
+
+    /// Kafka's OffsetForLeaderEpoch on one partition, as its leader answers it.
+    /// `current_leader_epoch` (-1: not given) fences a caller with stale metadata.
+    pub fn epoch_end_offset(
+        &self,
+        principal: &Principal,
+        topic: &str,
+        partition: u32,
+        current_leader_epoch: i32,
+        epoch: i32,
+    ) -> Result<EpochEnd> {
+        let handle = self.read_handle(principal, Call::ListOffsets, topic, partition)?;
+        handle.check_leader()?;
+        let current = handle.leader_epoch;
+        if current_leader_epoch >= 0 && current_leader_epoch < current.0 {
+            return Ok(EpochEnd::Fenced);
+        }
+        if current_leader_epoch > current.0 {
+            return Ok(EpochEnd::UnknownEpoch);
+        }
+        Ok(epoch_end(&handle.epoch_starts(), epoch, current, handle.high_watermark()))
+    }
+
     /// Kafka's DescribeProducers on one partition: its idempotent producers.
     pub fn describe_producers(
         &self,
@@ -217,6 +302,48 @@ pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_epoch_ends_where_the_next_begins_as_in_kafka() {
+        let e = LeaderEpoch;
+        let starts = [(e(1), 0), (e(3), 10), (e(4), 25)];
+        let at = |epoch, end_offset| EpochEnd::At { epoch, end_offset };
+        // The current epoch runs to the high watermark.
+        assert_eq!(epoch_end(&starts, 4, e(4), 30), at(4, 30));
+        assert_eq!(epoch_end(&starts, 3, e(4), 30), at(3, 25));
+        // An epoch this log never had answers the largest one below it.
+        assert_eq!(epoch_end(&starts, 2, e(4), 30), at(1, 10));
+        // Older than every epoch: it ends where the first one starts.
+        assert_eq!(epoch_end(&starts, 0, e(4), 30), at(0, 0));
+        // Undefined, or newer than the leader's: (-1, -1).
+        assert_eq!(epoch_end(&starts, -1, e(4), 30), EpochEnd::Undefined);
+        assert_eq!(epoch_end(&starts, 5, e(4), 30), EpochEnd::Undefined);
+        // A leader elected in epoch 5 that has appended nothing yet: its epoch
+        // runs to the high watermark (Kafka's leader records its epoch on election).
+        assert_eq!(epoch_end(&starts, 5, e(5), 30), at(5, 30));
+        // Never past the high watermark (an uncommitted tail of a new epoch).
+        assert_eq!(epoch_end(&starts, 3, e(4), 20), at(3, 20));
+        // A single node: one epoch, maybe none recorded yet.
+        assert_eq!(epoch_end(&[], 0, e(0), 7), at(0, 7));
+        assert_eq!(epoch_end(&[(e(0), 0)], 0, e(0), 7), at(0, 7));
+    }
+
+    #[test]
+    fn an_offset_is_in_the_epoch_of_the_batch_holding_it() {
+        let e = LeaderEpoch;
+        let starts = [(e(1), 0), (e(3), 10), (e(4), 25)];
+        assert_eq!(epoch_of(&starts, 0, e(4)), e(1));
+        assert_eq!(epoch_of(&starts, 9, e(4)), e(1));
+        assert_eq!(epoch_of(&starts, 10, e(4)), e(3));
+        assert_eq!(epoch_of(&starts, 30, e(4)), e(4));
+        assert_eq!(epoch_of(&[], 5, e(0)), e(0));
+        // What ListOffsets answers validates: the epoch's end is at or after it.
+        for offset in [0, 9, 10, 24, 25, 30] {
+            let epoch = epoch_of(&starts, offset, e(4));
+            let EpochEnd::At { end_offset, .. } = epoch_end(&starts, epoch.0, e(4), 30) else { panic!() };
+            assert!(end_offset >= offset, "offset {offset}: epoch {epoch:?} ends at {end_offset}");
+        }
+    }
 
     #[test]
     fn timestamps_take_kafkas_meanings() {

@@ -4,6 +4,8 @@
 //
 //   java -cp ... es.kafka.Scenarios roundtrip BOOTSTRAP TOPIC CODEC
 //   java -cp ... es.kafka.Scenarios group BOOTSTRAP TOPIC
+//   java -cp ... es.kafka.Scenarios admin BOOTSTRAP TOPIC
+//   java -cp ... es.kafka.Scenarios epochs BOOTSTRAP TOPIC
 //
 // Every wait is bounded; a scenario that cannot finish exits non-zero with the reason.
 package es.kafka;
@@ -16,6 +18,7 @@ import java.util.Collections;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -27,6 +30,10 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.DescribeClusterOptions;
+import org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
+import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.TopicDescription;
@@ -40,7 +47,9 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.acl.AclOperation;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -59,6 +68,8 @@ public final class Scenarios {
         switch (args[0]) {
             case "roundtrip" -> out = roundtrip(args[1], args[2], args.length > 3 ? args[3] : "none");
             case "group" -> out = group(args[1], args[2]);
+            case "admin" -> out = admin(args[1], args[2]);
+            case "epochs" -> out = epochs(args[1], args[2]);
             default -> {
                 System.err.println("unknown scenario " + args[0]);
                 System.exit(2);
@@ -301,6 +312,136 @@ public final class Scenarios {
             j.put("group_deleted", true);
         }
         return j.toString();
+    }
+
+    // ---- admin: what the AdminClient describes (authorized operations) ----
+
+    private static String admin(String bootstrap, String topic) throws Exception {
+        Json j = new Json();
+        String groupId = topic + "-group";
+        try (Admin admin = Admin.create(adminProps(bootstrap))) {
+            admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get(30, TimeUnit.SECONDS);
+            waitPartitions(admin, topic, 1);
+            TopicDescription t = admin.describeTopics(List.of(topic), new DescribeTopicsOptions().includeAuthorizedOperations(true))
+                .allTopicNames().get(30, TimeUnit.SECONDS).get(topic);
+            j.put("topic_operations", names(t.authorizedOperations()));
+            TopicDescription plain = admin.describeTopics(List.of(topic)).allTopicNames().get(30, TimeUnit.SECONDS).get(topic);
+            j.put("topic_operations_not_asked", names(plain.authorizedOperations()));
+            j.put("cluster_operations", names(admin.describeCluster(new DescribeClusterOptions().includeAuthorizedOperations(true))
+                .authorizedOperations().get(30, TimeUnit.SECONDS)));
+            j.put("cluster_operations_not_asked", names(admin.describeCluster().authorizedOperations().get(30, TimeUnit.SECONDS)));
+
+            // DescribeLogDirs of every node: the partition is in one of its dirs.
+            List<Integer> ids = new ArrayList<>();
+            for (Node n : admin.describeCluster().nodes().get(30, TimeUnit.SECONDS)) {
+                ids.add(n.id());
+            }
+            Map<Integer, Map<String, LogDirDescription>> dirs = admin.describeLogDirs(ids).allDescriptions().get(30, TimeUnit.SECONDS);
+            int dirCount = 0;
+            boolean holds = false;
+            boolean sized = true;
+            String dirError = "none";
+            for (Map<String, LogDirDescription> perNode : dirs.values()) {
+                for (LogDirDescription d : perNode.values()) {
+                    dirCount++;
+                    holds |= d.replicaInfos().containsKey(new TopicPartition(topic, 0));
+                    sized &= d.totalBytes().isPresent() && d.usableBytes().isPresent()
+                        && d.usableBytes().getAsLong() <= d.totalBytes().getAsLong();
+                    if (d.error() != null) {
+                        dirError = d.error().getClass().getSimpleName();
+                    }
+                }
+            }
+            j.put("log_dir_count", dirCount);
+            j.put("log_dir_holds_partition", holds);
+            j.put("log_dir_sized", sized);
+            j.put("log_dir_error", dirError);
+
+            // A group that exists (Empty, with a committed offset), then described.
+            try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(consumerProps(bootstrap, groupId))) {
+                c.assign(List.of(new TopicPartition(topic, 0)));
+                c.commitSync(Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(0)));
+            }
+            ConsumerGroupDescription g = admin.describeConsumerGroups(List.of(groupId),
+                    new DescribeConsumerGroupsOptions().includeAuthorizedOperations(true))
+                .all().get(30, TimeUnit.SECONDS).get(groupId);
+            j.put("group_state", g.groupState().toString());
+            j.put("group_operations", names(g.authorizedOperations()));
+            admin.deleteConsumerGroups(List.of(groupId)).all().get(30, TimeUnit.SECONDS);
+            admin.deleteTopics(List.of(topic)).all().get(30, TimeUnit.SECONDS);
+            j.put("deleted", waitGone(admin, topic));
+        }
+        return j.toString();
+    }
+
+    // ---- epochs: a consumer validating its position (OffsetForLeaderEpoch, KIP-320) ----
+
+    private static String epochs(String bootstrap, String topic) throws Exception {
+        Json j = new Json();
+        try (Admin admin = Admin.create(adminProps(bootstrap))) {
+            admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get(30, TimeUnit.SECONDS);
+            waitPartitions(admin, topic, 1);
+        }
+        TopicPartition p0 = new TopicPartition(topic, 0);
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProps(bootstrap, "none"))) {
+            for (int i = 0; i < 6; i++) {
+                producer.send(new ProducerRecord<>(topic, 0, null, ("v" + i).getBytes())).get(30, TimeUnit.SECONDS);
+            }
+        }
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(consumerProps(bootstrap, null))) {
+            consumer.assign(List.of(p0));
+            consumer.seekToBeginning(List.of(p0));
+            List<ConsumerRecord<byte[], byte[]>> all = pollUntil(consumer, 6);
+            // One leader epoch for every record (its value is the broker's own: a new
+            // Kafka partition starts at 0, an es single node leads in epoch 1).
+            long epochs = all.stream().map(r -> r.leaderEpoch().orElse(-1)).distinct().count();
+            j.put("record_epoch_count", epochs);
+            j.put("record_epochs_known", all.stream().allMatch(r -> r.leaderEpoch().isPresent()));
+            int epoch = all.isEmpty() ? 0 : all.get(0).leaderEpoch().orElse(0);
+            // A position with the epoch it was read in validates and is kept.
+            consumer.seek(p0, new OffsetAndMetadata(3, Optional.of(epoch), ""));
+            List<ConsumerRecord<byte[], byte[]>> kept = pollUntil(consumer, 1);
+            j.put("validated_first_offset", kept.isEmpty() ? -1 : kept.get(0).offset());
+            // At the end of the log: validated, and the next record is read from there.
+            consumer.seek(p0, new OffsetAndMetadata(6, Optional.of(epoch), ""));
+            try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProps(bootstrap, "none"))) {
+                producer.send(new ProducerRecord<>(topic, 0, null, "v6".getBytes())).get(30, TimeUnit.SECONDS);
+            }
+            List<ConsumerRecord<byte[], byte[]>> next = pollUntil(consumer, 1);
+            j.put("validated_at_end_next_offset", next.isEmpty() ? -1 : next.get(0).offset());
+        } catch (Exception e) {
+            j.put("error", e.getClass().getSimpleName());
+        }
+        try (Admin admin = Admin.create(adminProps(bootstrap))) {
+            admin.deleteTopics(List.of(topic)).all().get(30, TimeUnit.SECONDS);
+            j.put("deleted", waitGone(admin, topic));
+        }
+        return j.toString();
+    }
+
+    /// Polls until `want` records came or the deadline passed, bounded.
+    private static List<ConsumerRecord<byte[], byte[]>> pollUntil(KafkaConsumer<byte[], byte[]> consumer, int want) {
+        List<ConsumerRecord<byte[], byte[]>> got = new ArrayList<>();
+        long end = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+        while (got.size() < want && System.nanoTime() < end) {
+            for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(200))) {
+                got.add(r);
+            }
+        }
+        return got;
+    }
+
+    /// Operations sorted by name ("null" when the broker omitted them).
+    private static String names(Set<AclOperation> ops) {
+        if (ops == null) {
+            return "null";
+        }
+        List<String> out = new ArrayList<>();
+        for (AclOperation op : ops) {
+            out.add(op.name());
+        }
+        Collections.sort(out);
+        return String.join(",", out);
     }
 
     // ---- helpers ----
