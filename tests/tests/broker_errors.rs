@@ -53,6 +53,14 @@ fn topic_admin_errors() {
         "invalid_config",
     );
     assert_eq!(b.get("/topics/t/config").body["config"]["retention.ms"], 604800000);
+    assert_error(
+        &b.patch("/topics/t/config", &json!({"config": {"compression.type": "brotli"}})),
+        400,
+        "invalid_config",
+    );
+    // A single node has no other node to hand a leadership to.
+    assert_error(&b.post("/cluster/partitions/t/0/leader", &json!({"to": 2})), 400, "invalid_request");
+    assert_error(&b.post("/cluster/partitions/t/0/leader", &json!({"too": 2})), 400, "bad_json");
 }
 
 #[test]

@@ -74,6 +74,56 @@ fn records_cross_between_kcat_and_the_es_cli() {
     assert_eq!(text, "0 k1=from kcat\n1 k2=second\n2 k3=from es\n");
 }
 
+/// The codec of every batch stored in `topic`'s partition 0 (read from its segment
+/// files after the broker stopped: what is on disk, not what a fetch says).
+fn stored_codecs(data: &std::path::Path, topic: &str) -> Vec<es_core::Compression> {
+    let dir = data.join(format!("partitions/{topic}-0"));
+    let mut segments: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    segments.sort();
+    let mut out = vec![];
+    for segment in segments {
+        let bytes = std::fs::read(&segment).unwrap();
+        let mut at = 0;
+        while let Ok(h) = es_core::BatchHeader::parse(&bytes[at..], usize::MAX) {
+            out.push(h.compression().unwrap());
+            at += h.total_len();
+        }
+    }
+    out
+}
+
+/// `compression.type` set on a topic: whatever codec kcat sends, the broker stores
+/// the topic's, and the records read back unchanged (Kafka's broker-side
+/// recompression); `producer` keeps the producer's codec.
+#[test]
+fn a_topics_compression_type_recompresses_what_producers_send() {
+    use es_core::Compression;
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = Broker::start(dir.path());
+    for (topic, setting) in [("squeezed", "zstd"), ("plain", "uncompressed"), ("as-sent", "producer")] {
+        let body = json!({"name": topic, "partitions": 1, "config": {"compression.type": setting}});
+        assert_eq!(b.post("/topics", &body).status, 201, "{topic}");
+        // Values that compress (librdkafka sends a batch plain when gzip would not shrink it).
+        let values: Vec<String> =
+            (1..=3).map(|i| format!("k{i}:{}", format!("value {i} ").repeat(60))).collect();
+        let input = values.iter().map(|v| format!("{v}\n")).collect::<String>();
+        kcat(&b, &["-P", "-t", topic, "-p", "0", "-z", "gzip", "-K", ":"], &input);
+        let out = kcat(&b, &["-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-f", "%o %k:%s\n"], "");
+        let want: String = values.iter().enumerate().map(|(i, v)| format!("{i} {v}\n")).collect();
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), want, "{topic}");
+    }
+    b.signal("TERM");
+    assert!(b.wait_exit(Duration::from_secs(30)).success());
+    let all = |c: Compression, got: Vec<Compression>| !got.is_empty() && got.iter().all(|g| *g == c);
+    assert!(all(Compression::Zstd, stored_codecs(dir.path(), "squeezed")));
+    assert!(all(Compression::None, stored_codecs(dir.path(), "plain")));
+    assert!(all(Compression::Gzip, stored_codecs(dir.path(), "as-sent")));
+}
+
 #[test]
 fn confluent_admin_creates_describes_alters_grows_and_deletes() {
     let dir = tempfile::tempdir().unwrap();
@@ -85,6 +135,26 @@ fn confluent_admin_creates_describes_alters_grows_and_deletes() {
     assert_eq!((r["partitions"].as_u64(), r["partitions_after"].as_u64()), (Some(3), Some(5)), "{r}");
     assert_eq!((r["retention"].as_str(), r["cleanup"].as_str()), (Some("3600000"), Some("delete")), "{r}");
     assert_eq!(r["retention_after"], "7200000", "{r}");
+    // AlterConfigs replaced the whole config: retention back to its default.
+    assert_eq!(
+        (r["replaced"].clone(), r["replaced_to"].clone()),
+        (json!([null]), json!(["compact", true])),
+        "{r}"
+    );
+    // No auth: every operation Kafka supports, as Kafka without an authorizer.
+    let topic_ops =
+        ["ALTER", "ALTER_CONFIGS", "CREATE", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS", "READ", "WRITE"];
+    assert_eq!(r["topic_ops"], json!(topic_ops), "{r}");
+    let cluster_ops = [
+        "ALTER",
+        "ALTER_CONFIGS",
+        "CLUSTER_ACTION",
+        "CREATE",
+        "DESCRIBE",
+        "DESCRIBE_CONFIGS",
+        "IDEMPOTENT_WRITE",
+    ];
+    assert_eq!(r["cluster_ops"], json!(cluster_ops), "{r}");
     assert_eq!(r["unknown"], json!({"t-bad": "INVALID_CONFIG"}), "{r}");
     assert_eq!((r["deleted"].clone(), r["gone"].clone()), (json!({"t-admin": null}), json!(true)), "{r}");
     assert_eq!(r["missing"], json!({"t-never": "UNKNOWN_TOPIC_OR_PART"}), "{r}");

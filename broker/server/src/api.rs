@@ -308,6 +308,17 @@ fn config_changes_schema() -> utoipa::openapi::Object {
             ])),
         )
         .property(
+            "compression.type",
+            ObjectBuilder::new().schema_type(Type::String).enum_values(Some([
+                "producer",
+                "uncompressed",
+                "gzip",
+                "snappy",
+                "lz4",
+                "zstd",
+            ])),
+        )
+        .property(
             "message.timestamp.type",
             ObjectBuilder::new().schema_type(Type::String).enum_values(Some(["CreateTime", "LogAppendTime"])),
         )

@@ -36,10 +36,19 @@ pub struct TopicConfig {
     /// `CreateTime` (the producer's timestamps) or `LogAppendTime` (the leader's clock).
     #[serde(rename = "message.timestamp.type", default = "create_time")]
     pub message_timestamp_type: String,
+    /// Kafka's `compression.type`: `producer` keeps each batch as the producer
+    /// compressed it; `uncompressed`, `gzip`, `snappy`, `lz4` or `zstd` re-encodes
+    /// every batch in that codec before it is appended.
+    #[serde(rename = "compression.type", default = "producer")]
+    pub compression_type: String,
 }
 
 fn create_time() -> String {
     "CreateTime".into()
+}
+
+fn producer() -> String {
+    "producer".into()
 }
 
 impl Default for TopicConfig {
@@ -55,12 +64,13 @@ impl Default for TopicConfig {
             max_message_bytes: log.batch_bytes_max as u64,
             cold_tier: false,
             message_timestamp_type: create_time(),
+            compression_type: producer(),
         }
     }
 }
 
 /// The setting names a client may set.
-pub const KEYS: [&str; 9] = [
+pub const KEYS: [&str; 10] = [
     "retention.ms",
     "retention.bytes",
     "segment.bytes",
@@ -70,6 +80,7 @@ pub const KEYS: [&str; 9] = [
     "max.message.bytes",
     "cold.tier.enable",
     "message.timestamp.type",
+    "compression.type",
 ];
 
 impl TopicConfig {
@@ -88,6 +99,7 @@ impl TopicConfig {
                 "cleanup.policy" => c.cleanup_policy = string(key, value)?,
                 "cold.tier.enable" => c.cold_tier = boolean(key, value)?,
                 "message.timestamp.type" => c.message_timestamp_type = string(key, value)?,
+                "compression.type" => c.compression_type = string(key, value)?,
                 other => {
                     return Err(BrokerError::InvalidConfig(format!(
                         "unknown setting {other:?}; known settings: {}",
@@ -97,7 +109,24 @@ impl TopicConfig {
             }
         }
         c.to_log_config()?;
+        c.compression()?;
         Ok(c)
+    }
+
+    /// The codec every batch is re-encoded in; `None` for `producer` (as sent).
+    pub fn compression(&self) -> Result<Option<es_core::Compression>> {
+        use es_core::Compression;
+        match self.compression_type.as_str() {
+            "producer" => Ok(None),
+            "uncompressed" => Ok(Some(Compression::None)),
+            "gzip" => Ok(Some(Compression::Gzip)),
+            "snappy" => Ok(Some(Compression::Snappy)),
+            "lz4" => Ok(Some(Compression::Lz4)),
+            "zstd" => Ok(Some(Compression::Zstd)),
+            other => Err(BrokerError::InvalidConfig(format!(
+                "compression.type must be producer, uncompressed, gzip, snappy, lz4 or zstd; got {other:?}"
+            ))),
+        }
     }
 
     /// The log configuration for each partition of the topic.
@@ -191,6 +220,21 @@ mod tests {
         assert_eq!(c.retention_ms, 1000);
         assert_eq!(c.segment_bytes, 65536);
         assert_eq!(c.to_log_config().unwrap().cleanup_policy, CleanupPolicy::Compact);
+    }
+
+    #[test]
+    fn compression_type_takes_kafkas_names() {
+        let set = |v: &str| TopicConfig::default().with_changes(&changes(json!({"compression.type": v})));
+        assert_eq!(TopicConfig::default().compression().unwrap(), None);
+        assert_eq!(set("producer").unwrap().compression().unwrap(), None);
+        assert_eq!(set("uncompressed").unwrap().compression().unwrap(), Some(es_core::Compression::None));
+        assert_eq!(set("zstd").unwrap().compression().unwrap(), Some(es_core::Compression::Zstd));
+        assert!(matches!(set("brotli"), Err(BrokerError::InvalidConfig(_))));
+        // Topics stored before the setting existed read as `producer`.
+        let mut old = serde_json::to_value(TopicConfig::default()).unwrap();
+        old.as_object_mut().unwrap().remove("compression.type");
+        let old: TopicConfig = serde_json::from_value(old).unwrap();
+        assert_eq!(old.compression_type, "producer");
     }
 
     #[test]

@@ -171,6 +171,37 @@ pub fn compress(plain: &[u8], compression: Compression) -> Result<Vec<u8>, Codec
     Ok(out)
 }
 
+/// Re-encodes one batch with its records section compressed by `to` (Kafka's topic
+/// `compression.type` other than `producer`): the section is decompressed (never to
+/// more than `max_plain` bytes: a bomb is an error, not an allocation) and
+/// compressed again; every header field but the codec bits, length and CRC is kept
+/// (producer id, epoch and sequence, timestamps, offsets). The records are checked
+/// to parse exactly first, so a batch is never re-sealed with a valid CRC over
+/// records that do not parse. A batch already in `to` comes back unchanged.
+pub fn recompress(batch: &[u8], to: Compression, max_plain: usize) -> Result<Vec<u8>, CodecError> {
+    let view = BatchView::parse(batch, batch.len())?;
+    let total = view.header.total_len();
+    if view.compression()? == to {
+        return Ok(batch[..total].to_vec());
+    }
+    let records = view.plain_records(max_plain)?;
+    records.validate()?;
+    let section = records.as_bytes();
+    let mut plain = Vec::with_capacity(HEADER_LEN + section.len());
+    plain.extend_from_slice(&batch[..HEADER_LEN]);
+    plain.extend_from_slice(section);
+    let length = plain.len() - LENGTH_PREFIX;
+    if length > i32::MAX as usize {
+        return Err(CodecError::BadLength { length: plain.len() as u64, max: i32::MAX as usize });
+    }
+    let mut header = view.header;
+    header.batch_length = length as u32;
+    header.attributes &= !COMPRESSION_MASK;
+    write_header(&mut plain, &header);
+    write_crc(&mut plain);
+    compress(&plain, to)
+}
+
 /// Writes the leader-assigned base offset and leader epoch into an encoded batch.
 /// Both fields are outside the CRC, so the checksum stays valid.
 pub fn stamp(batch: &mut [u8], base_offset: u64, epoch: LeaderEpoch) {

@@ -212,6 +212,42 @@ fn encode_like_keeps_what_compaction_must_keep() {
 }
 
 #[test]
+fn recompress_changes_only_the_codec_and_keeps_every_record_and_field() {
+    let records: Vec<Record> = (0..50).map(|i| Record::keyed(format!("k{i}"), "v".repeat(100))).collect();
+    let producer = ProducerInfo { producer_id: 9, producer_epoch: 1, base_sequence: 7 };
+    let plain = encode(&records, 1_000, producer).unwrap();
+    let read = |b: &[u8]| -> (BatchHeader, Vec<Record>) {
+        let view = BatchView::parse(b, MAX).unwrap();
+        let records = view.plain_records(MAX).unwrap().iter().map(|r| r.unwrap().to_record()).collect();
+        (view.header, records)
+    };
+    let (want_header, want) = read(&plain);
+    let all =
+        [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd];
+    for from in all {
+        let sent = compress(&plain, from).unwrap();
+        for to in all {
+            let out = recompress(&sent, to, MAX).unwrap();
+            let (h, got) = read(&out);
+            assert_eq!(h.compression().unwrap(), to, "{from:?} -> {to:?}");
+            assert_eq!(got, want, "{from:?} -> {to:?}");
+            let same = |h: &BatchHeader| {
+                (h.producer, h.base_timestamp, h.max_timestamp, h.record_count, h.last_offset_delta)
+            };
+            assert_eq!(same(&h), same(&want_header));
+        }
+    }
+    // A bomb is refused under its budget; records that do not parse are refused
+    // rather than re-sealed under a fresh CRC.
+    let packed = compress(&plain, Compression::Gzip).unwrap();
+    assert!(matches!(recompress(&packed, Compression::Zstd, 1000), Err(CodecError::Compression(_))));
+    let mut broken = plain.clone();
+    broken[BatchHeader::LEN] = 0x7f; // the first record's length: -64
+    write_crc(&mut broken);
+    assert!(recompress(&broken, Compression::Zstd, MAX).is_err());
+}
+
+#[test]
 fn empty_and_unordered_batches_are_refused() {
     assert_eq!(encode(&[], 0, ProducerInfo::NONE), Err(CodecError::Empty));
     let r = Record::from_value("x");

@@ -169,6 +169,9 @@ impl Service {
             ));
         }
         let checked = self.validate(&topic, &mut planned).await?;
+        if let Some(codec) = topic.config().compression()? {
+            planned = recompress(planned, codec).await?;
+        }
         let dead = refusal(&topic.name(), checked.as_ref(), idempotent)?;
         let findings = checked
             .map(|c| c.findings.into_iter().filter(|f| f.outcome != Outcome::Rejected).collect())
@@ -282,6 +285,35 @@ impl Service {
         }
         Ok(plan)
     }
+}
+
+/// Re-encodes every batch whose codec is not the topic's `compression.type` (off
+/// the async workers: it is CPU work), then checks each against the partition's
+/// `max.message.bytes` again, since another codec may make it larger (as Kafka).
+async fn recompress(planned: Vec<Planned>, codec: es_core::Compression) -> Result<Vec<Planned>> {
+    super::offsets::blocking(move || {
+        planned
+            .into_iter()
+            .map(|mut p| {
+                let current = es_core::BatchHeader::parse(&p.batch, usize::MAX)
+                    .and_then(|h| h.compression())
+                    .map_err(|e| BrokerError::InvalidBatch(e.to_string()))?;
+                if current == codec {
+                    return Ok(p);
+                }
+                let hard = es_core::limits::BATCH_BYTES_MAX_HARD;
+                p.batch = es_core::batch::recompress(&p.batch, codec, hard)
+                    .map_err(|e| BrokerError::InvalidBatch(e.to_string()))?;
+                let max = p.handle.config().batch_bytes_max;
+                if p.batch.len() > max {
+                    let partition = p.handle.partition;
+                    return Err(BrokerError::BatchTooLarge { partition, size: p.batch.len(), max });
+                }
+                Ok(p)
+            })
+            .collect()
+    })
+    .await
 }
 
 /// Every append of one request, checked and ready.
