@@ -6,6 +6,7 @@
 //   java -cp ... es.kafka.Scenarios group BOOTSTRAP TOPIC
 //   java -cp ... es.kafka.Scenarios admin BOOTSTRAP TOPIC
 //   java -cp ... es.kafka.Scenarios epochs BOOTSTRAP TOPIC
+//   java -cp ... es.kafka.Scenarios failover BOOTSTRAP TOPIC MARKER
 //
 // Every wait is bounded; a scenario that cannot finish exits non-zero with the reason.
 package es.kafka;
@@ -70,6 +71,7 @@ public final class Scenarios {
             case "group" -> out = group(args[1], args[2]);
             case "admin" -> out = admin(args[1], args[2]);
             case "epochs" -> out = epochs(args[1], args[2]);
+            case "failover" -> out = failover(args[1], args[2], args[3]);
             default -> {
                 System.err.println("unknown scenario " + args[0]);
                 System.exit(2);
@@ -416,6 +418,104 @@ public final class Scenarios {
             admin.deleteTopics(List.of(topic)).all().get(30, TimeUnit.SECONDS);
             j.put("deleted", waitGone(admin, topic));
         }
+        return j.toString();
+    }
+
+    // ---- failover: produce and consume partition 0 through a leader kill ----
+    //
+    // The default producer (idempotent, acks=all) writes without stopping; MARKER.half
+    // appears once 200 records are acknowledged, and the test kills the partition's
+    // leader and creates MARKER.killed; 200 more are acknowledged after it. A consumer
+    // reads the partition from offset 0 the whole time, so it goes through the
+    // failover too (NOT_LEADER_OR_FOLLOWER, a metadata refresh, and the position
+    // validated against the new leader's epochs, KIP-320).
+
+    private static String failover(String bootstrap, String topic, String marker) throws Exception {
+        Json j = new Json();
+        Map<String, Long> acked = new ConcurrentHashMap<>();
+        Map<String, Integer> errors = new ConcurrentHashMap<>();
+        Map<String, Long> seen = new ConcurrentHashMap<>();
+        AtomicInteger consumedTwice = new AtomicInteger();
+        java.util.concurrent.atomic.AtomicBoolean producing = new java.util.concurrent.atomic.AtomicBoolean(true);
+        java.util.concurrent.atomic.AtomicReference<String> consumerError = new java.util.concurrent.atomic.AtomicReference<>("none");
+        TopicPartition p0 = new TopicPartition(topic, 0);
+        Thread reader = new Thread(() -> {
+            Properties props = consumerProps(bootstrap, null);
+            props.put(ConsumerConfig.METADATA_MAX_AGE_CONFIG, "1000");
+            try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
+                consumer.assign(List.of(p0));
+                consumer.seekToBeginning(List.of(p0));
+                long end = System.nanoTime() + Duration.ofSeconds(150).toNanos();
+                while (System.nanoTime() < end && (producing.get() || !seen.keySet().containsAll(acked.keySet()))) {
+                    for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(200))) {
+                        if (seen.put(new String(r.value()), r.offset()) != null) {
+                            consumedTwice.incrementAndGet();
+                        }
+                    }
+                }
+            } catch (Exception e) {
+                consumerError.set(e.getClass().getSimpleName() + ": " + e.getMessage());
+            }
+        });
+        reader.start();
+
+        Properties props = producerProps(bootstrap, "none");
+        props.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "60000");
+        props.put(ProducerConfig.METADATA_MAX_AGE_CONFIG, "1000");
+        java.nio.file.Path half = java.nio.file.Path.of(marker + ".half");
+        java.nio.file.Path killed = java.nio.file.Path.of(marker + ".killed");
+        long ackedAtKill = -1;
+        long deadline = System.nanoTime() + Duration.ofSeconds(120).toNanos();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
+            int sent = 0;
+            while (System.nanoTime() < deadline) {
+                String value = "v" + sent++;
+                producer.send(new ProducerRecord<>(topic, 0, null, value.getBytes()), (m, e) -> {
+                    if (e == null) {
+                        acked.put(value, m.offset());
+                    } else {
+                        errors.merge(e.getClass().getSimpleName(), 1, Integer::sum);
+                    }
+                });
+                if (sent % 20 == 0) {
+                    producer.flush();
+                }
+                if (acked.size() >= 200 && !java.nio.file.Files.exists(half)) {
+                    java.nio.file.Files.createFile(half);
+                }
+                if (ackedAtKill < 0 && java.nio.file.Files.exists(killed)) {
+                    ackedAtKill = acked.size();
+                }
+                if (ackedAtKill >= 0 && acked.size() >= ackedAtKill + 200) {
+                    break;
+                }
+            }
+            producer.flush();
+        }
+        producing.set(false);
+        reader.join(Duration.ofSeconds(170).toMillis());
+
+        int missing = 0;
+        int moved = 0;
+        for (Map.Entry<String, Long> a : acked.entrySet()) {
+            Long at = seen.get(a.getKey());
+            if (at == null) {
+                missing++;
+            } else if (!at.equals(a.getValue())) {
+                moved++;
+            }
+        }
+        Set<Long> offsets = new HashSet<>(acked.values());
+        j.put("acked", acked.size());
+        j.put("acked_after_kill", ackedAtKill < 0 ? -1 : acked.size() - ackedAtKill);
+        j.put("offsets_unique", offsets.size() == acked.size());
+        j.put("missing_count", missing);
+        j.put("moved_count", moved);
+        j.put("consumed_twice", consumedTwice.get());
+        j.put("consumer_error", consumerError.get());
+        List<String> names = new ArrayList<>(errors.keySet());
+        Collections.sort(names);
+        j.put("errors", String.join(",", names));
         return j.toString();
     }
 
