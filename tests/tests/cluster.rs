@@ -863,3 +863,44 @@ fn the_java_client_produces_and_consumes_through_a_leader_kill() {
     let validated: u64 = c.live().map(|(_, b)| kafka_answered(b, "offset_for_leader_epoch")).sum();
     assert!(validated > 0, "the consumer validated its position on the new leader: {r}");
 }
+
+/// es-client's group calls follow the coordinator: bootstrapped on any node, a
+/// member joins, syncs and commits (a node that does not coordinate answers
+/// NotLeader with the coordinator's binary address and the client resends there),
+/// and a client bootstrapped on another node fetches the same committed offsets.
+#[test]
+fn es_client_group_calls_find_the_coordinator_from_any_node() {
+    use es_client::{Client, ClientOptions};
+    use es_protocol::GroupOffset;
+    let c = Cluster::start(3);
+    create_topic_anywhere(&c, "grouped");
+    let coordinator = eventually(ELECTION_WAIT, "a group coordinator", || {
+        c.node(1).get("/cluster").body["coordinator"].as_u64()
+    });
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let options = || ClientOptions { retries: 30, ..ClientOptions::default() };
+    for (id, b) in c.live() {
+        let group = format!("g-via-{id}");
+        let (member, committed) = rt.block_on(async {
+            let client = Client::connect(&b.binary_addr, options()).await.unwrap();
+            let m = client.join_group(&group, "", &["grouped"], 10_000).await.unwrap();
+            let s = client.sync_group(&group, &m.member_id, m.generation).await.unwrap();
+            assert_eq!(s.assignment, vec![("grouped".to_owned(), 0)], "node {id}");
+            let offset =
+                GroupOffset { topic: "grouped".into(), partition: 0, offset: 7 + id, metadata: "m".into() };
+            client.commit_offsets(&group, &m.member_id, m.generation, vec![offset]).await.unwrap();
+            (m, client.fetch_offsets(&group).await.unwrap())
+        });
+        assert_eq!(committed.len(), 1, "node {id}");
+        // Another node's client reads the same commit through the coordinator.
+        let other = c.live().map(|(n, _)| *n).find(|n| n != id).unwrap();
+        let seen = rt.block_on(async {
+            let client = Client::connect(&c.node(other).binary_addr, options()).await.unwrap();
+            let seen = client.fetch_offsets(&group).await.unwrap();
+            client.leave_group(&group, &member.member_id).await.unwrap();
+            seen
+        });
+        assert_eq!(seen[0].offset, 7 + id, "a commit made through node {id}, read through node {other}");
+    }
+    eprintln!("coordinator: node {coordinator}");
+}

@@ -95,6 +95,10 @@ enum Attempt {
     Redirected,
 }
 
+/// The routing key of the group coordinator: group calls are routed like a
+/// partition's produces, under the one topic name no topic can have.
+pub(crate) const COORDINATOR: &str = "";
+
 /// Most `NotLeader` redirects one call follows before it answers the error (a
 /// leader moving twice within one call is an election; the backoff retries cover it).
 const REDIRECTS_MAX: u32 = 3;
@@ -195,6 +199,20 @@ impl Client {
         req: Request,
         retry: bool,
     ) -> Result<Response> {
+        self.call_routed(topic, partition, req, retry, retry).await
+    }
+
+    /// [`Client::call_partition`] with redirects decided apart from retries: a group
+    /// call is always resent to the coordinator a `NotLeader` names (a node that
+    /// does not coordinate did nothing with it, and a commit is an overwrite).
+    pub(crate) async fn call_routed(
+        &self,
+        topic: &str,
+        partition: u32,
+        req: Request,
+        retry: bool,
+        redirect: bool,
+    ) -> Result<Response> {
         let redirects = std::sync::atomic::AtomicU32::new(0);
         self.attempts(retry, || async {
             let routed = self.leader_of(topic, partition).is_some();
@@ -205,7 +223,7 @@ impl Client {
             if let Err(ClientError::Broker { code: ErrorCode::NotLeader, message }) = &result {
                 let leader = leader_in(message);
                 route(&self.leaders, &self.addr, topic, partition, leader);
-                if retry && leader.is_some() && redirects.fetch_add(1, Ordering::Relaxed) < REDIRECTS_MAX {
+                if redirect && leader.is_some() && redirects.fetch_add(1, Ordering::Relaxed) < REDIRECTS_MAX {
                     tracing::debug!(topic, partition, leader, "following the partition's leader");
                     return Attempt::Redirected;
                 }

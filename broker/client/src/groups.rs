@@ -26,7 +26,7 @@ pub struct GroupAssignment {
 
 impl Client {
     async fn group_call(&self, req: GroupRequest, retry: bool) -> Result<GroupResponse> {
-        match self.call_on(0, Request::Group(req), retry).await? {
+        match self.call_routed(crate::client::COORDINATOR, 0, Request::Group(req), retry, true).await? {
             Response::Group(g) => Ok(g),
             _ => Err(ClientError::UnexpectedResponse("group request")),
         }
