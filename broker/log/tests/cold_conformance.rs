@@ -4,13 +4,14 @@
 //! `tests/src/s3s.rs`, installed by `.ci/run`), which also checks SigV4 signatures.
 //! Without moto installed its part is skipped with a message, except under CI
 //! (`CI=true`), where it must run; without s3s-fs every case fails, saying what to
-//! install. Faults are injected by wrapping a store.
+//! install. A case a peer cannot pass is named in [`GAPS`] with the reason, and says
+//! so when skipped. Faults are injected by wrapping a store.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -111,6 +112,21 @@ fn s3_config(port: u16, bucket: &str, (key_id, secret): (&str, &str)) -> S3Confi
 #[path = "../../../tests/src/s3s.rs"]
 mod s3s;
 
+/// Cases a peer cannot pass, as (peer, case, why): each_backend skips them on that
+/// peer only, printing the reason; every other case it runs runs on every backend.
+/// (moto's put_object also checks, then writes, with no lock, but under Python's
+/// GIL no race has got through it here: 650 of 650 had one winner.)
+const GAPS: &[(&str, &str, &str)] = &[(
+    "s3s-fs",
+    "racing_puts",
+    "s3s-fs 0.14.1's conditional PUT is not atomic: it checks If-None-Match / If-Match, then \
+     writes and renames with no lock between, so racing writers all succeed (still so in 0.17.0)",
+)];
+
+fn gap(peer: &str, case: &str) -> Option<&'static str> {
+    GAPS.iter().find(|(p, c, _)| *p == peer && *c == case).map(|(_, _, why)| *why)
+}
+
 /// Runs `suite` against the directory store, an S3 store on moto (where it is
 /// installed; always under CI) and one on s3s-fs, each in a new bucket and local
 /// directory, so suites never see each other's objects.
@@ -124,6 +140,10 @@ fn each_backend(name: &str, suite: impl Fn(Arc<dyn ColdStore>, &Path)) {
         create_bucket(moto.port, &bucket);
         let dir = tempfile::tempdir().unwrap();
         suite(Arc::new(S3Store::new(s3_config(moto.port, &bucket, MOTO_KEYS)).unwrap()), dir.path());
+    }
+    if let Some(why) = gap("s3s-fs", name) {
+        eprintln!("SKIPPED {name} on s3s-fs {}: {why}", s3s::VERSION);
+        return;
     }
     eprintln!("== {name} on s3s-fs {}", s3s::VERSION);
     let server = s3s::S3sFs::start(S3S_KEYS.0, S3S_KEYS.1);
@@ -442,6 +462,53 @@ fn a_store_that_never_answers_is_given_up_on_within_the_bound() {
     assert!(store.get("p-0/a.log").is_err());
     assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
     drop(silent);
+}
+
+/// Conditional puts are the tier's only guard when two writers meet (a manifest is
+/// published with If-None-Match, then replaced with If-Match): of writers racing
+/// for the same condition exactly one wins, and the others are told of a conflict.
+#[test]
+fn racing_conditional_puts_have_exactly_one_winner() {
+    const WRITERS: usize = 8;
+    each_backend("racing_puts", |store, _| {
+        // Each race writes bytes of its own: the directory store's version is the
+        // sha256 of the bytes, so rewriting the same bytes would keep the version.
+        let race = |key: &str, expect: Expect| -> Vec<es_log::Result<String>> {
+            let start = Arc::new(Barrier::new(WRITERS));
+            let writers: Vec<_> = (0..WRITERS)
+                .map(|i| {
+                    let (store, start, key, expect) =
+                        (store.clone(), start.clone(), key.to_owned(), expect.clone());
+                    std::thread::spawn(move || {
+                        start.wait();
+                        store.put_if(&key, Bytes::from(format!("{expect:?} writer {i}")), &expect)
+                    })
+                })
+                .collect();
+            writers.into_iter().map(|w| w.join().unwrap()).collect()
+        };
+        let winner = |results: &[es_log::Result<String>], key: &str, expect: &Expect| -> String {
+            let won: Vec<usize> = (0..WRITERS).filter(|&i| results[i].is_ok()).collect();
+            assert_eq!(won.len(), 1, "{key}: exactly one racing writer wins: {results:?}");
+            for r in results.iter().filter(|r| r.is_err()) {
+                assert!(matches!(r, Err(LogError::ColdConflict { .. })), "{key}: {r:?}");
+            }
+            let (bytes, version) = store.get(key).unwrap().unwrap();
+            assert_eq!(
+                bytes,
+                format!("{expect:?} writer {}", won[0]),
+                "{key}: the winner's bytes are stored"
+            );
+            assert_eq!(&version, results[won[0]].as_ref().unwrap(), "{key}: and its version");
+            version
+        };
+        for round in 0..5 {
+            let key = format!("p-{round}/manifest");
+            let created = winner(&race(&key, Expect::Absent), &key, &Expect::Absent);
+            let replace = Expect::Version(created);
+            winner(&race(&key, replace.clone()), &key, &replace);
+        }
+    });
 }
 
 /// A request the store refuses (here: signed with the wrong secret, which s3s-fs
