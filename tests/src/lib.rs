@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod kafka_wire;
 pub mod peers;
 pub mod python;
+pub mod s3s;
 pub mod walkthrough;
 
 pub mod crashload {

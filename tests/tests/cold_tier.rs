@@ -1,8 +1,11 @@
-//! The S3 cold tier through the real es-broker against moto_server (from the tests'
-//! venv, tests/python/requirements.txt): records produced, segments forced cold by
+//! The S3 cold tier through the real es-broker against two real S3 peers:
+//! moto_server (from the tests' venv, tests/python/requirements.txt) and s3s-fs (the
+//! release pinned in `es_tests::s3s`, installed by `.ci/run`; it checks SigV4
+//! signatures, moto does not). On each: records produced, segments forced cold by
 //! retention, consumed back from the bucket after a restart with a one-byte cache;
 //! `es topic describe` shows local and cold; `config print` never shows the secret
-//! key; doctor probes the store; deleting the topic deletes its objects.
+//! key; doctor probes the store; deleting the topic deletes its objects; the
+//! operations walkthrough runs as written.
 
 use std::net::TcpListener;
 use std::path::Path;
@@ -11,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use es_log::{ColdStore, S3Config, S3Store};
 use es_tests::broker::{Broker, broker_bin};
+use es_tests::s3s::S3sFs;
 use serde_json::{Value, json};
 
 const SECRET: &str = "not-a-real-secret-0123";
@@ -25,6 +29,31 @@ impl Drop for Moto {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// One S3 peer with the bucket `cold`, stopped on drop.
+enum Peer {
+    Moto(Moto),
+    S3sFs(S3sFs),
+}
+
+impl Peer {
+    fn port(&self) -> u16 {
+        match self {
+            Peer::Moto(m) => m.port,
+            Peer::S3sFs(s) => s.port,
+        }
+    }
+}
+
+/// Runs `case` against moto, then against s3s-fs (each started for it alone).
+fn each_peer(case: impl Fn(&Peer)) {
+    eprintln!("== on moto_server");
+    case(&Peer::Moto(start_moto()));
+    eprintln!("== on s3s-fs {}", es_tests::s3s::VERSION);
+    let s3s = S3sFs::start("testing", SECRET);
+    s3s.create_bucket("cold");
+    case(&Peer::S3sFs(s3s));
 }
 
 fn start_moto() -> Moto {
@@ -146,9 +175,13 @@ fn wait_cold(b: &Broker, topic: &str) -> Value {
 
 #[test]
 fn segments_go_to_the_bucket_and_read_back_after_a_restart() {
-    let moto = start_moto();
+    each_peer(segments_go_to_the_bucket_and_read_back);
+}
+
+fn segments_go_to_the_bucket_and_read_back(peer: &Peer) {
+    let port = peer.port();
     let dir = tempfile::tempdir().unwrap();
-    let mut b = start(dir.path(), moto.port);
+    let mut b = start(dir.path(), port);
     let config = json!({"segment.bytes": 4096, "retention.ms": 1, "cold.tier.enable": true});
     let r = b.post("/topics", &json!({"name": "c", "config": config}));
     assert_eq!(r.status, 201, "{:?}", r.body);
@@ -156,7 +189,7 @@ fn segments_go_to_the_bucket_and_read_back_after_a_restart() {
     let p = wait_cold(&b, "c");
     assert!(p["cold_size_bytes"].as_u64().unwrap() > 0, "{p:?}");
     assert_eq!(p["log_start_offset"], 0, "cold data is still the log's");
-    let objects = bucket(moto.port).list("c-0/").unwrap();
+    let objects = bucket(port).list("c-0/").unwrap();
     assert!(objects.iter().any(|o| o.key == "c-0/manifest"), "{objects:?}");
     assert!(objects.iter().filter(|o| o.key.ends_with(".log")).count() >= 2, "{objects:?}");
     assert_eq!(offsets(&b, "c"), (0..300).collect::<Vec<u64>>());
@@ -170,21 +203,24 @@ fn segments_go_to_the_bucket_and_read_back_after_a_restart() {
     // bucket (the one-byte cache keeps one segment).
     b.signal("TERM");
     b.wait_exit(Duration::from_secs(30));
-    let b = start(dir.path(), moto.port);
+    let b = start(dir.path(), port);
     assert!(b.get("/topics/c").body["partitions"][0]["cold_segment_count"].as_u64().unwrap() >= 2);
     assert_eq!(offsets(&b, "c"), (0..300).collect::<Vec<u64>>());
     // Deleting the topic deletes its objects.
     assert_eq!(b.delete("/topics/c").status, 204);
-    assert!(bucket(moto.port).list("c-0/").unwrap().is_empty());
+    assert!(bucket(port).list("c-0/").unwrap().is_empty());
 }
 
 /// docs/operations.md's cold-tier walkthrough, run as written (`# prints: TEXT`
-/// must show in the output) against a broker on moto_server.
+/// must show in the output) against a broker on each peer.
 #[test]
 fn the_cold_tier_walkthrough_runs_as_written() {
-    let moto = start_moto();
+    each_peer(the_walkthrough_runs);
+}
+
+fn the_walkthrough_runs(peer: &Peer) {
     let dir = tempfile::tempdir().unwrap();
-    let b = start(dir.path(), moto.port);
+    let b = start(dir.path(), peer.port());
     let doc = std::fs::read_to_string(es_tests::walkthrough::repo().join("docs/operations.md")).unwrap();
     // The section's own walkthrough (the page has another under its first heading).
     let section = &doc[doc.find("\n## Cold tier").expect("the section")..];
@@ -195,30 +231,43 @@ fn the_cold_tier_walkthrough_runs_as_written() {
     walk.run(dir.path(), &[("ES_BROKER", &b.url)], Duration::from_secs(60));
 }
 
+/// Runs `es-broker SUB --data-dir DATA` with the cold settings for `port` and
+/// `credentials` in its environment: its exit code and stdout.
+fn broker_run(sub: &[&str], data: &Path, port: u16, credentials: &[(&str, &str)]) -> (Option<i32>, String) {
+    let mut cmd = Command::new(broker_bin());
+    cmd.args(sub).arg("--data-dir").arg(data).args(cold_args(port)).envs(credentials.iter().copied());
+    let out = bounded(&mut cmd);
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn cold_check(json: &str) -> Value {
+    let v: Value = serde_json::from_str(json).unwrap();
+    v["checks"].as_array().unwrap().iter().find(|c| c["check"] == "cold").cloned().unwrap()
+}
+
 #[test]
 fn config_print_masks_the_secret_and_doctor_probes_the_store() {
-    let moto = start_moto();
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().to_str().unwrap();
-    let run = |sub: &[&str], port: u16| {
-        let mut cmd = Command::new(broker_bin());
-        cmd.args(sub).args(["--data-dir", data]).args(cold_args(port)).envs(CREDENTIALS);
-        let out = bounded(&mut cmd);
-        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
-    };
-    let (code, printed) = run(&["config", "print"], moto.port);
-    assert_eq!(code, Some(0), "{printed}");
-    assert!(printed.contains("ES_COLD_SECRET_ACCESS_KEY") && !printed.contains(SECRET), "{printed}");
-    let cold_check = |json: &str| -> Value {
-        let v: Value = serde_json::from_str(json).unwrap();
-        v["checks"].as_array().unwrap().iter().find(|c| c["check"] == "cold").cloned().unwrap()
-    };
-    let (_, report) = run(&["doctor", "--json"], moto.port);
-    assert_eq!(cold_check(&report)["status"], "ok", "{report}");
-    assert!(bucket(moto.port).list("doctor/").unwrap().is_empty(), "the probe object is deleted");
+    each_peer(|peer| {
+        let dir = tempfile::tempdir().unwrap();
+        let (code, printed) = broker_run(&["config", "print"], dir.path(), peer.port(), &CREDENTIALS);
+        assert_eq!(code, Some(0), "{printed}");
+        assert!(printed.contains("ES_COLD_SECRET_ACCESS_KEY") && !printed.contains(SECRET), "{printed}");
+        let (_, report) = broker_run(&["doctor", "--json"], dir.path(), peer.port(), &CREDENTIALS);
+        assert_eq!(cold_check(&report)["status"], "ok", "{report}");
+        assert!(bucket(peer.port()).list("doctor/").unwrap().is_empty(), "the probe object is deleted");
+        if let Peer::S3sFs(_) = peer {
+            // s3s-fs checks signatures: a wrong secret fails the check and says what to do.
+            let wrong = [CREDENTIALS[0], ("ES_COLD_SECRET_ACCESS_KEY", "not-the-secret")];
+            let (code, report) = broker_run(&["doctor", "--json"], dir.path(), peer.port(), &wrong);
+            let check = cold_check(&report);
+            assert_eq!((code, check["status"].as_str()), (Some(2), Some("fail")), "{report}");
+            assert!(check["fix"].as_str().unwrap().contains("credentials"), "{check}");
+        }
+    });
     // A store nobody listens on: doctor fails the check and says what to do.
+    let dir = tempfile::tempdir().unwrap();
     let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let (code, report) = run(&["doctor", "--json"], closed);
+    let (code, report) = broker_run(&["doctor", "--json"], dir.path(), closed, &CREDENTIALS);
     let check = cold_check(&report);
     assert_eq!((code, check["status"].as_str()), (Some(2), Some("fail")), "{report}");
     assert!(check["fix"].as_str().unwrap().contains("cold.endpoint"), "{check}");
