@@ -243,6 +243,14 @@ impl Broker {
         request(&self.agent, "GET", &format!("{}{path}", self.url), None)
     }
 
+    /// How many requests of Kafka API `api` (snake case, e.g. `offset_for_leader_epoch`)
+    /// this broker answered, from its `/metrics` (auth off).
+    pub fn kafka_answered(&self, api: &str) -> u64 {
+        let text = self.get("/metrics").body.as_str().map(str::to_owned).unwrap_or_default();
+        let series = format!("es_kafka_request_latency_seconds_count{{api=\"{api}\"}}");
+        text.lines().find_map(|l| l.strip_prefix(&series)).map_or(0, |v| v.trim().parse().unwrap_or(0))
+    }
+
     pub fn delete(&self, path: &str) -> Resp {
         request(&self.agent, "DELETE", &format!("{}{path}", self.url), None)
     }

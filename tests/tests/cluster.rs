@@ -815,13 +815,6 @@ fn a_leader_transfer_under_load_moves_the_partition_and_loses_nothing() {
     }
 }
 
-/// How many requests of Kafka API `api` (snake case) `b` answered, from its metrics.
-fn kafka_answered(b: &Broker, api: &str) -> u64 {
-    let text = b.get("/metrics").body.as_str().map(str::to_owned).unwrap_or_default();
-    let series = format!("es_kafka_request_latency_seconds_count{{api=\"{api}\"}}");
-    text.lines().find_map(|l| l.strip_prefix(&series)).map_or(0, |v| v.trim().parse().unwrap_or(0))
-}
-
 /// The Apache Kafka Java client (4.4.0, default idempotent producer, acks=all) keeps
 /// producing and consuming through a leader kill -9: only retriable errors, every
 /// acknowledged record read back at its acknowledged offset, none twice; the
@@ -860,7 +853,7 @@ fn the_java_client_produces_and_consumes_through_a_leader_kill() {
     for name in r["errors"].as_str().unwrap().split(',').filter(|n| !n.is_empty()) {
         assert!(["TimeoutException", "NotLeaderOrFollowerException"].contains(&name), "{name}: {r}");
     }
-    let validated: u64 = c.live().map(|(_, b)| kafka_answered(b, "offset_for_leader_epoch")).sum();
+    let validated: u64 = c.live().map(|(_, b)| b.kafka_answered("offset_for_leader_epoch")).sum();
     assert!(validated > 0, "the consumer validated its position on the new leader: {r}");
 }
 

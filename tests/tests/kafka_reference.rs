@@ -60,13 +60,6 @@ fn java_consumer_group_divides_partitions_as_on_kafka() {
     assert_same_as_kafka("java group", &seen, &reference("java-group"));
 }
 
-/// How many requests of Kafka API `api` (snake case) the broker answered.
-fn answered(b: &Broker, api: &str) -> u64 {
-    let text = b.get("/metrics").body.as_str().expect("the exposition is text").to_owned();
-    let series = format!("es_kafka_request_latency_seconds_count{{api=\"{api}\"}}");
-    text.lines().find_map(|l| l.strip_prefix(&series)).map_or(0, |v| v.trim().parse().unwrap_or(0))
-}
-
 /// The AdminClient's authorized operations (topic, cluster, group) with no auth,
 /// as on Kafka without an authorizer (every operation the resource type supports),
 /// and its DescribeLogDirs.
@@ -76,7 +69,7 @@ fn java_admin_describes_operations_and_log_dirs_as_on_kafka() {
     let b = Broker::start(dir.path());
     let seen = java(&["admin", &b.kafka_addr, "java-admin"]);
     assert_same_as_kafka("java admin", &seen, &reference("java-admin"));
-    assert!(answered(&b, "describe_log_dirs") > 0, "the AdminClient sent DescribeLogDirs");
+    assert!(b.kafka_answered("describe_log_dirs") > 0, "the AdminClient sent DescribeLogDirs");
 }
 
 /// A Java consumer seeking to a position with its leader epoch validates it with
@@ -87,7 +80,7 @@ fn java_consumer_validates_positions_by_leader_epoch_as_on_kafka() {
     let b = Broker::start(dir.path());
     let seen = java(&["epochs", &b.kafka_addr, "java-epochs"]);
     assert_same_as_kafka("java epochs", &seen, &reference("java-epochs"));
-    assert!(answered(&b, "offset_for_leader_epoch") >= 2, "the consumer validated both positions");
+    assert!(b.kafka_answered("offset_for_leader_epoch") >= 2, "the consumer validated both positions");
 }
 
 #[test]
