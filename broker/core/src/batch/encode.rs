@@ -177,12 +177,11 @@ pub fn compress(plain: &[u8], compression: Compression) -> Result<Vec<u8>, Codec
 /// compressed again; every header field but the codec bits, length and CRC is kept
 /// (producer id, epoch and sequence, timestamps, offsets). The records are checked
 /// to parse exactly first, so a batch is never re-sealed with a valid CRC over
-/// records that do not parse. A batch already in `to` comes back unchanged.
-pub fn recompress(batch: &[u8], to: Compression, max_plain: usize) -> Result<Vec<u8>, CodecError> {
+/// records that do not parse. `None`: the batch is already in `to`, keep it.
+pub fn recompress(batch: &[u8], to: Compression, max_plain: usize) -> Result<Option<Vec<u8>>, CodecError> {
     let view = BatchView::parse(batch, batch.len())?;
-    let total = view.header.total_len();
     if view.compression()? == to {
-        return Ok(batch[..total].to_vec());
+        return Ok(None);
     }
     let records = view.plain_records(max_plain)?;
     records.validate()?;
@@ -199,7 +198,7 @@ pub fn recompress(batch: &[u8], to: Compression, max_plain: usize) -> Result<Vec
     header.attributes &= !COMPRESSION_MASK;
     write_header(&mut plain, &header);
     write_crc(&mut plain);
-    compress(&plain, to)
+    compress(&plain, to).map(Some)
 }
 
 /// Writes the leader-assigned base offset and leader epoch into an encoded batch.

@@ -162,8 +162,7 @@ impl Service {
         }
         let mut leader = group.watch_leader();
         if status.leader == Some(to) {
-            return leadership_of(cluster, &t, partition)
-                .ok_or_else(|| BrokerError::Internal("no group".into()));
+            return Ok(leadership(status));
         }
         if !group.is_leader() {
             return Err(cluster.not_leader(topic.to_owned(), partition, status.leader));
@@ -176,9 +175,7 @@ impl Service {
         })?;
         let moved = tokio::time::timeout(wait, leader.wait_for(|(l, _)| *l == Some(to))).await;
         match moved {
-            Ok(Ok(_)) => {
-                leadership_of(cluster, &t, partition).ok_or_else(|| BrokerError::Internal("no group".into()))
-            }
+            Ok(Ok(_)) => Ok(leadership(group.status())),
             Ok(Err(_)) => Err(BrokerError::ShuttingDown),
             Err(_) => Err(BrokerError::Timeout(format!(
                 "node {to} did not take the leadership of partition {partition} of {topic:?} within {wait:?} \
@@ -275,11 +272,9 @@ impl Service {
 
 /// Who leads `topic`'s `partition` and who is in sync, from its Raft group.
 fn leadership_of(cluster: &crate::cluster::Cluster, topic: &Topic, partition: u32) -> Option<Leadership> {
-    let status = cluster.replica(topic, partition)?.status();
-    Some(Leadership {
-        leader: status.leader,
-        epoch: status.term,
-        replicas: status.voters,
-        in_sync: status.in_sync,
-    })
+    Some(leadership(cluster.replica(topic, partition)?.status()))
+}
+
+fn leadership(status: es_raft::GroupStatus) -> Leadership {
+    Leadership { leader: status.leader, epoch: status.term, replicas: status.voters, in_sync: status.in_sync }
 }

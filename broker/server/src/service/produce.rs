@@ -295,15 +295,11 @@ async fn recompress(planned: Vec<Planned>, codec: es_core::Compression) -> Resul
         planned
             .into_iter()
             .map(|mut p| {
-                let current = es_core::BatchHeader::parse(&p.batch, usize::MAX)
-                    .and_then(|h| h.compression())
-                    .map_err(|e| BrokerError::InvalidBatch(e.to_string()))?;
-                if current == codec {
-                    return Ok(p);
-                }
                 let hard = es_core::limits::BATCH_BYTES_MAX_HARD;
-                p.batch = es_core::batch::recompress(&p.batch, codec, hard)
+                let recompressed = es_core::batch::recompress(&p.batch, codec, hard)
                     .map_err(|e| BrokerError::InvalidBatch(e.to_string()))?;
+                let Some(batch) = recompressed else { return Ok(p) };
+                p.batch = batch;
                 let max = p.handle.config().batch_bytes_max;
                 if p.batch.len() > max {
                     let partition = p.handle.partition;
