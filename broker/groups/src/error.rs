@@ -41,8 +41,8 @@ pub enum GroupError {
     InvalidSessionTimeout { given: u64, min: u64, max: u64 },
     /// In a cluster: this node does not lead `__es_offsets`, so it coordinates no
     /// group; `hint` names the node that does, when known (Kafka's NOT_COORDINATOR).
-    #[error("this node is not the group coordinator{}", hint.as_ref().map(|h| format!("; the coordinator is {h}")).unwrap_or_default())]
-    NotCoordinator { hint: Option<String> },
+    #[error("this node is not the group coordinator{}", hint.as_ref().map(|h| format!("; the coordinator is {}", h.http)).unwrap_or_default())]
+    NotCoordinator { hint: Option<LeaderHint> },
     /// In a cluster: this node just became the coordinator and is rebuilding group
     /// state from the committed log (Kafka's COORDINATOR_LOAD_IN_PROGRESS); retry.
     #[error("the group coordinator is loading committed offsets; retry shortly")]
@@ -54,3 +54,12 @@ pub enum GroupError {
 }
 
 pub type Result<T, E = GroupError> = std::result::Result<T, E>;
+
+/// Where another node that leads something is, as far as this node knows: its HTTP
+/// URL (or `node N` while its addresses are unknown), and its binary listener's
+/// advertised address, which es-client follows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderHint {
+    pub http: String,
+    pub binary: Option<String>,
+}

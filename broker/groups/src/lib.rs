@@ -25,7 +25,7 @@ pub use classic::ClassicCoordinator;
 pub use coordinator::{
     Coordinator, GroupDescription, GroupState, JoinRequest, Joined, MemberDescription, SyncResult,
 };
-pub use error::{GroupError, Result};
+pub use error::{GroupError, LeaderHint, Result};
 pub use offsets::{Committed, OffsetStore};
 
 use serde::{Deserialize, Serialize};

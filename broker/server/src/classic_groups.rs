@@ -19,7 +19,7 @@ use es_groups::classic::{
     ClassicConfig, ClassicCoordinator, ClassicDescription, ClassicState, Completion, JoinGroup, JoinResult,
     MemberRef, Outcome, SyncGroup, Synced,
 };
-use es_groups::{GroupError, Result};
+use es_groups::{GroupError, LeaderHint, Result};
 use tokio::sync::oneshot;
 
 use crate::limits;
@@ -72,7 +72,7 @@ impl ClassicGroups {
     /// Forgets every group and member (a cluster node that stopped coordinating):
     /// parked joins and syncs are answered NOT_COORDINATOR, so their clients look
     /// up the new coordinator and rejoin there.
-    pub fn reset(&self, hint: Option<String>) {
+    pub fn reset(&self, hint: Option<LeaderHint>) {
         let mut inner = self.lock();
         inner.coordinator = ClassicCoordinator::new(self.clock.clone(), self.config);
         let gone = || GroupError::NotCoordinator { hint: hint.clone() };

@@ -15,7 +15,7 @@ use es_core::{Clock, SystemClock};
 use es_groups::classic::{ClassicConfig, ClassicDescription, ClassicState, consumer_protocol};
 use es_groups::{
     Committed, Coordinator, GroupDescription, GroupError, GroupKind, GroupState, JoinRequest, Joined,
-    MemberDescription, OffsetStore, SyncResult, TopicPartition,
+    LeaderHint, MemberDescription, OffsetStore, SyncResult, TopicPartition,
 };
 use serde::{Deserialize, Serialize};
 
@@ -40,7 +40,7 @@ pub enum Serving {
     /// A cluster member that just became leader, rebuilding state from the log.
     Loading,
     /// A cluster member that does not lead `__es_offsets`; `hint` names the leader.
-    NotCoordinator { hint: Option<String> },
+    NotCoordinator { hint: Option<LeaderHint> },
 }
 
 /// Consumer groups of one broker.
@@ -127,7 +127,7 @@ impl Groups {
 
     /// Stops coordinating (another node leads `__es_offsets`): members are dropped
     /// and rejoin at the new coordinator.
-    pub fn stop_coordinating(&self, hint: Option<String>) {
+    pub fn stop_coordinating(&self, hint: Option<LeaderHint>) {
         *self.serving.write().expect("serving lock") = Serving::NotCoordinator { hint: hint.clone() };
         self.drop_members(hint);
     }
@@ -146,7 +146,7 @@ impl Groups {
         Ok(())
     }
 
-    fn drop_members(&self, hint: Option<String>) {
+    fn drop_members(&self, hint: Option<LeaderHint>) {
         *self.coordinator() = Coordinator::new(self.clock.clone());
         self.classic.reset(hint);
     }
@@ -464,9 +464,12 @@ impl From<GroupError> for BrokerError {
             GroupError::InvalidRequest(m) => BrokerError::InvalidRequest(m),
             // The existing not-leader shape: 421 + es-leader on HTTP, NotLeader on
             // binary, NOT_COORDINATOR on Kafka's group calls.
-            GroupError::NotCoordinator { hint } => {
-                BrokerError::NotLeader { topic: OFFSETS_TOPIC.to_owned(), partition: 0, hint, binary: None }
-            }
+            GroupError::NotCoordinator { hint } => BrokerError::NotLeader {
+                topic: OFFSETS_TOPIC.to_owned(),
+                partition: 0,
+                binary: hint.as_ref().and_then(|h| h.binary.clone()),
+                hint: hint.map(|h| h.http),
+            },
             other => BrokerError::Group(other),
         }
     }

@@ -61,7 +61,7 @@ pub async fn dispatch(
             tokio::spawn(async move {
                 let resp = match super::groups::apply(&service, &who, group).await {
                     Ok(g) => Response::Group(g),
-                    Err(e) => group_error(&service, &e),
+                    Err(e) => response(&e),
                 };
                 send(&tx, id, op, resp, slot).await;
             });
@@ -96,18 +96,6 @@ async fn send(tx: &Tx, id: u32, op: Op, resp: Response, slot: OwnedSemaphorePerm
     resp.encode(id, op, &mut out);
     let _ = tx.send(out).await;
     drop(slot);
-}
-
-/// A group call's refusal. Not the coordinator (the group refused, or the read of
-/// `__es_offsets` found this node does not lead it): the message ends with the
-/// coordinator's binary address (` leader=HOST:PORT`, as a partition's NotLeader
-/// does), so es-client sends its group calls there.
-fn group_error(service: &Service, e: &BrokerError) -> Response {
-    let not_coordinator = code(e) == es_protocol::ErrorCode::NotLeader;
-    match service.coordinator_binary().filter(|_| not_coordinator) {
-        Some(addr) => Response::Error { code: code(e), message: format!("{e} leader={addr}") },
-        None => response(e),
-    }
 }
 
 fn answer(result: Result<Response>) -> Response {

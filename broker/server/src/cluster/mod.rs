@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
+use es_groups::LeaderHint;
 use es_raft::{Group, RaftHost, Timers};
 use serde::{Deserialize, Serialize};
 
@@ -214,18 +215,20 @@ impl Cluster {
     }
 
     /// A leader hint for errors: the leader's HTTP URL when known, else its id.
-    pub fn leader_hint(&self, leader: Option<u64>) -> Option<String> {
+    pub fn leader_hint(&self, leader: Option<u64>) -> Option<LeaderHint> {
         let leader = leader?;
-        Some(self.addresses(leader).map_or_else(|| format!("node {leader}"), |a| a.http))
+        Some(match self.addresses(leader) {
+            Some(a) => LeaderHint { http: a.http, binary: Some(a.binary) },
+            None => LeaderHint { http: format!("node {leader}"), binary: None },
+        })
     }
 
     /// "This node does not lead `partition` of `topic`", with the leader's HTTP
     /// hint and advertised binary address when known (es-client follows the latter).
     pub fn not_leader(&self, topic: String, partition: u32, leader: Option<u64>) -> BrokerError {
-        let known = leader.and_then(|l| self.addresses(l));
-        let binary = known.as_ref().map(|a| a.binary.clone());
-        let hint = leader.map(|l| known.map_or_else(|| format!("node {l}"), |a| a.http));
-        BrokerError::NotLeader { topic, partition, hint, binary }
+        let hint = self.leader_hint(leader);
+        let binary = hint.as_ref().and_then(|h| h.binary.clone());
+        BrokerError::NotLeader { topic, partition, hint: hint.map(|h| h.http), binary }
     }
 
     /// Opens the groups of every partition of `topic` this node does not have yet.

@@ -51,12 +51,7 @@ pub async fn registry_writes(State(state): State<AppState>, req: Request, next: 
     if !write || cluster.leads_schemas() || req.headers().contains_key(FORWARDED) {
         return next.run(req).await;
     }
-    let not_leader = |leader: Option<u64>| BrokerError::NotLeader {
-        topic: SCHEMAS_TOPIC.to_owned(),
-        partition: 0,
-        hint: cluster.leader_hint(leader),
-        binary: None,
-    };
+    let not_leader = |leader: Option<u64>| cluster.not_leader(SCHEMAS_TOPIC.to_owned(), 0, leader);
     let Some(leader) = cluster.schemas_leader() else { return not_leader(None).into_response() };
     let headers = KEPT
         .iter()

@@ -190,13 +190,6 @@ impl Service {
         self.registry.cluster().map(|c| c.controller())
     }
 
-    /// The group coordinator's binary-protocol address as it advertises it, when a
-    /// cluster knows who coordinates (es-client sends group calls there).
-    pub fn coordinator_binary(&self) -> Option<String> {
-        let cluster = self.registry.cluster()?;
-        cluster.addresses(cluster.coordinator()?).map(|a| a.binary)
-    }
-
     /// The group coordinator (the leader of `__es_offsets`); `None` on a single
     /// node, `Some(None)` mid-election.
     pub fn cluster_coordinator(&self) -> Option<Option<u64>> {
