@@ -50,12 +50,17 @@ pub enum ErrorCode {
     /// No valid API key: send `Authenticate` (after `Hello`) with one. Missing,
     /// malformed, unknown, revoked and wrong keys all get this code.
     Unauthenticated = 29,
+    /// The broker did not finish the request in time: a replicated write not
+    /// committed by a majority within the proposal timeout (it may still commit),
+    /// or a leader transfer the target did not complete. Retry (an idempotent
+    /// produce safely: a retry of a batch that did commit answers its offsets).
+    Timeout = 30,
 }
 
 impl ErrorCode {
     pub fn from_u16(code: u16) -> Option<ErrorCode> {
         use ErrorCode::*;
-        const ALL: [ErrorCode; 30] = [
+        const ALL: [ErrorCode; 31] = [
             None,
             Malformed,
             UnsupportedVersion,
@@ -86,6 +91,7 @@ impl ErrorCode {
             InternalTopic,
             UnknownProducerId,
             Unauthenticated,
+            Timeout,
         ];
         ALL.get(usize::from(code)).copied()
     }
@@ -99,6 +105,7 @@ impl ErrorCode {
                 | ErrorCode::RebalanceInProgress
                 | ErrorCode::NotLeader
                 | ErrorCode::Throttled
+                | ErrorCode::Timeout
         )
     }
 }
@@ -109,10 +116,10 @@ mod tests {
 
     #[test]
     fn codes_round_trip_and_never_move() {
-        for code in 0..=29u16 {
+        for code in 0..=30u16 {
             assert_eq!(ErrorCode::from_u16(code).unwrap() as u16, code);
         }
-        assert_eq!(ErrorCode::from_u16(30), None);
+        assert_eq!(ErrorCode::from_u16(31), None);
         assert_eq!(ErrorCode::OffsetOutOfRange as u16, 6);
         assert_eq!(ErrorCode::ProducerFenced as u16, 13);
     }

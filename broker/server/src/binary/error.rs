@@ -55,9 +55,8 @@ pub fn code(e: &BrokerError) -> ErrorCode {
         | BrokerError::PluginInUse { .. }
         | BrokerError::TopicInUse { .. }
         | BrokerError::Plugin(_) => ErrorCode::InvalidRequest,
-        BrokerError::DataDirInUse(_) | BrokerError::Internal(_) | BrokerError::Timeout(_) => {
-            ErrorCode::Internal
-        }
+        BrokerError::Timeout(_) => ErrorCode::Timeout,
+        BrokerError::DataDirInUse(_) | BrokerError::Internal(_) => ErrorCode::Internal,
     }
 }
 

@@ -154,6 +154,18 @@ impl PartitionHandle {
             es_raft::ProposeError::NotLeader { leader } => {
                 replica.cluster.not_leader(self.topic.name(), self.partition, leader)
             }
+            // The leader cannot reach a majority (cut off, or the others are
+            // down): the batch may still commit, as after any lost answer.
+            es_raft::ProposeError::Timeout => BrokerError::Timeout(format!(
+                "partition {} of {:?} did not commit the batch on a majority of its replicas in time \
+                 (this node may be cut off from the others); it may still commit: retry, \
+                 with an idempotent producer to be sure it is written once",
+                self.partition,
+                self.topic.name()
+            )),
+            es_raft::ProposeError::Shutdown => BrokerError::ShuttingDown,
+            // The same refusals as a local append (out of order, fenced, invalid).
+            es_raft::ProposeError::Rejected(e) => self.log_error(e),
             other => BrokerError::Internal(format!(
                 "replicating to partition {} of {}: {other}",
                 self.partition,
