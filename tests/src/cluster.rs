@@ -4,7 +4,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use serde_json::{Value, json};
+
 use crate::broker::Broker;
+use crate::faults::{Fault, FaultProxy};
 
 /// How long a cluster may take to elect, or to fail over.
 pub const ELECTION_WAIT: Duration = Duration::from_secs(30);
@@ -48,6 +51,9 @@ pub struct Cluster {
     pub extra: Vec<String>,
     /// Environment the next node started gets (a test may change it between nodes).
     pub env: Vec<(String, String)>,
+    /// A fault proxy on every peer link, by (dialer, listener) id pair: the lower id
+    /// of a pair dials (es-peer), so its peer list names the proxy.
+    pub proxies: BTreeMap<(u64, u64), FaultProxy>,
 }
 
 impl Cluster {
@@ -75,18 +81,86 @@ impl Cluster {
             root,
             extra: extra.iter().map(|a| a.to_string()).collect(),
             env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            proxies: BTreeMap::new(),
+        }
+    }
+
+    /// Like [`Cluster::new`], with a [`FaultProxy`] on every peer link.
+    pub fn with_fault_proxies(n: u64, extra: &[&str], env: &[(&str, &str)]) -> Cluster {
+        let mut c = Cluster::new(n, extra, env);
+        let real = c.peer_addrs();
+        for &a in real.keys() {
+            for (&b, addr) in real.range(a + 1..) {
+                c.proxies.insert((a, b), FaultProxy::start(addr.parse().expect("a peer address")));
+            }
+        }
+        c
+    }
+
+    /// Every node's own peer listener, from `peers`.
+    fn peer_addrs(&self) -> BTreeMap<u64, String> {
+        self.peers
+            .split(',')
+            .filter_map(|e| e.split_once('='))
+            .map(|(id, addr)| (id.parse().expect("a node id"), addr.to_owned()))
+            .collect()
+    }
+
+    /// The peer list node `id` starts with: its own listener, and the proxy of each
+    /// link it dials.
+    fn peers_of(&self, id: u64) -> String {
+        let entries = self.peer_addrs().into_iter().map(|(k, addr)| match self.proxies.get(&(id, k)) {
+            Some(p) => format!("{k}={}", p.addr()),
+            None => format!("{k}={addr}"),
+        });
+        entries.collect::<Vec<_>>().join(",")
+    }
+
+    /// Applies `fault` to the link between `a` and `b` (the direction names are
+    /// from the lower id's side, the dialer's).
+    fn set_link(&self, a: u64, b: u64, fault: Fault) {
+        let key = (a.min(b), a.max(b));
+        self.proxies.get(&key).unwrap_or_else(|| panic!("no fault proxy between {a} and {b}")).set(fault);
+    }
+
+    /// Cuts every peer link of node `id`: it still answers clients, but hears no peer.
+    pub fn isolate(&self, id: u64) {
+        for &(a, b) in self.proxies.keys() {
+            if a == id || b == id {
+                self.set_link(a, b, Fault::Cut);
+            }
+        }
+    }
+
+    /// Stalls every byte sent towards node `id` on its peer links, while what it
+    /// sends still arrives (a one-way partition).
+    pub fn stall_towards(&self, id: u64) {
+        for &(a, b) in self.proxies.keys() {
+            if a == id {
+                self.set_link(a, b, Fault::StallToDialer);
+            } else if b == id {
+                self.set_link(a, b, Fault::StallFromDialer);
+            }
+        }
+    }
+
+    /// Every peer link passes bytes again.
+    pub fn heal(&self) {
+        for p in self.proxies.values() {
+            p.set(Fault::Pass);
         }
     }
 
     /// Starts (or restarts, on the same data directory) node `id`.
     pub fn start_node(&mut self, id: u64) {
         let dir = self.root.path().join(format!("node{id}"));
+        let peers = self.peers_of(id);
         let id = id.to_string();
         let mut args = vec![
             "--node-id",
             &id,
             "--cluster-peers",
-            &self.peers,
+            &peers,
             "--cluster-secret-file",
             self.secret.to_str().unwrap(),
         ];
@@ -124,5 +198,119 @@ impl Cluster {
     /// Every node's Kafka listener, comma-separated.
     pub fn bootstrap(&self) -> String {
         self.nodes.values().map(|b| b.kafka_addr.clone()).collect::<Vec<_>>().join(",")
+    }
+
+    /// Produces `values` to partition 0 of `topic` on whichever live node accepts
+    /// them (the leader): the node and the acknowledged offsets.
+    pub fn produce_anywhere(&self, topic: &str, values: &[String]) -> (u64, Vec<u64>) {
+        let live: Vec<u64> = self.live().map(|(id, _)| *id).collect();
+        self.produce_via(&live, topic, values)
+    }
+
+    /// Like [`Cluster::produce_anywhere`], asking only the nodes `ids`.
+    pub fn produce_via(&self, ids: &[u64], topic: &str, values: &[String]) -> (u64, Vec<u64>) {
+        let records: Vec<Value> = values.iter().map(|v| json!({"value": v, "partition": 0})).collect();
+        let body = json!({ "records": records });
+        eventually(ELECTION_WAIT, "a leader accepting the produce", || {
+            for id in ids {
+                let r = self.node(*id).post(&format!("/topics/{topic}/records"), &body);
+                if r.status == 200 {
+                    let offsets = r.body["offsets"].as_array().unwrap().iter();
+                    return Some((*id, offsets.map(|o| o["offset"].as_u64().unwrap()).collect()));
+                }
+                // A follower says where the leader is; a leader that lost its
+                // majority times out; anything else must be transient.
+                assert!(
+                    [421, 500, 503, 504].contains(&r.status),
+                    "node {id} answered a produce with {}: {:?}",
+                    r.status,
+                    r.body
+                );
+            }
+            None
+        })
+    }
+
+    /// Produces `rounds` requests of ten records each to partition 0, adding what
+    /// was acknowledged to `acked` (offset -> value); answers the node that took
+    /// the last one.
+    pub fn produce_rounds(
+        &self,
+        topic: &str,
+        tag: &str,
+        rounds: usize,
+        acked: &mut BTreeMap<u64, String>,
+    ) -> u64 {
+        let mut leader = 0;
+        for round in 0..rounds {
+            let values: Vec<String> = (0..10).map(|i| format!("{tag}{round}-{i}")).collect();
+            let (node, offsets) = self.produce_anywhere(topic, &values);
+            leader = node;
+            for (o, v) in offsets.into_iter().zip(values) {
+                assert!(acked.insert(o, v).is_none(), "offset {o} acknowledged twice");
+            }
+        }
+        leader
+    }
+
+    /// Creates a one-partition topic through any live node and waits until every
+    /// live node has it (each applies the metadata log on its own).
+    pub fn create_topic_anywhere(&self, topic: &str) {
+        let live: Vec<u64> = self.live().map(|(id, _)| *id).collect();
+        self.create_topic_via(&live, topic);
+    }
+
+    /// Like [`Cluster::create_topic_anywhere`], asking and waiting for only `ids`.
+    pub fn create_topic_via(&self, ids: &[u64], topic: &str) {
+        eventually(ELECTION_WAIT, "creating the topic", || {
+            for id in ids {
+                let r = self.node(*id).post("/topics", &json!({"name": topic, "partitions": 1}));
+                match r.status {
+                    201 | 409 => return Some(()),
+                    421 | 500 | 503 | 504 => {}
+                    other => panic!("creating {topic} on node {id}: {other} {:?}", r.body),
+                }
+            }
+            None
+        });
+        for id in ids {
+            eventually(ELECTION_WAIT, &format!("{topic} on node {id}"), || {
+                (self.node(*id).get(&format!("/topics/{topic}")).status == 200).then_some(())
+            });
+        }
+    }
+
+    /// Waits until every live node serves exactly `acked` on partition 0 of
+    /// `topic` (no more, no less).
+    pub fn converge(&self, topic: &str, acked: &BTreeMap<u64, String>) {
+        for (id, b) in self.live() {
+            let got =
+                eventually(ELECTION_WAIT, &format!("node {id} serving every acknowledged record"), || {
+                    let got = consume_all(b, topic);
+                    (got.len() >= acked.len()).then_some(got)
+                });
+            assert_eq!(&got, acked, "node {id}");
+        }
+    }
+}
+
+/// Every record of partition 0 of `topic` that `b` serves, by offset.
+pub fn consume_all(b: &Broker, topic: &str) -> BTreeMap<u64, String> {
+    let mut out = BTreeMap::new();
+    let mut next = 0;
+    loop {
+        let r = b.get(&format!("/topics/{topic}/partitions/0/records?offset={next}&max_records=10000"));
+        if r.status != 200 {
+            return out;
+        }
+        let records = r.body["records"].as_array().cloned().unwrap_or_default();
+        if records.is_empty() {
+            return out;
+        }
+        for rec in records {
+            let offset = rec["offset"].as_u64().unwrap();
+            out.insert(offset, rec["value"].as_str().unwrap_or_default().to_owned());
+            next = offset + 1;
+        }
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod broker;
 pub mod cluster;
+pub mod faults;
 pub mod kafka_wire;
 pub mod peers;
 pub mod python;

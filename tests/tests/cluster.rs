@@ -9,87 +9,23 @@ use std::path::Path;
 use std::time::Duration;
 
 use es_tests::broker::Broker;
-use es_tests::cluster::{Cluster, ELECTION_WAIT, eventually, free_port};
+use es_tests::cluster::{Cluster, ELECTION_WAIT, consume_all, eventually, free_port};
 use serde_json::{Value, json};
 
 fn dir_of(b: &Broker) -> &Path {
     &b.data_dir
 }
 
-/// Produces `values` to partition 0 on whichever node accepts them (the leader);
-/// answers the node and the acknowledged offsets.
-fn produce_anywhere(c: &Cluster, topic: &str, values: &[String]) -> (u64, Vec<u64>) {
-    let records: Vec<Value> = values.iter().map(|v| json!({"value": v, "partition": 0})).collect();
-    let body = json!({ "records": records });
-    eventually(ELECTION_WAIT, "a leader accepting the produce", || {
-        for (id, b) in c.live() {
-            let r = b.post(&format!("/topics/{topic}/records"), &body);
-            if r.status == 200 {
-                let offsets = r.body["offsets"].as_array().unwrap().iter();
-                return Some((*id, offsets.map(|o| o["offset"].as_u64().unwrap()).collect()));
-            }
-            // A follower says where the leader is; anything else must be transient.
-            assert!(
-                [421, 500, 503].contains(&r.status),
-                "node {id} answered a produce with {}: {:?}",
-                r.status,
-                r.body
-            );
-        }
-        None
-    })
-}
-
-/// Every record of partition 0 a node serves, by offset.
-fn consume_all(b: &Broker, topic: &str) -> BTreeMap<u64, String> {
-    let mut out = BTreeMap::new();
-    let mut next = 0;
-    loop {
-        let r = b.get(&format!("/topics/{topic}/partitions/0/records?offset={next}&max_records=10000"));
-        if r.status != 200 {
-            return out;
-        }
-        let records = r.body["records"].as_array().cloned().unwrap_or_default();
-        if records.is_empty() {
-            return out;
-        }
-        for rec in records {
-            let offset = rec["offset"].as_u64().unwrap();
-            out.insert(offset, rec["value"].as_str().unwrap_or_default().to_owned());
-            next = offset + 1;
-        }
-    }
-}
-
-/// Creates a one-partition topic through node 1 and waits until every node has it
-/// (each applies the metadata log on its own).
-fn create_topic_anywhere(c: &Cluster, topic: &str) {
-    eventually(ELECTION_WAIT, "creating the topic", || {
-        let r = c.node(1).post("/topics", &json!({"name": topic, "partitions": 1}));
-        match r.status {
-            201 => Some(()),
-            409 => Some(()),
-            421 | 500 | 503 => None,
-            other => panic!("creating {topic}: {other} {:?}", r.body),
-        }
-    });
-    for (id, b) in c.live() {
-        eventually(ELECTION_WAIT, &format!("{topic} on node {id}"), || {
-            (b.get(&format!("/topics/{topic}")).status == 200).then_some(())
-        });
-    }
-}
-
 #[test]
 fn a_three_node_cluster_replicates_and_survives_a_leader_kill() {
     let mut c = Cluster::start(3);
-    create_topic_anywhere(&c, "orders");
+    c.create_topic_anywhere("orders");
 
     let mut acked: BTreeMap<u64, String> = BTreeMap::new();
     let mut leader = 0;
     for round in 0..20 {
         let values: Vec<String> = (0..10).map(|i| format!("r{round}-{i}")).collect();
-        let (node, offsets) = produce_anywhere(&c, "orders", &values);
+        let (node, offsets) = c.produce_anywhere("orders", &values);
         leader = node;
         for (o, v) in offsets.into_iter().zip(values) {
             assert!(acked.insert(o, v).is_none(), "offset {o} acknowledged twice");
@@ -118,7 +54,7 @@ fn a_three_node_cluster_replicates_and_survives_a_leader_kill() {
     c.kill9(leader);
     for round in 20..30 {
         let values: Vec<String> = (0..10).map(|i| format!("r{round}-{i}")).collect();
-        let (node, offsets) = produce_anywhere(&c, "orders", &values);
+        let (node, offsets) = c.produce_anywhere("orders", &values);
         assert_ne!(node, leader, "the killed node cannot answer");
         for (o, v) in offsets.into_iter().zip(values) {
             assert!(acked.insert(o, v).is_none(), "offset {o} acknowledged twice after the failover");
@@ -168,8 +104,8 @@ fn partial_cluster_flags_and_a_short_secret_are_refused() {
 #[test]
 fn a_kafka_producer_writes_through_a_leader_kill_and_loses_nothing() {
     let mut c = Cluster::start(3);
-    create_topic_anywhere(&c, "pay");
-    let (leader, _) = produce_anywhere(&c, "pay", &["probe".to_owned()]);
+    c.create_topic_anywhere("pay");
+    let (leader, _) = c.produce_anywhere("pay", &["probe".to_owned()]);
     let bootstrap: Vec<String> = c.nodes.values().map(|b| b.kafka_addr.clone()).collect();
     let marker = c.root.path().join("marker");
     let script = {
@@ -201,54 +137,22 @@ fn a_kafka_producer_writes_through_a_leader_kill_and_loses_nothing() {
     }
 }
 
-/// Produces `rounds` requests of ten records each, adding what was acknowledged to
-/// `acked` (offset -> value); answers the node that took the last one.
-fn produce_rounds(
-    c: &Cluster,
-    topic: &str,
-    tag: &str,
-    rounds: usize,
-    acked: &mut BTreeMap<u64, String>,
-) -> u64 {
-    let mut leader = 0;
-    for round in 0..rounds {
-        let values: Vec<String> = (0..10).map(|i| format!("{tag}{round}-{i}")).collect();
-        let (node, offsets) = produce_anywhere(c, topic, &values);
-        leader = node;
-        for (o, v) in offsets.into_iter().zip(values) {
-            assert!(acked.insert(o, v).is_none(), "offset {o} acknowledged twice");
-        }
-    }
-    leader
-}
-
-/// Waits until every node serves exactly `acked` (no more, no less).
-fn converge(c: &Cluster, topic: &str, acked: &BTreeMap<u64, String>) {
-    for (id, b) in &c.nodes {
-        let got = eventually(ELECTION_WAIT, &format!("node {id} serving every acknowledged record"), || {
-            let got = consume_all(b, topic);
-            (got.len() >= acked.len()).then_some(got)
-        });
-        assert_eq!(&got, acked, "node {id}");
-    }
-}
-
 #[test]
 fn every_node_killed_at_once_comes_back_with_every_acknowledged_record() {
     let mut c = Cluster::start(3);
-    create_topic_anywhere(&c, "all");
+    c.create_topic_anywhere("all");
     let mut acked = BTreeMap::new();
-    produce_rounds(&c, "all", "a", 10, &mut acked);
+    c.produce_rounds("all", "a", 10, &mut acked);
     for id in 1..=3 {
         c.kill9(id);
     }
     for id in 1..=3 {
         c.start_node(id);
     }
-    converge(&c, "all", &acked);
-    produce_rounds(&c, "all", "b", 5, &mut acked);
+    c.converge("all", &acked);
+    c.produce_rounds("all", "b", 5, &mut acked);
     assert_eq!(acked.keys().copied().collect::<Vec<_>>(), (0..150).collect::<Vec<_>>(), "dense offsets");
-    converge(&c, "all", &acked);
+    c.converge("all", &acked);
 }
 
 /// SIGSTOP the leader past the election timeout: the others elect and take writes;
@@ -257,11 +161,11 @@ fn every_node_killed_at_once_comes_back_with_every_acknowledged_record() {
 #[test]
 fn a_paused_leader_is_replaced_and_a_restarted_follower_catches_up() {
     let mut c = Cluster::start(3);
-    create_topic_anywhere(&c, "pause");
+    c.create_topic_anywhere("pause");
     let mut acked = BTreeMap::new();
-    let leader = produce_rounds(&c, "pause", "a", 5, &mut acked);
+    let leader = c.produce_rounds("pause", "a", 5, &mut acked);
     c.pause(leader);
-    let new_leader = produce_rounds(&c, "pause", "b", 5, &mut acked);
+    let new_leader = c.produce_rounds("pause", "b", 5, &mut acked);
     assert_ne!(new_leader, leader, "a paused node cannot have answered");
     c.resume(leader);
     let r = eventually(ELECTION_WAIT, "the old leader stepping down", || {
@@ -271,12 +175,12 @@ fn a_paused_leader_is_replaced_and_a_restarted_follower_catches_up() {
         (r.status == 421).then_some(r)
     });
     assert_eq!(r.body["error"]["code"], "not_leader");
-    converge(&c, "pause", &acked);
+    c.converge("pause", &acked);
 
     // A follower down: the other two are a majority for data and metadata.
     let follower = (1..=3).find(|id| *id != new_leader).unwrap();
     c.kill9(follower);
-    produce_rounds(&c, "pause", "c", 5, &mut acked);
+    c.produce_rounds("pause", "c", 5, &mut acked);
     let alive = *c.nodes.keys().next().unwrap();
     let r = eventually(ELECTION_WAIT, "creating a topic with a node down", || {
         let r = c.node(alive).post("/topics", &json!({"name": "later", "partitions": 2}));
@@ -284,7 +188,7 @@ fn a_paused_leader_is_replaced_and_a_restarted_follower_catches_up() {
     });
     assert_eq!(r.body["partition_count"], 2, "{:?}", r.body);
     c.start_node(follower);
-    converge(&c, "pause", &acked);
+    c.converge("pause", &acked);
     eventually(ELECTION_WAIT, "the restarted node learning the new topic", || {
         (c.node(follower).get("/topics/later").status == 200).then_some(())
     });
@@ -416,11 +320,11 @@ fn raft_value(b: &Broker, name: &str, topic: &str) -> f64 {
 #[test]
 fn raft_series_show_one_leader_its_followers_lag_and_a_failover() {
     let mut c = Cluster::start(3);
-    create_topic_anywhere(&c, "watched");
+    c.create_topic_anywhere("watched");
     let mut leader = 0;
     for round in 0..5 {
         let values: Vec<String> = (0..10).map(|i| format!("r{round}-{i}")).collect();
-        leader = produce_anywhere(&c, "watched", &values).0;
+        leader = c.produce_anywhere("watched", &values).0;
     }
     // Exactly one node leads; the leader's commits are timed; both followers catch up.
     let leads: Vec<u64> = c
@@ -448,7 +352,7 @@ fn raft_series_show_one_leader_its_followers_lag_and_a_failover() {
 
     // A failover: the new leader counts a leader change and a higher term.
     c.kill9(leader);
-    let (new_leader, _) = produce_anywhere(&c, "watched", &["after".to_owned()]);
+    let (new_leader, _) = c.produce_anywhere("watched", &["after".to_owned()]);
     let b = c.node(new_leader);
     assert_eq!(raft_value(b, "es_raft_leader", "watched"), 1.0);
     assert!(raft_value(b, "es_raft_term", "watched") > term);
@@ -548,8 +452,8 @@ fn keys_grants_quotas_and_revocations_reach_every_node() {
 fn es_client_follows_the_partition_leader_through_a_leader_kill() {
     use es_client::{Client, ClientOptions, Producer, ProducerOptions};
     let mut c = Cluster::start(3);
-    create_topic_anywhere(&c, "follow");
-    let (leader, _) = produce_anywhere(&c, "follow", &["warm-up".to_owned()]);
+    c.create_topic_anywhere("follow");
+    let (leader, _) = c.produce_anywhere("follow", &["warm-up".to_owned()]);
     let follower = *c.nodes.keys().find(|id| **id != leader).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let mut acked: BTreeMap<u64, String> = BTreeMap::from([(0, "warm-up".to_owned())]);
@@ -695,8 +599,8 @@ fn doctor_peers(c: &Cluster, secret: &Path) -> Vec<Value> {
 #[test]
 fn doctor_checks_the_peers_of_a_running_cluster_without_disturbing_it() {
     let mut c = Cluster::start(3);
-    create_topic_anywhere(&c, "probed");
-    produce_anywhere(&c, "probed", &["before".to_owned()]);
+    c.create_topic_anywhere("probed");
+    c.produce_anywhere("probed", &["before".to_owned()]);
     let secret = c.secret.clone();
     for _ in 0..3 {
         let found = doctor_peers(&c, &secret);
@@ -710,7 +614,7 @@ fn doctor_checks_the_peers_of_a_running_cluster_without_disturbing_it() {
         c.node(id).wait_for_stderr("answered a peer probe");
     }
     // The links the probes did not touch still carry writes at once.
-    let (_, offsets) = produce_anywhere(&c, "probed", &["after".to_owned()]);
+    let (_, offsets) = c.produce_anywhere("probed", &["after".to_owned()]);
     assert_eq!(offsets, vec![1]);
 
     let wrong = c.root.path().join("wrong.secret");
@@ -746,8 +650,8 @@ fn a_leader_transfer_under_load_moves_the_partition_and_loses_nothing() {
     for id in 1..=3 {
         c.start_node(id);
     }
-    create_topic_anywhere(&c, "moved");
-    let (leader, _) = produce_anywhere(&c, "moved", &["warm-up".to_owned()]);
+    c.create_topic_anywhere("moved");
+    let (leader, _) = c.produce_anywhere("moved", &["warm-up".to_owned()]);
     let (_, epoch_before) = eventually(ELECTION_WAIT, "GET /cluster naming the leader", || {
         cluster_leader(c.node(leader), "moved")
     });
@@ -823,8 +727,8 @@ fn a_leader_transfer_under_load_moves_the_partition_and_loses_nothing() {
 #[test]
 fn the_java_client_produces_and_consumes_through_a_leader_kill() {
     let mut c = Cluster::start(3);
-    create_topic_anywhere(&c, "java-failover");
-    let (leader, _) = produce_anywhere(&c, "java-failover", &["probe".to_owned()]);
+    c.create_topic_anywhere("java-failover");
+    let (leader, _) = c.produce_anywhere("java-failover", &["probe".to_owned()]);
     let bootstrap: Vec<String> = c.nodes.values().map(|b| b.kafka_addr.clone()).collect();
     let marker = c.root.path().join("java-marker");
     let scenario = {
@@ -866,7 +770,7 @@ fn es_client_group_calls_find_the_coordinator_from_any_node() {
     use es_client::{Client, ClientOptions};
     use es_protocol::GroupOffset;
     let c = Cluster::start(3);
-    create_topic_anywhere(&c, "grouped");
+    c.create_topic_anywhere("grouped");
     let coordinator = eventually(ELECTION_WAIT, "a group coordinator", || {
         c.node(1).get("/cluster").body["coordinator"].as_u64()
     });

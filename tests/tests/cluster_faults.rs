@@ -1,0 +1,211 @@
+//! Network faults between the nodes of a three-node cluster (docs/cluster.md,
+//! "Failure behaviour"): every peer link runs through a fault proxy on 127.0.0.1
+//! (`es_tests::faults`) that cuts it or stalls one direction, while the nodes'
+//! client listeners stay reachable. Invariants checked after healing: every
+//! acknowledged record at its acknowledged offset on every node, offsets dense,
+//! nothing served that was not acknowledged, metadata made during the fault on
+//! every node.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use es_tests::cluster::{Cluster, ELECTION_WAIT, consume_all, eventually};
+use serde_json::json;
+
+/// The node that leads partition 0 of `topic`, as `b` reports it.
+fn leader_of(c: &Cluster, topic: &str) -> u64 {
+    eventually(ELECTION_WAIT, "a leader every node agrees on", || {
+        let leaders: Vec<Option<u64>> = c
+            .live()
+            .map(|(_, b)| {
+                let r = b.get("/cluster");
+                let parts = r.body["partitions"].as_array()?.clone();
+                let p = parts.iter().find(|p| p["topic"] == topic && p["partition"] == 0)?;
+                p["leader"].as_u64()
+            })
+            .collect();
+        let first = leaders.first().copied().flatten()?;
+        leaders.iter().all(|l| *l == Some(first)).then_some(first)
+    })
+}
+
+/// A produce to `id` that must not be acknowledged (its node cannot reach a
+/// majority): answers the status, which must be an error a client retries.
+fn produce_refused(c: &Cluster, id: u64, topic: &str, value: &str) -> u16 {
+    let body = json!({"records": [{"value": value, "partition": 0}]});
+    let started = Instant::now();
+    let r = c.node(id).post(&format!("/topics/{topic}/records"), &body);
+    assert_ne!(r.status, 200, "node {id} acknowledged {value:?} without a majority: {:?}", r.body);
+    assert!(
+        [421, 503, 504].contains(&r.status),
+        "node {id} answered {} after {:?}: {:?}",
+        r.status,
+        started.elapsed(),
+        r.body
+    );
+    r.status
+}
+
+/// Right after a fault cut node `old` off: a produce to it (value `lost-1`) is
+/// refused while the `majority` elects a leader and takes five rounds of writes,
+/// added to `acked`. Prints how long the majority took to acknowledge again.
+fn majority_writes(c: &Cluster, old: u64, majority: &[u64], topic: &str, acked: &mut BTreeMap<u64, String>) {
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        let refused = s.spawn(|| produce_refused(c, old, topic, "lost-1"));
+        for round in 0..5 {
+            let values: Vec<String> = (0..10).map(|i| format!("during{round}-{i}")).collect();
+            let (node, offsets) = c.produce_via(majority, topic, &values);
+            assert_ne!(node, old);
+            if round == 0 {
+                eprintln!(
+                    "{topic}: the majority acknowledged a write {:?} after the fault",
+                    started.elapsed()
+                );
+            }
+            for (o, v) in offsets.into_iter().zip(values) {
+                assert!(acked.insert(o, v).is_none(), "offset {o} acknowledged twice");
+            }
+        }
+        let status = refused.join().expect("the refused produce");
+        eprintln!("{topic}: the cut-off leader answered {status} after {:?}", started.elapsed());
+    });
+}
+
+/// Waits until every live node serves the same records of partition 0 of `topic`:
+/// every acknowledged one at its offset, offsets dense from 0, and anything else
+/// one of `maybe` (sent, answered with an error, so it may or may not have been
+/// written), each at most once.
+fn converge_allowing(c: &Cluster, topic: &str, acked: &BTreeMap<u64, String>, maybe: &[&str]) {
+    let mut first: Option<BTreeMap<u64, String>> = None;
+    for (id, b) in c.live() {
+        let got = eventually(ELECTION_WAIT, &format!("node {id} serving every acknowledged record"), || {
+            let got = consume_all(b, topic);
+            let done = acked.keys().all(|o| got.contains_key(o))
+                && first.as_ref().is_none_or(|f| got.len() >= f.len());
+            done.then_some(got)
+        });
+        for (o, v) in acked {
+            assert_eq!(got.get(o), Some(v), "node {id}: acknowledged offset {o}");
+        }
+        let extra: Vec<&String> =
+            got.iter().filter(|(o, _)| !acked.contains_key(o)).map(|(_, v)| v).collect();
+        for v in &extra {
+            assert!(maybe.contains(&v.as_str()), "node {id} serves {v:?}, which nobody sent");
+            assert_eq!(extra.iter().filter(|x| x == &v).count(), 1, "node {id} serves {v:?} twice");
+        }
+        assert_eq!(got.keys().copied().collect::<Vec<_>>(), (0..got.len() as u64).collect::<Vec<_>>());
+        match &first {
+            None => first = Some(got),
+            Some(f) => assert_eq!(&got, f, "node {id} differs"),
+        }
+    }
+}
+
+/// The leader of a partition loses every peer link: it acknowledges nothing (a
+/// produce there times out or is redirected), serves nothing new; the other two
+/// elect a leader, take writes and a new topic; once the links heal the old leader
+/// follows, drops its unacknowledged entries and serves exactly what was
+/// acknowledged.
+#[test]
+fn an_isolated_leader_acknowledges_nothing_and_the_majority_carries_on() {
+    let mut c = Cluster::with_fault_proxies(3, &[], &[]);
+    for id in 1..=3 {
+        c.start_node(id);
+    }
+    c.create_topic_anywhere("iso");
+    let mut acked = BTreeMap::new();
+    c.produce_rounds("iso", "before", 5, &mut acked);
+    let old = leader_of(&c, "iso");
+    let majority: Vec<u64> = (1..=3).filter(|id| *id != old).collect();
+
+    c.isolate(old);
+    majority_writes(&c, old, &majority, "iso", &mut acked);
+    // Metadata: a topic made on the majority side while the old leader is cut off.
+    c.create_topic_via(&majority, "iso-made-during");
+    // The isolated node still serves reads, never past what was acknowledged.
+    let seen = consume_all(c.node(old), "iso");
+    assert!(seen.iter().all(|(o, v)| acked.get(o) == Some(v)), "the isolated node served {seen:?}");
+    let _ = produce_refused(&c, old, "iso", "lost-2");
+
+    c.heal();
+    c.produce_rounds("iso", "after", 5, &mut acked);
+    assert_eq!(acked.keys().copied().collect::<Vec<_>>(), (0..150).collect::<Vec<_>>(), "dense offsets");
+    c.converge("iso", &acked);
+    for (id, b) in c.live() {
+        eventually(ELECTION_WAIT, &format!("the topic made during the fault on node {id}"), || {
+            (b.get("/topics/iso-made-during").status == 200).then_some(())
+        });
+    }
+}
+
+/// A one-way partition: everything the leader sends reaches the others, nothing
+/// they send reaches it (its appends arrive, the answers do not). The leader can
+/// acknowledge nothing; once its links give up the others elect a leader and carry
+/// on, and after healing all three hold the same records: every acknowledged one
+/// at its offset, and the batch the old leader could not acknowledge at most once
+/// (it reached the others, so the new leader may commit it: Raft's "may still
+/// commit" of an unanswered write).
+#[test]
+fn a_leader_that_hears_nothing_back_is_replaced_and_loses_nothing() {
+    let mut c = Cluster::with_fault_proxies(3, &[], &[]);
+    for id in 1..=3 {
+        c.start_node(id);
+    }
+    c.create_topic_anywhere("oneway");
+    let mut acked = BTreeMap::new();
+    c.produce_rounds("oneway", "before", 5, &mut acked);
+    let old = leader_of(&c, "oneway");
+    let majority: Vec<u64> = (1..=3).filter(|id| *id != old).collect();
+
+    c.stall_towards(old);
+    majority_writes(&c, old, &majority, "oneway", &mut acked);
+    let seen = consume_all(c.node(old), "oneway");
+    assert!(seen.iter().all(|(o, v)| acked.get(o) == Some(v)), "the cut-off node served {seen:?}");
+
+    c.heal();
+    c.produce_rounds("oneway", "after", 5, &mut acked);
+    converge_allowing(&c, "oneway", &acked, &["lost-1"]);
+}
+
+/// A follower is cut off while the others take writes, then its links heal and it
+/// catches up; a follower killed with SIGKILL right as it starts catching up comes
+/// back and catches up too.
+#[test]
+fn followers_cut_off_or_killed_during_catch_up_end_with_every_record() {
+    let mut c = Cluster::with_fault_proxies(3, &[], &[]);
+    for id in 1..=3 {
+        c.start_node(id);
+    }
+    c.create_topic_anywhere("catch");
+    let mut acked = BTreeMap::new();
+    c.produce_rounds("catch", "a", 3, &mut acked);
+    let leader = leader_of(&c, "catch");
+    let followers: Vec<u64> = (1..=3).filter(|id| *id != leader).collect();
+
+    // Cut off: the other two carry on without it.
+    c.isolate(followers[0]);
+    let others: Vec<u64> = (1..=3).filter(|id| *id != followers[0]).collect();
+    for round in 0..20 {
+        let values: Vec<String> = (0..10).map(|i| format!("cut{round}-{i}")).collect();
+        let (_, offsets) = c.produce_via(&others, "catch", &values);
+        for (o, v) in offsets.into_iter().zip(values) {
+            assert!(acked.insert(o, v).is_none(), "offset {o} acknowledged twice");
+        }
+    }
+    c.heal();
+    c.converge("catch", &acked);
+
+    // Killed while catching up: down for 200 records, killed again as soon as it
+    // listens (its catch-up is under way), then back for good.
+    let victim = followers[1];
+    c.kill9(victim);
+    c.produce_rounds("catch", "down", 20, &mut acked);
+    c.start_node(victim);
+    c.kill9(victim);
+    c.produce_rounds("catch", "between", 5, &mut acked);
+    c.start_node(victim);
+    c.produce_rounds("catch", "back", 5, &mut acked);
+    assert_eq!(acked.keys().copied().collect::<Vec<_>>(), (0..530).collect::<Vec<_>>(), "dense offsets");
+    c.converge("catch", &acked);
+}
