@@ -209,3 +209,97 @@ fn followers_cut_off_or_killed_during_catch_up_end_with_every_record() {
     assert_eq!(acked.keys().copied().collect::<Vec<_>>(), (0..530).collect::<Vec<_>>(), "dense offsets");
     c.converge("catch", &acked);
 }
+
+/// A tmpfs of `mib` MiB mounted at `dir` for one test (root only), unmounted when
+/// dropped.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    /// `None` when this process may not mount (not root): the caller skips, except
+    /// on CI, where the test must run.
+    fn mount(dir: &std::path::Path, mib: u64) -> Option<SmallDisk> {
+        std::fs::create_dir_all(dir).unwrap();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+            .arg(dir)
+            .output()
+            .expect("running mount");
+        if out.status.success() {
+            return Some(SmallDisk(dir.to_owned()));
+        }
+        let why = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(std::env::var_os("CI").is_none(), "CI must be able to mount a tmpfs (run as root): {why}");
+        eprintln!("skipped: cannot mount a tmpfs here ({why}); run as root");
+        None
+    }
+
+    /// Writes zeros to `filler` until the disk has no space left.
+    fn fill(&self, filler: &std::path::Path) {
+        use std::io::Write;
+        let mut f = std::fs::File::create(filler).unwrap();
+        let chunk = vec![0u8; 1 << 20];
+        loop {
+            match f.write(&chunk) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(28) => break,
+                Err(e) => panic!("filling the disk: {e}"),
+            }
+        }
+        // The last partial page, too.
+        while f.write(&[0u8; 512]).is_ok_and(|n| n > 0) {}
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// A follower's disk fills up: its writes fail with ENOSPC and that replica stops
+/// (Kafka takes a failed log directory offline the same way), the process keeps
+/// answering, and the other two go on acknowledging writes. Once space is freed and
+/// the node restarted it catches up with every acknowledged record; nothing it
+/// held before is lost or changed.
+#[test]
+fn a_follower_whose_disk_fills_up_stops_and_catches_up_after_a_restart() {
+    let mut c = Cluster::new(3, &[], &[]);
+    // 256 MiB of preallocated journal plus room for the rest.
+    let disk_dir = c.root.path().join("node3");
+    let Some(disk) = SmallDisk::mount(&disk_dir, 300) else { return };
+    for id in 1..=3 {
+        c.start_node(id);
+    }
+    c.create_topic_anywhere("full");
+    let mut acked = BTreeMap::new();
+    c.produce_rounds("full", "before", 5, &mut acked);
+    c.converge("full", &acked);
+
+    let filler = disk_dir.join("filler");
+    disk.fill(&filler);
+    // Records large enough that every batch needs new pages on the full disk.
+    let big = "x".repeat(16 * 1024);
+    for round in 0..10 {
+        let values: Vec<String> = (0..10).map(|i| format!("full{round}-{i}-{big}")).collect();
+        let (_, offsets) = c.produce_via(&[1, 2], "full", &values);
+        for (o, v) in offsets.into_iter().zip(values) {
+            assert!(acked.insert(o, v).is_none(), "offset {o} acknowledged twice");
+        }
+    }
+    assert_eq!(c.node(3).get("/healthz").status, 200, "the node with the full disk stopped answering");
+    let stderr = c.node(3).stderr();
+    assert!(stderr.contains("No space left on device"), "node 3 never ran out of space:\n{stderr}");
+    // What node 3 serves is a prefix of what was acknowledged, never anything else.
+    let seen = consume_all(c.node(3), "full");
+    assert!(seen.iter().all(|(o, v)| acked.get(o) == Some(v)), "node 3 served records nobody acknowledged");
+
+    std::fs::remove_file(&filler).unwrap();
+    c.kill9(3);
+    c.start_node(3);
+    c.produce_rounds("full", "after", 5, &mut acked);
+    assert_eq!(acked.keys().copied().collect::<Vec<_>>(), (0..200).collect::<Vec<_>>(), "dense offsets");
+    c.converge("full", &acked);
+    drop(c);
+    drop(disk);
+}
