@@ -7,7 +7,7 @@
 //! every node.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use es_tests::cluster::{Cluster, ELECTION_WAIT, consume_all, eventually};
 use serde_json::json;
@@ -302,4 +302,49 @@ fn a_follower_whose_disk_fills_up_stops_and_catches_up_after_a_restart() {
     c.converge("full", &acked);
     drop(c);
     drop(disk);
+}
+
+/// librdkafka's idempotent acks=all producer keeps writing while the partition's
+/// leader is cut off from both peers (clients still reach it): it meets only
+/// retriable errors and timeouts of records in flight, the majority takes its
+/// writes under a new leader, and once the links heal every record it was told is
+/// written is read back at its acknowledged offset, exactly once.
+#[test]
+fn a_kafka_producer_writes_through_an_isolated_leader_and_loses_nothing() {
+    let mut c = Cluster::with_fault_proxies(3, &[], &[]);
+    for id in 1..=3 {
+        c.start_node(id);
+    }
+    c.create_topic_anywhere("kiso");
+    let old = leader_of(&c, "kiso");
+    let majority: Vec<u64> = (1..=3).filter(|id| *id != old).collect();
+    let marker = c.root.path().join("marker");
+    let (bootstrap, m) = (c.bootstrap(), marker.to_str().unwrap().to_owned());
+    let script = std::thread::spawn(move || {
+        es_tests::python::run_script("kafka_failover.py", &[&bootstrap, "kiso", &m], Duration::from_secs(240))
+    });
+    let half = marker.with_extension("half");
+    eventually(Duration::from_secs(120), "the producer's first half", || half.exists().then_some(()));
+    c.isolate(old);
+    let at_cut = consume_all(c.node(majority[0]), "kiso").len();
+    std::fs::write(marker.with_extension("killed"), b"").unwrap();
+    let cut = Instant::now();
+    // Heal once the majority holds 200 more records than at the cut.
+    eventually(Duration::from_secs(120), "the majority taking the producer's writes", || {
+        (consume_all(c.node(majority[0]), "kiso").len() >= at_cut + 200).then_some(())
+    });
+    eprintln!("the majority took 200 of the producer's records within {:?} of the cut", cut.elapsed());
+    c.heal();
+    let (ok, out) = script.join().unwrap();
+    assert!(ok, "kafka_failover.py failed:\n{out}");
+    let line = out.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no result:\n{out}"));
+    let r: serde_json::Value = serde_json::from_str(line).unwrap();
+    eprintln!("isolation result: {r}");
+    assert_eq!(r["fatal"], json!([]), "{r}");
+    assert_eq!(r["missing_count"], 0, "acknowledged records lost: {r}");
+    assert_eq!(r["moved_count"], 0, "records found at another offset than acknowledged: {r}");
+    assert_eq!(r["duplicates"], 0, "an idempotent producer's record was written twice: {r}");
+    for (name, _) in r["errors"].as_object().unwrap() {
+        assert_eq!(name, "_MSG_TIMED_OUT", "a non-retriable delivery error: {r}");
+    }
 }
