@@ -97,6 +97,15 @@ impl Cluster {
         c
     }
 
+    /// Starts nodes 1..=n, with a [`FaultProxy`] on every peer link.
+    pub fn start_with_fault_proxies(n: u64) -> Cluster {
+        let mut c = Cluster::with_fault_proxies(n, &[], &[]);
+        for id in 1..=n {
+            c.start_node(id);
+        }
+        c
+    }
+
     /// Every node's own peer listener, from `peers`.
     fn peer_addrs(&self) -> BTreeMap<u64, String> {
         self.peers

@@ -147,36 +147,37 @@ fn accept(listener: TcpListener, target: SocketAddr, shared: Arc<Shared>) {
     }
 }
 
+/// Waits while `stall` holds this direction: false once the link is cut or the
+/// proxy stops.
+fn wait_unstalled(shared: &Shared, stall: Fault) -> bool {
+    loop {
+        match shared.fault() {
+            Fault::Cut => return false,
+            f if f == stall => std::thread::sleep(POLL),
+            _ => return true,
+        }
+        if shared.stopped.load(Ordering::SeqCst) {
+            return false;
+        }
+    }
+}
+
 /// Copies `from` to `to` until either closes, holding each chunk read while the
 /// fault stalls this direction (`stall`) and closing both on a cut.
 fn copy(mut from: TcpStream, mut to: TcpStream, stall: Fault, shared: Arc<Shared>) {
     let mut buf = vec![0u8; 64 * 1024];
-    'stream: loop {
+    loop {
         // A stalled direction does not read at all, so the sender's buffers fill.
-        loop {
-            match shared.fault() {
-                Fault::Cut => break 'stream,
-                f if f == stall => std::thread::sleep(POLL),
-                _ => break,
-            }
-            if shared.stopped.load(Ordering::SeqCst) {
-                break 'stream;
-            }
+        if !wait_unstalled(&shared, stall) {
+            break;
         }
         let n = match from.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
         // Read before the stall began: hold the chunk until it ends.
-        loop {
-            match shared.fault() {
-                Fault::Cut => break 'stream,
-                f if f == stall => std::thread::sleep(POLL),
-                _ => break,
-            }
-            if shared.stopped.load(Ordering::SeqCst) {
-                break 'stream;
-            }
+        if !wait_unstalled(&shared, stall) {
+            break;
         }
         if to.write_all(&buf[..n]).is_err() {
             break;

@@ -46,6 +46,16 @@ fn produce_refused(c: &Cluster, id: u64, topic: &str, value: &str) -> u16 {
     r.status
 }
 
+/// Creates `topic`, acknowledges 50 records: its leader, the other nodes and what
+/// was acknowledged.
+fn written_before_the_fault(c: &Cluster, topic: &str) -> (u64, Vec<u64>, BTreeMap<u64, String>) {
+    c.create_topic_anywhere(topic);
+    let mut acked = BTreeMap::new();
+    c.produce_rounds(topic, "before", 5, &mut acked);
+    let old = leader_of(c, topic);
+    (old, (1..=3).filter(|id| *id != old).collect(), acked)
+}
+
 /// Right after a fault cut node `old` off: a produce to it (value `lost-1`) is
 /// refused while the `majority` elects a leader and takes five rounds of writes,
 /// added to `acked`. Prints how long the majority took to acknowledge again.
@@ -109,15 +119,8 @@ fn converge_allowing(c: &Cluster, topic: &str, acked: &BTreeMap<u64, String>, ma
 /// acknowledged.
 #[test]
 fn an_isolated_leader_acknowledges_nothing_and_the_majority_carries_on() {
-    let mut c = Cluster::with_fault_proxies(3, &[], &[]);
-    for id in 1..=3 {
-        c.start_node(id);
-    }
-    c.create_topic_anywhere("iso");
-    let mut acked = BTreeMap::new();
-    c.produce_rounds("iso", "before", 5, &mut acked);
-    let old = leader_of(&c, "iso");
-    let majority: Vec<u64> = (1..=3).filter(|id| *id != old).collect();
+    let c = Cluster::start_with_fault_proxies(3);
+    let (old, majority, mut acked) = written_before_the_fault(&c, "iso");
 
     c.isolate(old);
     majority_writes(&c, old, &majority, "iso", &mut acked);
@@ -148,15 +151,8 @@ fn an_isolated_leader_acknowledges_nothing_and_the_majority_carries_on() {
 /// commit" of an unanswered write).
 #[test]
 fn a_leader_that_hears_nothing_back_is_replaced_and_loses_nothing() {
-    let mut c = Cluster::with_fault_proxies(3, &[], &[]);
-    for id in 1..=3 {
-        c.start_node(id);
-    }
-    c.create_topic_anywhere("oneway");
-    let mut acked = BTreeMap::new();
-    c.produce_rounds("oneway", "before", 5, &mut acked);
-    let old = leader_of(&c, "oneway");
-    let majority: Vec<u64> = (1..=3).filter(|id| *id != old).collect();
+    let c = Cluster::start_with_fault_proxies(3);
+    let (old, majority, mut acked) = written_before_the_fault(&c, "oneway");
 
     c.stall_towards(old);
     majority_writes(&c, old, &majority, "oneway", &mut acked);
@@ -173,10 +169,7 @@ fn a_leader_that_hears_nothing_back_is_replaced_and_loses_nothing() {
 /// back and catches up too.
 #[test]
 fn followers_cut_off_or_killed_during_catch_up_end_with_every_record() {
-    let mut c = Cluster::with_fault_proxies(3, &[], &[]);
-    for id in 1..=3 {
-        c.start_node(id);
-    }
+    let mut c = Cluster::start_with_fault_proxies(3);
     c.create_topic_anywhere("catch");
     let mut acked = BTreeMap::new();
     c.produce_rounds("catch", "a", 3, &mut acked);
@@ -311,10 +304,7 @@ fn a_follower_whose_disk_fills_up_stops_and_catches_up_after_a_restart() {
 /// written is read back at its acknowledged offset, exactly once.
 #[test]
 fn a_kafka_producer_writes_through_an_isolated_leader_and_loses_nothing() {
-    let mut c = Cluster::with_fault_proxies(3, &[], &[]);
-    for id in 1..=3 {
-        c.start_node(id);
-    }
+    let c = Cluster::start_with_fault_proxies(3);
     c.create_topic_anywhere("kiso");
     let old = leader_of(&c, "kiso");
     let majority: Vec<u64> = (1..=3).filter(|id| *id != old).collect();
