@@ -464,12 +464,9 @@ impl From<GroupError> for BrokerError {
             GroupError::InvalidRequest(m) => BrokerError::InvalidRequest(m),
             // The existing not-leader shape: 421 + es-leader on HTTP, NotLeader on
             // binary, NOT_COORDINATOR on Kafka's group calls.
-            GroupError::NotCoordinator { hint } => BrokerError::NotLeader {
-                topic: OFFSETS_TOPIC.to_owned(),
-                partition: 0,
-                binary: hint.as_ref().and_then(|h| h.binary.clone()),
-                hint: hint.map(|h| h.http),
-            },
+            GroupError::NotCoordinator { hint } => {
+                BrokerError::NotLeader { topic: OFFSETS_TOPIC.to_owned(), partition: 0, leader: hint }
+            }
             other => BrokerError::Group(other),
         }
     }

@@ -2,7 +2,7 @@
 //! The matches are exhaustive (no catch-all arms), so a new variant does not
 //! compile until it is mapped here.
 
-use es_groups::GroupError;
+use es_groups::{GroupError, LeaderHint};
 use es_log::LogError;
 use es_protocol::{ErrorCode, Response};
 
@@ -12,7 +12,9 @@ use crate::service::error::BrokerError;
 /// as ` leader=HOST:PORT`, when it is known (docs/protocol.md): es-client follows it.
 pub fn response(e: &BrokerError) -> Response {
     let message = match e {
-        BrokerError::NotLeader { binary: Some(addr), .. } => format!("{e} leader={addr}"),
+        BrokerError::NotLeader { leader: Some(LeaderHint { binary: Some(addr), .. }), .. } => {
+            format!("{e} leader={addr}")
+        }
         _ => e.to_string(),
     };
     Response::Error { code: code(e), message }

@@ -93,8 +93,7 @@ impl MetadataLog {
                     return Err(BrokerError::NotLeader {
                         topic: "__es_cluster_metadata".into(),
                         partition: 0,
-                        hint: None,
-                        binary: None,
+                        leader: None,
                     });
                 }
                 Err(Retry::NoLeader) => wait_for_leader(&self.group).await,

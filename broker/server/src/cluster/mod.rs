@@ -226,9 +226,7 @@ impl Cluster {
     /// "This node does not lead `partition` of `topic`", with the leader's HTTP
     /// hint and advertised binary address when known (es-client follows the latter).
     pub fn not_leader(&self, topic: String, partition: u32, leader: Option<u64>) -> BrokerError {
-        let hint = self.leader_hint(leader);
-        let binary = hint.as_ref().and_then(|h| h.binary.clone());
-        BrokerError::NotLeader { topic, partition, hint: hint.map(|h| h.http), binary }
+        BrokerError::NotLeader { topic, partition, leader: self.leader_hint(leader) }
     }
 
     /// Opens the groups of every partition of `topic` this node does not have yet.

@@ -167,8 +167,8 @@ impl IntoResponse for BrokerError {
             if let BrokerError::Throttled { ms } = &self { Some(ms.div_ceil(1000).max(1)) } else { None };
         // A 421 names the leader's base URL when it is known, for clients to follow.
         let leader = match &self {
-            BrokerError::NotLeader { hint: Some(h), .. } if h.starts_with("http") => {
-                axum::http::HeaderValue::from_str(h).ok()
+            BrokerError::NotLeader { leader: Some(h), .. } if h.http.starts_with("http") => {
+                axum::http::HeaderValue::from_str(&h.http).ok()
             }
             _ => None,
         };

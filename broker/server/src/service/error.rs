@@ -2,15 +2,16 @@
 //! exhaustive match (HTTP: `http/error.rs`, binary: `binary/error.rs`), so a new
 //! variant does not compile until every protocol says how it looks there.
 
+use es_groups::LeaderHint;
 use es_log::LogError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
-    /// This broker does not lead the partition; `hint` names the one that does,
-    /// when known (its HTTP URL, else its node id), and `binary` is that leader's
-    /// binary-protocol address, for es-client to follow. (A single node always leads.)
-    #[error("this broker does not lead partition {partition} of topic {topic:?}{}", leader_hint(.hint))]
-    NotLeader { topic: String, partition: u32, hint: Option<String>, binary: Option<String> },
+    /// This broker does not lead the partition; `leader` says where the one that
+    /// does is, when known: its HTTP URL (else its node id) and its binary-protocol
+    /// address, for es-client to follow. (A single node always leads.)
+    #[error("this broker does not lead partition {partition} of topic {topic:?}{}", leader_hint(.leader))]
+    NotLeader { topic: String, partition: u32, leader: Option<LeaderHint> },
     /// The caller may not do this to `resource`. Raised before any lookup, so the
     /// answer never says whether the resource exists.
     #[error("not authorized for {resource}")]
@@ -127,8 +128,8 @@ pub enum BrokerError {
     PluginFailed { topic: String, plugin: String, reason: String },
 }
 
-fn leader_hint(hint: &Option<String>) -> String {
-    hint.as_ref().map_or_else(String::new, |h| format!("; the leader is {h}"))
+fn leader_hint(leader: &Option<LeaderHint>) -> String {
+    leader.as_ref().map_or_else(String::new, |h| format!("; the leader is {}", h.http))
 }
 
 fn validation_message(topic: &str, findings: &[crate::plugins::binding::Finding]) -> String {
