@@ -12,20 +12,35 @@ use crate::faults::{Fault, FaultProxy};
 /// How long a cluster may take to elect, or to fail over.
 pub const ELECTION_WAIT: Duration = Duration::from_secs(30);
 
-/// A free port on 127.0.0.1 (bound and released: the peer list needs ports before
-/// the nodes start), never one this test process handed out before: tests run in
-/// parallel, and the kernel may offer a released port again before its node binds it.
+/// A free port on 127.0.0.1 for a listener the test must name before it starts (a
+/// peer list, a config file). It is taken from below the kernel's ephemeral range
+/// (`net.ipv4.ip_local_port_range`), so no `bind(0)` and no outgoing connection of
+/// another test can take it between this check and the node's own bind, nor while
+/// the node is down for a restart; and never one this test process handed out before.
 pub fn free_port() -> u16 {
+    use rand::Rng;
     static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    // Below the ephemeral range, above the well-known ports and the fixed ones the
+    // reference Kafka and docs use (9000-9999, 19000-19999 are skipped).
+    let (from, to) = (20_000u16.min(low.saturating_sub(1_000)), low);
     let mut given = GIVEN.lock().expect("ports lock");
+    let mut rng = rand::rng();
     for _ in 0..1_000 {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        if given.insert(port) {
+        let port = rng.random_range(from..to);
+        if given.contains(&port) {
+            continue;
+        }
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.insert(port);
             return port;
         }
     }
-    panic!("no unused port in 1,000 tries")
+    panic!("no free port in {from}..{to} in 1,000 tries")
 }
 
 /// Retries `f` until it answers `Some`, within `wait`.
