@@ -286,9 +286,15 @@ impl Cluster {
 
     /// Like [`Cluster::create_topic_anywhere`], asking and waiting for only `ids`.
     pub fn create_topic_via(&self, ids: &[u64], topic: &str) {
+        self.create_topic_configured(ids, topic, &json!({}));
+    }
+
+    /// Like [`Cluster::create_topic_via`], with topic `config` (`{"retention.bytes": ..}`).
+    pub fn create_topic_configured(&self, ids: &[u64], topic: &str, config: &Value) {
+        let body = json!({"name": topic, "partitions": 1, "config": config});
         eventually(ELECTION_WAIT, "creating the topic", || {
             for id in ids {
-                let r = self.node(*id).post("/topics", &json!({"name": topic, "partitions": 1}));
+                let r = self.node(*id).post("/topics", &body);
                 match r.status {
                     201 | 409 => return Some(()),
                     421 | 500 | 503 | 504 => {}
@@ -318,10 +324,11 @@ impl Cluster {
     }
 }
 
-/// Every record of partition 0 of `topic` that `b` serves, by offset.
+/// Every record of partition 0 of `topic` that `b` serves, from its log start, by
+/// offset.
 pub fn consume_all(b: &Broker, topic: &str) -> BTreeMap<u64, String> {
     let mut out = BTreeMap::new();
-    let mut next = 0;
+    let mut next = log_start(b, topic).unwrap_or(0);
     loop {
         let r = b.get(&format!("/topics/{topic}/partitions/0/records?offset={next}&max_records=10000"));
         if r.status != 200 {
@@ -337,4 +344,10 @@ pub fn consume_all(b: &Broker, topic: &str) -> BTreeMap<u64, String> {
             next = offset + 1;
         }
     }
+}
+
+/// The log start offset of partition 0 of `topic` on `b` (`None`: no answer).
+pub fn log_start(b: &Broker, topic: &str) -> Option<u64> {
+    let r = b.get(&format!("/topics/{topic}"));
+    r.body["partitions"].as_array()?.first()?["log_start_offset"].as_u64()
 }

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use es_tests::cluster::{Cluster, ELECTION_WAIT, consume_all, eventually};
+use es_tests::cluster::{Cluster, ELECTION_WAIT, consume_all, eventually, log_start};
 use serde_json::json;
 
 /// The node that leads partition 0 of `topic`, as `b` reports it.
@@ -336,5 +336,73 @@ fn a_kafka_producer_writes_through_an_isolated_leader_and_loses_nothing() {
     assert_eq!(r["duplicates"], 0, "an idempotent producer's record was written twice: {r}");
     for (name, _) in r["errors"].as_object().unwrap() {
         assert_eq!(name, "_MSG_TIMED_OUT", "a non-retriable delivery error: {r}");
+    }
+}
+
+/// A follower down while the leader's retention deleted segments it had not yet
+/// received is sent the leader's (metadata-only) snapshot and starts its log over
+/// at the leader's log start, Kafka's "truncate fully and start at": afterwards it
+/// serves exactly what the leader serves, and takes part in the next writes.
+#[test]
+fn a_follower_down_past_retention_starts_over_at_the_leaders_log_start() {
+    let mut c = Cluster::new(3, &["--housekeeping-interval-ms", "200"], &[]);
+    for id in 1..=3 {
+        c.start_node(id);
+    }
+    let config = json!({"segment.bytes": 4096, "retention.bytes": 8192});
+    c.create_topic_configured(&[1, 2, 3], "short", &config);
+    let mut acked = BTreeMap::new();
+    c.produce_rounds("short", "before", 2, &mut acked);
+    let leader = leader_of(&c, "short");
+    let victim = (1..=3).find(|id| *id != leader).unwrap();
+    c.converge("short", &acked);
+    let had = acked.len() as u64;
+
+    c.kill9(victim);
+    let kib = "x".repeat(1024);
+    for round in 0..40 {
+        let values: Vec<String> = (0..4).map(|i| format!("down{round}-{i}-{kib}")).collect();
+        let (_, offsets) = c.produce_anywhere("short", &values);
+        for (o, v) in offsets.into_iter().zip(values) {
+            assert!(acked.insert(o, v).is_none(), "offset {o} acknowledged twice");
+        }
+    }
+    let others: Vec<u64> = (1..=3).filter(|id| *id != victim).collect();
+    // Every live replica's retention removed offsets the victim never got.
+    for id in &others {
+        eventually(Duration::from_secs(30), &format!("node {id}'s retention passing offset {had}"), || {
+            (log_start(c.node(*id), "short")? > had).then_some(())
+        });
+    }
+
+    c.start_node(victim);
+    let leader_now = leader_of(&c, "short");
+    let served = eventually(ELECTION_WAIT, "the victim serving what the leader serves", || {
+        let want = consume_all(c.node(leader_now), "short");
+        let got = consume_all(c.node(victim), "short");
+        (!want.is_empty() && got == want).then_some(got)
+    });
+    let start = *served.keys().next().unwrap();
+    assert!(start > had, "the victim's log starts past what it held ({start} <= {had})");
+    let retained: BTreeMap<u64, String> = acked.range(start..).map(|(o, v)| (*o, v.clone())).collect();
+    assert_eq!(served, retained, "exactly the acknowledged records from the log start on");
+
+    // It takes part again: with the leader killed, the victim and the third node
+    // elect, acknowledge, and both serve every acknowledged record from there on.
+    c.kill9(leader_now);
+    let mut after = BTreeMap::new();
+    c.produce_rounds("short", "after", 3, &mut after);
+    for (_, b) in c.live() {
+        let got = eventually(ELECTION_WAIT, "every record written after the restart", || {
+            let got = consume_all(b, "short");
+            after.keys().all(|o| got.contains_key(o)).then_some(got)
+        });
+        for (o, v) in &after {
+            assert_eq!(got.get(o), Some(v), "offset {o}");
+        }
+        let all: BTreeMap<u64, String> = acked.iter().chain(&after).map(|(o, v)| (*o, v.clone())).collect();
+        for (o, v) in &got {
+            assert_eq!(all.get(o), Some(v), "offset {o} served but never acknowledged");
+        }
     }
 }

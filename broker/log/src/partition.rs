@@ -85,6 +85,12 @@ pub struct PartitionLog {
     /// A Raft group stores its entries here: compaction, which may drop whole
     /// batches (Raft entries), is off until it is a replicated decision.
     pub(crate) raft_mode: std::sync::atomic::AtomicBool,
+    /// Raft mode: the index after the group's purge point (0: nothing purged).
+    /// Retention deletes only segments whose entries are all below it.
+    pub(crate) raft_purged_next: std::sync::atomic::AtomicU64,
+    /// Raft mode: the first index retention would keep if Raft had purged up to
+    /// it (0: retention waits for nothing). The group snapshots and purges there.
+    pub(crate) retention_wants: std::sync::atomic::AtomicU64,
 }
 
 /// An append whose offsets are assigned; await it (or `wait`) for durability.
@@ -229,6 +235,8 @@ impl PartitionLog {
             shared,
             housekeeping: Mutex::new(false),
             raft_mode: std::sync::atomic::AtomicBool::new(false),
+            raft_purged_next: std::sync::atomic::AtomicU64::new(0),
+            retention_wants: std::sync::atomic::AtomicU64::new(0),
         });
         Ok((log, report))
     }
@@ -667,7 +675,7 @@ impl PartitionLog {
 
     /// Writes the producer state covering the log below `next_offset`, so a restart
     /// replays only the batches after it.
-    fn snapshot_producers(&self, inner: &Inner) -> Result<()> {
+    pub(crate) fn snapshot_producers(&self, inner: &Inner) -> Result<()> {
         let path = self.dir.join(PRODUCER_STATE_FILE);
         let text = inner.producers.encode(inner.next_offset);
         files::write_atomic(&path, text.as_bytes()).ctx(|| format!("writing {}", path.display()))

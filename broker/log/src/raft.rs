@@ -236,12 +236,15 @@ impl PartitionLog {
         self.cut_at(&mut inner, &target, cut, offset, index)
     }
 
-    /// Makes the next appended entry get Raft index `index`, past the log's end: a
-    /// Raft group whose every entry was purged (a snapshot was installed) continues
-    /// there. Entries already stored keep their indexes; a segment holding only
-    /// purged control batches (no offset, so no record a consumer could read) is
-    /// emptied so its first index can move.
-    pub fn restart_entries_at(&self, index: u64) -> Result<()> {
+    /// Makes the next appended entry get Raft index `index` and offset `offset`,
+    /// past the log's end: a Raft group whose every entry was purged (a snapshot was
+    /// installed) continues there. At the log's next offset, the entries already
+    /// stored keep their indexes and a segment holding only purged control batches
+    /// (no offset, so no record a consumer could read) is emptied so its first index
+    /// can move. Past it (the leader's retention removed the records in between,
+    /// Kafka's "truncate fully and start at"), every record held is below the
+    /// leader's log start: the log starts over at `offset`.
+    pub fn restart_entries_at(&self, index: u64, offset: u64) -> Result<()> {
         let mut inner = self.inner.lock().expect("partition lock");
         let next = inner.next_index();
         if index <= next {
@@ -251,10 +254,16 @@ impl PartitionLog {
                 Err(LogError::NotContiguous { expected: next, got: index })
             };
         }
+        if offset < inner.next_offset {
+            return Err(LogError::NotContiguous { expected: inner.next_offset, got: offset });
+        }
         for seg in inner.segments.values() {
             crate::partition::wait_drained(seg);
         }
         self.progress.check()?;
+        if offset > inner.next_offset {
+            return self.start_over_at(&mut inner, index, offset);
+        }
         let active = inner.active().clone();
         let (size, holds_offsets) = (active.size(), active.next_offset() > active.base_offset);
         if size > 0 && holds_offsets {
@@ -269,6 +278,46 @@ impl PartitionLog {
         let mut st = active.state.write().expect("segment state lock");
         st.raft = crate::raft_index::RaftPositions::new(index);
         st.raft.write(&self.dir, active.base_offset, false)
+    }
+
+    /// Replaces every segment with an empty one at `offset`, first index `index`.
+    /// The new segment is made durable before the old ones go: a crash in between
+    /// leaves old segments below a gap, all of them purged for Raft, which
+    /// retention removes; the journal's older batches then lie below the log end
+    /// and are skipped on replay.
+    fn start_over_at(&self, inner: &mut Inner, index: u64, offset: u64) -> Result<()> {
+        let max = self.config().batch_bytes_max.max(es_core::limits::BATCH_BYTES_READ_FLOOR);
+        let fresh = Segment::create(&self.dir, offset, index, self.shared.open_files.clone(), max)?;
+        let old = std::mem::take(&mut inner.segments);
+        let cold: Vec<u64> = std::mem::take(&mut inner.cold).into_keys().collect();
+        inner.segments.insert(offset, fresh);
+        inner.next_offset = offset;
+        inner.epochs.truncate_from(0, 0)?;
+        inner.producers = crate::producers::ProducerTable::default();
+        for (base, seg) in old {
+            seg.close_reader();
+            crate::partition::remove_segment_files(&self.dir, base)?;
+        }
+        files::fsync_dir(&self.dir).ctx(|| format!("syncing {}", self.dir.display()))?;
+        if let (Some(tier), false) = (&self.cold, cold.is_empty()) {
+            tier.remove(&cold)?;
+        }
+        self.progress.durable_offset.store(offset, Ordering::Release);
+        self.progress.notify.send_replace(self.progress.visible());
+        self.snapshot_producers(inner)
+    }
+
+    /// Raft mode: the group purged its log up to `index`, inclusive; retention may
+    /// delete the segments whose entries are all at or below it.
+    pub fn set_raft_purged(&self, index: u64) {
+        self.raft_purged_next.fetch_max(index.saturating_add(1), Ordering::AcqRel);
+    }
+
+    /// Raft mode: the first index retention would keep if the group purged below it
+    /// (`None`: retention waits for nothing). Set by each housekeeping round.
+    pub fn retention_wants(&self) -> Option<u64> {
+        let wants = self.retention_wants.load(Ordering::Acquire);
+        (wants > self.raft_purged_next.load(Ordering::Acquire)).then_some(wants)
     }
 
     fn roll_at_index(&self, inner: &mut Inner, index: u64) -> Result<()> {
@@ -482,16 +531,77 @@ mod tests {
         let m = manager(dir.path(), true);
         let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
         fill(&p);
-        p.restart_entries_at(20).unwrap();
+        p.restart_entries_at(20, 2).unwrap();
         assert_eq!(values(&p, 0), ["a", "b"], "records stay readable");
         assert_eq!(p.entry_range().next, 20);
         p.append_entry(blank(20), 20, EntryStamp::Leader(LeaderEpoch(3))).unwrap().wait().unwrap();
         // A log of control batches only restarts in place.
-        p.restart_entries_at(30).unwrap();
+        p.restart_entries_at(30, 2).unwrap();
         assert_eq!(p.entry_range().next, 30);
         p.append_entry(blank(30), 30, EntryStamp::Leader(LeaderEpoch(3))).unwrap().wait().unwrap();
         assert_eq!(p.read_entries(30, 31, 1 << 20).unwrap().len(), 1);
-        assert!(p.restart_entries_at(5).is_err());
+        assert!(p.restart_entries_at(5, 2).is_err());
+    }
+
+    #[test]
+    fn a_log_starts_over_past_its_end_when_the_records_between_are_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let m = manager(dir.path(), true);
+            let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+            fill(&p);
+            p.force_roll().unwrap();
+            p.append_entry(data("c"), 4, EntryStamp::Leader(E1)).unwrap().wait().unwrap();
+            // The leader's log starts at offset 100, index 20: everything here is below.
+            assert!(p.restart_entries_at(20, 1).is_err(), "an offset below the log end is refused");
+            p.restart_entries_at(20, 100).unwrap();
+            assert_eq!(p.entry_range(), EntryRange { first: 20, next: 20 });
+            assert_eq!(p.info().log_start_offset, 100);
+            assert!(p.entry_epochs().is_empty(), "the old terms went with their entries");
+            let mut bytes = data("z");
+            batch::stamp(&mut bytes, 100, LeaderEpoch(3));
+            p.append_entry(bytes, 20, EntryStamp::Follower(LeaderEpoch(3))).unwrap().wait().unwrap();
+            p.set_committed_offset(101);
+            assert_eq!(values(&p, 100), ["z"]);
+            // Dropped without a clean close: the journal still holds the old batches.
+        }
+        let m = manager(dir.path(), true);
+        let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+        assert_eq!(p.entry_range(), EntryRange { first: 20, next: 21 });
+        assert_eq!(p.info().log_start_offset, 100);
+        assert_eq!(p.info().log_end_offset, 101);
+        assert!(matches!(p.read(0, 1 << 20), Err(LogError::OffsetOutOfRange { .. })));
+        let files: Vec<String> = std::fs::read_dir(dir.path().join("t-0"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".log"))
+            .collect();
+        assert_eq!(files, [format!("{:020}.log", 100)], "the old segments are gone");
+    }
+
+    #[test]
+    fn retention_in_raft_mode_waits_for_the_purge() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path(), false);
+        let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+        fill(&p);
+        p.force_roll().unwrap();
+        p.append_entry(data("c"), 4, EntryStamp::Leader(E1)).unwrap().wait().unwrap();
+        p.set_config(LogConfig { retention_bytes: 1, ..LogConfig::default() }).unwrap();
+        // The flusher seals the rolled segment on its own thread (bounded wait).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while p.retention_wants().is_none() {
+            assert!(p.housekeeping().unwrap().deleted_segments.is_empty(), "nothing purged yet");
+            assert!(std::time::Instant::now() < deadline, "retention never asked for a purge");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(p.retention_wants(), Some(4), "the first segment holds indexes 0-3");
+        p.set_raft_purged(2);
+        assert!(p.housekeeping().unwrap().deleted_segments.is_empty(), "index 3 is not purged");
+        p.set_raft_purged(3);
+        assert_eq!(p.housekeeping().unwrap().deleted_segments, [0]);
+        assert_eq!(p.retention_wants(), None);
+        assert_eq!(p.entry_range().first, 4);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! locally; reads below the local start offset are fetched from there (`cold/`).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use crate::error::Result;
 use crate::partition::PartitionLog;
@@ -52,6 +53,13 @@ impl PartitionLog {
                 .collect();
             (sealed, total)
         };
+        // In Raft mode a segment goes only once the group purged every entry in it
+        // (the snapshot moved past it): a follower that still needs those entries is
+        // sent the snapshot instead of a log with a hole. Tiering keeps the entries
+        // readable, so it need not wait.
+        let raft = self.raft_mode.load(Ordering::Acquire) && !cfg.cold_tier;
+        let purged_next = self.raft_purged_next.load(Ordering::Acquire);
+        let mut wants = 0;
         for seg in sealed {
             let size = seg.size();
             let by_size =
@@ -60,6 +68,15 @@ impl PartitionLog {
                 && seg.max_timestamp().is_some_and(|m| now.saturating_sub(m) > cfg.retention_ms);
             if !(by_size || by_age) {
                 break;
+            }
+            if raft {
+                let end = seg.state.read().expect("segment state lock").raft.end();
+                if wants > 0 || end > purged_next {
+                    // Retention wants it gone; the group purges up to here first.
+                    wants = end;
+                    total -= size;
+                    continue;
+                }
             }
             if cfg.cold_tier {
                 if !self.move_to_cold(&seg, now)? {
@@ -73,6 +90,7 @@ impl PartitionLog {
             }
             total -= size;
         }
+        self.retention_wants.store(wants, Ordering::Release);
         Ok(())
     }
 
@@ -101,7 +119,20 @@ impl PartitionLog {
     /// Deletes cold segments past the cold tier's own retention (age or size).
     fn enforce_cold_retention(&self, now: i64, report: &mut HousekeepingReport) -> Result<()> {
         let Some(tier) = &self.cold else { return Ok(()) };
-        let expired = tier.expired(now);
+        let mut expired = tier.expired(now);
+        if self.raft_mode.load(Ordering::Acquire) {
+            // As for local segments: only what the group purged (oldest first).
+            let purged_next = self.raft_purged_next.load(Ordering::Acquire);
+            let inner = self.inner.lock().expect("partition lock");
+            let end =
+                |b: &u64| inner.cold.get(b).map(|s| s.state.read().expect("segment state lock").raft.end());
+            if let Some(cut) = expired.iter().position(|b| end(b).is_none_or(|e| e > purged_next)) {
+                if let Some(e) = expired.last().and_then(end) {
+                    self.retention_wants.fetch_max(e, Ordering::AcqRel);
+                }
+                expired.truncate(cut);
+            }
+        }
         if expired.is_empty() {
             return Ok(());
         }

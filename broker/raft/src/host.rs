@@ -72,8 +72,9 @@ impl RaftHost {
         let groups: Arc<RwLock<HashMap<u64, Group>>> = Arc::default();
         let handler = route(groups.clone(), app);
         let peer = Arc::new(PeerNode::start(peer, listener, handler)?);
-        let inner = HostInner { peer, groups, config, stopped: AtomicBool::new(false) };
-        Ok(RaftHost { inner: Arc::new(inner) })
+        let inner = Arc::new(HostInner { peer, groups, config, stopped: AtomicBool::new(false) });
+        tokio::spawn(purge_for_retention(Arc::downgrade(&inner)));
+        Ok(RaftHost { inner })
     }
 
     pub fn node_id(&self) -> u64 {
@@ -191,8 +192,10 @@ impl RaftHost {
 }
 
 /// openraft's configuration from the timers: heartbeats on, snapshots never built by
-/// log size (the snapshot trap, state_machine.rs), a follower never sent a snapshot
-/// for lagging (a data snapshot is metadata only: it cannot replace the records).
+/// log size (the snapshot trap, state_machine.rs) but at the retention boundary
+/// (`purge_for_retention`), a follower never sent a snapshot merely for lagging (a
+/// data snapshot is metadata only: it cannot replace records the leader still
+/// holds); only one that needs entries retention removed gets it.
 fn raft_config(t: Timers) -> Result<openraft::Config, RaftError> {
     let config = openraft::Config {
         cluster_name: "es".into(),
@@ -224,6 +227,39 @@ async fn initialize(raft: &Raft, group: u64, voters: &[u64]) -> Result<(), RaftE
             Err(RaftError::Group { group, reason: e.to_string() })
         }
         Err(openraft::errors::RaftError::Fatal(e)) => Err(RaftError::Group { group, reason: e.to_string() }),
+    }
+}
+
+/// Every `RETENTION_PURGE_CHECK_MS`, each group whose retention waits for a purge
+/// (`PartitionLog::retention_wants`) snapshots at the retention boundary and purges
+/// its Raft log up to the snapshot; the next housekeeping round deletes the
+/// segments. A follower that still needs the purged entries is sent the snapshot
+/// and starts its log over at the leader's log start. Ends with the host.
+async fn purge_for_retention(host: std::sync::Weak<HostInner>) {
+    let every = Duration::from_millis(limits::RETENTION_PURGE_CHECK_MS);
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(host) = host.upgrade() else { return };
+        if host.stopped.load(Ordering::Acquire) {
+            return;
+        }
+        let due: Vec<Group> = host
+            .groups
+            .read()
+            .expect("groups lock")
+            .values()
+            .filter(|g| g.inner.log.retention_wants().is_some())
+            .filter(|g| !g.inner.purging.swap(true, Ordering::AcqRel))
+            .cloned()
+            .collect();
+        for g in due {
+            tokio::spawn(async move {
+                if let Err(e) = g.purge_to_retention().await {
+                    tracing::warn!(group = g.inner.id, error = %e, "purging the Raft log for retention failed");
+                }
+                g.inner.purging.store(false, Ordering::Release);
+            });
+        }
     }
 }
 
@@ -265,6 +301,8 @@ struct GroupInner {
     leader: watch::Receiver<LeaderView>,
     watcher: tokio::task::JoinHandle<()>,
     stopped: AtomicBool,
+    /// A retention purge is under way (`purge_for_retention`).
+    purging: AtomicBool,
     figures: Arc<GroupFigures>,
 }
 
@@ -306,7 +344,8 @@ impl Group {
         });
         let watcher = tokio::spawn(watch_leader(raft.clone(), tx, figures.clone()));
         let stopped = AtomicBool::new(false);
-        let inner = GroupInner { id, node, raft, log, leader: rx, watcher, stopped, figures };
+        let purging = AtomicBool::new(false);
+        let inner = GroupInner { id, node, raft, log, leader: rx, watcher, stopped, purging, figures };
         Group { inner: Arc::new(inner) }
     }
 
@@ -467,6 +506,29 @@ impl Group {
 
     pub fn log(&self) -> &Arc<PartitionLog> {
         &self.inner.log
+    }
+
+    /// Snapshots at the retention boundary and purges the Raft log up to the
+    /// snapshot (openraft clamps the purge to it, and on a leader waits until no
+    /// replication reads those entries). Bounded.
+    async fn purge_to_retention(&self) -> Result<(), ProposeError> {
+        let Some(wants) = self.inner.log.retention_wants() else { return Ok(()) };
+        let mut metrics = self.inner.raft.metrics();
+        let before = metrics.borrow_watched().snapshot;
+        self.inner.raft.trigger().snapshot().await.map_err(fatal)?;
+        let built = async {
+            while metrics.borrow_watched().snapshot == before {
+                if metrics.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        let wait = Duration::from_millis(limits::PROPOSE_TIMEOUT_MS);
+        if tokio::time::timeout(wait, built).await.is_err() {
+            // Nothing new to snapshot (nothing applied past the last one): next round.
+            return Ok(());
+        }
+        self.inner.raft.trigger().purge_log(wants - 1).await.map_err(fatal)
     }
 
     async fn close(&self) {

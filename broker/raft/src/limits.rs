@@ -22,6 +22,9 @@ pub const APPEND_ENTRIES_MAX: u64 = 256;
 /// but lets a briefly lagging follower catch up from the log.
 pub const PURGE_LAG_ENTRIES: u64 = 1 << 20;
 
+/// How often the host looks for groups whose retention waits for a Raft purge.
+pub const RETENTION_PURGE_CHECK_MS: u64 = 1_000;
+
 /// The RPC kinds at and above this belong to the broker (`RaftHost::call` and the
 /// `app` handler); below it, to Raft.
 pub const APP_KIND_MIN: u8 = 128;

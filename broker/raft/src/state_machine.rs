@@ -7,9 +7,10 @@
 //!
 //! Snapshots are metadata only and are taken at the retention boundary, never at
 //! the applied index alone (DESIGN §4, "snapshot trap"): a snapshot covers only
-//! entries below the first data entry this replica still holds, so a follower that
-//! installs it and purges its log up to the snapshot never loses a record a consumer
-//! can still read. (Purge does not delete segments anyway: retention does.)
+//! entries below the first data entry this replica keeps (the first held, or the
+//! first past the segments retention waits to delete), so a follower that installs
+//! it and purges its log up to the snapshot never loses a record a consumer can
+//! still read. (Purge does not delete segments: retention does, once purged.)
 
 use std::io::{self, Cursor};
 use std::sync::{Arc, Mutex};
@@ -111,13 +112,16 @@ impl DataStateMachine {
         }
     }
 
-    /// The Raft index of the first data entry this replica holds (`None`: none),
-    /// and its base offset. Scans at most `FLOOR_SCAN_MAX` control entries.
+    /// The Raft index of the first data entry this replica keeps (`None`: none),
+    /// and its base offset: the first one held, or, when retention waits for a
+    /// purge to delete segments, the first one after them. Scans at most
+    /// `FLOOR_SCAN_MAX` control entries.
     fn data_floor(&self) -> io::Result<Option<(u64, u64)>> {
         let range = self.log.entry_range();
-        let mut index = range.first;
+        let start = self.log.retention_wants().map_or(range.first, |w| w.clamp(range.first, range.next));
+        let mut index = start;
         while index < range.next {
-            if index - range.first >= FLOOR_SCAN_MAX {
+            if index - start >= FLOOR_SCAN_MAX {
                 return Ok(Some((index, self.log.info().log_start_offset)));
             }
             let Some((_, bytes)) = self.log.read_entries(index, index + 1, 1).map_err(io)?.pop() else {

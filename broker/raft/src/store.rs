@@ -7,7 +7,9 @@
 //! submission order. Votes, purges and the committed id go to small files written
 //! only after every queued append is durable (es-log `write_raft_file`), so a vote
 //! never overtakes an append (openraft#1252). Purge moves the Raft log start only:
-//! segments go by retention, never because Raft purged them (the snapshot trap).
+//! segments go by retention, never because Raft purged them (the snapshot trap);
+//! in Raft mode retention deletes only what was purged, and asks for the purge
+//! (`PartitionLog::retention_wants`, acted on by the host's purge task).
 
 use std::fmt::Debug;
 use std::io;
@@ -71,6 +73,9 @@ impl LogStore {
         if let Some(committed) = meta.committed {
             restore_committed_offset(&log, committed.index)?;
         }
+        if let Some(purged) = meta.purged {
+            log.set_raft_purged(purged.index);
+        }
         let shared = Shared { log, meta: Mutex::new(meta), completions: OnceLock::new() };
         Ok(LogStore { shared: Arc::new(shared) })
     }
@@ -91,6 +96,9 @@ impl LogStore {
         self.meta().purged.map_or(first, |p| first.max(p.index + 1))
     }
 
+    /// Entries `[from, to)` that the log holds. In Raft mode retention deletes only
+    /// purged entries, so the ones missing at the start are purged or were never
+    /// here (a log that started past its end); openraft tolerates both.
     fn entries(&self, from: u64, to: u64) -> io::Result<Vec<EsEntry>> {
         let from = from.max(self.readable_from());
         let read = self.shared.log.read_entries(from, to, usize::MAX).map_err(io)?;
@@ -120,8 +128,8 @@ impl LogStore {
     fn append_one(&self, entry: EsEntry) -> io::Result<PendingAppend> {
         let (leader, index) = openraft::entry::RaftEntry::log_id_parts(&entry);
         let term = leader.term;
-        self.restart_if_purged(index)?;
         let header = entry.header().ok_or_else(|| io::Error::other("an entry is not a v2 batch"))?;
+        self.restart_if_purged(index, header.base_offset)?;
         let stamp = if header.leader_epoch.is_known() {
             EntryStamp::Follower(term.epoch())
         } else {
@@ -131,8 +139,10 @@ impl LogStore {
     }
 
     /// openraft appends past the log's end only when every entry held is purged (a
-    /// snapshot was installed): the log then continues at `index`.
-    fn restart_if_purged(&self, index: u64) -> io::Result<()> {
+    /// snapshot was installed): the log then continues at `index` and at the
+    /// entry's base offset `offset` (the leader's log start, when its retention
+    /// removed the records this replica lacks).
+    fn restart_if_purged(&self, index: u64, offset: u64) -> io::Result<()> {
         let range = self.shared.log.entry_range();
         if index <= range.next {
             return Ok(());
@@ -143,7 +153,7 @@ impl LogStore {
             // es-log refuses it: a non-contiguous append (openraft#1795).
             return Ok(());
         }
-        self.shared.log.restart_entries_at(index).map_err(io)
+        self.shared.log.restart_entries_at(index, offset).map_err(io)
     }
 
     fn write_meta<T: Serialize>(&self, file: RaftFile, value: &T) -> io::Result<()> {
@@ -356,6 +366,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn purge(&mut self, log_id: LogId) -> io::Result<()> {
         self.write_meta(RaftFile::Purged, &Some(log_id))?;
         self.shared.meta.lock().expect("raft meta lock").purged = Some(log_id);
+        // Retention may now delete the segments up to here.
+        self.shared.log.set_raft_purged(log_id.index);
         Ok(())
     }
 }

@@ -126,10 +126,11 @@ async fn apply_stored(store: &mut LogStore, sm: &mut DataStateMachine, to: u64) 
     sm.apply(futures_util::stream::iter(stored.into_iter().map(|e| Ok((e, None))))).await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_snapshot_moves_up_once_retention_removed_the_records_below() {
+/// A leader: membership at 0, "a" (offset 0) at 1, "b" (offset 1) at 2 in the first
+/// segment; "c" (offset 2) at 3 in the next; all applied.
+async fn two_segment_leader() -> (Guard, Arc<PartitionLog>, LogStore, DataStateMachine) {
     use crate::entry::EsEntry;
-    let (_g, log) = open_partition();
+    let (g, log) = open_partition();
     let mut store = LogStore::open(log.clone()).unwrap();
     let mut sm = DataStateMachine::open(log.clone()).unwrap();
     let membership = Membership::new_with_defaults(vec![[1u64].into()], []);
@@ -145,24 +146,79 @@ async fn the_snapshot_moves_up_once_retention_removed_the_records_below() {
     log.force_roll().unwrap();
     append(&mut store, vec![EsEntry::new_normal(log_id(2, 3), data("c"))]).await;
     apply_stored(&mut store, &mut sm, 4).await;
+    (g, log, store, sm)
+}
+
+/// Retention by size on `log` until it asks for a purge: the flusher seals the
+/// rolled segment on its own thread (bounded wait). Nothing is deleted before.
+async fn retention_waits_for_a_purge(log: &PartitionLog) -> u64 {
+    log.set_config(LogConfig { retention_bytes: 1, ..LogConfig::default() }).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let report = log.housekeeping().unwrap();
+        assert!(report.deleted_segments.is_empty(), "retention deleted entries Raft had not purged");
+        if let Some(wants) = log.retention_wants() {
+            return wants;
+        }
+        assert!(std::time::Instant::now() < deadline, "retention never asked for a purge");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_waits_for_the_snapshot_and_purge_at_its_boundary() {
+    let (_g, log, mut store, mut sm) = two_segment_leader().await;
     let snap = sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
     assert_eq!(snap.meta.last_log_id, Some(log_id(1, 0)), "data from index 1 is retained");
-    // Retention by size removes the sealed segment (indexes 0-2, offsets 0-1).
-    log.set_config(LogConfig { retention_bytes: 1, ..LogConfig::default() }).unwrap();
-    // The flusher seals the rolled segment after its last write is synced, on its
-    // own thread: retention acts on it once it is sealed (bounded wait).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let report = loop {
-        let report = log.housekeeping().unwrap();
-        if !report.deleted_segments.is_empty() || std::time::Instant::now() > deadline {
-            break report;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    };
-    assert_eq!(report.deleted_segments, [0]);
+    assert_eq!(retention_waits_for_a_purge(&log).await, 3, "the first segment holds indexes 0-2");
     let snap = sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
-    assert_eq!(snap.meta.last_log_id, Some(log_id(2, 2)), "the term comes from the epoch checkpoint");
+    assert_eq!(snap.meta.last_log_id, Some(log_id(2, 2)), "the snapshot moves to retention's boundary");
+    store.purge(log_id(2, 2)).await.unwrap();
+    assert_eq!(log.housekeeping().unwrap().deleted_segments, [0]);
+    assert_eq!(log.retention_wants(), None);
     assert_eq!(values(&log), ["c"]);
+    let left = store.get_log_reader().await.try_get_log_entries(3..10).await.unwrap();
+    assert_eq!(left.iter().map(|e| e.index()).collect::<Vec<_>>(), [3]);
+}
+
+/// A follower that has only index 0-1 when the leader's retention removed 0-2
+/// installs the snapshot and starts its log over at the leader's log start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_behind_retention_starts_over_at_the_leaders_log_start() {
+    let (_g, leader_log, mut leader, mut leader_sm) = two_segment_leader().await;
+    retention_waits_for_a_purge(&leader_log).await;
+    let snap = leader_sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
+    leader.purge(snap.meta.last_log_id.unwrap()).await.unwrap();
+    assert_eq!(leader_log.housekeeping().unwrap().deleted_segments, [0]);
+
+    let (_g2, follower_log) = open_partition();
+    let mut follower = LogStore::open(follower_log.clone()).unwrap();
+    let mut follower_sm = DataStateMachine::open(follower_log.clone()).unwrap();
+    // It got indexes 0 and 1 before it went down (the leader's bytes).
+    let (_g3, early_log) = open_partition();
+    let mut early = LogStore::open(early_log).unwrap();
+    let membership = Membership::new_with_defaults(vec![[1u64].into()], []);
+    use crate::entry::EsEntry;
+    append(
+        &mut early,
+        vec![EsEntry::new_membership(log_id(1, 0), membership), EsEntry::new_normal(log_id(1, 1), data("a"))],
+    )
+    .await;
+    append(&mut follower, early.get_log_reader().await.try_get_log_entries(0..2).await.unwrap()).await;
+
+    // What openraft does for a follower behind the leader's purge point.
+    follower_sm.install_snapshot(&snap.meta, snap.snapshot).await.unwrap();
+    follower.purge(snap.meta.last_log_id.unwrap()).await.unwrap();
+    let rest = leader.get_log_reader().await.try_get_log_entries(3..4).await.unwrap();
+    append(&mut follower, rest.clone()).await;
+    assert_eq!(follower.get_log_reader().await.try_get_log_entries(3..10).await.unwrap(), rest);
+    let state = follower.get_log_state().await.unwrap();
+    assert_eq!(state.last_log_id, Some(log_id(2, 3)));
+    assert_eq!(follower_log.info().log_start_offset, 2, "the leader's log start");
+    let apply = futures_util::stream::iter(rest.into_iter().map(|e| Ok((e, None))));
+    follower_sm.apply(apply).await.unwrap();
+    assert_eq!(values(&follower_log), ["c"]);
+    assert_eq!(follower_log.info().log_end_offset, leader_log.info().log_end_offset);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
