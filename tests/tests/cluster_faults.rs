@@ -341,8 +341,9 @@ fn a_kafka_producer_writes_through_an_isolated_leader_and_loses_nothing() {
 
 /// A follower down while the leader's retention deleted segments it had not yet
 /// received is sent the leader's (metadata-only) snapshot and starts its log over
-/// at the leader's log start, Kafka's "truncate fully and start at": afterwards it
-/// serves exactly what the leader serves, and takes part in the next writes.
+/// at the leader's log start, Kafka's "truncate fully and start at", even when it
+/// is killed again mid catch-up: afterwards it serves exactly what the leader
+/// serves, and takes part in the next writes.
 #[test]
 fn a_follower_down_past_retention_starts_over_at_the_leaders_log_start() {
     let mut c = Cluster::new(3, &["--housekeeping-interval-ms", "200"], &[]);
@@ -375,6 +376,10 @@ fn a_follower_down_past_retention_starts_over_at_the_leaders_log_start() {
         });
     }
 
+    // Killed as soon as it listens (the snapshot install or the start-over may be
+    // under way), then back for good.
+    c.start_node(victim);
+    c.kill9(victim);
     c.start_node(victim);
     let leader_now = leader_of(&c, "short");
     let served = eventually(ELECTION_WAIT, "the victim serving what the leader serves", || {
