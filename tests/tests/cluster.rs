@@ -455,6 +455,14 @@ fn es_client_follows_the_partition_leader_through_a_leader_kill() {
     c.create_topic_anywhere("follow");
     let (leader, _) = c.produce_anywhere("follow", &["warm-up".to_owned()]);
     let follower = *c.nodes.keys().find(|id| **id != leader).unwrap();
+    // The warm-up may have committed on the other two before this follower heard
+    // from the leader (or learnt its addresses); until then its NotLeader names no
+    // leader address, as Kafka's NOT_LEADER_OR_FOLLOWER names none.
+    eventually(ELECTION_WAIT, "the follower knowing the leader and its address", || {
+        let view = c.node(follower).get("/cluster").body;
+        let known = view["nodes"].as_array()?.iter().any(|n| n["id"] == leader && n["binary"].is_string());
+        (known && cluster_leader(c.node(follower), "follow")?.0 == leader).then_some(())
+    });
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let mut acked: BTreeMap<u64, String> = BTreeMap::from([(0, "warm-up".to_owned())]);
     // Retries enough to ride out an election (the backoff caps at 2 s; the call at 30 s).

@@ -254,8 +254,11 @@ async fn purge_for_retention(host: std::sync::Weak<HostInner>) {
             .collect();
         for g in due {
             tokio::spawn(async move {
-                if let Err(e) = g.purge_to_retention().await {
-                    tracing::warn!(group = g.inner.id, error = %e, "purging the Raft log for retention failed");
+                match g.purge_to_retention().await {
+                    Ok(()) | Err(ProposeError::Shutdown) => {}
+                    Err(e) => {
+                        tracing::warn!(group = g.inner.id, error = %e, "purging the Raft log for retention failed")
+                    }
                 }
                 g.inner.purging.store(false, Ordering::Release);
             });
@@ -513,8 +516,13 @@ impl Group {
     /// replication reads those entries). Bounded.
     async fn purge_to_retention(&self) -> Result<(), ProposeError> {
         let Some(wants) = self.inner.log.retention_wants() else { return Ok(()) };
+        let upto = wants - 1;
         let mut metrics = self.inner.raft.metrics();
         let before = metrics.borrow_watched().snapshot;
+        if before.is_some_and(|s| s.index >= upto) {
+            // The snapshot is there; the purge may be waiting for a replication.
+            return self.inner.raft.trigger().purge_log(upto).await.map_err(fatal);
+        }
         self.inner.raft.trigger().snapshot().await.map_err(fatal)?;
         let built = async {
             while metrics.borrow_watched().snapshot == before {
@@ -528,7 +536,7 @@ impl Group {
             // Nothing new to snapshot (nothing applied past the last one): next round.
             return Ok(());
         }
-        self.inner.raft.trigger().purge_log(wants - 1).await.map_err(fatal)
+        self.inner.raft.trigger().purge_log(upto).await.map_err(fatal)
     }
 
     async fn close(&self) {
