@@ -12,6 +12,7 @@ use es_core::LeaderEpoch;
 use es_log::{FlushStats, LogConfig, LogManager, ManagerOptions, PartitionLog};
 use hdrhistogram::Histogram;
 
+use super::JournalMode;
 use super::figures::{Counters, RunResult};
 use crate::latency;
 use crate::timed::{self, Control};
@@ -45,7 +46,7 @@ impl Snapshot {
 pub struct Shape {
     pub partitions: usize,
     pub writers: usize,
-    pub journal: bool,
+    pub journal: JournalMode,
 }
 
 /// Runs the row once in a fresh directory under `root`, removed afterwards.
@@ -61,7 +62,12 @@ pub fn run(
         .prefix("es-bench-log-")
         .tempdir_in(root)
         .with_context(|| format!("creating a directory under {}", root.display()))?;
-    let options = ManagerOptions { housekeeping_interval: None, journal, ..ManagerOptions::default() };
+    let options = ManagerOptions {
+        housekeeping_interval: None,
+        journal: journal != JournalMode::Off,
+        journal_bypass: journal == JournalMode::On,
+        ..ManagerOptions::default()
+    };
     let manager = LogManager::new(dir.path(), options).context("starting the log manager")?;
     let logs = open_partitions(&manager, partitions, workload.batch_bytes())?;
     let before = Snapshot::take(manager.stats());

@@ -35,9 +35,11 @@ pub struct LogArgs {
     /// Give a row max(--writers, partitions) writers, so every partition has one.
     #[arg(long)]
     pub writers_follow_partitions: bool,
-    /// Journal modes to run, one row each per partition count: on, off or on,off.
-    #[arg(long, value_delimiter = ',', default_value = "on", value_parser = parse_on_off)]
-    pub journal: Vec<bool>,
+    /// Journal modes to run, one row each per partition count, e.g. on,always,off:
+    /// `on` is the broker's default (a round of one partition syncs its segment when
+    /// safe), `always` sends every round through the journal, `off` has none.
+    #[arg(long, value_delimiter = ',', default_value = "on", value_parser = parse_journal)]
+    pub journal: Vec<JournalMode>,
     /// Records per batch.
     #[arg(long, default_value_t = 500)]
     pub batch: usize,
@@ -61,7 +63,7 @@ pub struct LogArgs {
 impl LogArgs {
     fn validate(&self) -> Result<()> {
         ensure!(!self.partitions.is_empty(), "--partitions needs at least one count");
-        ensure!(!self.journal.is_empty(), "--journal needs on, off or both");
+        ensure!(!self.journal.is_empty(), "--journal needs on, always or off");
         ensure!(self.partitions.iter().all(|&p| p >= 1), "--partitions counts must be at least 1");
         ensure!(self.writers >= 1, "--writers must be at least 1");
         ensure!(self.batch >= 1, "--batch must be at least 1");
@@ -71,11 +73,34 @@ impl LogArgs {
     }
 }
 
-fn parse_on_off(s: &str) -> Result<bool, String> {
+/// How a log row uses the per-disk journal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JournalMode {
+    /// The default: the journal, with a lone partition's round syncing its segment.
+    On,
+    /// Every round through the journal.
+    Always,
+    /// No journal: one fdatasync per dirty segment per round.
+    Off,
+}
+
+impl JournalMode {
+    pub fn label(self) -> &'static str {
+        match self {
+            JournalMode::On => "journal",
+            JournalMode::Always => "journal always",
+            JournalMode::Off => "no journal",
+        }
+    }
+}
+
+fn parse_journal(s: &str) -> Result<JournalMode, String> {
     match s {
-        "on" => Ok(true),
-        "off" => Ok(false),
-        other => Err(format!("expected on or off, got {other:?}")),
+        "on" => Ok(JournalMode::On),
+        "always" => Ok(JournalMode::Always),
+        "off" => Ok(JournalMode::Off),
+        other => Err(format!("expected on, always or off, got {other:?}")),
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Result;
 use serde::Serialize;
 
+use super::JournalMode;
 use super::figures::{Figures, RunResult};
 use super::{log_row, raw_row};
 use crate::workload::Workload;
@@ -19,8 +20,8 @@ pub enum RowSpec {
     /// One thread, `batches_per_fsync` batches per write + fdatasync.
     Raw { batches_per_fsync: usize },
     /// `writers` threads appending to `partitions` partitions of the log, with the
-    /// per-disk journal on (one fdatasync per round) or off (one per segment).
-    Log { partitions: usize, writers: usize, journal: bool },
+    /// per-disk journal on (one fdatasync per round), always or off (one per segment).
+    Log { partitions: usize, writers: usize, journal: JournalMode },
 }
 
 impl RowSpec {
@@ -28,8 +29,7 @@ impl RowSpec {
         match self {
             RowSpec::Raw { batches_per_fsync } => format!("raw {batches_per_fsync} batch/fdatasync"),
             RowSpec::Log { partitions, writers, journal } => {
-                let mode = if *journal { "journal" } else { "no journal" };
-                format!("log {partitions}p x {writers}w {mode}")
+                format!("log {partitions}p x {writers}w {}", journal.label())
             }
         }
     }
@@ -71,7 +71,12 @@ pub struct RoundFigures {
 /// partition count and journal mode, the modes of one count next to each other (so
 /// the alternating order runs them back to back). With `writers_follow`, a row has
 /// max(writers, partitions) writers, so every partition has one.
-pub fn rows(partitions: &[usize], writers: usize, journals: &[bool], writers_follow: bool) -> Vec<RowSpec> {
+pub fn rows(
+    partitions: &[usize],
+    writers: usize,
+    journals: &[JournalMode],
+    writers_follow: bool,
+) -> Vec<RowSpec> {
     let mut specs = vec![RowSpec::Raw { batches_per_fsync: writers }];
     if writers > 1 {
         specs.push(RowSpec::Raw { batches_per_fsync: 1 });

@@ -4,7 +4,10 @@
 //! batch and makes the whole round durable with one `fdatasync` of the journal,
 //! whatever the number of partitions; segments are synced later, at checkpoints
 //! (`journal.rs`). With the journal off, each segment's bytes get one `writev` and one
-//! `fdatasync`. Either way every append waiting on the round is then acknowledged;
+//! `fdatasync`. A journal round that touches one partition only takes that second
+//! path when the journal allows it ([`Journal::bypass`]): one partition gains
+//! nothing from sharing the fsync and would pay for writing its bytes twice.
+//! Either way every append waiting on the round is then acknowledged;
 //! appends that arrive during a round join the next one. The flusher waits on
 //! nothing but the disk: no plugin, no network, no log lock.
 
@@ -17,7 +20,7 @@ use es_core::histogram::Histogram;
 
 use crate::error::{LogError, Result};
 use crate::files;
-use crate::journal::{self, Journal};
+use crate::journal::{self, Bypass, Journal};
 use crate::segment::{Segment, Waiter};
 
 /// Most threads one flush round uses to sync partitions in parallel.
@@ -101,6 +104,8 @@ pub struct FlushStats {
     pub bytes: AtomicU64,
     /// Segment syncs done by checkpoints (journal on), not counted in `fsyncs`.
     pub checkpoint_fsyncs: AtomicU64,
+    /// Journal-on rounds of one partition that synced its segment, not the journal.
+    pub direct_rounds: AtomicU64,
     /// Appends acknowledged per group-commit round.
     pub round_appends: Histogram,
     /// How long each round-path fdatasync took (segment or journal).
@@ -115,6 +120,7 @@ impl Default for FlushStats {
             appends: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             checkpoint_fsyncs: AtomicU64::new(0),
+            direct_rounds: AtomicU64::new(0),
             round_appends: Histogram::counts(),
             fsync_latency: Histogram::latency(),
         }
@@ -253,7 +259,19 @@ impl Flusher {
     fn flush_round(&self, jobs: Vec<Job>) {
         let mut groups = group_by_partition(jobs);
         if let Some(journal) = &self.journal {
-            return self.journal_round(journal, groups);
+            let bypass = match groups.as_mut_slice() {
+                [group] => journal.bypass(&group[0].name),
+                _ => Bypass::No,
+            };
+            if bypass == Bypass::Yes {
+                self.stats.direct_rounds.fetch_add(1, Ordering::Relaxed);
+                return groups.into_iter().flatten().for_each(|job| self.flush_one(job));
+            }
+            self.journal_round(journal, groups);
+            if bypass == Bypass::AfterCheckpoint {
+                journal.expedite_checkpoint();
+            }
+            return;
         }
         let per_worker = groups.len().div_ceil(FLUSH_WORKERS_MAX);
         let mut lanes: Vec<Vec<Job>> = Vec::new();
@@ -276,6 +294,9 @@ impl Flusher {
     fn flush_one(&self, job: Job) {
         let mut take = take(job);
         take.result = self.write_and_sync(&take.job, &take.chunks);
+        if take.result.is_ok() {
+            take.job.segment.synced_size.fetch_max(take.end_position, Ordering::AcqRel);
+        }
         self.complete(take);
     }
 
@@ -330,6 +351,7 @@ impl Flusher {
             timed_sync(&self.stats, file)
                 .map_err(|e| LogError::io(format!("syncing {}", path.display()), e))?;
             self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+            t.job.segment.synced_size.fetch_max(t.end_position, Ordering::AcqRel);
         }
         Ok(())
     }

@@ -6,13 +6,19 @@
 //! Truncations go through the same file, in order with the appends, so a replay
 //! reproduces what the partitions went through (the Raft log storage needs both).
 //!
+//! A round that touches a single partition skips the journal when it may (see
+//! [`Journal::bypass`]): that partition's segment is written and fdatasynced
+//! directly, as with the journal off, which spares one partition the double write.
+//! That is safe only while no live journal file holds a truncation of the partition:
+//! replaying an older truncation would cut batches synced after it.
+//!
 //! Files are `<seq, 20 digits>.journal`, preallocated so that a write inside them
 //! cannot fail for lack of space. Once the current file passes
 //! [`limits::JOURNAL_FILE_BYTES`] a new one becomes current and a checkpoint thread
 //! syncs every segment written while the old ones were current; only then are the
 //! old files deleted.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Read};
 use std::os::unix::fs::FileExt;
@@ -115,6 +121,17 @@ fn decode_body(body: &[u8]) -> std::result::Result<Entry, &'static str> {
         }),
         _ => Err("unknown record kind or malformed payload"),
     }
+}
+
+/// Whether a round of a single partition may skip the journal ([`Journal::bypass`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bypass {
+    /// Sync the partition's segment instead.
+    Yes,
+    /// Not until a checkpoint deletes the live file with its truncation record.
+    AfterCheckpoint,
+    /// Bypass is off, or the journal failed.
+    No,
 }
 
 /// What reading the next record found.
@@ -256,19 +273,31 @@ pub(crate) struct Journal {
     failed: Mutex<Option<String>>,
     /// Segment files written behind since the current file became current.
     dirty: Mutex<HashSet<PathBuf>>,
+    /// Partitions with a truncation record in a live file, and the newest such
+    /// file's sequence number: their rounds go through the journal (see
+    /// [`Journal::bypass`]) until a checkpoint has durably deleted that file.
+    truncated: Mutex<HashMap<String, u64>>,
     checkpoint: Mutex<Option<JoinHandle<()>>>,
     stopping: AtomicBool,
     closed: AtomicBool,
     stats: Arc<FlushStats>,
     /// Rotate past this size (normally [`limits::JOURNAL_FILE_BYTES`]).
     file_bytes: u64,
+    /// Single-partition rounds may skip the journal ([`Journal::bypass`]).
+    bypass: bool,
     pub faults: Faults,
 }
 
 impl Journal {
     /// Starts a fresh journal in `dir`; any older files must have been replayed and
     /// removed first (see `journal_replay`).
-    pub fn open(dir: &Path, first_seq: u64, file_bytes: u64, stats: Arc<FlushStats>) -> Result<Arc<Journal>> {
+    pub fn open(
+        dir: &Path,
+        first_seq: u64,
+        file_bytes: u64,
+        bypass: bool,
+        stats: Arc<FlushStats>,
+    ) -> Result<Arc<Journal>> {
         std::fs::create_dir_all(dir).ctx(|| format!("creating {}", dir.display()))?;
         let faults = Faults::default();
         let file = create_file(dir, first_seq, file_bytes, &faults)?;
@@ -278,11 +307,13 @@ impl Journal {
             full: AtomicBool::new(false),
             failed: Mutex::new(None),
             dirty: Mutex::new(HashSet::new()),
+            truncated: Mutex::new(HashMap::new()),
             checkpoint: Mutex::new(None),
             stopping: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             stats,
             file_bytes,
+            bypass,
             faults,
         }))
     }
@@ -328,12 +359,53 @@ impl Journal {
         }
     }
 
+    /// Whether a round whose only partition is `partition` may sync that partition's
+    /// segment instead of the journal. Not while a live journal file holds a
+    /// truncation of it (its creation record included): a replay applies that
+    /// truncation again and would cut the batches synced after it. Batch records of
+    /// the partition in live files are harmless: replay skips what the segment holds,
+    /// and the segment sync makes everything written behind before it durable too.
+    pub fn bypass(&self, partition: &str) -> Bypass {
+        if !self.bypass || self.check_failed().is_err() {
+            return Bypass::No;
+        }
+        match self.truncated.lock().expect("truncated lock").contains_key(partition) {
+            true => Bypass::AfterCheckpoint,
+            false => Bypass::Yes,
+        }
+    }
+
+    /// Rotates now, so that a checkpoint deletes the truncation records that keep a
+    /// lone partition's rounds in the journal ([`Bypass::AfterCheckpoint`]), rather
+    /// than after a whole file of rounds. Not while a checkpoint runs: the records
+    /// are then in the file it is about to delete, or in the current one, whose turn
+    /// comes when it ends; so rotations never outpace checkpoints.
+    pub fn expedite_checkpoint(self: &Arc<Self>) {
+        if self.checkpoint.lock().expect("checkpoint lock").as_ref().is_some_and(|h| !h.is_finished()) {
+            return;
+        }
+        let mut cur = self.current.lock().expect("journal lock");
+        if cur.position > 0 && self.check_failed().is_ok() {
+            self.rotate(&mut cur);
+        }
+    }
+
     /// Writes `records` and syncs them: the one fdatasync of a round. A write refused
     /// for lack of space is retried until space returns (the records' offsets are
     /// taken, so they cannot be given back); a failed sync poisons the journal.
     pub fn commit(self: &Arc<Self>, records: &[u8]) -> Result<()> {
+        self.commit_noting(records, None)
+    }
+
+    /// [`Journal::commit`], noting first that `truncated` (the partition of the
+    /// truncation record among `records`) has one in the current file. Under the
+    /// journal's lock, so no rotation comes between the note and the write.
+    fn commit_noting(self: &Arc<Self>, records: &[u8], truncated: Option<&str>) -> Result<()> {
         let mut cur = self.current.lock().expect("journal lock");
         self.check_failed()?;
+        if let Some(partition) = truncated {
+            self.truncated.lock().expect("truncated lock").insert(partition.to_owned(), cur.seq);
+        }
         self.write_retrying(&cur, records)?;
         let synced = if self.faults.fail_sync.swap(false, Ordering::AcqRel) {
             Err(io::Error::from_raw_os_error(rustix::io::Errno::IO.raw_os_error()))
@@ -388,14 +460,14 @@ impl Journal {
     pub fn record_truncate(self: &Arc<Self>, partition: &str, offset: u64) -> Result<()> {
         let mut buf = Vec::new();
         encode_truncate(&mut buf, partition, offset);
-        self.commit(&buf)
+        self.commit_noting(&buf, Some(partition))
     }
 
     /// Records a Raft truncation (entries from `index`, at `offset`) durably.
     pub fn record_truncate_entries(self: &Arc<Self>, partition: &str, offset: u64, index: u64) -> Result<()> {
         let mut buf = Vec::new();
         encode_truncate_entries(&mut buf, partition, offset, index);
-        self.commit(&buf)
+        self.commit_noting(&buf, Some(partition))
     }
 
     /// Makes a new file current and checkpoints the old ones in the background.
@@ -447,7 +519,10 @@ impl Journal {
                 files::remove_if_exists(&path).ctx(|| format!("removing {}", path.display()))?;
             }
         }
-        files::fsync_dir(&self.dir).ctx(|| format!("syncing {}", self.dir.display()))
+        files::fsync_dir(&self.dir).ctx(|| format!("syncing {}", self.dir.display()))?;
+        // Only now can no replay see those truncations again.
+        self.truncated.lock().expect("truncated lock").retain(|_, seq| *seq > upto_seq);
+        Ok(())
     }
 
     /// Tells a write waiting for space to give up (the flusher is stopping).
@@ -634,8 +709,9 @@ mod tests {
     #[test]
     fn a_failed_sync_poisons_and_enospc_is_retried_until_space_returns() {
         let dir = tempfile::tempdir().unwrap();
-        let j = Journal::open(dir.path(), 1, limits::JOURNAL_FILE_BYTES, Arc::new(FlushStats::default()))
-            .unwrap();
+        let j =
+            Journal::open(dir.path(), 1, limits::JOURNAL_FILE_BYTES, true, Arc::new(FlushStats::default()))
+                .unwrap();
         let mut rec = Vec::new();
         encode_batch(&mut rec, "p", &batch(0, 1, 30));
         // Two refused writes, then space returns: the commit succeeds.
@@ -651,8 +727,9 @@ mod tests {
     #[test]
     fn no_space_for_a_new_file_refuses_appends_until_a_retry_works() {
         let dir = tempfile::tempdir().unwrap();
-        let j = Journal::open(dir.path(), 1, limits::JOURNAL_FILE_BYTES, Arc::new(FlushStats::default()))
-            .unwrap();
+        let j =
+            Journal::open(dir.path(), 1, limits::JOURNAL_FILE_BYTES, true, Arc::new(FlushStats::default()))
+                .unwrap();
         {
             let mut cur = j.current.lock().unwrap();
             cur.position = j.file_bytes;

@@ -376,10 +376,11 @@ mod tests {
             .prop_map(|(segments, journal_tail)| Crash { segments, journal_tail })
     }
 
-    fn options() -> ManagerOptions {
+    fn options(bypass: bool) -> ManagerOptions {
         ManagerOptions {
             housekeeping_interval: None,
             journal_file_bytes: 8 * 1024,
+            journal_bypass: bypass,
             ..ManagerOptions::default()
         }
     }
@@ -391,8 +392,16 @@ mod tests {
     /// The acknowledged batches of each partition, byte for byte as read back.
     type Model = Vec<Vec<(u64, Vec<u8>)>>;
 
-    fn run_ops(root: &Path, ops: &[Op], side: &Path) -> Model {
-        let m = LogManager::new(root, options()).unwrap();
+    /// Per partition, the active segment's base offset and its bytes fsynced in the
+    /// segment file itself (a round that bypassed the journal): a crash keeps them.
+    type Synced = Vec<(u64, u64)>;
+
+    /// Runs `ops`, then stops like a crash. With `bypass`, single-partition rounds
+    /// may skip the journal, and snapshots are not kept: restoring a journal file
+    /// after its deletion was durable stands for no crash once a round relied on
+    /// that deletion (see `Journal::bypass`).
+    fn run_ops(root: &Path, ops: &[Op], side: &Path, bypass: bool) -> (Model, Synced) {
+        let m = LogManager::new(root, options(bypass)).unwrap();
         let parts: Vec<_> =
             (0..PARTS).map(|i| m.open_partition(&format!("p{i}"), config()).unwrap().0).collect();
         let mut model: Model = vec![Vec::new(); PARTS];
@@ -414,6 +423,7 @@ mod tests {
                     }
                 }
                 Op::Roll { part } => parts[part].force_roll().unwrap(),
+                Op::Snapshot if bypass => {}
                 Op::Snapshot => {
                     // Not the current file: it still grows, and a surviving file is whole.
                     let mut found = journal::list_files(&root.join(crate::JOURNAL_DIR)).unwrap();
@@ -443,8 +453,9 @@ mod tests {
                 }
             }
         }
+        let synced = parts.iter().map(|p| p.synced_tail()).collect();
         m.stop_without_checkpoint();
-        model
+        (model, synced)
     }
 
     /// Puts back snapshot files just older than the oldest remaining one (a
@@ -484,7 +495,7 @@ mod tests {
     }
 
     /// Cuts and garbles the unsynced tail of each partition's newest segment.
-    fn damage_segments(root: &Path, crash: &Crash, floors: &HashMap<String, u64>) {
+    fn damage_segments(root: &Path, crash: &Crash, floors: &HashMap<String, u64>, synced: &Synced) {
         for (i, &(keep, flip, at)) in crash.segments.iter().enumerate() {
             let name = format!("p{i}");
             let Some(&floor) = floors.get(&name) else { continue };
@@ -500,6 +511,8 @@ mod tests {
                 }
                 lo += h.total_len();
             }
+            let (synced_base, synced_bytes) = synced[i];
+            let lo = if synced_base == base { lo.max(synced_bytes as usize) } else { lo };
             let lo = lo.min(bytes.len());
             let cut = lo + ((bytes.len() - lo) as f64 * keep) as usize;
             let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
@@ -544,7 +557,7 @@ mod tests {
 
     /// Reopens the log and checks every partition holds exactly the model.
     fn check(root: &Path, model: &Model) -> JournalReplay {
-        let m = LogManager::new(root, options()).unwrap();
+        let m = LogManager::new(root, options(true)).unwrap();
         let report = m.journal_replay().clone();
         for (i, want) in model.iter().enumerate() {
             let (p, _) = m.open_partition(&format!("p{i}"), config()).unwrap();
@@ -572,14 +585,18 @@ mod tests {
         /// write-behind: every acknowledged batch is recovered byte for byte, in
         /// order, nothing else; and replaying the same journal again changes nothing.
         #[test]
-        fn recovery_restores_every_acknowledged_batch(ops in proptest::collection::vec(op(), 1..80), crash in crash()) {
+        fn recovery_restores_every_acknowledged_batch(
+            ops in proptest::collection::vec(op(), 1..80),
+            crash in crash(),
+            bypass in any::<bool>(),
+        ) {
             let tmp = tempfile::tempdir().unwrap();
             let (root, side) = (tmp.path().join("data"), tmp.path().join("side"));
             std::fs::create_dir_all(&side).unwrap();
-            let model = run_ops(&root, &ops, &side);
+            let (model, synced) = run_ops(&root, &ops, &side, bypass);
             let jdir = root.join(crate::JOURNAL_DIR);
             restore_older(&jdir, &side);
-            damage_segments(&root, &crash, &journal_floors(&jdir));
+            damage_segments(&root, &crash, &journal_floors(&jdir), &synced);
             if let Some(tail) = crash.journal_tail {
                 tear_journal(&jdir, tail);
             }
@@ -622,6 +639,70 @@ mod fault_tests {
             .unwrap()
     }
 
+    /// Every round through the journal: for tests of what replay does with it.
+    fn journal_only(root: &std::path::Path) -> LogManager {
+        let options = ManagerOptions {
+            housekeeping_interval: None,
+            journal_bypass: false,
+            ..ManagerOptions::default()
+        };
+        LogManager::new(root, options).unwrap()
+    }
+
+    /// A partition alone in its rounds syncs its own segment once no live journal
+    /// file holds a truncation of it: not while its creation record is live, again
+    /// after a checkpoint deleted that file, not after a truncation until the next
+    /// one. A crash after all of it loses no acknowledged batch.
+    #[test]
+    fn a_lone_partition_bypasses_the_journal_only_without_a_live_truncation() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = ManagerOptions {
+            housekeeping_interval: None,
+            journal_file_bytes: 16 * 1024,
+            ..ManagerOptions::default()
+        };
+        let m = LogManager::new(dir.path(), options.clone()).unwrap();
+        let (p, _) = m.open_partition("p", LogConfig::default()).unwrap();
+        let stats = m.shared.flusher.stats.clone();
+        let direct = || stats.direct_rounds.load(Ordering::Acquire);
+        let mut acked: Vec<(u64, String)> = Vec::new();
+        let put = |p: &crate::PartitionLog, acked: &mut Vec<(u64, String)>, n: usize| {
+            let value = format!("{n:04}").repeat(256);
+            let a = p.append_records(&[Record::from_value(value.clone())], EPOCH).unwrap().wait().unwrap();
+            acked.push((a.base_offset, value));
+        };
+        put(&p, &mut acked, 0);
+        assert_eq!(direct(), 0, "the creation record is live: the round went through the journal");
+        // Fill journal files until one rotates and its checkpoint deletes the record.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut n = 1;
+        while direct() == 0 {
+            assert!(Instant::now() < deadline, "no round ever bypassed the journal");
+            put(&p, &mut acked, n);
+            n += 1;
+        }
+        let before = direct();
+        put(&p, &mut acked, n);
+        assert_eq!(direct(), before + 1, "alone and with no live truncation: the segment is synced");
+        let cut = acked.pop().unwrap().0;
+        p.truncate_from(cut).unwrap();
+        put(&p, &mut acked, n + 1);
+        assert_eq!(direct(), before + 1, "the truncation is live: through the journal");
+        m.stop_without_checkpoint();
+        drop((p, m));
+        let m = LogManager::new(dir.path(), options).unwrap();
+        let (p, _) = m.open_partition("p", LogConfig::default()).unwrap();
+        assert_eq!(p.high_watermark(), acked.last().unwrap().0 + 1);
+        for (offset, value) in &acked {
+            let read = p.read(*offset, 1 << 20).unwrap();
+            let batch = read.batches().next().unwrap();
+            assert_eq!(batch.header.base_offset, *offset);
+            let recs = batch.plain_records(1 << 20).unwrap();
+            assert_eq!(recs.iter().next().unwrap().unwrap().value, Some(value.as_bytes()), "offset {offset}");
+        }
+        m.shutdown().unwrap();
+    }
+
     fn append(p: &crate::PartitionLog, v: &'static str) -> crate::Result<crate::Appended> {
         p.append_records(&[Record::from_value(v)], EPOCH)?.wait()
     }
@@ -631,7 +712,7 @@ mod fault_tests {
     #[test]
     fn a_failed_journal_sync_fails_its_appends_and_poisons_the_journal() {
         let dir = tempfile::tempdir().unwrap();
-        let m = manager(dir.path());
+        let m = journal_only(dir.path());
         let (a, _) = m.open_partition("a", LogConfig::default()).unwrap();
         let (b, _) = m.open_partition("b", LogConfig::default()).unwrap();
         append(&a, "durable").unwrap();
@@ -659,7 +740,7 @@ mod fault_tests {
     #[test]
     fn a_full_journal_refuses_appends_and_recovers_when_space_returns() {
         let dir = tempfile::tempdir().unwrap();
-        let m = manager(dir.path());
+        let m = journal_only(dir.path());
         let (p, _) = m.open_partition("p", LogConfig::default()).unwrap();
         append(&p, "before").unwrap();
         let journal = m.shared.flusher.journal().unwrap().clone();
@@ -728,7 +809,7 @@ mod fault_tests {
         // A clean stop checkpoints: the journal then holds only what follows.
         m.shutdown().unwrap();
         drop((p, m));
-        let m = manager(dir.path());
+        let m = journal_only(dir.path());
         let (p, _) = m.open_partition("p", LogConfig::default()).unwrap();
         for v in ["two", "three"] {
             append(&p, v).unwrap();

@@ -38,6 +38,10 @@ pub struct ManagerOptions {
     pub journal_dir: Option<PathBuf>,
     /// Journal file size: past it the journal rotates and checkpoints.
     pub journal_file_bytes: u64,
+    /// Lets a round of a single partition sync that partition's segment instead of
+    /// the journal, when safe (`Journal::bypass`). On by default; off makes every
+    /// round go through the journal (tests and benchmarks that compare the two).
+    pub journal_bypass: bool,
 }
 
 /// The journal's directory under the data directory when none is configured.
@@ -54,6 +58,7 @@ impl Default for ManagerOptions {
             journal: true,
             journal_dir: None,
             journal_file_bytes: es_core::limits::JOURNAL_FILE_BYTES,
+            journal_bypass: true,
         }
     }
 }
@@ -111,6 +116,7 @@ impl LogManager {
                 &journal_dir,
                 replayed.next_seq,
                 options.journal_file_bytes,
+                options.journal_bypass,
                 stats.clone(),
             )?),
             false => None,

@@ -550,6 +550,15 @@ impl PartitionLog {
         self.progress.notify.subscribe()
     }
 
+    /// The active segment's base offset and how many of its bytes this process
+    /// fsynced in the file itself: what a simulated crash may not damage.
+    #[cfg(test)]
+    pub(crate) fn synced_tail(&self) -> (u64, u64) {
+        let inner = self.inner.lock().expect("partition lock");
+        let active = inner.active();
+        (active.base_offset, active.synced_size.load(Ordering::Acquire))
+    }
+
     pub fn info(&self) -> PartitionInfo {
         let hw = self.high_watermark();
         let inner = self.inner.lock().expect("partition lock");
@@ -648,6 +657,7 @@ impl PartitionLog {
             .max(es_core::limits::BATCH_BYTES_READ_FLOOR);
         let (seg, _) =
             Segment::open_active(&self.dir, target.base_offset, self.shared.open_files.clone(), max)?;
+        seg.synced_size.store(cut, Ordering::Release);
         files::fsync_dir(&self.dir).ctx(|| format!("syncing {}", self.dir.display()))?;
         inner.segments.insert(seg.base_offset, seg);
         inner.next_offset = offset;

@@ -68,6 +68,9 @@ pub(crate) struct Segment {
     pub state: RwLock<SegState>,
     /// Bytes known to be on disk; reads never go past this.
     pub durable_size: AtomicU64,
+    /// Bytes this process knows to be fsynced in this very file (not just covered
+    /// by the journal): what a crash cannot take. Tests of crash damage read it.
+    pub synced_size: AtomicU64,
     pub writer: Option<Writer>,
     /// Batches starting at or after this position were CRC-checked by this process
     /// before they reached the file: appended (every append path checks its batch
@@ -113,6 +116,7 @@ impl Segment {
             log_path,
             state: RwLock::new(state),
             durable_size: AtomicU64::new(durable),
+            synced_size: AtomicU64::new(0),
             writer,
             trusted_from,
             verified_to: AtomicU64::new(0),
