@@ -219,15 +219,13 @@ impl Broker {
         let mut resp = sent
             .map_err(|e| ToolsError::BrokerUnreachable { url: self.base.clone(), reason: e.to_string() })?;
         let status = resp.status().as_u16();
-        let text = resp
-            .body_mut()
-            .with_config()
-            .limit(crate::limits::MANIFEST_BYTES_MAX)
-            .read_to_string()
-            .map_err(|e| ToolsError::BrokerUnreachable {
-                url: self.base.clone(),
-                reason: format!("reading its answer to {method} {path}: {e}"),
-            })?;
+        let text =
+            resp.body_mut().with_config().limit(crate::limits::MANIFEST_BYTES_MAX).read_to_string().map_err(
+                |e| ToolsError::BrokerUnreachable {
+                    url: self.base.clone(),
+                    reason: format!("reading its answer to {method} {path}: {e}"),
+                },
+            )?;
         let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         if (200..300).contains(&status) {
             return Ok(value);

@@ -161,7 +161,11 @@ fn reap(shared: &(Mutex<Held>, Condvar), root: &Path) {
         let expired: Vec<String> =
             held.expiry.iter().filter(|(_, end)| **end <= now).map(|(id, _)| id.clone()).collect();
         if expired.is_empty() {
-            let next = held.expiry.values().min().map_or(Duration::from_secs(60), |end| end.saturating_duration_since(now));
+            let next = held
+                .expiry
+                .values()
+                .min()
+                .map_or(Duration::from_secs(60), |end| end.saturating_duration_since(now));
             held = shared.1.wait_timeout(held, next).expect("leases lock").0;
             continue;
         }
@@ -374,7 +378,10 @@ mod tests {
             assert!(Instant::now() < deadline, "the expired snapshot was not removed");
             std::thread::sleep(Duration::from_millis(20));
         }
-        assert_eq!(r.renew_snapshot(&short.id, Duration::from_secs(1)).err().unwrap().code(), "snapshot_not_found");
+        assert_eq!(
+            r.renew_snapshot(&short.id, Duration::from_secs(1)).err().unwrap().code(),
+            "snapshot_not_found"
+        );
         r.shutdown().unwrap();
         assert!(held.iter().all(|v| !dir.path().join(&v.dir).exists()), "a shutdown ends every lease");
     }
