@@ -7,13 +7,11 @@
 //! directory that is not the broker's, a cluster node, the offline dump of a
 //! running broker) each say what to do.
 
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use es_tests::broker::{Broker, Client, tools_bin};
+use es_tests::broker::{Broker, Client, output_text as text, tools};
 use es_tests::cluster::eventually;
 use serde_json::{Value, json};
 
@@ -24,19 +22,6 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 const PAGES_MAX: usize = 1000;
 /// The longest any wait on the broker in these tests may take.
 const WAIT: Duration = Duration::from_secs(30);
-
-fn tools(args: &[&str], cwd: &Path) -> Output {
-    Command::new(tools_bin())
-        .args(args)
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .output()
-        .expect("running es-tools")
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
 
 fn create_topic(b: &Broker, config: Value) {
     let r = b.post("/topics", &json!({"name": TOPIC, "partitions": PARTITIONS, "config": config}));
