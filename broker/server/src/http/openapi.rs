@@ -301,6 +301,9 @@ mod tests {
         assert_eq!(max("wait_ms"), limits::WAIT_MS_MAX);
         let create = &doc["components"]["schemas"]["CreateTopicRequest"]["properties"];
         assert_eq!(create["partitions"]["maximum"].as_u64(), Some(u64::from(limits::PARTITIONS_MAX)));
+        let lease = &doc["components"]["schemas"]["LeaseBody"]["properties"]["lease_ms"];
+        assert_eq!(lease["minimum"].as_u64(), Some(limits::SNAPSHOT_LEASE_MS_MIN), "{lease}");
+        assert_eq!(lease["maximum"].as_u64(), Some(limits::SNAPSHOT_LEASE_MS_MAX), "{lease}");
     }
 
     /// Every registry and group route is documented, with the registry's media types.

@@ -19,6 +19,7 @@ use crate::service::error::Result;
 pub struct LeaseBody {
     /// Milliseconds, 1000 to 86400000 [default: 60000].
     #[serde(default)]
+    #[schema(minimum = 1000, maximum = 86400000)]
     pub lease_ms: Option<u64>,
 }
 
