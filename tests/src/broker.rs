@@ -49,6 +49,21 @@ pub fn tools_bin() -> PathBuf {
     binary("es-tools", "ES_TOOLS_BIN")
 }
 
+/// Runs es-tools with `args` in `cwd` (stdin closed) and answers its output.
+pub fn tools(args: &[&str], cwd: &Path) -> std::process::Output {
+    Command::new(tools_bin())
+        .args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running es-tools")
+}
+
+/// A finished process's stdout then stderr, for assertions and their messages.
+pub fn output_text(out: &std::process::Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
 /// One compiled-plugin cache for every broker the tests start, beside the broker
 /// binary (so inside this build's target directory): each guest is compiled
 /// once per build instead of once per test. A test that needs a cold cache

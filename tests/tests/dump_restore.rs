@@ -5,14 +5,13 @@
 //! block runs here as written.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use bytes::Bytes;
 use es_client::{Client, ClientOptions};
 use es_core::batch::{self, Compression};
 use es_core::{Header, ProducerInfo, Record};
-use es_tests::broker::{Broker, tools_bin};
+use es_tests::broker::{Broker, output_text as text, tools};
 use serde_json::{Value, json};
 
 const TOPIC: &str = "orders";
@@ -20,19 +19,6 @@ const PARTITIONS: u32 = 3;
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 /// Consume pages per partition before the test gives up (bounds the loop).
 const PAGES_MAX: usize = 1000;
-
-fn tools(args: &[&str], cwd: &Path) -> Output {
-    Command::new(tools_bin())
-        .args(args)
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .output()
-        .expect("running es-tools")
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
 
 /// Small segments (4 KiB), so partitions hold several sealed segments.
 fn create_topic(b: &Broker) {

@@ -80,12 +80,17 @@ impl Epochs {
         if self.entries.len() != before { self.persist() } else { Ok(()) }
     }
 
-    fn persist(&self) -> Result<()> {
+    /// The file's text: one `<epoch> <offset> [<index>]` line per epoch.
+    pub fn encode(&self) -> String {
         let line = |e: &EpochStart| match e.index {
             Some(i) => format!("{} {} {i}\n", e.epoch, e.offset),
             None => format!("{} {}\n", e.epoch, e.offset),
         };
-        let text: String = self.entries.iter().map(line).collect();
+        self.entries.iter().map(line).collect()
+    }
+
+    fn persist(&self) -> Result<()> {
+        let text = self.encode();
         files::write_atomic(&self.path, text.as_bytes()).ctx(|| format!("writing {}", self.path.display()))
     }
 }

@@ -29,6 +29,7 @@ mod raft_index;
 mod replay;
 mod retention;
 mod segment;
+mod snapshot;
 
 pub use check::{SegmentCheck, check_partition};
 pub use cold::{ColdOptions, ColdStatus, ColdStore, DirStore, Expect, Listed, S3Config, S3Store};
@@ -45,3 +46,4 @@ pub use raft::{EntryRange, EntryStamp, RaftFile};
 pub use replay::ReplayError;
 pub use retention::HousekeepingReport;
 pub use segment::Trimmed;
+pub use snapshot::{PartitionSnapshot, SnapshotCut};

@@ -87,3 +87,10 @@ pub const HTTP_HEADER_READ_TIMEOUT_MS_DEFAULT: u64 = 10_000;
 pub const HTTP_CONNECTIONS_MAX_DEFAULT: usize = 4096;
 /// TLS: how often the certificate files are looked at for a change to reload.
 pub const TLS_WATCH_INTERVAL_MS: u64 = 1_000;
+/// Online snapshots (`es-tools dump --online`): the default lease, its bounds, and
+/// how many snapshots may be held at once (each pins the disk space of the segments
+/// it links until it is released).
+pub const SNAPSHOT_LEASE_MS_DEFAULT: u64 = 60_000;
+pub const SNAPSHOT_LEASE_MS_MIN: u64 = 1_000;
+pub const SNAPSHOT_LEASE_MS_MAX: u64 = 24 * 3_600_000;
+pub const SNAPSHOTS_MAX: usize = 4;

@@ -48,10 +48,20 @@ pub struct DumpReport {
 pub fn dump(options: &DumpOptions) -> Result<DumpReport> {
     layout::check_data_dir(&options.data_dir)?;
     check_output(options)?;
-    let _lock = lock::lock(&options.data_dir)?;
+    let _lock = lock::lock(&options.data_dir).map_err(|e| match e {
+        ToolsError::DataDirInUse { dir } => ToolsError::DumpWhileRunning { dir },
+        e => e,
+    })?;
     let replayed = settle_journal(options)?;
     let layout = layout::scan(&options.data_dir, options.topics_prefix.as_deref())?;
-    let manifest = survey(options, &layout)?;
+    let manifest = archive(options, &layout)?;
+    Ok(DumpReport { manifest, replayed, orphans: layout.orphans })
+}
+
+/// Checks and archives the files of `layout`, read from `options.data_dir` (a
+/// stopped broker's data directory, or an online snapshot laid out like one).
+pub(crate) fn archive(options: &DumpOptions, layout: &Layout) -> Result<Manifest> {
+    let manifest = survey(options, layout)?;
     let partial = partial_path(&options.out);
     let written = write_archive(options, &manifest, &partial);
     if let Err(e) = written {
@@ -60,12 +70,12 @@ pub fn dump(options: &DumpOptions) -> Result<DumpReport> {
     }
     fs::rename(&partial, &options.out).ctx(|| format!("renaming {} into place", partial.display()))?;
     sync_parent(&options.out)?;
-    Ok(DumpReport { manifest, replayed, orphans: layout.orphans })
+    Ok(manifest)
 }
 
 /// Refuses to overwrite a file (an earlier backup, say) and an archive path inside
 /// the data directory, which the dump would read itself.
-fn check_output(options: &DumpOptions) -> Result<()> {
+pub(crate) fn check_output(options: &DumpOptions) -> Result<()> {
     if fs::symlink_metadata(&options.out).is_ok() {
         return Err(ToolsError::OutputExists { path: options.out.clone() });
     }

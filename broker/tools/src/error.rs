@@ -14,6 +14,12 @@ pub enum ToolsError {
          (SIGTERM, and wait for it to exit), then run this again"
     )]
     DataDirInUse { dir: PathBuf },
+    #[error(
+        "the data directory {dir} is in use: a running broker holds its LOCK. Stop the broker \
+         (SIGTERM, and wait for it to exit), then run this again; or dump it while it runs with \
+         `es-tools dump --online --url http://BROKER-HTTP-ADDRESS --data-dir {dir} --out FILE`"
+    )]
+    DumpWhileRunning { dir: PathBuf },
     #[error("{dir} is not a broker data directory: {reason}")]
     NotADataDir { dir: PathBuf, reason: String },
     #[error(
@@ -68,6 +74,14 @@ pub enum ToolsError {
          copy in {restored}; move one of them to {dir} before starting the broker"
     )]
     SwapIncomplete { dir: PathBuf, old: PathBuf, restored: PathBuf, reason: String },
+    #[error("cannot reach the broker at {url}: {reason}. Point --url at the running broker's HTTP address")]
+    BrokerUnreachable { url: String, reason: String },
+    #[error("the broker at {url} refused {call} (HTTP {status}, {code}): {message}")]
+    BrokerRefused { url: String, call: String, status: u16, code: String, message: String },
+    #[error("the broker's snapshot is not in {dir}: {reason}")]
+    SnapshotElsewhere { dir: PathBuf, reason: String },
+    #[error("the archive does not match the broker's snapshot ({reason}); it was removed")]
+    SnapshotMismatch { reason: String },
     #[error("{path} already exists; remove it or choose another --out")]
     OutputExists { path: PathBuf },
 }

@@ -20,8 +20,10 @@ pub const PARTITIONS_DIR: &str = "partitions";
 /// Internal topics (`__es_offsets`, `__es_schemas`) are the broker's own state and
 /// always dumped, whatever `--topics` says.
 pub const INTERNAL_PREFIX: &str = "__es_";
-/// Subtrees never dumped, relative to the data directory.
-const SKIPPED_TREES: [&str; 2] = ["partitions/journal", "plugins/cache"];
+/// Subtrees never dumped, relative to the data directory: the journal (replayed
+/// first), the compiled-plugin cache, and online snapshots a stopped broker left
+/// (the broker removes them at start; `es-tools dump --online` reads one instead).
+const SKIPPED_TREES: [&str; 3] = ["partitions/journal", "plugins/cache", "snapshots"];
 /// Temp files of atomic replaces; a crash may leave them, the broker deletes them.
 const TMP_SUFFIX: &str = ".tmp";
 
@@ -199,6 +201,8 @@ mod tests {
         fs::write(d.join("plugins/cache/x.cwasm"), b"").unwrap();
         fs::write(d.join("topics/users.json.tmp"), b"").unwrap();
         fs::create_dir_all(d.join("partitions/gone-0")).unwrap();
+        fs::create_dir_all(d.join("snapshots/0123456789abcdef/topics")).unwrap();
+        fs::write(d.join("snapshots/0123456789abcdef/topics/orders.json"), b"{}").unwrap();
         let layout = scan(d, Some("order")).unwrap();
         assert_eq!(
             layout.files,
@@ -214,6 +218,7 @@ mod tests {
             ]
         );
         assert!(layout.dirs.contains(&"plugins".to_owned()), "{:?}", layout.dirs);
+        assert!(!layout.dirs.iter().any(|d| d.starts_with("snapshots")), "{:?}", layout.dirs);
         assert_eq!(layout.orphans, ["partitions/gone-0"]);
         assert_eq!(scan(d, None).unwrap().topics.len(), 4);
     }

@@ -1,4 +1,5 @@
-//! es-tools: offline dump and restore of an es broker's data directory.
+//! es-tools: dump and restore of an es broker's data directory, offline (the broker
+//! stopped) or online (from a snapshot the running broker takes, `online.rs`).
 //!
 //! A dump is a tar archive whose first entry is a manifest (format version, es
 //! version, topics, partitions with offset ranges, every file with its size and
@@ -14,6 +15,7 @@ pub mod layout;
 pub mod limits;
 mod lock;
 pub mod manifest;
+pub mod online;
 mod progress;
 pub mod restore;
 mod stamp;

@@ -52,6 +52,7 @@ pub fn code(e: &BrokerError) -> ErrorCode {
         | BrokerError::NotFound(_)
         | BrokerError::MethodNotAllowed
         | BrokerError::PluginNotFound(_)
+        | BrokerError::SnapshotNotFound(_)
         | BrokerError::KeyNotFound(_)
         | BrokerError::PluginExists(_)
         | BrokerError::PluginInUse { .. }

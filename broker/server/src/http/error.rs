@@ -48,6 +48,7 @@ impl BrokerError {
             BrokerError::Group(g) => crate::groups::error_code(g),
             BrokerError::Denied(missing) => missing.code(),
             BrokerError::PluginNotFound(_) => "plugin_not_found",
+            BrokerError::SnapshotNotFound(_) => "snapshot_not_found",
             BrokerError::PluginExists(_) => "plugin_already_exists",
             BrokerError::PluginInUse { .. } => "plugin_in_use",
             BrokerError::TopicInUse { .. } => "topic_in_use",
@@ -90,7 +91,7 @@ impl BrokerError {
             BrokerError::DataDirInUse(_) | BrokerError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             BrokerError::Group(g) => crate::groups::error_status(g),
             BrokerError::Denied(missing) => missing.status(),
-            BrokerError::PluginNotFound(_) => StatusCode::NOT_FOUND,
+            BrokerError::PluginNotFound(_) | BrokerError::SnapshotNotFound(_) => StatusCode::NOT_FOUND,
             BrokerError::PluginExists(_)
             | BrokerError::PluginInUse { .. }
             | BrokerError::TopicInUse { .. } => StatusCode::CONFLICT,

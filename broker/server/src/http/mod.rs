@@ -18,6 +18,7 @@ mod records;
 pub(crate) mod routes;
 mod schemas;
 mod schemas_api;
+mod snapshots;
 mod topics;
 
 use std::future::{Future, IntoFuture};
@@ -128,6 +129,9 @@ fn api_routes(state: AppState) -> Router<AppState> {
         .route("/metrics", get(metrics::scrape))
         .route("/cluster", get(cluster_api::status))
         .route("/cluster/partitions/{topic}/{partition}/leader", post(cluster_api::transfer_leader))
+        .route("/snapshots", post(snapshots::take))
+        .route("/snapshots/{snapshot}/lease", post(snapshots::renew))
+        .route("/snapshots/{snapshot}", axum::routing::delete(snapshots::release))
         .route_layer(middleware::from_fn_with_state(state.clone(), limit_in_flight))
         .route_layer(middleware::from_fn_with_state(state, authorize_route))
 }

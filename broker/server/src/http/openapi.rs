@@ -106,6 +106,9 @@ use crate::config::TopicConfig;
         super::metrics::scrape,
         super::cluster_api::status,
         super::cluster_api::transfer_leader,
+        super::snapshots::take,
+        super::snapshots::renew,
+        super::snapshots::release,
         openapi_json,
     ),
     components(schemas(
@@ -113,6 +116,10 @@ use crate::config::TopicConfig;
         super::cluster_api::ClusterNode,
         super::cluster_api::PartitionLeadership,
         super::cluster_api::TransferLeaderBody,
+        super::snapshots::LeaseBody,
+        super::snapshots::LeaseView,
+        crate::registry::snapshot::SnapshotView,
+        crate::registry::snapshot::SnapshotPartition,
         crate::auth::admin::KeyView,
         crate::auth::admin::IssuedKey,
         crate::auth::admin::CreateKeyBody,
@@ -294,6 +301,9 @@ mod tests {
         assert_eq!(max("wait_ms"), limits::WAIT_MS_MAX);
         let create = &doc["components"]["schemas"]["CreateTopicRequest"]["properties"];
         assert_eq!(create["partitions"]["maximum"].as_u64(), Some(u64::from(limits::PARTITIONS_MAX)));
+        let lease = &doc["components"]["schemas"]["LeaseBody"]["properties"]["lease_ms"];
+        assert_eq!(lease["minimum"].as_u64(), Some(limits::SNAPSHOT_LEASE_MS_MIN), "{lease}");
+        assert_eq!(lease["maximum"].as_u64(), Some(limits::SNAPSHOT_LEASE_MS_MAX), "{lease}");
     }
 
     /// Every registry and group route is documented, with the registry's media types.

@@ -91,6 +91,9 @@ pub const ROUTES: &[(&str, &str, Call)] = &[
     ("get", "/metrics", Call::ScrapeMetrics),
     ("get", "/cluster", Call::DescribeBroker),
     ("post", "/cluster/partitions/{topic}/{partition}/leader", Call::TransferLeader),
+    ("post", "/snapshots", Call::Snapshot),
+    ("post", "/snapshots/{snapshot}/lease", Call::Snapshot),
+    ("delete", "/snapshots/{snapshot}", Call::Snapshot),
 ];
 
 /// The call of a request, with the path's parameters (`{topic}`, `{group}`, ...).

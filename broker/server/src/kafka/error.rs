@@ -99,6 +99,7 @@ pub fn kafka_code(e: &BrokerError) -> i16 {
         | BrokerError::NotFound(_)
         | BrokerError::MethodNotAllowed
         | BrokerError::PluginNotFound(_)
+        | BrokerError::SnapshotNotFound(_)
         | BrokerError::PluginExists(_)
         | BrokerError::PluginInUse { .. }
         | BrokerError::Plugin(_)

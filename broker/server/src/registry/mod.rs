@@ -9,6 +9,7 @@
 mod bindings;
 pub(crate) mod metadata;
 mod replicated;
+pub mod snapshot;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -193,6 +194,8 @@ pub struct Registry {
     metrics: Arc<crate::metrics::Metrics>,
     /// Set in a cluster: topic changes go through the metadata Raft group.
     cluster: std::sync::OnceLock<Arc<crate::cluster::Cluster>>,
+    /// Online snapshots and their leases (`snapshot.rs`).
+    snapshots: snapshot::Leases,
     /// Held for the broker's life: two brokers on one data directory would corrupt it.
     _lock: std::fs::File,
 }
@@ -216,6 +219,7 @@ impl Registry {
         let auth = Arc::new(crate::auth::Auth::open(&options.data_dir, &options.auth, clock)?);
         auth.stats().set_enabled(options.metrics.enabled);
         let mut report = StartupReport::default();
+        let snapshots = snapshot::Leases::open(&options.data_dir, &mut report.repairs)?;
         let plugins = Arc::new(Plugins::open(
             &options.data_dir.join("plugins"),
             options.plugin_cache_dir.as_deref(),
@@ -251,6 +255,7 @@ impl Registry {
             auth,
             metrics,
             cluster: std::sync::OnceLock::new(),
+            snapshots,
             _lock: lock,
         };
         registry.assign_missing_topic_ids()?;
@@ -743,6 +748,7 @@ impl Registry {
     /// Flushes and closes every partition.
     pub fn shutdown(&self) -> Result<()> {
         self.begin_shutdown();
+        self.snapshots.close();
         Ok(self.manager.shutdown()?)
     }
 }

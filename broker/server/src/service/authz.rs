@@ -123,6 +123,9 @@ pub enum Call {
     DescribeBroker,
     /// Moving a partition's leadership to another node (Kafka's ElectLeaders).
     TransferLeader,
+    /// Taking, renewing or releasing an online snapshot (`es-tools dump --online`):
+    /// it exposes every topic's records, keys' hashes and the pepper.
+    Snapshot,
 }
 
 impl Call {
@@ -170,7 +173,8 @@ impl Call {
             | Call::RotateKey
             | Call::GrantKey
             | Call::SetKeyQuota
-            | Call::TransferLeader => Access::ClusterAdmin,
+            | Call::TransferLeader
+            | Call::Snapshot => Access::ClusterAdmin,
         }
     }
 

@@ -100,6 +100,9 @@ pub enum BrokerError {
     Group(es_groups::GroupError),
     #[error("plugin {0:?} does not exist; `es plugin list` shows the plugins")]
     PluginNotFound(String),
+    /// An online snapshot id that names none held: released, or its lease ran out.
+    #[error("snapshot {0:?} is not held: it was released, its lease ran out, or the broker restarted")]
+    SnapshotNotFound(String),
     #[error("a different plugin named {0:?} exists; remove it first or upload with replace=true")]
     PluginExists(String),
     #[error(

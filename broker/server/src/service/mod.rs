@@ -19,6 +19,7 @@ pub mod partition;
 pub mod plugins;
 pub mod produce;
 pub mod quota;
+pub mod snapshot;
 
 use std::sync::Arc;
 
