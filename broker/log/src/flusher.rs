@@ -4,9 +4,10 @@
 //! batch and makes the whole round durable with one `fdatasync` of the journal,
 //! whatever the number of partitions; segments are synced later, at checkpoints
 //! (`journal.rs`). With the journal off, each segment's bytes get one `writev` and one
-//! `fdatasync`. A journal round that touches one partition only takes that second
-//! path when the journal allows it ([`Journal::bypass`]): one partition gains
-//! nothing from sharing the fsync and would pay for writing its bytes twice.
+//! `fdatasync`. A journal round that touches one partition, after a few rounds that
+//! did too, takes that second path when the journal allows it ([`Journal::bypass`]):
+//! one partition gains nothing from sharing the fsync and would pay for writing its
+//! bytes twice.
 //! Either way every append waiting on the round is then acknowledged;
 //! appends that arrive during a round join the next one. The flusher waits on
 //! nothing but the disk: no plugin, no network, no log lock.
@@ -25,6 +26,13 @@ use crate::segment::{Segment, Waiter};
 
 /// Most threads one flush round uses to sync partitions in parallel.
 const FLUSH_WORKERS_MAX: usize = 8;
+
+/// Rounds in a row that must each hold a single partition before a lone round may
+/// skip the journal. Rounds that alternate between one segment's `fdatasync` and the
+/// journal's were measured slower than either alone (two files, each sync
+/// committing the filesystem's journal); several active partitions keep every
+/// round in the journal, one active partition leaves it after this many rounds.
+const LONE_ROUNDS_BEFORE_BYPASS: u64 = 8;
 
 /// Durability progress of one partition, shared by its appenders, readers and the flusher.
 #[derive(Debug)]
@@ -158,6 +166,8 @@ pub(crate) struct Flusher {
     wake: Condvar,
     pub stats: Arc<FlushStats>,
     journal: Option<Arc<Journal>>,
+    /// The number (`stats.rounds`) of the last round that held several partitions.
+    last_shared_round: AtomicU64,
     thread: Mutex<Option<JoinHandle<()>>>,
     /// Index writers of recently sealed segments; joined at shutdown so no writer
     /// outlives the log that started it.
@@ -171,6 +181,7 @@ impl Flusher {
             wake: Condvar::new(),
             stats,
             journal,
+            last_shared_round: AtomicU64::new(0),
             thread: Mutex::new(None),
             sealers: Mutex::new(Vec::new()),
         });
@@ -259,8 +270,13 @@ impl Flusher {
     fn flush_round(&self, jobs: Vec<Job>) {
         let mut groups = group_by_partition(jobs);
         if let Some(journal) = &self.journal {
-            let bypass = match groups.as_mut_slice() {
-                [group] => journal.bypass(&group[0].name),
+            let round = self.stats.rounds.load(Ordering::Relaxed);
+            if groups.len() > 1 {
+                self.last_shared_round.store(round, Ordering::Relaxed);
+            }
+            let alone_for = round - self.last_shared_round.load(Ordering::Relaxed);
+            let bypass = match groups.as_slice() {
+                [group] if alone_for >= LONE_ROUNDS_BEFORE_BYPASS => journal.bypass(&group[0].name),
                 _ => Bypass::No,
             };
             if bypass == Bypass::Yes {
