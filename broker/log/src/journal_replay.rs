@@ -639,15 +639,7 @@ mod fault_tests {
             .unwrap()
     }
 
-    /// Every round through the journal: for tests of what replay does with it.
-    fn journal_only(root: &std::path::Path) -> LogManager {
-        let options = ManagerOptions {
-            housekeeping_interval: None,
-            journal_bypass: false,
-            ..ManagerOptions::default()
-        };
-        LogManager::new(root, options).unwrap()
-    }
+    use crate::manager::journal_only;
 
     /// A partition alone in its rounds syncs its own segment once no live journal
     /// file holds a truncation of it: not while its creation record is live, again

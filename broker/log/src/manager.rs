@@ -44,6 +44,16 @@ pub struct ManagerOptions {
     pub journal_bypass: bool,
 }
 
+/// A manager whose every round goes through the journal, none synced in a segment
+/// (housekeeping off): for tests that take from the segments what only the journal
+/// may then hold, or that fault the journal itself.
+#[cfg(test)]
+pub(crate) fn journal_only(root: &Path) -> LogManager {
+    let options =
+        ManagerOptions { housekeeping_interval: None, journal_bypass: false, ..ManagerOptions::default() };
+    LogManager::new(root, options).unwrap()
+}
+
 /// The journal's directory under the data directory when none is configured.
 pub const JOURNAL_DIR: &str = "journal";
 

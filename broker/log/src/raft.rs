@@ -367,16 +367,7 @@ mod tests {
         LogManager::new(dir, opts).unwrap()
     }
 
-    /// Every round through the journal, none synced in the segment: for tests that
-    /// take from the segments what only the journal may then hold.
-    fn journal_only(dir: &std::path::Path) -> LogManager {
-        let opts = ManagerOptions {
-            housekeeping_interval: None,
-            journal_bypass: false,
-            ..ManagerOptions::default()
-        };
-        LogManager::new(dir, opts).unwrap()
-    }
+    use crate::manager::journal_only;
 
     fn blank(index: u64) -> Vec<u8> {
         batch::encode_raft_control(RaftControl::Blank { index }, 1_000).unwrap()
