@@ -311,7 +311,7 @@ impl Flusher {
         let mut take = take(job);
         take.result = self.write_and_sync(&take.job, &take.chunks);
         if take.result.is_ok() {
-            take.job.segment.synced_size.fetch_max(take.end_position, Ordering::AcqRel);
+            take.job.segment.note_synced(take.end_position);
         }
         self.complete(take);
     }
@@ -367,7 +367,7 @@ impl Flusher {
             timed_sync(&self.stats, file)
                 .map_err(|e| LogError::io(format!("syncing {}", path.display()), e))?;
             self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
-            t.job.segment.synced_size.fetch_max(t.end_position, Ordering::AcqRel);
+            t.job.segment.note_synced(t.end_position);
         }
         Ok(())
     }

@@ -657,7 +657,7 @@ impl PartitionLog {
             .max(es_core::limits::BATCH_BYTES_READ_FLOOR);
         let (seg, _) =
             Segment::open_active(&self.dir, target.base_offset, self.shared.open_files.clone(), max)?;
-        seg.synced_size.store(cut, Ordering::Release);
+        seg.note_synced(cut);
         files::fsync_dir(&self.dir).ctx(|| format!("syncing {}", self.dir.display()))?;
         inner.segments.insert(seg.base_offset, seg);
         inner.next_offset = offset;

@@ -69,7 +69,9 @@ pub(crate) struct Segment {
     /// Bytes known to be on disk; reads never go past this.
     pub durable_size: AtomicU64,
     /// Bytes this process knows to be fsynced in this very file (not just covered
-    /// by the journal): what a crash cannot take. Tests of crash damage read it.
+    /// by the journal): what a crash cannot take. Only tests of crash damage read
+    /// it, so only they keep it ([`Segment::note_synced`]).
+    #[cfg(test)]
     pub synced_size: AtomicU64,
     pub writer: Option<Writer>,
     /// Batches starting at or after this position were CRC-checked by this process
@@ -116,6 +118,7 @@ impl Segment {
             log_path,
             state: RwLock::new(state),
             durable_size: AtomicU64::new(durable),
+            #[cfg(test)]
             synced_size: AtomicU64::new(0),
             writer,
             trusted_from,
@@ -125,6 +128,15 @@ impl Segment {
             open_files,
             batch_bytes_max,
         }
+    }
+
+    /// This file is fsynced up to `size`: kept for the crash tests' damage model
+    /// (`journal_replay`), a no-op outside tests.
+    pub fn note_synced(&self, size: u64) {
+        #[cfg(test)]
+        self.synced_size.fetch_max(size, Ordering::AcqRel);
+        #[cfg(not(test))]
+        let _ = size;
     }
 
     /// Creates an empty active segment at `base_offset`, whose first batch gets Raft
