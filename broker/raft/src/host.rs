@@ -12,6 +12,7 @@ use bytes::Bytes;
 use es_core::LeaderEpoch;
 use es_log::{Appended, PartitionLog};
 use es_peer::{Handler, HandlerFuture, PeerConfig, PeerError, PeerNode, RpcError};
+use openraft::Instant as _;
 use openraft::async_runtime::watch::WatchReceiver;
 use openraft::errors::{ClientWriteError, Fatal, InitializeError};
 use tokio::sync::watch;
@@ -336,6 +337,8 @@ pub struct GroupStatus {
     /// log index (a follower with nothing matched yet counts from index 0); empty
     /// on a follower.
     pub follower_lag: Vec<(u64, u64)>,
+    /// This node was elected leader but lost its quorum ([`Group::fenced`]).
+    pub fenced: bool,
 }
 
 impl Group {
@@ -396,11 +399,23 @@ impl Group {
     /// more) valid refuses it before appending: a new leader has its lease only once
     /// a follower answered it. Then the write is retried when the metrics change
     /// (a follower's answer), within the caller's deadline, while this node leads.
+    ///
+    /// A leader that loses its quorum gives up the batches it waits on once it is
+    /// fenced ([`Group::fenced`]): `NotLeader`, so clients look for the new leader
+    /// instead of waiting out the proposal timeout on a node that cannot commit.
+    /// A new leader that no follower answers within a lease gives up the same way.
     async fn write(&self, batch: Bytes) -> Result<Appended, ProposeError> {
         let mut metrics = self.inner.raft.metrics();
+        let heartbeat = Duration::from_millis(self.inner.raft.config().heartbeat_interval);
+        let started = tokio::time::Instant::now();
         loop {
             metrics.borrow_and_update();
-            match self.inner.raft.client_write(BatchData(batch.clone())).await {
+            let write = self.inner.raft.client_write(BatchData(batch.clone()));
+            let result = tokio::select! {
+                r = write => r,
+                () = self.until_fenced(heartbeat) => return Err(ProposeError::NotLeader { leader: None }),
+            };
+            match result {
                 Ok(resp) => {
                     return Ok(Appended {
                         base_offset: resp.data.base_offset,
@@ -409,13 +424,50 @@ impl Group {
                     });
                 }
                 Err(e) if lease_expired(&e) && self.is_leader() => {
-                    let heartbeat = Duration::from_millis(self.inner.raft.config().heartbeat_interval);
+                    if started.elapsed() >= self.lease() {
+                        return Err(ProposeError::NotLeader { leader: None });
+                    }
                     // Bounded by a heartbeat too: a lease can also come back without a change.
                     let _ = tokio::time::timeout(heartbeat, metrics.changed()).await;
                 }
                 Err(e) => return Err(write_error(e)),
             }
         }
+    }
+
+    /// Resolves once this node is fenced, checked every `every`; never otherwise.
+    async fn until_fenced(&self, every: Duration) {
+        loop {
+            tokio::time::sleep(every).await;
+            if self.fenced() {
+                return;
+            }
+        }
+    }
+
+    /// openraft's leader lease: a quorum's acknowledgement keeps a leader writable
+    /// this long (its `election_timeout_max`).
+    fn lease(&self) -> Duration {
+        Duration::from_millis(self.inner.raft.config().election_timeout_max)
+    }
+
+    /// Whether this node was elected leader but has heard from no quorum for a whole
+    /// lease: by then the followers' election timers have run out and a majority
+    /// may have elected another leader, so it must not pass for the leader (Raft's
+    /// CheckQuorum; openraft only stops its writes). It neither takes writes nor
+    /// names itself leader (`is_leader`, `leader`) until a quorum answers again or
+    /// a vote of a higher term demotes it. A single-voter group is never fenced,
+    /// and neither is a new leader no follower has answered yet (`write` bounds
+    /// that wait by a lease).
+    pub fn fenced(&self) -> bool {
+        let metrics = self.inner.raft.metrics();
+        let m = metrics.borrow_watched();
+        if m.current_leader != Some(self.inner.node)
+            || m.membership_config.membership().voter_ids().nth(1).is_none()
+        {
+            return false;
+        }
+        m.last_quorum_acked.as_ref().is_some_and(|acked| acked.elapsed() >= self.lease())
     }
 
     /// A retry: answers once the original is committed (bounded).
@@ -437,15 +489,17 @@ impl Group {
     }
 
     /// Whether this node leads the group now (an elected leader, term 1 or later).
+    /// Not while fenced ([`Group::fenced`]).
     pub fn is_leader(&self) -> bool {
         !self.inner.stopped.load(Ordering::Acquire)
             && self.inner.raft.is_leader()
             && self.leader() == Some(self.inner.node)
     }
 
-    /// The leader this node knows of, if any.
+    /// The leader this node knows of, if any: not itself while fenced.
     pub fn leader(&self) -> Option<u64> {
-        self.inner.leader.borrow().0
+        let known = self.inner.leader.borrow().0;
+        if known == Some(self.inner.node) && self.fenced() { None } else { known }
     }
 
     /// The current term, which is the Kafka leader epoch.
@@ -485,6 +539,7 @@ impl Group {
             committed_offset: self.inner.log.high_watermark(),
             last_log_index: m.last_log_index,
             follower_lag,
+            fenced: self.fenced(),
         }
     }
 

@@ -331,6 +331,51 @@ async fn a_leader_failure_elects_a_new_leader_and_a_restarted_node_catches_up() 
     stop_all(&mut nodes).await;
 }
 
+/// A leader whose followers all stop is fenced once a lease (its election timeout)
+/// passes without a quorum's answer: the proposal it was waiting on answers
+/// `NotLeader` well before the proposal timeout, it names no leader (metadata then
+/// answers LEADER_NOT_AVAILABLE rather than a stale claim), and new proposals are
+/// refused at once. With the followers back, the group has one writable leader again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_without_a_quorum_is_fenced_within_a_lease_and_recovers() {
+    let (mut nodes, addrs) = cluster(&[9]).await;
+    let leader = leader_of(&nodes, 9).await;
+    let lead = node(&nodes, leader).groups[&9].clone();
+    let mut acked = propose_many(&lead, "before", 2, 10).await;
+    assert!(!lead.fenced() && !lead.status().fenced);
+    let followers: Vec<u64> = VOTERS.into_iter().filter(|v| *v != leader).collect();
+    for id in &followers {
+        let n = nodes.iter_mut().find(|n| n.id == *id).unwrap();
+        n.host.take().unwrap().shutdown().await;
+        n.manager.take().unwrap().shutdown().unwrap();
+        n.groups.clear();
+    }
+    let started = std::time::Instant::now();
+    let err = lead.propose(batch("cut off")).await.unwrap_err();
+    let waited = started.elapsed();
+    assert!(matches!(err, ProposeError::NotLeader { leader: None }), "{err:?}");
+    let timeout = Duration::from_millis(es_raft::limits::PROPOSE_TIMEOUT_MS);
+    assert!(waited < timeout / 2, "the fenced leader held the proposal {waited:?}");
+    assert!(lead.fenced() && lead.status().fenced, "{:?}", lead.status());
+    assert_eq!((lead.leader(), lead.is_leader(), lead.status().leader), (None, false, None));
+    let refused = std::time::Instant::now();
+    let err = lead.propose(batch("still cut off")).await.unwrap_err();
+    assert!(matches!(err, ProposeError::NotLeader { leader: None }), "{err:?}");
+    assert!(refused.elapsed() < timeout / 2, "a fenced leader refuses at once: {:?}", refused.elapsed());
+    eprintln!("fenced: the in-flight proposal answered NotLeader after {waited:?}");
+
+    for id in &followers {
+        let listener = TcpListener::bind(&addrs[id]).await.unwrap();
+        let n = nodes.iter_mut().find(|n| n.id == *id).unwrap();
+        start(n, listener, &addrs, &[9]).await;
+    }
+    let now = leader_of(&nodes, 9).await;
+    assert!(!node(&nodes, now).groups[&9].fenced());
+    acked.extend(propose_many(&node(&nodes, now).groups[&9], "after", 2, 10).await);
+    check_replicas(&nodes, 9, &acked).await;
+    stop_all(&mut nodes).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_idempotent_retry_answers_its_offsets_leadership_transfers_and_close_group_stops_it() {
     let (mut nodes, _addrs) = cluster(&[5]).await;

@@ -53,7 +53,7 @@ pub struct ClusterNode {
 pub struct PartitionLeadership {
     pub topic: String,
     pub partition: u32,
-    /// Null mid-election.
+    /// Null mid-election, and while this node is `fenced`.
     pub leader: Option<u64>,
     /// The Raft term, which is the Kafka leader epoch.
     pub epoch: i32,
@@ -61,6 +61,10 @@ pub struct PartitionLeadership {
     /// The replicas that have every committed entry (Kafka's ISR), as the leader
     /// knows; a follower answering lists every replica.
     pub in_sync: Vec<u64>,
+    /// This node was elected leader but has heard from no majority for a lease
+    /// (its Raft election timeout): it takes no writes and names no leader until a
+    /// majority answers it again or it learns of a newer leader.
+    pub fenced: bool,
 }
 
 #[utoipa::path(get, path = "/cluster", tag = "meta",
@@ -115,6 +119,7 @@ fn leadership(topic: String, partition: u32, l: &Leadership) -> PartitionLeaders
         epoch: l.epoch.0,
         replicas: l.replicas.clone(),
         in_sync: l.in_sync.clone(),
+        fenced: l.fenced,
     }
 }
 

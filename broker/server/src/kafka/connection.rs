@@ -215,6 +215,11 @@ impl Out {
                 tracing::warn!(%peer, reason = %why, "kafka: closing the connection");
                 true
             }
+            Ok(Reply::Last(chunks, why)) => {
+                chunks.into_iter().for_each(|c| self.add(c));
+                tracing::info!(%peer, reason = why, "kafka: closing the connection after this reply");
+                true
+            }
             Err(e) => {
                 tracing::warn!(%peer, error = %e, "kafka: a request task failed; closing the connection");
                 true

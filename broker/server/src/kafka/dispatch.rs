@@ -11,7 +11,7 @@ use es_kafka::kafka_protocol::protocol::{Encodable, HeaderVersion};
 use es_kafka::{DecodedRequest, Header, KafkaRequest, api_versions_response, encode_response};
 
 use super::throttle::Mute;
-use super::{Ctx, admin, configs, coordinator, fetch, groups, metadata, offsets, produce, producers};
+use super::{Ctx, admin, configs, coordinator, fenced, fetch, groups, metadata, offsets, produce, producers};
 use crate::service::Principal;
 
 /// What the writer does with one request's turn.
@@ -25,6 +25,9 @@ pub enum Reply {
     Nothing,
     /// Close the connection once the replies before this one are written.
     Close(String),
+    /// These chunks (a whole response), then close the connection, for the reason
+    /// given (`fenced.rs`).
+    Last(Vec<Bytes>, &'static str),
 }
 
 /// A reply being computed; the writer awaits these in request order.
@@ -110,9 +113,15 @@ async fn answer(
             let (body, at) = api_versions_response(v);
             reply(h, at, &body)
         }
-        KafkaRequest::Metadata(r) => reply(h, v, &metadata::metadata(ctx, who, v, r)),
+        KafkaRequest::Metadata(r) => {
+            let response = metadata::metadata(ctx, who, v, r);
+            fenced::last_if(fenced::in_metadata(ctx, &response), reply(h, v, &response))
+        }
         KafkaRequest::DescribeCluster(r) => reply(h, v, &metadata::describe_cluster(ctx, who, v, r)),
-        KafkaRequest::Fetch(r) => fetch_reply(h, v, &fetch::fetch(ctx, who, v, r, mute).await),
+        KafkaRequest::Fetch(r) => {
+            let response = fetch::fetch(ctx, who, v, r, mute).await;
+            fenced::last_if(fenced::in_fetch(ctx, &response), fetch_reply(h, v, &response))
+        }
         KafkaRequest::ListOffsets(r) => reply(h, v, &offsets::list_offsets(ctx, who, v, r).await),
         KafkaRequest::OffsetForLeaderEpoch(r) => reply(h, v, &offsets::offset_for_leader_epoch(ctx, who, r)),
         KafkaRequest::InitProducerId(r) => reply(h, v, &producers::init_producer_id(ctx, who, r).await),

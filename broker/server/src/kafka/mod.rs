@@ -16,6 +16,7 @@ mod connection;
 mod coordinator;
 mod dispatch;
 pub mod error;
+mod fenced;
 mod fetch;
 mod fetch_encode;
 pub mod groups;

@@ -72,13 +72,14 @@ pub async fn begin(
     }
     let timeout = u64::try_from(req.timeout_ms).ok().filter(|&ms| ms > 0).map(Duration::from_millis);
     let version = header.api_version;
+    let ctx = ctx.clone();
     tokio::spawn(async move {
         let deadline = timeout.map(|t| Instant::now() + t);
         let responses = finish(topics, deadline).await;
         let response = ProduceResponse::default()
             .with_responses(responses)
             .with_throttle_time_ms(super::fetch::throttle_field(throttle));
-        reply(&header, version, &response)
+        super::fenced::last_if(super::fenced::in_produce(&ctx, &response), reply(&header, version, &response))
     })
 }
 

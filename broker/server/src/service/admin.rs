@@ -33,6 +33,9 @@ pub struct Leadership {
     pub replicas: Vec<u64>,
     /// The replicas caught up to the commit (Kafka's ISR).
     pub in_sync: Vec<u64>,
+    /// This node was elected leader but lost its quorum, so it names no leader: a
+    /// client that only reaches this node must look elsewhere (`es_raft::Group::fenced`).
+    pub fenced: bool,
 }
 
 /// A cluster as one node sees it: the nodes whose addresses it knows, the
@@ -269,5 +272,11 @@ fn leadership_of(cluster: &crate::cluster::Cluster, topic: &Topic, partition: u3
 }
 
 fn leadership(status: es_raft::GroupStatus) -> Leadership {
-    Leadership { leader: status.leader, epoch: status.term, replicas: status.voters, in_sync: status.in_sync }
+    Leadership {
+        leader: status.leader,
+        epoch: status.term,
+        replicas: status.voters,
+        in_sync: status.in_sync,
+        fenced: status.fenced,
+    }
 }

@@ -76,7 +76,9 @@ fn status(client: &Client, json_out: bool) -> anyhow::Result<()> {
     let partitions: Vec<Vec<String>> = array(&v["partitions"])
         .iter()
         .map(|p| {
-            let leader = p["leader"].as_u64().map_or_else(|| "-".to_owned(), |n| n.to_string());
+            // Fenced: the answering node leads but no majority answers it.
+            let none = if p["fenced"] == true { "- (no quorum here)" } else { "-" };
+            let leader = p["leader"].as_u64().map_or_else(|| none.to_owned(), |n| n.to_string());
             vec![
                 text(&p["topic"]),
                 text(&p["partition"]),
