@@ -125,6 +125,8 @@ pub struct Broker {
     pub kafka_addr: String,
     pub data_dir: PathBuf,
     stderr: Arc<Mutex<String>>,
+    /// The thread echoing stderr into the test's output.
+    echo: Option<std::thread::JoinHandle<()>>,
     agent: ureq::Agent,
 }
 
@@ -137,10 +139,12 @@ fn agent() -> ureq::Agent {
 }
 
 /// Collects a child's stderr in the background, echoing it to the test's output.
-fn collect(mut from: impl Read + Send + 'static) -> Arc<Mutex<String>> {
+/// Returns the text so far and the echoing thread (it ends when the child's stderr
+/// closes).
+fn collect(mut from: impl Read + Send + 'static) -> (Arc<Mutex<String>>, std::thread::JoinHandle<()>) {
     let text = Arc::new(Mutex::new(String::new()));
     let sink = text.clone();
-    std::thread::spawn(move || {
+    let echo = std::thread::spawn(move || {
         let mut buf = [0u8; 4096];
         while let Ok(n) = from.read(&mut buf) {
             if n == 0 {
@@ -151,7 +155,34 @@ fn collect(mut from: impl Read + Send + 'static) -> Arc<Mutex<String>> {
             sink.lock().unwrap().push_str(&chunk);
         }
     });
-    text
+    (text, echo)
+}
+
+thread_local! {
+    /// The panic message of this thread's failing test, once it panicked.
+    static FAILURE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Notes each panic's message on its thread, then reports it as before. A failing
+/// test's brokers keep logging until they are killed (their stderr is echoed into
+/// the test's output), which buried the message in the middle of long output
+/// (CI shows the start and the end): `Broker`'s drop repeats it last.
+fn note_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let report = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let location = info.location().map(|l| format!(" at {l}")).unwrap_or_default();
+            let message = info
+                .payload()
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| info.payload().downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(a non-string panic)".to_owned());
+            FAILURE.with(|f| *f.borrow_mut() = Some(format!("{message}{location}")));
+            report(info);
+        }));
+    });
 }
 
 impl Broker {
@@ -187,7 +218,8 @@ impl Broker {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawning es-broker");
-        let stderr = collect(child.stderr.take().expect("piped stderr"));
+        note_panics();
+        let (stderr, echo) = collect(child.stderr.take().expect("piped stderr"));
         let (tx, rx) = mpsc::channel();
         let stdout = child.stdout.take().expect("piped stdout");
         std::thread::spawn(move || {
@@ -224,7 +256,16 @@ impl Broker {
                 }
             }
         };
-        Broker { child, url, binary_addr, kafka_addr, data_dir: data_dir.to_owned(), stderr, agent: agent() }
+        Broker {
+            child,
+            url,
+            binary_addr,
+            kafka_addr,
+            data_dir: data_dir.to_owned(),
+            stderr,
+            echo: Some(echo),
+            agent: agent(),
+        }
     }
 
     pub fn pid(&self) -> u32 {
@@ -344,6 +385,17 @@ impl Drop for Broker {
     fn drop(&mut self) {
         if matches!(self.child.try_wait(), Ok(None)) {
             self.kill9();
+        }
+        if !std::thread::panicking() {
+            return;
+        }
+        // The test failed: let the echo finish (bounded), then say why, last.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while self.echo.as_ref().is_some_and(|e| !e.is_finished()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if let Some(failure) = FAILURE.with(|f| f.borrow().clone()) {
+            eprintln!("\n---- the test failed (repeated after the broker's log): {failure}");
         }
     }
 }
