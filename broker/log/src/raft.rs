@@ -356,7 +356,7 @@ impl PartitionLog {
 mod tests {
     use super::*;
     use crate::config::LogConfig;
-    use crate::manager::{LogManager, ManagerOptions};
+    use crate::manager::{LogManager, ManagerOptions, journal_only};
     use es_core::Record;
     use es_core::batch::RaftControl;
 
@@ -366,8 +366,6 @@ mod tests {
         let opts = ManagerOptions { housekeeping_interval: None, journal, ..ManagerOptions::default() };
         LogManager::new(dir, opts).unwrap()
     }
-
-    use crate::manager::journal_only;
 
     fn blank(index: u64) -> Vec<u8> {
         batch::encode_raft_control(RaftControl::Blank { index }, 1_000).unwrap()

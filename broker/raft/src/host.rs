@@ -460,8 +460,11 @@ impl Group {
     /// and neither is a new leader no follower has answered yet (`write` bounds
     /// that wait by a lease).
     pub fn fenced(&self) -> bool {
-        let metrics = self.inner.raft.metrics();
-        let m = metrics.borrow_watched();
+        self.fenced_by(&self.inner.raft.metrics().borrow_watched())
+    }
+
+    /// [`Group::fenced`], from metrics the caller already holds.
+    fn fenced_by(&self, m: &openraft::RaftMetrics<crate::types::TypeConfig>) -> bool {
         if m.current_leader != Some(self.inner.node)
             || m.membership_config.membership().voter_ids().nth(1).is_none()
         {
@@ -539,7 +542,7 @@ impl Group {
             committed_offset: self.inner.log.high_watermark(),
             last_log_index: m.last_log_index,
             follower_lag,
-            fenced: self.fenced(),
+            fenced: self.fenced_by(&m),
         }
     }
 
