@@ -51,6 +51,9 @@ pub const KEEPALIVE_MS_DEFAULT: u64 = 500;
 /// redialed: a peer that vanished without closing its socket (a partition, a
 /// stopped process) is noticed, not waited on forever.
 pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 5_000;
+/// Link losses queued for a subscriber of `PeerNode::link_losses` that has not
+/// read them yet (a peer id each; one that falls further behind skips the oldest).
+pub const LINK_LOSSES_QUEUED: usize = 64;
 /// Pause after a failed accept (out of file descriptors) before the next one.
 pub const ACCEPT_ERROR_PAUSE_MS: u64 = 50;
 /// How long shutdown waits for the link tasks to finish.

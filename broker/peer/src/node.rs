@@ -10,14 +10,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Semaphore, broadcast, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, timeout, timeout_at};
 
 use crate::config::{PeerConfig, Secret};
 use crate::error::PeerError;
 use crate::handshake::{self, Accepted, AcceptorView, NonceMemory, Session};
-use crate::limits::{ACCEPT_ERROR_PAUSE_MS, HANDSHAKES_MAX, SHUTDOWN_DRAIN_MS};
+use crate::limits::{ACCEPT_ERROR_PAUSE_MS, HANDSHAKES_MAX, LINK_LOSSES_QUEUED, SHUTDOWN_DRAIN_MS};
 use crate::link::{Handler, Link, Outcome};
 use crate::stats::{PeerStats, add};
 
@@ -37,6 +37,8 @@ struct Inner {
     links: BTreeMap<u64, Slot>,
     nonces: NonceMemory,
     shutdown: watch::Receiver<bool>,
+    /// The peer of each link that went down while it was the peer's link.
+    losses: broadcast::Sender<u64>,
 }
 
 /// A running peer node. Dropping it stops it at once; [`PeerNode::shutdown`] also
@@ -70,6 +72,7 @@ impl PeerNode {
             links,
             nonces: NonceMemory::default(),
             shutdown: shutdown_rx,
+            losses: broadcast::Sender::new(LINK_LOSSES_QUEUED),
         });
         let mut tasks = JoinSet::new();
         tasks.spawn(accept_loop(inner.clone(), listener));
@@ -94,6 +97,16 @@ impl PeerNode {
     /// Whether a link to `peer` is up now.
     pub fn is_connected(&self, peer: u64) -> bool {
         self.inner.links.get(&peer).is_some_and(|s| s.borrow().as_ref().is_some_and(|l| !l.is_closed()))
+    }
+
+    /// The id of each peer whose link goes down from now on (it closed, failed or
+    /// timed out; not this node's shutdown, nor a link replaced by a newer one).
+    /// A peer process that dies takes its link down at once, since the kernel
+    /// closes its sockets: the Raft layer uses this to replace a dead leader
+    /// without waiting out election timeouts. A receiver that falls behind skips
+    /// the oldest losses (`RecvError::Lagged`).
+    pub fn link_losses(&self) -> broadcast::Receiver<u64> {
+        self.inner.losses.subscribe()
     }
 
     /// Sends an RPC to `to` within the configured request timeout.
@@ -175,14 +188,15 @@ impl Inner {
         }
     }
 
-    fn uninstall(&self, link: &Arc<Link>) {
+    /// Clears the peer's slot if it still holds `link`; whether it did.
+    fn uninstall(&self, link: &Arc<Link>) -> bool {
         self.links[&link.peer].send_if_modified(|current| {
             let ours = current.as_ref().is_some_and(|c| Arc::ptr_eq(c, link));
             if ours {
                 *current = None;
             }
             ours
-        });
+        })
     }
 
     async fn stopped(&self) {
@@ -206,7 +220,10 @@ impl Inner {
             _ = self.stopped() => {}
         }
         link.close();
-        self.uninstall(&link);
+        if self.uninstall(&link) && !*self.shutdown.borrow() {
+            // No receiver (nothing subscribed) is not an error.
+            let _ = self.losses.send(link.peer);
+        }
         tracing::info!(node = self.config.node_id, peer = link.peer, "peer link down");
     }
 

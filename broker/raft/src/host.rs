@@ -73,8 +73,10 @@ impl RaftHost {
         let groups: Arc<RwLock<HashMap<u64, Group>>> = Arc::default();
         let handler = route(groups.clone(), app);
         let peer = Arc::new(PeerNode::start(peer, listener, handler)?);
+        let losses = peer.link_losses();
         let inner = Arc::new(HostInner { peer, groups, config, stopped: AtomicBool::new(false) });
         tokio::spawn(purge_for_retention(Arc::downgrade(&inner)));
+        tokio::spawn(elect_on_link_loss(Arc::downgrade(&inner), losses));
         Ok(RaftHost { inner })
     }
 
@@ -264,6 +266,40 @@ async fn purge_for_retention(host: std::sync::Weak<HostInner>) {
                 g.inner.purging.store(false, Ordering::Release);
             });
         }
+    }
+}
+
+/// A leader whose process died is replaced at once, not after the followers'
+/// election timeouts and its lease (about three timeouts, 5 s with the default
+/// timers). The kernel closes a dead process's sockets, so its peer links go down
+/// at once; when a peer's link stays down for `LINK_LOSS_GRACE_MS`, every group
+/// this node follows that peer in hands leadership to one successor, as the dead
+/// leader would have with a leader transfer ([`Group::succeed`]). A leader that is
+/// alive but unreachable is fenced after its lease ([`Group::fenced`]), so this
+/// only shortens a failover the election timers would make anyway; a stopped
+/// process (SIGSTOP) or a cut that leaves sockets open takes the timers' path.
+async fn elect_on_link_loss(host: std::sync::Weak<HostInner>, mut losses: tokio::sync::broadcast::Receiver<u64>) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        let lost = match losses.recv().await {
+            Ok(lost) => lost,
+            Err(RecvError::Lagged(_)) => continue,
+            Err(RecvError::Closed) => return,
+        };
+        let Some(h) = host.upgrade() else { return };
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(limits::LINK_LOSS_GRACE_MS)).await;
+            if h.stopped.load(Ordering::Acquire) || h.peer.is_connected(lost) {
+                return;
+            }
+            let groups: Vec<Group> = h.groups.read().expect("groups lock").values().cloned().collect();
+            let connected = |n: u64| h.peer.is_connected(n);
+            let handed = futures_util::future::join_all(groups.iter().map(|g| g.succeed(lost, &connected))).await;
+            let handed = handed.into_iter().filter(|h| *h).count();
+            if handed > 0 {
+                tracing::info!(node = h.peer.node_id(), lost, groups = handed, "peer link lost: replacing it as leader");
+            }
+        });
     }
 }
 
@@ -554,6 +590,38 @@ impl Group {
     /// Changes whenever the leader id or the term changes (for routing caches).
     pub fn watch_leader(&self) -> watch::Receiver<(Option<u64>, LeaderEpoch)> {
         self.inner.leader.clone()
+    }
+
+    /// If this node follows `lost` in this group, hands the group's leadership to
+    /// one successor as a leader transfer from `lost` would: every follower that
+    /// saw the link to `lost` go down names the same one, the lowest voter other
+    /// than `lost` it is connected to (or itself). The successor starts an election
+    /// at once; the others drop their lease on `lost` (openraft's followers refuse
+    /// votes while their leader's lease lasts), so they vote for it at once. The
+    /// votes still require the successor's log to be up to date: a successor that
+    /// is behind loses, and the election timers elect another. Whether it acted.
+    async fn succeed(&self, lost: u64, connected: &(dyn Fn(u64) -> bool + Sync)) -> bool {
+        let m = self.inner.raft.metrics().borrow_watched().clone();
+        let me = self.inner.node;
+        if self.inner.stopped.load(Ordering::Acquire)
+            || m.current_leader != Some(lost)
+            || m.state != openraft::ServerState::Follower
+        {
+            return false;
+        }
+        let voters: Vec<u64> = m.membership_config.membership().voter_ids().collect();
+        let successor = voters.iter().copied().filter(|&v| v != lost && (v == me || connected(v))).min();
+        let Some(to) = successor.filter(|_| voters.contains(&me)) else { return false };
+        let req = openraft::raft::TransferLeaderRequest::new(m.vote.clone(), to, None);
+        let wait = Duration::from_millis(limits::LINK_LOSS_ELECT_MS);
+        match tokio::time::timeout(wait, self.inner.raft.handle_transfer_leader(req)).await {
+            Ok(Ok(Ok(()))) => true,
+            Ok(Ok(Err(e))) => {
+                tracing::debug!(group = self.inner.id, lost, to, error = %e, "no hand-over after a lost leader");
+                false
+            }
+            Ok(Err(_)) | Err(_) => false,
+        }
     }
 
     /// Asks openraft to hand leadership to `to`; returns once the transfer is

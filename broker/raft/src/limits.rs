@@ -7,6 +7,15 @@ pub const HEARTBEAT_MS_DEFAULT: u64 = 300;
 pub const ELECTION_MIN_MS_DEFAULT: u64 = 1_500;
 pub const ELECTION_MAX_MS_DEFAULT: u64 = 3_000;
 
+/// How long a peer's link must stay down before this node replaces that peer as
+/// the leader of the groups it led (`RaftHost` "elect on link loss"): a dead
+/// process's link stays down, a glitch is redialed within es-peer's first backoff
+/// (50 ms) and a handshake.
+pub const LINK_LOSS_GRACE_MS: u64 = 200;
+/// The longest the successor's side of such a hand-over may take (openraft waits,
+/// at most an election timeout, for its log to be flushed).
+pub const LINK_LOSS_ELECT_MS: u64 = 3_000;
+
 /// The longest a proposal waits to be committed (and a retried batch for its
 /// original to be committed) before it answers `ProposeError::Timeout`.
 pub const PROPOSE_TIMEOUT_MS: u64 = 10_000;

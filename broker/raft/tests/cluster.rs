@@ -35,6 +35,7 @@ fn logs() {
 /// Fields drop in order: the host and the log manager before the directory.
 struct Node {
     id: u64,
+    timers: Timers,
     host: Option<RaftHost>,
     groups: BTreeMap<u64, Group>,
     manager: Option<LogManager>,
@@ -70,7 +71,7 @@ fn peer_config(id: u64, addrs: &BTreeMap<u64, String>) -> PeerConfig {
 async fn start(node: &mut Node, listener: TcpListener, addrs: &BTreeMap<u64, String>, groups: &[u64]) {
     let opts = ManagerOptions { housekeeping_interval: None, ..ManagerOptions::default() };
     let manager = LogManager::new(node.dir.path(), opts).unwrap();
-    let host = RaftHost::start(peer_config(node.id, addrs), listener, timers(), None).unwrap();
+    let host = RaftHost::start(peer_config(node.id, addrs), listener, node.timers, None).unwrap();
     for &g in groups {
         let (log, _) = manager.open_partition(&format!("g-{g}"), LogConfig::default()).unwrap();
         let group = host.open_group(g, log, &VOTERS).await.unwrap();
@@ -81,6 +82,10 @@ async fn start(node: &mut Node, listener: TcpListener, addrs: &BTreeMap<u64, Str
 }
 
 async fn cluster(groups: &[u64]) -> (Vec<Node>, BTreeMap<u64, String>) {
+    cluster_with(groups, timers()).await
+}
+
+async fn cluster_with(groups: &[u64], timers: Timers) -> (Vec<Node>, BTreeMap<u64, String>) {
     logs();
     let mut listeners = Vec::new();
     let mut addrs = BTreeMap::new();
@@ -93,6 +98,7 @@ async fn cluster(groups: &[u64]) -> (Vec<Node>, BTreeMap<u64, String>) {
     for (id, l) in VOTERS.into_iter().zip(listeners) {
         let mut node = Node {
             id,
+            timers,
             host: None,
             groups: BTreeMap::new(),
             manager: None,
@@ -327,6 +333,53 @@ async fn a_leader_failure_elects_a_new_leader_and_a_restarted_node_catches_up() 
     if leader != old {
         let err = node(&nodes, old).groups[&1].propose(batch("x")).await.unwrap_err();
         assert!(matches!(err, ProposeError::NotLeader { leader: Some(l) } if l == leader), "{err:?}");
+    }
+    stop_all(&mut nodes).await;
+}
+
+/// With the broker's default timers (elections after 1.5-3 s of silence, a 3 s
+/// lease), a leader whose process goes away is replaced well within one election
+/// timeout: its links go down, and the followers hand its groups to one successor
+/// at once (`RaftHost`'s "elect on link loss") instead of waiting out the lease
+/// and their election timers (about 5 s here before). Nothing acknowledged is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dead_leaders_groups_get_a_new_leader_within_an_election_timeout() {
+    let groups = [21u64, 22];
+    let (mut nodes, _addrs) = cluster_with(&groups, Timers::default()).await;
+    let mut acked: BTreeMap<u64, Vec<(u64, String)>> = BTreeMap::new();
+    for &g in &groups {
+        let leader = leader_of(&nodes, g).await;
+        acked.insert(g, propose_many(&node(&nodes, leader).groups[&g], &format!("g{g}-a"), 2, 20).await);
+    }
+    // Both groups led by one node, so its loss needs both hand-overs.
+    let old = leader_of(&nodes, 21).await;
+    if leader_of(&nodes, 22).await != old {
+        node(&nodes, leader_of(&nodes, 22).await).groups[&22].transfer_leader(old).await.unwrap();
+        assert!(wait_until(WAIT, || node(&nodes, old).groups[&22].is_leader()).await);
+    }
+    let old_epochs: BTreeMap<u64, LeaderEpoch> =
+        groups.iter().map(|&g| (g, node(&nodes, old).groups[&g].leader_epoch())).collect();
+    {
+        let n = nodes.iter_mut().find(|n| n.id == old).unwrap();
+        n.host.take().unwrap().shutdown().await;
+        n.manager.take().unwrap().shutdown().unwrap();
+        n.groups.clear();
+    }
+    let started = std::time::Instant::now();
+    for &g in &groups {
+        let new = leader_of(&nodes, g).await;
+        assert_ne!(new, old);
+    }
+    let elapsed = started.elapsed();
+    eprintln!("both groups led again {elapsed:?} after their leader ({old}) went away");
+    let election_min = Duration::from_millis(Timers::default().election_min_ms);
+    assert!(elapsed < election_min, "failover took {elapsed:?}: the election timers', not the link loss's");
+    for &g in &groups {
+        let leader = leader_of(&nodes, g).await;
+        let lead = node(&nodes, leader).groups[&g].clone();
+        assert!(lead.leader_epoch() > old_epochs[&g], "group {g}: a new term");
+        acked.get_mut(&g).unwrap().extend(propose_many(&lead, &format!("g{g}-b"), 2, 20).await);
+        check_replicas(&nodes, g, &acked[&g]).await;
     }
     stop_all(&mut nodes).await;
 }
