@@ -108,7 +108,7 @@ impl RaftHost {
         }
         let store = LogStore::open(log.clone())?;
         let fresh = store.state().next_index == 0 && log.read_raft_file(es_log::RaftFile::Vote)?.is_none();
-        let sm = DataStateMachine::open(log.clone())?;
+        let sm = DataStateMachine::open(log.clone(), store.commit_gate())?;
         let factory = Factory { peer: self.inner.peer.clone(), group };
         let node = self.node_id();
         let raft = Raft::new(node, self.inner.config.clone(), factory, store, sm)

@@ -27,5 +27,5 @@ pub use error::{ProposeError, RaftError};
 pub use host::{Group, GroupFigures, GroupStatus, RaftHost, Timers};
 pub use network::{CODE_BAD_REQUEST, CODE_GROUP_STOPPED, CODE_NO_GROUP, CODE_UNKNOWN_KIND};
 pub use state_machine::{AppliedState, DataStateMachine};
-pub use store::{LogStore, StoreState};
+pub use store::{CommitGate, LogStore, StoreState};
 pub use types::Term;

@@ -23,6 +23,7 @@ use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine, S
 use serde::{Deserialize, Serialize};
 
 use crate::error::{RaftError, io};
+use crate::store::CommitGate;
 use crate::types::{Applied, CommittedLeaderId, LogId, StoredMembership, Term, TypeConfig};
 
 /// Control entries scanned for the first data entry before the snapshot settles
@@ -62,11 +63,15 @@ struct State {
 pub struct DataStateMachine {
     log: Arc<PartitionLog>,
     state: Arc<Mutex<State>>,
+    /// An entry is applied (readers may see it) once the committed id on disk
+    /// covers it.
+    gate: CommitGate,
 }
 
 impl DataStateMachine {
-    /// Opens the state machine of `log`, starting from its last snapshot.
-    pub fn open(log: Arc<PartitionLog>) -> Result<Self, RaftError> {
+    /// Opens the state machine of `log`, starting from its last snapshot; it
+    /// applies entries through `gate` (`LogStore::commit_gate` of the same log).
+    pub fn open(log: Arc<PartitionLog>, gate: CommitGate) -> Result<Self, RaftError> {
         let snapshot: Option<SnapshotFile> = crate::store::read_snapshot_file(&log)?;
         let mut state = State::default();
         if let Some(s) = &snapshot {
@@ -78,7 +83,7 @@ impl DataStateMachine {
         }
         state.snapshot = snapshot;
         log.set_committed_offset(state.applied.high_watermark);
-        Ok(DataStateMachine { log, state: Arc::new(Mutex::new(state)) })
+        Ok(DataStateMachine { log, state: Arc::new(Mutex::new(state)), gate })
     }
 
     pub fn applied(&self) -> AppliedState {
@@ -208,6 +213,7 @@ impl RaftStateMachine<TypeConfig> for DataStateMachine {
     {
         while let Some(item) = entries.next().await {
             let (entry, responder) = item?;
+            self.gate.wait(entry.index()).await?;
             let applied = self.apply_one(&entry);
             if let Some(r) = responder {
                 r.send(applied);

@@ -6,7 +6,9 @@
 //! calls `IOFlushed::io_completed` once the group commit made them durable, in
 //! submission order. Votes, purges and the committed id go to small files written
 //! only after every queued append is durable (es-log `write_raft_file`), so a vote
-//! never overtakes an append (openraft#1252). Purge moves the Raft log start only:
+//! never overtakes an append (openraft#1252). The committed id is written off
+//! openraft's core task ([`CommitGate`]), since the core awaits `save_committed`
+//! on every commit. Purge moves the Raft log start only:
 //! segments go by retention, never because Raft purged them (the snapshot trap);
 //! in Raft mode retention deletes only what was purged, and asks for the purge
 //! (`PartitionLog::retention_wants`, acted on by the host's purge task).
@@ -21,7 +23,7 @@ use openraft::OptionalSend;
 use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::entry::EsEntry;
 use crate::error::{RaftError, io};
@@ -41,6 +43,96 @@ struct Shared {
     /// Feeds the task that reports appends durable, in order (started lazily, on
     /// the runtime openraft runs on).
     completions: OnceLock<mpsc::UnboundedSender<Completion>>,
+    /// The committed id openraft saved last, for the task that writes it
+    /// (`persist_committed`, started lazily like `completions`).
+    committed: watch::Sender<Option<LogId>>,
+    committed_writer: OnceLock<()>,
+    /// How far the committed id is on disk ([`CommitGate`]).
+    durable: Arc<watch::Sender<Durable>>,
+}
+
+/// How far the committed id is on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Durable {
+    /// Written up to this Raft index (`None`: nothing committed yet).
+    Upto(Option<u64>),
+    /// Writing it failed; the group stops (as a failed `save_committed` stopped it).
+    Failed(String),
+    /// Never waits: for state machines applying what no store committed (the Suite).
+    Open,
+}
+
+/// Holds the state machine's apply until the committed id covering the entry is
+/// on disk. openraft awaits `save_committed` on its core task before each apply,
+/// and writing the id costs the appends' durability plus a file's fsyncs (about
+/// 2 ms here), during which the core neither appended, replicated nor answered:
+/// one commit at a time. So `save_committed` only hands the id to a writer task
+/// and returns, and the apply, which moves the high watermark readers see, waits
+/// here instead. What a reader saw is then always covered by the committed id on
+/// disk, which a restart restores before anything else (the watermark never moves
+/// back), while the core goes on with the next entries.
+#[derive(Clone)]
+pub struct CommitGate {
+    durable: watch::Receiver<Durable>,
+}
+
+impl CommitGate {
+    /// A gate that never waits: for a state machine that applies entries no store
+    /// committed (openraft's storage Suite). Never for a running group.
+    pub fn open() -> CommitGate {
+        CommitGate { durable: watch::Sender::new(Durable::Open).subscribe() }
+    }
+
+    /// Waits until the committed id on disk covers Raft index `index`.
+    pub(crate) async fn wait(&self, index: u64) -> io::Result<()> {
+        let covers = |d: &Durable| match d {
+            Durable::Upto(upto) => upto.is_some_and(|u| u >= index),
+            Durable::Failed(_) | Durable::Open => true,
+        };
+        if !covers(&self.durable.borrow()) {
+            let mut rx = self.durable.clone();
+            rx.wait_for(covers)
+                .await
+                .map_err(|_| io::Error::other("the committed-id writer stopped (the group is closing)"))?;
+        }
+        match &*self.durable.borrow() {
+            Durable::Failed(e) => Err(io::Error::other(format!("writing the committed id failed: {e}"))),
+            Durable::Upto(_) | Durable::Open => Ok(()),
+        }
+    }
+}
+
+/// Writes the committed id openraft saves, the latest one each time (a write that
+/// finds several saved since the last one writes only the newest), after the
+/// entries it covers are durable (`write_raft_file`). Ends when the store is
+/// dropped, after writing the last id saved; stops at the first failure.
+async fn persist_committed(
+    log: Arc<PartitionLog>,
+    mut saved: watch::Receiver<Option<LogId>>,
+    durable: Arc<watch::Sender<Durable>>,
+) {
+    while saved.changed().await.is_ok() {
+        let committed = *saved.borrow_and_update();
+        let log = log.clone();
+        let written = tokio::task::spawn_blocking(move || write_file(&log, RaftFile::Committed, &committed))
+            .await
+            .unwrap_or_else(|e| Err(io::Error::other(e.to_string())));
+        match written {
+            Ok(()) => {
+                durable.send_replace(Durable::Upto(committed.map(|c| c.index)));
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "writing the Raft committed id failed; the group stops");
+                durable.send_replace(Durable::Failed(e.to_string()));
+                return;
+            }
+        }
+    }
+}
+
+fn write_file<T: Serialize>(log: &PartitionLog, file: RaftFile, value: &T) -> io::Result<()> {
+    let bytes = serde_json::to_vec(value).map_err(io::Error::other)?;
+    log.write_raft_file(file, &bytes).map_err(io)
 }
 
 #[derive(Debug, Default, Clone)]
@@ -76,8 +168,21 @@ impl LogStore {
         if let Some(purged) = meta.purged {
             log.set_raft_purged(purged.index);
         }
-        let shared = Shared { log, meta: Mutex::new(meta), completions: OnceLock::new() };
+        let durable = Arc::new(watch::Sender::new(Durable::Upto(meta.committed.map(|c| c.index))));
+        let shared = Shared {
+            log,
+            committed: watch::Sender::new(meta.committed),
+            meta: Mutex::new(meta),
+            completions: OnceLock::new(),
+            committed_writer: OnceLock::new(),
+            durable,
+        };
         Ok(LogStore { shared: Arc::new(shared) })
+    }
+
+    /// The gate the group's state machine applies through.
+    pub fn commit_gate(&self) -> CommitGate {
+        CommitGate { durable: self.shared.durable.subscribe() }
     }
 
     pub fn state(&self) -> StoreState {
@@ -157,8 +262,7 @@ impl LogStore {
     }
 
     fn write_meta<T: Serialize>(&self, file: RaftFile, value: &T) -> io::Result<()> {
-        let bytes = serde_json::to_vec(value).map_err(io::Error::other)?;
-        self.shared.log.write_raft_file(file, &bytes).map_err(io)
+        write_file(&self.shared.log, file, value)
     }
 }
 
@@ -331,9 +435,15 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         Ok(())
     }
 
+    /// Hands the id to the writer task and returns: the apply waits for it to be
+    /// on disk instead ([`CommitGate`]).
     async fn save_committed(&mut self, committed: Option<LogId>) -> io::Result<()> {
-        self.write_meta(RaftFile::Committed, &committed)?;
         self.shared.meta.lock().expect("raft meta lock").committed = committed;
+        self.shared.committed_writer.get_or_init(|| {
+            let saved = self.shared.committed.subscribe();
+            tokio::spawn(persist_committed(self.shared.log.clone(), saved, self.shared.durable.clone()));
+        });
+        self.shared.committed.send_replace(committed);
         Ok(())
     }
 

@@ -31,7 +31,9 @@ fn open_partition() -> (Guard, Arc<PartitionLog>) {
 impl StoreBuilder<TypeConfig, LogStore, DataStateMachine, Guard> for Builder {
     async fn build(&self) -> Result<(Guard, LogStore, DataStateMachine), StorageError<TypeConfig>> {
         let (guard, p) = open_partition();
-        Ok((guard, LogStore::open(p.clone()).unwrap(), DataStateMachine::open(p).unwrap()))
+        // The Suite applies entries it never committed: an open gate.
+        let sm = DataStateMachine::open(p.clone(), crate::CommitGate::open()).unwrap();
+        Ok((guard, LogStore::open(p).unwrap(), sm))
     }
 }
 
@@ -90,9 +92,10 @@ async fn installing_a_snapshot_never_drops_retained_records() {
     // The leader: four entries applied, both records retained.
     let (_g, leader_log) = open_partition();
     let mut leader = LogStore::open(leader_log.clone()).unwrap();
-    let mut leader_sm = DataStateMachine::open(leader_log.clone()).unwrap();
+    let mut leader_sm = DataStateMachine::open(leader_log.clone(), leader.commit_gate()).unwrap();
     append(&mut leader, entries()).await;
     let stored = leader.get_log_reader().await.try_get_log_entries(0..4).await.unwrap();
+    leader.save_committed(Some(log_id(1, 3))).await.unwrap();
     let apply = futures_util::stream::iter(stored.clone().into_iter().map(|e| Ok((e, None))));
     leader_sm.apply(apply).await.unwrap();
     assert_eq!(leader_sm.applied().high_watermark, 2);
@@ -103,7 +106,7 @@ async fn installing_a_snapshot_never_drops_retained_records() {
     // A follower with the same entries (byte-identical, stamped by the leader).
     let (_g2, follower_log) = open_partition();
     let mut follower = LogStore::open(follower_log.clone()).unwrap();
-    let mut follower_sm = DataStateMachine::open(follower_log.clone()).unwrap();
+    let mut follower_sm = DataStateMachine::open(follower_log.clone(), follower.commit_gate()).unwrap();
     append(&mut follower, stored.clone()).await;
     assert_eq!(follower.get_log_reader().await.try_get_log_entries(0..4).await.unwrap(), stored);
     follower_sm.install_snapshot(&snap.meta, snap.snapshot).await.unwrap();
@@ -111,6 +114,7 @@ async fn installing_a_snapshot_never_drops_retained_records() {
     assert!(values(&follower_log).is_empty(), "not served before the follower applies them");
     let left = follower.get_log_reader().await.try_get_log_entries(0..10).await.unwrap();
     assert_eq!(left.iter().map(|e| e.index()).collect::<Vec<_>>(), [2, 3]);
+    follower.save_committed(Some(log_id(1, 3))).await.unwrap();
     let apply = futures_util::stream::iter(left.into_iter().map(|e| Ok((e, None))));
     follower_sm.apply(apply).await.unwrap();
     assert_eq!(values(&follower_log), ["a", "b"], "every retained record is still served");
@@ -120,9 +124,10 @@ async fn installing_a_snapshot_never_drops_retained_records() {
     assert_eq!(values(&follower_log), ["a", "b"]);
 }
 
-/// Applies what the store holds in `[0, to)` to the state machine.
+/// Commits and applies what the store holds in `[0, to)`, as openraft does.
 async fn apply_stored(store: &mut LogStore, sm: &mut DataStateMachine, to: u64) {
     let stored = store.get_log_reader().await.try_get_log_entries(0..to).await.unwrap();
+    store.save_committed(stored.last().map(|e| e.log_id())).await.unwrap();
     sm.apply(futures_util::stream::iter(stored.into_iter().map(|e| Ok((e, None))))).await.unwrap();
 }
 
@@ -132,7 +137,7 @@ async fn two_segment_leader() -> (Guard, Arc<PartitionLog>, LogStore, DataStateM
     use crate::entry::EsEntry;
     let (g, log) = open_partition();
     let mut store = LogStore::open(log.clone()).unwrap();
-    let mut sm = DataStateMachine::open(log.clone()).unwrap();
+    let mut sm = DataStateMachine::open(log.clone(), store.commit_gate()).unwrap();
     let membership = Membership::new_with_defaults(vec![[1u64].into()], []);
     append(
         &mut store,
@@ -193,7 +198,7 @@ async fn a_follower_behind_retention_starts_over_at_the_leaders_log_start() {
 
     let (_g2, follower_log) = open_partition();
     let mut follower = LogStore::open(follower_log.clone()).unwrap();
-    let mut follower_sm = DataStateMachine::open(follower_log.clone()).unwrap();
+    let mut follower_sm = DataStateMachine::open(follower_log.clone(), follower.commit_gate()).unwrap();
     // It got indexes 0 and 1 before it went down (the leader's bytes).
     let (_g3, early_log) = open_partition();
     let mut early = LogStore::open(early_log).unwrap();
@@ -215,6 +220,7 @@ async fn a_follower_behind_retention_starts_over_at_the_leaders_log_start() {
     let state = follower.get_log_state().await.unwrap();
     assert_eq!(state.last_log_id, Some(log_id(2, 3)));
     assert_eq!(follower_log.info().log_start_offset, 2, "the leader's log start");
+    follower.save_committed(Some(log_id(2, 3))).await.unwrap();
     let apply = futures_util::stream::iter(rest.into_iter().map(|e| Ok((e, None))));
     follower_sm.apply(apply).await.unwrap();
     assert_eq!(values(&follower_log), ["c"]);
@@ -240,6 +246,8 @@ async fn the_raft_log_survives_a_restart() {
         store.save_vote(&vote).await.unwrap();
         store.purge(log_id(1, 0)).await.unwrap();
         store.save_committed(Some(log_id(3, 2))).await.unwrap();
+        // Written by the store's writer task: on disk once the gate opens for it.
+        store.commit_gate().wait(2).await.unwrap();
         let state = store.get_log_state().await.unwrap();
         (store.get_log_reader().await.try_get_log_entries(0..).await.unwrap(), state)
         // Dropped without a clean close: the journal replays what the segments lack.
@@ -256,6 +264,39 @@ async fn the_raft_log_survives_a_restart() {
     assert_eq!(store.get_log_state().await.unwrap(), before.1);
     assert_eq!(store.get_log_reader().await.try_get_log_entries(0..).await.unwrap(), before.0);
     assert_eq!(before.0.iter().map(|e| e.log_id()).collect::<Vec<_>>(), [log_id(1, 1), log_id(3, 2)]);
+}
+
+/// The state machine applies an entry (readers may see it) only once the
+/// committed id covering it is on disk: `save_committed` returns at once, since
+/// openraft's core awaits it on every commit, and the apply waits for the store's
+/// writer task instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_is_applied_only_once_its_commit_is_on_disk() {
+    use crate::entry::EsEntry;
+    let (_g, p) = open_partition();
+    let mut store = LogStore::open(p.clone()).unwrap();
+    let sm = DataStateMachine::open(p.clone(), store.commit_gate()).unwrap();
+    let membership = Membership::new_with_defaults(vec![[1u64].into()], []);
+    let entries = vec![
+        EsEntry::new_membership(log_id(1, 0), membership),
+        EsEntry::new_normal(log_id(1, 1), data("a")),
+        EsEntry::new_normal(log_id(1, 2), data("b")),
+    ];
+    append(&mut store, entries).await;
+    let stored = store.get_log_reader().await.try_get_log_entries(0..3).await.unwrap();
+    let mut applier = sm.clone();
+    let mut applying = tokio::spawn(async move {
+        applier.apply(futures_util::stream::iter(stored.into_iter().map(|e| Ok((e, None))))).await
+    });
+    let early = tokio::time::timeout(Duration::from_millis(200), &mut applying).await;
+    assert!(early.is_err(), "applied before any committed id was on disk");
+    assert_eq!(p.high_watermark(), 0, "readers see nothing uncommitted");
+    store.save_committed(Some(log_id(1, 2))).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), applying).await.unwrap().unwrap().unwrap();
+    assert_eq!(values(&p), ["a", "b"]);
+    // The id is on disk: a store opened over the log again reads it back.
+    let mut reopened = LogStore::open(p.clone()).unwrap();
+    assert_eq!(reopened.read_committed().await.unwrap(), Some(log_id(1, 2)));
 }
 
 /// A failed fsync reaches openraft as a storage error through the append's
