@@ -29,6 +29,7 @@ mod raft_index;
 mod replay;
 mod retention;
 mod segment;
+mod slots;
 mod snapshot;
 
 pub use check::{SegmentCheck, check_partition};

@@ -91,6 +91,8 @@ pub struct PartitionLog {
     /// Raft mode: the first index retention would keep if Raft had purged up to
     /// it (0: retention waits for nothing). The group snapshots and purges there.
     pub(crate) retention_wants: std::sync::atomic::AtomicU64,
+    /// Raft mode: the committed id's slot file, opened at its first write.
+    pub(crate) raft_committed: Mutex<Option<crate::slots::SlotFile>>,
 }
 
 /// An append whose offsets are assigned; await it (or `wait`) for durability.
@@ -237,6 +239,7 @@ impl PartitionLog {
             raft_mode: std::sync::atomic::AtomicBool::new(false),
             raft_purged_next: std::sync::atomic::AtomicU64::new(0),
             retention_wants: std::sync::atomic::AtomicU64::new(0),
+            raft_committed: Mutex::new(None),
         });
         Ok((log, report))
     }

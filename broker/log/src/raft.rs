@@ -51,6 +51,12 @@ impl RaftFile {
     }
 }
 
+/// The committed id is rewritten on every commit, so it lives in a slot file
+/// (`slots.rs`: one `pwrite` and one `fdatasync` per write) instead of an atomic
+/// replace. A `raft-committed` file of an earlier es is read while no slot holds
+/// a value.
+const COMMITTED_SLOTS: &str = "raft-committed.slots";
+
 /// The Raft indexes a partition holds: `[first, next)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EntryRange {
@@ -333,12 +339,32 @@ impl PartitionLog {
     /// before it is durable: a vote never overtakes an append (openraft#1252).
     pub fn write_raft_file(&self, file: RaftFile, bytes: &[u8]) -> Result<()> {
         self.wait_appended_durable()?;
+        if file == RaftFile::Committed {
+            let path = self.dir.join(COMMITTED_SLOTS);
+            let mut slots = self.raft_committed.lock().expect("committed slots lock");
+            let write = |slots: &mut Option<crate::slots::SlotFile>| match slots {
+                Some(f) => f.write(bytes),
+                None => {
+                    let mut f = crate::slots::SlotFile::open(&path)?;
+                    f.write(bytes)?;
+                    *slots = Some(f);
+                    Ok(())
+                }
+            };
+            return write(&mut slots).ctx(|| format!("writing {}", path.display()));
+        }
         let path = self.raft_file_path(file);
         files::write_atomic(&path, bytes).ctx(|| format!("writing {}", path.display()))
     }
 
     /// The content of a Raft file, `None` if it was never written.
     pub fn read_raft_file(&self, file: RaftFile) -> Result<Option<Vec<u8>>> {
+        if file == RaftFile::Committed {
+            let path = self.dir.join(COMMITTED_SLOTS);
+            if let Some(value) = crate::slots::read(&path).ctx(|| format!("reading {}", path.display()))? {
+                return Ok(Some(value));
+            }
+        }
         let path = self.raft_file_path(file);
         match std::fs::read(&path) {
             Ok(b) => Ok(Some(b)),
@@ -577,6 +603,31 @@ mod tests {
             .filter(|n| n.ends_with(".log"))
             .collect();
         assert_eq!(files, [format!("{:020}.log", 100)], "the old segments are gone");
+    }
+
+    #[test]
+    fn the_committed_id_is_rewritten_in_place_and_an_earlier_files_value_is_read_until_then() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path(), false);
+        let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+        let part = dir.path().join("t-0");
+        // What an earlier es wrote (an atomic JSON file) is read while no slot holds one.
+        std::fs::write(part.join("raft-committed"), b"old").unwrap();
+        assert_eq!(p.read_raft_file(RaftFile::Committed).unwrap().as_deref(), Some(&b"old"[..]));
+        for v in ["one", "two", "three"] {
+            p.write_raft_file(RaftFile::Committed, v.as_bytes()).unwrap();
+            assert_eq!(p.read_raft_file(RaftFile::Committed).unwrap().as_deref(), Some(v.as_bytes()));
+        }
+        let slots = std::fs::metadata(part.join(COMMITTED_SLOTS)).unwrap();
+        assert_eq!(slots.len(), 2 * crate::slots::SLOT_BYTES as u64, "two slots, rewritten in place");
+        // The other Raft files are still replaced atomically.
+        p.write_raft_file(RaftFile::Vote, b"vote").unwrap();
+        assert_eq!(std::fs::read(part.join("raft-vote")).unwrap(), b"vote");
+        drop(p);
+        m.shutdown().unwrap();
+        let m = manager(dir.path(), false);
+        let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+        assert_eq!(p.read_raft_file(RaftFile::Committed).unwrap().as_deref(), Some(&b"three"[..]));
     }
 
     #[test]
