@@ -280,6 +280,7 @@ fn binary_client(
     let options = ClientOptions {
         connections,
         retries: 0,
+        failover_timeout_ms: 0,
         backoff_ms: 50,
         request_timeout_ms: binary::REQUEST_TIMEOUT.as_millis() as u64,
         api_key: None,

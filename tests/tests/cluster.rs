@@ -465,8 +465,9 @@ fn es_client_follows_the_partition_leader_through_a_leader_kill() {
     });
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let mut acked: BTreeMap<u64, String> = BTreeMap::from([(0, "warm-up".to_owned())]);
-    // Retries enough to ride out an election (the backoff caps at 2 s; the call at 30 s).
-    let options = ClientOptions { retries: 30, ..ClientOptions::default() };
+    // The defaults ride out an election: a failover error is retried for
+    // `failover_timeout_ms` (15 s), not only `retries` times.
+    let options = ClientOptions::default();
     let client =
         std::sync::Arc::new(rt.block_on(Client::connect(&c.node(follower).binary_addr, options)).unwrap());
 
@@ -673,7 +674,7 @@ fn a_leader_transfer_under_load_moves_the_partition_and_loses_nothing() {
         std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             rt.block_on(async {
-                let options = ClientOptions { retries: 30, ..ClientOptions::default() };
+                let options = ClientOptions::default();
                 let client = std::sync::Arc::new(Client::connect(&bootstrap, options).await.unwrap());
                 let producer = Producer::new(client, ProducerOptions::default()).await.unwrap();
                 let mut acked = BTreeMap::new();
@@ -783,7 +784,7 @@ fn es_client_group_calls_find_the_coordinator_from_any_node() {
         c.node(1).get("/cluster").body["coordinator"].as_u64()
     });
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let options = || ClientOptions { retries: 30, ..ClientOptions::default() };
+    let options = ClientOptions::default;
     for (id, b) in c.live() {
         let group = format!("g-via-{id}");
         let (member, committed) = rt.block_on(async {

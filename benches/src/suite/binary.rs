@@ -31,6 +31,7 @@ pub fn connect(rt: &Runtime, addr: &str, connections: usize) -> Result<Arc<Clien
     let options = ClientOptions {
         connections,
         retries: 0,
+        failover_timeout_ms: 0,
         backoff_ms: 50,
         request_timeout_ms: REQUEST_TIMEOUT.as_millis() as u64,
         api_key: None,

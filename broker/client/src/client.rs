@@ -47,8 +47,16 @@ pub struct ClientOptions {
     /// Connections in the pool; requests for one partition always use the same one,
     /// so their order is kept.
     pub connections: usize,
-    /// Attempts after the first for retriable failures (connection loss, full window).
+    /// Attempts after the first for retriable failures (connection loss, full
+    /// window); 0 turns retrying off altogether.
     pub retries: u32,
+    /// How long a call keeps retrying failures that a leader change explains
+    /// (`ClientError::is_failover`: not the leader, an open connection lost, a
+    /// commit timeout) after `retries` is used up,
+    /// counted from the call's start; like Kafka's `delivery.timeout.ms`, it lets
+    /// a call ride out an election however many attempts that takes. 0: by the
+    /// count alone.
+    pub failover_timeout_ms: u64,
     /// First pause between attempts; doubles each time, capped at 2 s.
     pub backoff_ms: u64,
     /// Bound on every call, including retries.
@@ -66,6 +74,7 @@ impl Default for ClientOptions {
         ClientOptions {
             connections: 1,
             retries: 5,
+            failover_timeout_ms: 15_000,
             backoff_ms: 50,
             request_timeout_ms: 30_000,
             api_key: None,
@@ -102,6 +111,10 @@ pub(crate) const COORDINATOR: &str = "";
 /// Most `NotLeader` redirects one call follows before it answers the error (a
 /// leader moving twice within one call is an election; the backoff retries cover it).
 const REDIRECTS_MAX: u32 = 3;
+
+/// The longest pause between two attempts after a failover error: short enough to
+/// find a new leader soon after it is elected.
+const FAILOVER_BACKOFF_MAX: Duration = Duration::from_millis(500);
 
 /// Records that `leader` (`None`: the bootstrap broker `bootstrap`) leads the partition.
 fn route(leaders: &Leaders, bootstrap: &str, topic: &str, partition: u32, leader: Option<&str>) {
@@ -251,14 +264,18 @@ impl Client {
     }
 
     /// Runs `attempt` until it answers: again at once after a redirect, again after
-    /// a backoff (doubling, capped at 2 s) for a retriable failure when `retry`, at
-    /// most `retries` times; the whole within the request timeout.
+    /// a backoff (doubling, capped at 2 s; at `FAILOVER_BACKOFF_MAX` for a
+    /// failover) for a retriable failure when `retry`, at most `retries` times, and
+    /// for a failover beyond that until `failover_timeout_ms` from the start; the
+    /// whole within the request timeout.
     async fn attempts<F, Fut>(&self, retry: bool, mut attempt: F) -> Result<Response>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Attempt>,
     {
         let timeout = Duration::from_millis(self.options.request_timeout_ms);
+        let started = tokio::time::Instant::now();
+        let failover_window = Duration::from_millis(self.options.failover_timeout_ms);
         let attempts = async {
             let mut backoff = Duration::from_millis(self.options.backoff_ms);
             let mut tries = 0;
@@ -267,12 +284,20 @@ impl Client {
                     Attempt::Redirected => continue,
                     Attempt::Answered(result) => result,
                 };
+                let again = |e: &ClientError| {
+                    retry
+                        && self.options.retries > 0
+                        && e.is_retriable()
+                        && (tries < self.options.retries
+                            || (e.is_failover() && started.elapsed() < failover_window))
+                };
                 match result {
-                    Err(e) if retry && e.is_retriable() && tries < self.options.retries => {
+                    Err(e) if again(&e) => {
                         tracing::debug!(error = %e, attempt = tries, "retrying");
                         tries += 1;
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(Duration::from_secs(2));
+                        let cap = if e.is_failover() { FAILOVER_BACKOFF_MAX } else { Duration::from_secs(2) };
+                        tokio::time::sleep(backoff.min(cap)).await;
+                        backoff = (backoff * 2).min(cap);
                     }
                     other => return other,
                 }
@@ -399,6 +424,70 @@ mod tests {
         assert_eq!(leader_in(m), Some("127.0.0.1:9094"));
         assert_eq!(leader_in("this broker does not lead partition 0 of topic \"t\""), None);
         assert_eq!(leader_in("... leader="), None);
+    }
+
+    fn offline(retries: u32) -> Client {
+        let options = ClientOptions { retries, ..ClientOptions::default() };
+        Client {
+            addr: "a:1".to_owned(),
+            options,
+            pool: Vec::new(),
+            next: AtomicUsize::new(0),
+            leaders: Arc::default(),
+            others: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// How many attempts a call makes when every one fails with `error` (or
+    /// succeeds from attempt `ok_at` on), and how long it took (paused time).
+    async fn attempts_of(client: &Client, error: ClientError, ok_at: usize) -> (usize, Duration, bool) {
+        let count = AtomicUsize::new(0);
+        let started = tokio::time::Instant::now();
+        let result = client
+            .attempts(true, || {
+                let n = count.fetch_add(1, Ordering::Relaxed) + 1;
+                let e = error.clone();
+                async move {
+                    let hello = Response::Hello {
+                        version: 1,
+                        frame_bytes_max: 0,
+                        in_flight_max: 0,
+                        server: "t".into(),
+                    };
+                    Attempt::Answered(if n >= ok_at { Ok(hello) } else { Err(e) })
+                }
+            })
+            .await;
+        (count.load(Ordering::Relaxed), started.elapsed(), result.is_ok())
+    }
+
+    fn broker(code: ErrorCode) -> ClientError {
+        ClientError::Broker { code, message: "x".to_owned() }
+    }
+
+    /// A leader change is ridden out for `failover_timeout_ms` however many attempts
+    /// it takes; other retriable failures stop at the retry count, a refused
+    /// connection included (a broker that is not running is said at once), and
+    /// `retries: 0` retries nothing.
+    #[tokio::test(start_paused = true)]
+    async fn failover_errors_are_retried_for_the_failover_window_and_others_by_count() {
+        let client = offline(5);
+        let window = Duration::from_millis(client.options.failover_timeout_ms);
+        for failover in
+            [broker(ErrorCode::NotLeader), broker(ErrorCode::Timeout), ClientError::Disconnected("x".into())]
+        {
+            let (n, took, ok) = attempts_of(&client, failover.clone(), usize::MAX).await;
+            assert!(!ok && n > 6 && took >= window, "{failover}: {n} attempts in {took:?}");
+            assert!(took < window + FAILOVER_BACKOFF_MAX * 2, "{failover}: {took:?}");
+            // An election that ends after 12 attempts: the call succeeds.
+            assert!(attempts_of(&client, failover, 12).await.2);
+        }
+        let refused = ClientError::Connect { addr: "a:1".into(), reason: "refused".into() };
+        for other in [broker(ErrorCode::TooManyInFlight), broker(ErrorCode::RebalanceInProgress), refused] {
+            assert_eq!(attempts_of(&client, other.clone(), usize::MAX).await.0, 6, "{other}");
+        }
+        assert_eq!(attempts_of(&client, broker(ErrorCode::UnknownTopic), usize::MAX).await.0, 1);
+        assert_eq!(attempts_of(&offline(0), broker(ErrorCode::NotLeader), usize::MAX).await.0, 1);
     }
 
     #[test]

@@ -34,6 +34,22 @@ impl ClientError {
         }
     }
 
+    /// A failure a leader change explains, which goes away once clients find the
+    /// new leader: not the leader (mid-election, or a fenced one), an open
+    /// connection lost (the leader died), a timeout (a commit the old leader could
+    /// not finish). Retried beyond the retry count, within
+    /// `ClientOptions::failover_timeout_ms`. Not a connection refused (a broker
+    /// that is not running: `es` should say so at once), nor the other retriable
+    /// failures: a full window or a quota wants backoff, a rebalance a rejoin, a
+    /// storage error an operator.
+    pub fn is_failover(&self) -> bool {
+        match self {
+            ClientError::Disconnected(_) | ClientError::Timeout(_) => true,
+            ClientError::Broker { code, .. } => matches!(code, ErrorCode::NotLeader | ErrorCode::Timeout),
+            _ => false,
+        }
+    }
+
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
             ClientError::Broker { code, .. } => Some(*code),

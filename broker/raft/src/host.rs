@@ -278,7 +278,10 @@ async fn purge_for_retention(host: std::sync::Weak<HostInner>) {
 /// alive but unreachable is fenced after its lease ([`Group::fenced`]), so this
 /// only shortens a failover the election timers would make anyway; a stopped
 /// process (SIGSTOP) or a cut that leaves sockets open takes the timers' path.
-async fn elect_on_link_loss(host: std::sync::Weak<HostInner>, mut losses: tokio::sync::broadcast::Receiver<u64>) {
+async fn elect_on_link_loss(
+    host: std::sync::Weak<HostInner>,
+    mut losses: tokio::sync::broadcast::Receiver<u64>,
+) {
     use tokio::sync::broadcast::error::RecvError;
     loop {
         let lost = match losses.recv().await {
@@ -294,10 +297,16 @@ async fn elect_on_link_loss(host: std::sync::Weak<HostInner>, mut losses: tokio:
             }
             let groups: Vec<Group> = h.groups.read().expect("groups lock").values().cloned().collect();
             let connected = |n: u64| h.peer.is_connected(n);
-            let handed = futures_util::future::join_all(groups.iter().map(|g| g.succeed(lost, &connected))).await;
+            let handed =
+                futures_util::future::join_all(groups.iter().map(|g| g.succeed(lost, &connected))).await;
             let handed = handed.into_iter().filter(|h| *h).count();
             if handed > 0 {
-                tracing::info!(node = h.peer.node_id(), lost, groups = handed, "peer link lost: replacing it as leader");
+                tracing::info!(
+                    node = h.peer.node_id(),
+                    lost,
+                    groups = handed,
+                    "peer link lost: replacing it as leader"
+                );
             }
         });
     }
@@ -612,7 +621,7 @@ impl Group {
         let voters: Vec<u64> = m.membership_config.membership().voter_ids().collect();
         let successor = voters.iter().copied().filter(|&v| v != lost && (v == me || connected(v))).min();
         let Some(to) = successor.filter(|_| voters.contains(&me)) else { return false };
-        let req = openraft::raft::TransferLeaderRequest::new(m.vote.clone(), to, None);
+        let req = openraft::raft::TransferLeaderRequest::new(m.vote, to, None);
         let wait = Duration::from_millis(limits::LINK_LOSS_ELECT_MS);
         match tokio::time::timeout(wait, self.inner.raft.handle_transfer_leader(req)).await {
             Ok(Ok(Ok(()))) => true,
