@@ -33,6 +33,13 @@ const TARGET_P99: f64 = 3.0;
 const TARGET_FAILOVER_S: f64 = 2.0;
 /// How long a cluster may take to elect or fail over before the run gives up.
 const ELECTION_WAIT: Duration = Duration::from_secs(60);
+/// Idle CPU per node with `--idle-partitions` partitions at most this, in percent
+/// of one core.
+const TARGET_IDLE_CPU_PCT: f64 = 5.0;
+/// How long every idle partition may take to have a leader.
+const IDLE_LEADERS_WAIT: Duration = Duration::from_secs(900);
+/// Quiet time after the last partition got its leader, before measuring.
+const IDLE_SETTLE: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone, clap::Args, Serialize)]
 pub struct ClusterArgs {
@@ -63,6 +70,14 @@ pub struct ClusterArgs {
     /// The nodes' `cluster.election_timeout_ms` (es-broker's default when unset).
     #[arg(long)]
     pub election_timeout_ms: Option<u64>,
+    /// After the rows and failovers: a topic with this many partitions (a Raft
+    /// group each, on every node), then each node's CPU while nothing is written
+    /// (0: skipped).
+    #[arg(long, default_value_t = 0)]
+    pub idle_partitions: usize,
+    /// How long the idle CPU is measured, in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub idle_seconds: f64,
     #[command(flatten)]
     #[serde(flatten)]
     pub place: Place,
@@ -144,12 +159,18 @@ impl Nodes {
     fn create_topic(&self, topic: &str, partitions: usize) -> Result<()> {
         let deadline = Instant::now() + ELECTION_WAIT;
         let body = format!(r#"{{"name":"{topic}","partitions":{partitions}}}"#);
+        let mut retried = false;
         while Instant::now() < deadline {
             let Some((_, b)) = self.live().next() else { bail!("no node is running") };
             let (status, text) = post(&format!("{}/topics", b.url), &body)?;
             match status {
                 201 => return Ok(()),
-                421 | 500 | 503 => std::thread::sleep(Duration::from_millis(50)),
+                // An earlier attempt whose answer was lost (timed out) created it.
+                409 if retried => return Ok(()),
+                421 | 500 | 503 => {
+                    retried = true;
+                    std::thread::sleep(Duration::from_millis(50))
+                }
                 other => bail!("creating {topic}: {other} {text}"),
             }
         }
@@ -175,13 +196,26 @@ struct Report<'a> {
     machine: &'a Machine,
     rows: Vec<RowResult>,
     failover_s: Vec<f64>,
+    idle: Option<IdleResult>,
+}
+
+/// Each node's CPU with `partitions` idle partitions (plus the internal ones).
+#[derive(Debug, Serialize)]
+struct IdleResult {
+    partitions: usize,
+    seconds: f64,
+    /// Seconds from the create to every partition having a leader.
+    leaders_after_s: f64,
+    /// (node id, percent of one core: user + system), over `seconds`.
+    cpu_pct: Vec<(u64, f64)>,
 }
 
 pub fn run(args: &ClusterArgs) -> Result<()> {
     crate::suite::check_seconds(args.seconds)?;
+    ensure!(args.connections >= 1 && args.batch >= 1, "connections and batch are at least 1");
     ensure!(
-        args.rounds >= 1 && args.connections >= 1 && args.batch >= 1,
-        "rounds, connections and batch are at least 1"
+        args.rounds >= 1 || args.failovers > 0 || args.idle_partitions > 0,
+        "nothing to measure: --rounds 0 wants --failovers or --idle-partitions"
     );
     ensure!(args.partitions.iter().all(|p| *p >= 1), "--partitions are at least 1");
     let started_utc = report::utc_now();
@@ -232,6 +266,10 @@ pub fn run(args: &ClusterArgs) -> Result<()> {
         }
     }
     let failover_s = failovers(&mut nodes, args.failovers)?;
+    let idle = match args.idle_partitions {
+        0 => None,
+        n => Some(idle_cpu(&nodes, n, Duration::from_secs_f64(args.idle_seconds))?),
+    };
     machine.note_end();
     let _ = single.stop();
     for n in &mut nodes.nodes {
@@ -243,6 +281,9 @@ pub fn run(args: &ClusterArgs) -> Result<()> {
         let _ = std::fs::remove_dir_all(&dir);
     }
     print_summary(args, &rows, &failover_s);
+    if let Some(idle) = &idle {
+        print_idle(idle);
+    }
     let report = Report {
         benchmark: "cluster",
         command_line: report::command_line(),
@@ -252,6 +293,7 @@ pub fn run(args: &ClusterArgs) -> Result<()> {
         machine: &machine,
         rows,
         failover_s,
+        idle,
     };
     let path = out.join("cluster.json");
     report::write_json(&path, &report)?;
@@ -370,7 +412,92 @@ fn failovers(nodes: &mut Nodes, count: usize) -> Result<Vec<f64>> {
     Ok(times)
 }
 
+/// Creates a topic of `partitions` partitions, waits (with a progress bar) until
+/// node 1 sees a leader for each, lets the elections settle, then measures each
+/// node's CPU (user + system, /proc) over `seconds` while nothing is written.
+fn idle_cpu(nodes: &Nodes, partitions: usize, seconds: Duration) -> Result<IdleResult> {
+    let topic = "idle";
+    let started = Instant::now();
+    nodes.create_topic(topic, partitions)?;
+    let (_, first) = nodes.live().next().context("no node is running")?;
+    let bar = indicatif::ProgressBar::new(partitions as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "  idle: partitions with a leader {bar:30} {pos}/{len} ({elapsed})",
+        )
+        .context("the progress bar's template")?,
+    );
+    loop {
+        let led = led_partitions(&first.url, topic)?;
+        bar.set_position(led as u64);
+        if led >= partitions {
+            break;
+        }
+        ensure!(
+            started.elapsed() < IDLE_LEADERS_WAIT,
+            "only {led} of {partitions} partitions had a leader after {IDLE_LEADERS_WAIT:?}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    bar.finish();
+    let leaders_after_s = started.elapsed().as_secs_f64();
+    std::thread::sleep(IDLE_SETTLE);
+    let pids: Vec<(u64, String)> = nodes
+        .live()
+        .map(|(id, b)| b.pid().map(|p| (id, p.to_string())).context("a node without a process"))
+        .collect::<Result<_>>()?;
+    let cpu = |pid: &str| crate::validators::cpu_ns(pid).context("reading a node's CPU time from /proc");
+    let before: Vec<u64> = pids.iter().map(|(_, p)| cpu(p)).collect::<Result<_>>()?;
+    let t0 = Instant::now();
+    std::thread::sleep(seconds);
+    let wall = t0.elapsed().as_nanos() as f64;
+    let mut cpu_pct = Vec::new();
+    for ((id, pid), b) in pids.iter().zip(before) {
+        cpu_pct.push((*id, (cpu(pid)?.saturating_sub(b)) as f64 / wall * 100.0));
+    }
+    Ok(IdleResult { partitions, seconds: seconds.as_secs_f64(), leaders_after_s, cpu_pct })
+}
+
+/// How many partitions of `topic` have a leader in `GET /cluster` at `url`.
+fn led_partitions(url: &str, topic: &str) -> Result<usize> {
+    let (status, body) = http::get(&format!("{url}/cluster"))?;
+    ensure!(status == 200, "GET /cluster answered {status}: {body}");
+    let view: serde_json::Value = serde_json::from_str(&body).context("GET /cluster's JSON")?;
+    let parts = view["partitions"].as_array().context("GET /cluster without partitions")?;
+    Ok(parts.iter().filter(|p| p["topic"] == topic && p["leader"].is_u64()).count())
+}
+
+fn print_idle(idle: &IdleResult) {
+    println!();
+    let per_node: Vec<String> = idle.cpu_pct.iter().map(|(id, pct)| format!("node {id} {pct:.1}%")).collect();
+    let worst = idle.cpu_pct.iter().map(|(_, pct)| *pct).fold(0.0, f64::max);
+    println!(
+        "idle CPU with {} partitions (leaders after {:.0} s), over {:.0} s: {} of one core ({} <= {TARGET_IDLE_CPU_PCT}% per node)",
+        idle.partitions,
+        idle.leaders_after_s,
+        idle.seconds,
+        per_node.join(", "),
+        pass(worst <= TARGET_IDLE_CPU_PCT)
+    );
+}
+
 fn print_summary(args: &ClusterArgs, rows: &[RowResult], failover_s: &[f64]) {
+    if !rows.is_empty() {
+        print_table(args, rows);
+    }
+    if !failover_s.is_empty() {
+        let p50 = median(failover_s.iter().copied());
+        let max = failover_s.iter().copied().fold(0.0, f64::max);
+        println!();
+        println!(
+            "failover (leader killed to first acknowledged write): p50 {p50:.2} s, max {max:.2} s over {} kills ({})",
+            failover_s.len(),
+            pass(p50 <= TARGET_FAILOVER_S)
+        );
+    }
+}
+
+fn print_table(args: &ClusterArgs, rows: &[RowResult]) {
     println!();
     println!(
         "| partitions | single records/s | cluster records/s | ratio (median of rounds) | single p99 ms | cluster p99 ms | p99 ratio |"
@@ -399,16 +526,6 @@ fn print_summary(args: &ClusterArgs, rows: &[RowResult], failover_s: &[f64]) {
             p99(&single),
             p99(&cluster),
             pass(p99_ratio <= TARGET_P99),
-        );
-    }
-    if !failover_s.is_empty() {
-        let p50 = median(failover_s.iter().copied());
-        let max = failover_s.iter().copied().fold(0.0, f64::max);
-        println!();
-        println!(
-            "failover (leader killed to first acknowledged write): p50 {p50:.2} s, max {max:.2} s over {} kills ({})",
-            failover_s.len(),
-            pass(p50 <= TARGET_FAILOVER_S)
         );
     }
 }
