@@ -70,6 +70,11 @@ pub struct ClusterArgs {
     /// The nodes' `cluster.election_timeout_ms` (es-broker's default when unset).
     #[arg(long)]
     pub election_timeout_ms: Option<u64>,
+    /// Each producer connection is an idempotent producer (an id from
+    /// InitProducerId, its batches numbered by sequence), as Kafka's producers are
+    /// by default; on both systems.
+    #[arg(long)]
+    pub idempotent: bool,
     /// After the rows and failovers: a topic with this many partitions (a Raft
     /// group each, on every node), then each node's CPU while nothing is written
     /// (0: skipped).
@@ -323,7 +328,11 @@ fn single_row(
     let client = binary::connect(rt, &b.binary_addr, args.connections)?;
     binary::create_topic(rt, &client, topic, partitions)?;
     let label = format!("single {partitions}p x {}c", args.connections);
-    binary::produce_on(rt, &client, &label, topic, partitions, args.connections, w, duration)
+    if !args.idempotent {
+        return binary::produce_on(rt, &client, &label, topic, partitions, args.connections, w, duration);
+    }
+    let leaders = vec![client; partitions];
+    timed_rows(rt, &label, topic, &leaders, args, w, duration)
 }
 
 /// Worker *i* produces to partition *i mod P* on a connection to that partition's
@@ -349,29 +358,66 @@ fn cluster_row(
         }
         leaders.push(clients[&leader].clone());
     }
-    let batch = Bytes::from(w.batch.clone());
     let label = format!("cluster {partitions}p x {}c", args.connections);
-    let timed = timed::run(&label, duration, args.connections, |i, ctl| {
-        let p = i % partitions;
-        rt.block_on(produce_loop(&leaders[p], i, topic, p as u32, &batch, w.records_per_batch, ctl))
-    })?;
-    SuiteRow::from_timed(&label, shape(args, partitions), timed)
+    timed_rows(rt, &label, topic, &leaders, args, w, duration)
 }
 
-async fn produce_loop(
-    client: &Client,
-    slot: usize,
+/// Worker *i* produces to partition *i mod P* through `leaders[i mod P]`, as an
+/// idempotent producer of its own with `--idempotent`.
+fn timed_rows(
+    rt: &Runtime,
+    label: &str,
     topic: &str,
+    leaders: &[Arc<Client>],
+    args: &ClusterArgs,
+    w: &Workload,
+    duration: Duration,
+) -> Result<SuiteRow> {
+    let partitions = leaders.len();
+    let timed = timed::run(label, duration, args.connections, |i, ctl| {
+        let p = i % partitions;
+        let loop_ = ProduceLoop { client: &leaders[p], slot: i, topic, partition: p as u32, w };
+        rt.block_on(loop_.run(args.idempotent, ctl))
+    })?;
+    SuiteRow::from_timed(label, shape(args, partitions), timed)
+}
+
+struct ProduceLoop<'a> {
+    client: &'a Client,
+    slot: usize,
+    topic: &'a str,
     partition: u32,
-    batch: &Bytes,
-    records: usize,
-    ctl: &Control,
-) -> Result<Tally> {
-    let mut t = Tally::new()?;
-    while ctl.running() {
-        binary::produce_one(client, slot, topic, partition, (batch, records), &mut t, ctl).await?;
+    w: &'a Workload,
+}
+
+impl ProduceLoop<'_> {
+    /// Sends the workload's batch and waits for its answer until the row ends. An
+    /// idempotent worker numbers each copy's base sequence after the one before.
+    async fn run(&self, idempotent: bool, ctl: &Control) -> Result<Tally> {
+        let records = self.w.records_per_batch;
+        let mut t = Tally::new()?;
+        let producer = match idempotent {
+            true => Some(self.client.init_producer_id().await.context("InitProducerId")?),
+            false => None,
+        };
+        let plain = Bytes::from(self.w.batch.clone());
+        let mut sequence: i32 = 0;
+        while ctl.running() {
+            let batch = match producer {
+                None => plain.clone(),
+                Some((producer_id, producer_epoch)) => {
+                    let mut b = self.w.batch.clone();
+                    let info = es_core::ProducerInfo { producer_id, producer_epoch, base_sequence: sequence };
+                    es_core::batch::set_producer(&mut b, info);
+                    sequence = sequence.wrapping_add(records as i32);
+                    Bytes::from(b)
+                }
+            };
+            let to = (self.topic, self.partition);
+            binary::produce_one(self.client, self.slot, to.0, to.1, (&batch, records), &mut t, ctl).await?;
+        }
+        Ok(t)
     }
-    Ok(t)
 }
 
 /// Kills a partition's leader `count` times; each time, the seconds from the kill

@@ -810,3 +810,56 @@ fn es_client_group_calls_find_the_coordinator_from_any_node() {
     }
     eprintln!("coordinator: node {coordinator}");
 }
+
+/// Idempotent producers sharing a partition: the leader proposes different
+/// producers' batches in parallel and one producer's one at a time, so a resend
+/// racing its original (a client retrying an answer it lost) is answered the
+/// original's offsets and written once. Four producers, each batch sent twice at
+/// once: every batch once, at the offsets both answers named, offsets dense.
+#[test]
+fn idempotent_producers_share_a_partition_and_a_racing_resend_is_written_once() {
+    use es_client::{Client, ClientOptions};
+    let c = Cluster::start(3);
+    c.create_topic_anywhere("racing");
+    let (leader, _) = c.produce_anywhere("racing", &["warm-up".to_owned()]);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let options = ClientOptions { connections: 4, ..ClientOptions::default() };
+    let client =
+        std::sync::Arc::new(rt.block_on(Client::connect(&c.node(leader).binary_addr, options)).unwrap());
+    let acked: BTreeMap<u64, String> = rt.block_on(async {
+        let mut tasks = tokio::task::JoinSet::new();
+        for p in 0..4 {
+            let client = client.clone();
+            tasks.spawn(async move {
+                let (producer_id, producer_epoch) = client.init_producer_id().await.unwrap();
+                let mut acked = Vec::new();
+                for i in 0..25 {
+                    let value = format!("p{p}-{i}");
+                    let info = es_core::ProducerInfo { producer_id, producer_epoch, base_sequence: i };
+                    let batch =
+                        es_core::batch::encode(&[es_core::Record::from_value(value.clone())], 1, info);
+                    let batch = bytes::Bytes::from(batch.unwrap());
+                    let (a, b) = tokio::join!(
+                        client.produce("racing", 0, batch.clone()),
+                        client.produce("racing", 0, batch)
+                    );
+                    let (a, b) = (a.unwrap(), b.unwrap());
+                    assert_eq!((a.base_offset, a.last_offset), (b.base_offset, b.last_offset), "{value}");
+                    assert!(a.duplicate != b.duplicate, "{value}: exactly one answer is the resend's");
+                    acked.push((a.base_offset, value));
+                }
+                acked
+            });
+        }
+        let mut all = BTreeMap::from([(0, "warm-up".to_owned())]);
+        while let Some(done) = tasks.join_next().await {
+            for (offset, value) in done.unwrap() {
+                assert!(all.insert(offset, value).is_none(), "two batches at offset {offset}");
+            }
+        }
+        all
+    });
+    assert_eq!(acked.keys().copied().collect::<Vec<_>>(), (0..101).collect::<Vec<u64>>(), "dense offsets");
+    // Every node serves each batch once, at its acknowledged offset.
+    c.converge("racing", &acked);
+}

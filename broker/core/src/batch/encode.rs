@@ -209,6 +209,18 @@ pub fn stamp(batch: &mut [u8], base_offset: u64, epoch: LeaderEpoch) {
     batch[EPOCH_AT..MAGIC_AT].copy_from_slice(&epoch.0.to_be_bytes());
 }
 
+/// Rewrites an encoded batch's producer id, epoch and base sequence (a batch
+/// encoded once and sent many times by one idempotent producer, as es-bench does),
+/// then recomputes the CRC (the three are inside it). `batch` holds exactly one
+/// batch.
+pub fn set_producer(batch: &mut [u8], producer: ProducerInfo) {
+    assert!(batch.len() >= HEADER_LEN, "set_producer on a buffer shorter than a batch header");
+    batch[PRODUCER_ID_AT..PRODUCER_EPOCH_AT].copy_from_slice(&producer.producer_id.to_be_bytes());
+    batch[PRODUCER_EPOCH_AT..BASE_SEQUENCE_AT].copy_from_slice(&producer.producer_epoch.to_be_bytes());
+    batch[BASE_SEQUENCE_AT..RECORD_COUNT_AT].copy_from_slice(&producer.base_sequence.to_be_bytes());
+    write_crc(batch);
+}
+
 /// Marks a batch LogAppendTime at `now_ms`, as a Kafka leader does for a topic with
 /// `message.timestamp.type=LogAppendTime`: sets the timestamp-type bit and
 /// `maxTimestamp`, then recomputes the CRC (both fields are inside it). `batch` holds

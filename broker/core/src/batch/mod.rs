@@ -48,7 +48,9 @@ mod records;
 #[cfg(test)]
 mod tests;
 
-pub use encode::{compress, encode, encode_like, encode_with_deltas, recompress, set_log_append_time, stamp};
+pub use encode::{
+    compress, encode, encode_like, encode_with_deltas, recompress, set_log_append_time, set_producer, stamp,
+};
 pub use raft::{RAFT_BLANK_TYPE, RAFT_MEMBERSHIP_TYPE, RaftControl, encode_raft_control, raft_control};
 pub use records::{RecordIter, RecordView};
 

@@ -163,6 +163,18 @@ fn log_append_time_sets_the_bit_and_max_timestamp_and_keeps_the_crc_valid() {
 }
 
 #[test]
+fn set_producer_rewrites_the_producer_fields_and_keeps_the_crc_valid() {
+    let mut buf = encode(&sample(), 100, ProducerInfo::NONE).unwrap();
+    let before = encode(&sample(), 100, ProducerInfo::NONE).unwrap();
+    let producer = ProducerInfo { producer_id: 7, producer_epoch: 2, base_sequence: 500 };
+    set_producer(&mut buf, producer);
+    let view = BatchView::parse(&buf, MAX).unwrap();
+    assert_eq!(view.header.producer, producer);
+    view.validate_records().unwrap();
+    assert_eq!(buf[HEADER_LEN..], before[HEADER_LEN..], "the records are untouched");
+}
+
+#[test]
 fn gzip_batches_round_trip_and_bombs_are_refused() {
     let records: Vec<Record> = (0..100).map(|i| Record::keyed(format!("k{i}"), "v".repeat(200))).collect();
     let mut plain = encode(&records, 9, ProducerInfo::NONE).unwrap();

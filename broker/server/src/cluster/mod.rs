@@ -68,9 +68,41 @@ pub struct Cluster {
     /// Client addresses of the nodes, learned from each (this one's included).
     nodes: RwLock<BTreeMap<u64, NodeAddresses>>,
     runtime: tokio::runtime::Handle,
-    /// Serialises idempotent proposals per partition: the duplicate check and the
-    /// append must not interleave with another batch of the same partition.
-    idempotent: Mutex<HashMap<PartitionKey, Arc<tokio::sync::Mutex<()>>>>,
+    /// Serialises one idempotent producer's proposals to one partition: its
+    /// duplicate check and append must not interleave with another batch of the
+    /// same producer there (a retry would pass the check while its original is in
+    /// flight). Other producers' batches do not touch its state, so they go in
+    /// parallel. An entry lives while a proposal holds it (`IdempotentSlot`).
+    idempotent: Mutex<HashMap<ProducerKey, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// (topic id, partition, producer id): what `Cluster::idempotent` serialises on.
+type ProducerKey = ([u8; 16], u32, i64);
+
+/// A producer's turn at a partition (`Cluster::idempotent_slot`): hold
+/// `lock().await` across the duplicate check and the proposal. Dropped, it removes
+/// its entry when nothing else holds it, so the table only holds producers with a
+/// proposal under way.
+pub struct IdempotentSlot<'a> {
+    cluster: &'a Cluster,
+    key: ProducerKey,
+    lock: Option<Arc<tokio::sync::Mutex<()>>>,
+}
+
+impl IdempotentSlot<'_> {
+    pub async fn lock(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.lock.as_ref().expect("held until dropped").lock().await
+    }
+}
+
+impl Drop for IdempotentSlot<'_> {
+    fn drop(&mut self) {
+        let mut locks = self.cluster.idempotent.lock().expect("idempotent locks");
+        // Clones are made under this lock only: two counts are the table's and ours.
+        if self.lock.take().is_some_and(|l| Arc::strong_count(&l) == 2) {
+            locks.remove(&self.key);
+        }
+    }
 }
 
 /// A data partition's group id: stable on every node, from the topic id (which the
@@ -207,11 +239,13 @@ impl Cluster {
         self.groups.read().expect("groups lock").get(&(topic.id, partition)).cloned()
     }
 
-    /// The lock an idempotent produce to the partition holds from its duplicate check
-    /// until its batch is committed.
-    pub fn idempotent_lock(&self, topic: &Topic, partition: u32) -> Arc<tokio::sync::Mutex<()>> {
+    /// The turn an idempotent produce of `producer_id` to the partition takes from
+    /// its duplicate check until its batch is committed.
+    pub fn idempotent_slot(&self, topic: &Topic, partition: u32, producer_id: i64) -> IdempotentSlot<'_> {
+        let key = (topic.id, partition, producer_id);
         let mut locks = self.idempotent.lock().expect("idempotent locks");
-        locks.entry((topic.id, partition)).or_default().clone()
+        let lock = locks.entry(key).or_default().clone();
+        IdempotentSlot { cluster: self, key, lock: Some(lock) }
     }
 
     /// A leader hint for errors: the leader's HTTP URL when known, else its id.

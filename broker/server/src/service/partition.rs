@@ -129,15 +129,18 @@ impl PartitionHandle {
 
     /// Proposes one batch to the group. An idempotent producer's batch is checked
     /// against the producer table first (a retry answers the original offsets), and
-    /// proposals of such batches to one partition go one at a time, so a retry never
-    /// passes the check while its original is still in flight.
+    /// one producer's proposals to one partition go one at a time, so a retry never
+    /// passes the check while its original is still in flight; different
+    /// producers' proposals go in parallel.
     async fn propose(self, replica: Replica, batch: Vec<u8>) -> Result<Appended> {
-        let idempotent = es_core::BatchHeader::parse(&batch, usize::MAX)
-            .map(|h| h.producer.producer_id >= 0)
+        let producer_id = es_core::BatchHeader::parse(&batch, usize::MAX)
+            .map(|h| h.producer.producer_id)
             .map_err(|e| BrokerError::InvalidBatch(e.to_string()))?;
-        let lock = idempotent.then(|| replica.cluster.idempotent_lock(&self.topic, self.partition));
-        let _serial = match &lock {
-            Some(l) => Some(l.lock().await),
+        let idempotent = producer_id >= 0;
+        let slot =
+            idempotent.then(|| replica.cluster.idempotent_slot(&self.topic, self.partition, producer_id));
+        let _turn = match &slot {
+            Some(s) => Some(s.lock().await),
             None => None,
         };
         if idempotent
