@@ -68,39 +68,48 @@ pub struct Cluster {
     /// Client addresses of the nodes, learned from each (this one's included).
     nodes: RwLock<BTreeMap<u64, NodeAddresses>>,
     runtime: tokio::runtime::Handle,
-    /// Serialises one idempotent producer's proposals to one partition: its
-    /// duplicate check and append must not interleave with another batch of the
-    /// same producer there (a retry would pass the check while its original is in
-    /// flight). Other producers' batches do not touch its state, so they go in
-    /// parallel. An entry lives while a proposal holds it (`IdempotentSlot`).
-    idempotent: Mutex<HashMap<ProducerKey, Arc<tokio::sync::Mutex<()>>>>,
+    /// One idempotent producer's proposals to one partition, in the order they
+    /// arrived: its duplicate check and append must not interleave with another
+    /// batch of the same producer there (a retry would pass the check while its
+    /// original is in flight), nor overtake one (a batch proposed before the one
+    /// before it is refused out of order, which Kafka clients take as fatal).
+    /// Other producers' batches do not touch its state, so they go in parallel.
+    /// The entry is the last turn's id and the signal its end sends
+    /// (`IdempotentTurn`); removed when that turn ends with none after it.
+    idempotent: Mutex<HashMap<ProducerKey, (u64, tokio::sync::oneshot::Receiver<()>)>>,
+    turns: std::sync::atomic::AtomicU64,
 }
 
-/// (topic id, partition, producer id): what `Cluster::idempotent` serialises on.
+/// (topic id, partition, producer id): what `Cluster::idempotent` orders.
 type ProducerKey = ([u8; 16], u32, i64);
 
-/// A producer's turn at a partition (`Cluster::idempotent_slot`): hold
-/// `lock().await` across the duplicate check and the proposal. Dropped, it removes
-/// its entry when nothing else holds it, so the table only holds producers with a
-/// proposal under way.
-pub struct IdempotentSlot<'a> {
-    cluster: &'a Cluster,
+/// A producer's turn at a partition (`Cluster::idempotent_turn`), taken when the
+/// batch arrives, in the request's order, before any task runs: `wait` until the
+/// turn before it ended, then check and propose; dropping it ends the turn.
+pub struct IdempotentTurn {
+    cluster: Arc<Cluster>,
     key: ProducerKey,
-    lock: Option<Arc<tokio::sync::Mutex<()>>>,
+    id: u64,
+    before: Option<tokio::sync::oneshot::Receiver<()>>,
+    /// Dropped with the turn: the next turn's `before` resolves.
+    _done: tokio::sync::oneshot::Sender<()>,
 }
 
-impl IdempotentSlot<'_> {
-    pub async fn lock(&self) -> tokio::sync::MutexGuard<'_, ()> {
-        self.lock.as_ref().expect("held until dropped").lock().await
+impl IdempotentTurn {
+    /// Resolves once every earlier turn of this producer at this partition ended.
+    pub async fn wait(&mut self) {
+        if let Some(before) = self.before.take() {
+            // A dropped sender (the turn ended, however) is the signal too.
+            let _ = before.await;
+        }
     }
 }
 
-impl Drop for IdempotentSlot<'_> {
+impl Drop for IdempotentTurn {
     fn drop(&mut self) {
-        let mut locks = self.cluster.idempotent.lock().expect("idempotent locks");
-        // Clones are made under this lock only: two counts are the table's and ours.
-        if self.lock.take().is_some_and(|l| Arc::strong_count(&l) == 2) {
-            locks.remove(&self.key);
+        let mut turns = self.cluster.idempotent.lock().expect("idempotent turns");
+        if turns.get(&self.key).is_some_and(|(last, _)| *last == self.id) {
+            turns.remove(&self.key);
         }
     }
 }
@@ -155,6 +164,7 @@ impl Cluster {
             nodes: RwLock::new(BTreeMap::from([(node_id, addresses)])),
             runtime: tokio::runtime::Handle::current(),
             idempotent: Mutex::default(),
+            turns: std::sync::atomic::AtomicU64::new(0),
         });
         let _ = slot.set(Arc::downgrade(&cluster));
         for topic in registry.list() {
@@ -239,13 +249,22 @@ impl Cluster {
         self.groups.read().expect("groups lock").get(&(topic.id, partition)).cloned()
     }
 
-    /// The turn an idempotent produce of `producer_id` to the partition takes from
-    /// its duplicate check until its batch is committed.
-    pub fn idempotent_slot(&self, topic: &Topic, partition: u32, producer_id: i64) -> IdempotentSlot<'_> {
+    /// The turn of an idempotent produce of `producer_id` to the partition, after
+    /// every produce of that producer there that arrived before it; it holds the
+    /// turn from its duplicate check until its batch is committed. Take it where
+    /// the batch arrives, not in a task spawned for it (tasks start in any order).
+    pub fn idempotent_turn(
+        self: &Arc<Self>,
+        topic: &Topic,
+        partition: u32,
+        producer_id: i64,
+    ) -> IdempotentTurn {
         let key = (topic.id, partition, producer_id);
-        let mut locks = self.idempotent.lock().expect("idempotent locks");
-        let lock = locks.entry(key).or_default().clone();
-        IdempotentSlot { cluster: self, key, lock: Some(lock) }
+        let id = self.turns.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (done, next) = tokio::sync::oneshot::channel();
+        let before =
+            self.idempotent.lock().expect("idempotent turns").insert(key, (id, next)).map(|(_, rx)| rx);
+        IdempotentTurn { cluster: self.clone(), key, id, before, _done: done }
     }
 
     /// A leader hint for errors: the leader's HTTP URL when known, else its id.

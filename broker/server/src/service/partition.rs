@@ -8,6 +8,7 @@ use std::sync::Arc;
 use es_core::LeaderEpoch;
 use es_log::{Appended, PartitionInfo, PartitionLog, PendingAppend, ReadResult};
 
+use crate::cluster::IdempotentTurn;
 use crate::registry::Topic;
 use crate::service::error::{BrokerError, Result};
 
@@ -121,29 +122,36 @@ impl PartitionHandle {
         let (records, bytes) = self.topic.stats.measure(&batch);
         let pending = match &self.replica {
             None => Pending::Local(self.log.append(batch, self.leader_epoch).map_err(|e| self.log_error(e))?),
-            Some(r) => Pending::Replicated(tokio::spawn(self.clone().propose(r.clone(), batch))),
+            Some(r) => {
+                // An idempotent producer's turn is taken here, in arrival order.
+                let producer_id = es_core::BatchHeader::parse(&batch, usize::MAX)
+                    .map(|h| h.producer.producer_id)
+                    .map_err(|e| BrokerError::InvalidBatch(e.to_string()))?;
+                let turn = (producer_id >= 0)
+                    .then(|| r.cluster.idempotent_turn(&self.topic, self.partition, producer_id));
+                Pending::Replicated(tokio::spawn(self.clone().propose(r.clone(), batch, turn)))
+            }
         };
         self.topic.stats.produced(records, bytes);
         Ok(pending)
     }
 
-    /// Proposes one batch to the group. An idempotent producer's batch is checked
-    /// against the producer table first (a retry answers the original offsets), and
-    /// one producer's proposals to one partition go one at a time, so a retry never
-    /// passes the check while its original is still in flight; different
+    /// Proposes one batch to the group. An idempotent producer's batch (`turn`) is
+    /// checked against the producer table first (a retry answers the original
+    /// offsets), and one producer's proposals to one partition go one at a time in
+    /// arrival order, so a retry never passes the check while its original is
+    /// still in flight and no batch overtakes the one before it; different
     /// producers' proposals go in parallel.
-    async fn propose(self, replica: Replica, batch: Vec<u8>) -> Result<Appended> {
-        let producer_id = es_core::BatchHeader::parse(&batch, usize::MAX)
-            .map(|h| h.producer.producer_id)
-            .map_err(|e| BrokerError::InvalidBatch(e.to_string()))?;
-        let idempotent = producer_id >= 0;
-        let slot =
-            idempotent.then(|| replica.cluster.idempotent_slot(&self.topic, self.partition, producer_id));
-        let _turn = match &slot {
-            Some(s) => Some(s.lock().await),
-            None => None,
-        };
-        if idempotent
+    async fn propose(
+        self,
+        replica: Replica,
+        batch: Vec<u8>,
+        mut turn: Option<IdempotentTurn>,
+    ) -> Result<Appended> {
+        if let Some(t) = turn.as_mut() {
+            t.wait().await;
+        }
+        if turn.is_some()
             && let Some((base_offset, last_offset)) =
                 self.log.check_duplicate(&batch).map_err(|e| self.log_error(e))?
         {
