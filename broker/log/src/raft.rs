@@ -344,12 +344,7 @@ impl PartitionLog {
             let mut slots = self.raft_committed.lock().expect("committed slots lock");
             let write = |slots: &mut Option<crate::slots::SlotFile>| match slots {
                 Some(f) => f.write(bytes),
-                None => {
-                    let mut f = crate::slots::SlotFile::open(&path)?;
-                    f.write(bytes)?;
-                    *slots = Some(f);
-                    Ok(())
-                }
+                None => slots.insert(crate::slots::SlotFile::open(&path)?).write(bytes),
             };
             return write(&mut slots).ctx(|| format!("writing {}", path.display()));
         }
