@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -21,7 +21,7 @@ use crate::limits::{ACCEPT_ERROR_PAUSE_MS, HANDSHAKES_MAX, LINK_LOSSES_QUEUED, S
 use crate::link::{Handler, Link, Outcome};
 use crate::stats::{PeerStats, add};
 
-type Slot = watch::Sender<Option<Arc<Link>>>;
+type Slot = Arc<watch::Sender<Option<Arc<Link>>>>;
 
 /// A link's byte stream: plain TCP or TLS over it.
 trait PeerStream: AsyncRead + AsyncWrite + Unpin + Send {}
@@ -33,12 +33,20 @@ struct Inner {
     config: PeerConfig,
     handler: Handler,
     stats: Arc<PeerStats>,
-    /// The current link to each peer, if one is up. Fixed at start: one per peer.
-    links: BTreeMap<u64, Slot>,
+    /// Each known peer: its address and its current link, if one is up. Starts as
+    /// the configured peers; [`PeerNode::add_peer`] adds one (a node joining the
+    /// cluster), [`PeerNode::remove_peer`] forgets one.
+    peers: RwLock<BTreeMap<u64, Peer>>,
     nonces: NonceMemory,
     shutdown: watch::Receiver<bool>,
     /// The peer of each link that went down while it was the peer's link.
     losses: broadcast::Sender<u64>,
+}
+
+/// A known peer.
+struct Peer {
+    addr: String,
+    slot: Slot,
 }
 
 /// A running peer node. Dropping it stops it at once; [`PeerNode::shutdown`] also
@@ -64,12 +72,16 @@ impl PeerNode {
         config.validate()?;
         let local_addr = listener.local_addr()?;
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let links = config.peers.keys().map(|&id| (id, watch::Sender::new(None))).collect();
+        let peers = config
+            .peers
+            .iter()
+            .map(|(&id, addr)| (id, Peer { addr: addr.clone(), slot: Arc::new(watch::Sender::new(None)) }))
+            .collect();
         let inner = Arc::new(Inner {
             config,
             handler,
             stats: Arc::new(PeerStats::default()),
-            links,
+            peers: RwLock::new(peers),
             nonces: NonceMemory::default(),
             shutdown: shutdown_rx,
             losses: broadcast::Sender::new(LINK_LOSSES_QUEUED),
@@ -96,7 +108,53 @@ impl PeerNode {
 
     /// Whether a link to `peer` is up now.
     pub fn is_connected(&self, peer: u64) -> bool {
-        self.inner.links.get(&peer).is_some_and(|s| s.borrow().as_ref().is_some_and(|l| !l.is_closed()))
+        self.inner.slot(peer).is_some_and(|s| s.borrow().as_ref().is_some_and(|l| !l.is_closed()))
+    }
+
+    /// Every peer this node knows, with its address.
+    pub fn peers(&self) -> BTreeMap<u64, String> {
+        self.inner.peers.read().expect("peers lock").iter().map(|(&id, p)| (id, p.addr.clone())).collect()
+    }
+
+    /// Makes `peer` known at `addr` (a node added to the cluster): this node dials
+    /// it when its id is higher and accepts its dial when lower. A known peer at a
+    /// new address is dialed there from its next dial on. Whether it was new.
+    pub fn add_peer(&self, peer: u64, addr: &str) -> Result<bool, PeerError> {
+        if peer == self.inner.config.node_id {
+            return Err(PeerError::SelfInPeers(peer));
+        }
+        if *self.inner.shutdown.borrow() {
+            return Err(PeerError::Shutdown);
+        }
+        {
+            let mut peers = self.inner.peers.write().expect("peers lock");
+            if let Some(known) = peers.get_mut(&peer) {
+                known.addr = addr.to_string();
+                return Ok(false);
+            }
+            peers.insert(peer, Peer { addr: addr.to_string(), slot: Arc::new(watch::Sender::new(None)) });
+        }
+        if self.inner.config.dials(peer) {
+            self.tasks.lock().expect("tasks lock").spawn(dial_loop(self.inner.clone(), peer));
+        }
+        tracing::info!(node = self.inner.config.node_id, peer, addr, "peer added");
+        Ok(true)
+    }
+
+    /// Forgets `peer` (a node removed from the cluster): its link is closed, it is
+    /// no longer dialed and its dials are refused. Whether it was known.
+    pub fn remove_peer(&self, peer: u64) -> bool {
+        let removed = self.inner.peers.write().expect("peers lock").remove(&peer);
+        match removed {
+            Some(p) => {
+                if let Some(link) = p.slot.send_replace(None) {
+                    link.close();
+                }
+                tracing::info!(node = self.inner.config.node_id, peer, "peer removed");
+                true
+            }
+            None => false,
+        }
     }
 
     /// The id of each peer whose link goes down from now on (it closed, failed or
@@ -127,7 +185,7 @@ impl PeerNode {
         if to == self.inner.config.node_id {
             return Err(PeerError::SelfCall);
         }
-        let slot = self.inner.links.get(&to).ok_or(PeerError::UnknownNode(to))?;
+        let slot = self.inner.slot(to).ok_or(PeerError::UnknownNode(to))?;
         if *self.inner.shutdown.borrow() {
             return Err(PeerError::Shutdown);
         }
@@ -164,8 +222,8 @@ impl PeerNode {
 
     fn stop(&self) {
         self.shutdown.send_replace(true);
-        for slot in self.inner.links.values() {
-            if let Some(link) = slot.send_replace(None) {
+        for p in self.inner.peers.read().expect("peers lock").values() {
+            if let Some(link) = p.slot.send_replace(None) {
                 link.close();
             }
         }
@@ -179,18 +237,36 @@ impl Drop for PeerNode {
 }
 
 impl Inner {
+    fn slot(&self, peer: u64) -> Option<Slot> {
+        self.peers.read().expect("peers lock").get(&peer).map(|p| p.slot.clone())
+    }
+
+    fn knows(&self, peer: u64) -> bool {
+        self.peers.read().expect("peers lock").contains_key(&peer)
+    }
+
+    fn addr(&self, peer: u64) -> Option<String> {
+        self.peers.read().expect("peers lock").get(&peer).map(|p| p.addr.clone())
+    }
+
     /// Makes `link` the peer's link; a previous one (a peer that restarted before we
-    /// saw its old connection die) is closed.
-    fn install(&self, link: &Arc<Link>) {
-        let slot = &self.links[&link.peer];
+    /// saw its old connection die) is closed. A peer removed meanwhile: `link` is
+    /// closed instead; whether it was installed.
+    fn install(&self, link: &Arc<Link>) -> bool {
+        let Some(slot) = self.slot(link.peer) else {
+            link.close();
+            return false;
+        };
         if let Some(old) = slot.send_replace(Some(link.clone())) {
             old.close();
         }
+        true
     }
 
     /// Clears the peer's slot if it still holds `link`; whether it did.
     fn uninstall(&self, link: &Arc<Link>) -> bool {
-        self.links[&link.peer].send_if_modified(|current| {
+        let Some(slot) = self.slot(link.peer) else { return false };
+        slot.send_if_modified(|current| {
             let ours = current.as_ref().is_some_and(|c| Arc::ptr_eq(c, link));
             if ours {
                 *current = None;
@@ -214,7 +290,9 @@ impl Inner {
         );
         let link =
             Link::start(stream, session, self.handler.clone(), self.stats.clone(), self.config.timeouts);
-        self.install(&link);
+        if !self.install(&link) {
+            return;
+        }
         tokio::select! {
             _ = link.closed() => {}
             _ = self.stopped() => {}
@@ -297,10 +375,10 @@ async fn accept_handshake(inner: &Inner, tcp: TcpStream) -> Result<(Stream, Acce
         None => Box::new(tcp),
     };
     let own = inner.config.node_id;
-    let may_dial = |n: u64| n < own && inner.config.peers.contains_key(&n);
+    let may_dial = |n: u64| n < own && inner.knows(n);
     let view =
         AcceptorView { own, secrets: &inner.config.secrets, may_dial: &may_dial, nonces: &inner.nonces };
-    let may_probe = |n: u64| inner.config.peers.contains_key(&n);
+    let may_probe = |n: u64| inner.knows(n);
     let accepted = handshake::accept_or_probe(&mut stream, &view, &may_probe).await?;
     Ok((stream, accepted))
 }
@@ -309,7 +387,9 @@ async fn dial_loop(inner: Arc<Inner>, peer: u64) {
     let timeouts = inner.config.timeouts;
     let mut backoff = timeouts.backoff_min;
     while !*inner.shutdown.borrow() {
-        let wait = match dial_once(&inner, peer).await {
+        // A removed peer is no longer dialed.
+        let Some(addr) = inner.addr(peer) else { return };
+        let wait = match dial_once(&inner, peer, &addr).await {
             Ok((stream, session)) => {
                 inner.run_link(stream, session).await;
                 backoff = timeouts.backoff_min;
@@ -331,8 +411,8 @@ async fn dial_loop(inner: Arc<Inner>, peer: u64) {
 
 /// One dial: with the current secret, then the previous one if the peer refused it
 /// (a peer not yet moved to a rotated secret).
-async fn dial_once(inner: &Inner, peer: u64) -> Result<(Stream, Session), PeerError> {
-    exchange(&inner.config, peer, link_handshake, &|addr, e| inner.handshake_failed(addr, e)).await
+async fn dial_once(inner: &Inner, peer: u64, addr: &str) -> Result<(Stream, Session), PeerError> {
+    exchange(&inner.config, peer, addr, link_handshake, &|addr, e| inner.handshake_failed(addr, e)).await
 }
 
 fn link_handshake<'a>(
@@ -357,7 +437,7 @@ pub async fn probe(config: &PeerConfig, peer: u64) -> Result<Duration, PeerError
         return Err(PeerError::UnknownNode(peer));
     }
     let started = Instant::now();
-    exchange(config, peer, probe_handshake, &|_, _| {}).await?;
+    exchange(config, peer, &config.peers[&peer], probe_handshake, &|_, _| {}).await?;
     Ok(started.elapsed())
 }
 
@@ -368,13 +448,14 @@ type Exchange<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = Result
 async fn exchange<T>(
     config: &PeerConfig,
     peer: u64,
+    addr: &str,
     handshake: for<'a> fn(&'a mut Stream, u64, u64, &'a Secret) -> Exchange<'a, T>,
     failed: &(dyn Fn(&str, &PeerError) + Sync),
 ) -> Result<(Stream, T), PeerError> {
-    let (own, addr, timeouts) = (config.node_id, &config.peers[&peer], config.timeouts);
+    let (own, timeouts) = (config.node_id, config.timeouts);
     let mut last = PeerError::HandshakeTimeout;
     for secret in config.secrets.dial_order() {
-        let tcp = match timeout(timeouts.connect, TcpStream::connect(addr.as_str())).await {
+        let tcp = match timeout(timeouts.connect, TcpStream::connect(addr)).await {
             Ok(tcp) => tcp?,
             Err(_) => return Err(std::io::Error::from(std::io::ErrorKind::TimedOut).into()),
         };

@@ -250,3 +250,38 @@ async fn silent_connections_hold_a_handshake_slot_only_until_the_timeout() {
     n1.shutdown().await;
     n2.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_added_later_is_linked_and_a_removed_one_refused() {
+    // Nodes 1 and 2 start knowing each other only; node 3 knows all three (a node
+    // joining a running cluster).
+    let (ls, addrs) = listeners(3).await;
+    let mut ls = ls.into_iter();
+    let two: std::collections::BTreeMap<u64, String> =
+        addrs.iter().filter(|(id, _)| **id != 3).map(|(id, a)| (*id, a.clone())).collect();
+    let n1 = PeerNode::start(config(1, &two, secrets()), ls.next().unwrap(), echo(1)).unwrap();
+    let n2 = PeerNode::start(config(2, &two, secrets()), ls.next().unwrap(), echo(2)).unwrap();
+    let n3 = PeerNode::start(config(3, &addrs, secrets()), ls.next().unwrap(), echo(3)).unwrap();
+    assert!(matches!(n1.call(3, 1, 1, Bytes::new()).await, Err(PeerError::UnknownNode(3))));
+    // Lower ids dial higher ones, so nothing links node 3 until the others know it.
+    let down = n3.call_timeout(1, 1, 1, Bytes::new(), Duration::from_millis(200)).await;
+    assert!(matches!(down, Err(PeerError::Unavailable(1))), "{down:?}");
+    assert!(n1.add_peer(3, &addrs[&3]).unwrap());
+    assert!(n2.add_peer(3, &addrs[&3]).unwrap());
+    assert!(!n2.add_peer(3, &addrs[&3]).unwrap(), "known already");
+    assert!(matches!(n1.add_peer(1, &addrs[&1]), Err(PeerError::SelfInPeers(1))));
+    assert_eq!(call_eventually(&n1, 3, 4, LIMIT).await, expected(3, 1, 4, 1, ""));
+    assert_eq!(call_eventually(&n3, 2, 4, LIMIT).await, expected(2, 3, 4, 1, ""));
+    assert_eq!(n1.peers().keys().copied().collect::<Vec<_>>(), vec![2, 3]);
+    // Removed: the link closes, calls are refused, and its redials too.
+    assert!(n1.remove_peer(3));
+    assert!(!n1.remove_peer(3));
+    assert!(matches!(n1.call(3, 1, 1, Bytes::new()).await, Err(PeerError::UnknownNode(3))));
+    assert!(
+        wait_until(LIMIT, || async { !n3.is_connected(1) }).await,
+        "node 3 still linked to node 1 after its removal"
+    );
+    for n in [n1, n2, n3] {
+        n.shutdown().await;
+    }
+}
