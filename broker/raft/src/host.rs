@@ -2,7 +2,7 @@
 //! open group) and a [`Group`] per partition (propose, leadership, status). No
 //! openraft type crosses it (docs/cluster.md, "Raft groups").
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -53,6 +53,12 @@ struct HostInner {
     groups: Arc<RwLock<HashMap<u64, Group>>>,
     config: Arc<openraft::Config>,
     stopped: AtomicBool,
+    /// Whether this node initializes fresh groups (`open_group`); not on a node that
+    /// joins a running cluster (`RaftHost::join`).
+    initializes: AtomicBool,
+    /// The cluster's members: the voters every group this node leads is brought to
+    /// (`reconcile_membership`). Empty until `set_members`: no change is made.
+    members: watch::Sender<BTreeSet<u64>>,
 }
 
 /// The leader as a group's watchers see it: (leader id, term).
@@ -74,14 +80,52 @@ impl RaftHost {
         let handler = route(groups.clone(), app);
         let peer = Arc::new(PeerNode::start(peer, listener, handler)?);
         let losses = peer.link_losses();
-        let inner = Arc::new(HostInner { peer, groups, config, stopped: AtomicBool::new(false) });
+        let inner = Arc::new(HostInner {
+            peer,
+            groups,
+            config,
+            stopped: AtomicBool::new(false),
+            initializes: AtomicBool::new(true),
+            members: watch::Sender::new(BTreeSet::new()),
+        });
         tokio::spawn(purge_for_retention(Arc::downgrade(&inner)));
         tokio::spawn(elect_on_link_loss(Arc::downgrade(&inner), losses));
+        tokio::spawn(reconcile_membership(Arc::downgrade(&inner)));
         Ok(RaftHost { inner })
     }
 
     pub fn node_id(&self) -> u64 {
         self.inner.peer.node_id()
+    }
+
+    /// This node joins a running cluster: it initializes no group (each is formed
+    /// by the nodes that created it, which add this one as a learner, then as a
+    /// voter: `set_members`). Call before opening groups.
+    pub fn join(&self) {
+        self.inner.initializes.store(false, Ordering::Release);
+    }
+
+    /// The cluster's members. Every group this node leads is brought to them as
+    /// its voters, one step per round: a new member is added as a learner, made a
+    /// voter once it has caught up to the commit (a joint change when members also
+    /// go), a removed one is dropped; a leader that is no member any more hands its
+    /// groups to one that is. Safe to call again with the same set.
+    pub fn set_members(&self, members: BTreeSet<u64>) {
+        self.inner.members.send_if_modified(|now| {
+            let changed = *now != members;
+            *now = members;
+            changed
+        });
+    }
+
+    /// Makes a peer known (a node added to the cluster) at `addr`.
+    pub fn add_peer(&self, peer: u64, addr: &str) -> Result<bool, PeerError> {
+        self.inner.peer.add_peer(peer, addr)
+    }
+
+    /// Forgets a peer (a node removed from the cluster); whether it was known.
+    pub fn remove_peer(&self, peer: u64) -> bool {
+        self.inner.peer.remove_peer(peer)
     }
 
     /// The address the peer listener is bound to.
@@ -140,7 +184,7 @@ impl RaftHost {
     /// election timeouts: the group forms even when the lowest voter is down.
     async fn initialize_fresh(&self, raft: &Raft, group: u64, voters: &[u64]) -> Result<(), RaftError> {
         let node = self.node_id();
-        if !voters.contains(&node) {
+        if !voters.contains(&node) || !self.inner.initializes.load(Ordering::Acquire) {
             return Ok(());
         }
         if voters.iter().min() == Some(&node) {
@@ -309,6 +353,111 @@ async fn elect_on_link_loss(
                 );
             }
         });
+    }
+}
+
+/// Brings the voters of every group this node leads to the members
+/// (`RaftHost::set_members`): every `MEMBERSHIP_CHECK_MS`, and at once when the
+/// members change, a step for each group that differs, a few groups at a time,
+/// each step bounded. Ends with the host.
+async fn reconcile_membership(host: std::sync::Weak<HostInner>) {
+    use futures_util::StreamExt;
+    let mut members = match host.upgrade() {
+        Some(h) => h.members.subscribe(),
+        None => return,
+    };
+    let every = Duration::from_millis(limits::MEMBERSHIP_CHECK_MS);
+    loop {
+        let _ = tokio::time::timeout(every, members.changed()).await;
+        let Some(h) = host.upgrade() else { return };
+        if h.stopped.load(Ordering::Acquire) {
+            return;
+        }
+        let desired = members.borrow_and_update().clone();
+        if desired.is_empty() {
+            continue;
+        }
+        let led: Vec<Group> =
+            h.groups.read().expect("groups lock").values().filter(|g| g.is_leader()).cloned().collect();
+        let connected = |n: u64| h.peer.is_connected(n);
+        let step = Duration::from_millis(limits::MEMBERSHIP_STEP_MS);
+        futures_util::stream::iter(led)
+            .map(|g| {
+                let desired = &desired;
+                let connected = &connected;
+                async move {
+                    if let Ok(Err(e)) = tokio::time::timeout(step, g.reconcile(desired, connected)).await {
+                        tracing::info!(group = g.inner.id, error = %e, "a membership step failed; retrying");
+                    }
+                }
+            })
+            .buffer_unordered(limits::MEMBERSHIP_CHANGES_AT_ONCE)
+            .collect::<Vec<()>>()
+            .await;
+    }
+}
+
+/// The next membership step of a group toward `desired` voters, as its leader.
+#[derive(Debug, PartialEq, Eq)]
+enum MembershipStep {
+    /// Voters are the members, no learner is left.
+    Settled,
+    /// This node is no member: hand leadership to this one, which goes on.
+    HandOver(u64),
+    /// Add these as learners (replication to them starts).
+    AddLearners(BTreeSet<u64>),
+    /// Learners still catching up; nothing to do this round.
+    CatchingUp,
+    /// Make the members the voters (openraft passes through a joint config when
+    /// voters both come and go) and drop the voters that are no member.
+    ReplaceVoters,
+    /// Drop learners that are no member (added, then removed before promotion).
+    DropLearners(BTreeSet<u64>),
+    /// This node is no member and no member is reachable to take over.
+    Stuck,
+}
+
+/// Decides a group's next membership step from what its leader sees: `voters` and
+/// `learners` of its effective membership (`joint`: two voter sets), and each
+/// node's matched index against the commit. Pure: unit-tested below.
+#[allow(clippy::too_many_arguments)]
+fn membership_step(
+    me: u64,
+    desired: &BTreeSet<u64>,
+    voters: &BTreeSet<u64>,
+    learners: &BTreeSet<u64>,
+    joint: bool,
+    matched: &dyn Fn(u64) -> Option<u64>,
+    committed: Option<u64>,
+    connected: &dyn Fn(u64) -> bool,
+) -> MembershipStep {
+    if !joint && voters == desired && learners.is_empty() {
+        return MembershipStep::Settled;
+    }
+    if !desired.contains(&me) {
+        return match voters.iter().copied().filter(|v| desired.contains(v) && connected(*v)).min() {
+            Some(to) => MembershipStep::HandOver(to),
+            None => MembershipStep::Stuck,
+        };
+    }
+    let stray: BTreeSet<u64> = learners.difference(desired).copied().collect();
+    if !stray.is_empty() {
+        return MembershipStep::DropLearners(stray);
+    }
+    let missing: BTreeSet<u64> =
+        desired.difference(voters).filter(|n| !learners.contains(n)).copied().collect();
+    if !missing.is_empty() {
+        return MembershipStep::AddLearners(missing);
+    }
+    let caught_up = |n: &u64| match (matched(*n), committed) {
+        (_, None) => true,
+        (Some(m), Some(c)) => m >= c,
+        (None, Some(_)) => false,
+    };
+    if desired.difference(voters).all(caught_up) {
+        MembershipStep::ReplaceVoters
+    } else {
+        MembershipStep::CatchingUp
     }
 }
 
@@ -633,6 +782,62 @@ impl Group {
         }
     }
 
+    /// One step of bringing this group's voters to `desired`, as its leader
+    /// (`reconcile_membership`). Not the leader: nothing.
+    async fn reconcile(
+        &self,
+        desired: &BTreeSet<u64>,
+        connected: &(dyn Fn(u64) -> bool + Sync),
+    ) -> Result<(), String> {
+        if !self.is_leader() {
+            return Ok(());
+        }
+        let m = self.inner.raft.metrics().borrow_watched().clone();
+        let membership = m.membership_config.membership();
+        let voters: BTreeSet<u64> = membership.voter_ids().collect();
+        let learners: BTreeSet<u64> = membership.learner_ids().collect();
+        let joint = membership.get_joint_config().len() > 1;
+        let matched = |n: u64| m.replication.as_ref()?.get(&n)?.as_ref().map(|l| l.index);
+        let committed = m.local_committed.map(|c| c.index);
+        let step = membership_step(
+            self.inner.node,
+            desired,
+            &voters,
+            &learners,
+            joint,
+            &matched,
+            committed,
+            connected,
+        );
+        let raft = &self.inner.raft;
+        let change = |r: Result<
+            _,
+            openraft::errors::RaftError<crate::types::TypeConfig, ClientWriteError<crate::types::TypeConfig>>,
+        >| { r.map(|_| ()).map_err(|e| e.to_string()) };
+        match step {
+            MembershipStep::Settled | MembershipStep::CatchingUp => Ok(()),
+            MembershipStep::Stuck => Err("no member is reachable to take this group over".into()),
+            MembershipStep::HandOver(to) => {
+                tracing::info!(group = self.inner.id, to, "no longer a member: handing leadership over");
+                self.transfer_leader(to).await.map_err(|e| e.to_string())
+            }
+            MembershipStep::AddLearners(nodes) => {
+                for n in nodes {
+                    tracing::info!(group = self.inner.id, node = n, "adding a learner");
+                    change(raft.add_learner(n, openraft::impls::BasicNode::default(), false).await)?;
+                }
+                Ok(())
+            }
+            MembershipStep::DropLearners(nodes) => {
+                change(raft.change_membership(openraft::ChangeMembers::RemoveNodes(nodes), false).await)
+            }
+            MembershipStep::ReplaceVoters => {
+                tracing::info!(group = self.inner.id, from = ?voters, to = ?desired, "changing voters");
+                change(raft.change_membership(desired.clone(), false).await)
+            }
+        }
+    }
+
     /// Asks openraft to hand leadership to `to`; returns once the transfer is
     /// triggered (watch [`Group::watch_leader`] for the outcome). Only the leader.
     pub async fn transfer_leader(&self, to: u64) -> Result<(), ProposeError> {
@@ -757,5 +962,72 @@ fn write_error(
             ClientWriteError::PreconditionFailed(e) => ProposeError::Failed(e.to_string()),
         },
         openraft::errors::RaftError::Fatal(f) => fatal(f),
+    }
+}
+
+#[cfg(test)]
+mod membership_tests {
+    use super::{MembershipStep as Step, membership_step};
+    use std::collections::BTreeSet;
+
+    fn set(ids: &[u64]) -> BTreeSet<u64> {
+        ids.iter().copied().collect()
+    }
+
+    /// The step leader `me` takes; nodes in `behind` matched index 5, the others 10;
+    /// the commit is at 10; every node is connected but `down`.
+    fn step(
+        me: u64,
+        desired: &[u64],
+        voters: &[u64],
+        learners: &[u64],
+        behind: &[u64],
+        down: &[u64],
+    ) -> Step {
+        let matched = |n: u64| Some(if behind.contains(&n) { 5 } else { 10 });
+        let connected = |n: u64| !down.contains(&n);
+        membership_step(
+            me,
+            &set(desired),
+            &set(voters),
+            &set(learners),
+            false,
+            &matched,
+            Some(10),
+            &connected,
+        )
+    }
+
+    #[test]
+    fn a_new_member_is_a_learner_first_then_a_voter_once_caught_up() {
+        assert_eq!(step(1, &[1, 2, 3, 4], &[1, 2, 3], &[], &[], &[]), Step::AddLearners(set(&[4])));
+        assert_eq!(step(1, &[1, 2, 3, 4], &[1, 2, 3], &[4], &[4], &[]), Step::CatchingUp);
+        assert_eq!(step(1, &[1, 2, 3, 4], &[1, 2, 3], &[4], &[], &[]), Step::ReplaceVoters);
+        assert_eq!(step(1, &[1, 2, 3, 4], &[1, 2, 3, 4], &[], &[], &[]), Step::Settled);
+    }
+
+    #[test]
+    fn replacing_a_node_waits_for_the_new_one_and_drops_the_old_in_one_change() {
+        assert_eq!(step(1, &[1, 2, 4], &[1, 2, 3], &[], &[], &[3]), Step::AddLearners(set(&[4])));
+        assert_eq!(step(1, &[1, 2, 4], &[1, 2, 3], &[4], &[4], &[3]), Step::CatchingUp);
+        assert_eq!(step(1, &[1, 2, 4], &[1, 2, 3], &[4], &[], &[3]), Step::ReplaceVoters);
+        // A removal alone needs no catching up.
+        assert_eq!(step(1, &[1, 2], &[1, 2, 3], &[], &[2], &[3]), Step::ReplaceVoters);
+    }
+
+    #[test]
+    fn a_leader_that_is_no_member_hands_over_to_a_reachable_member() {
+        assert_eq!(step(3, &[1, 2, 4], &[1, 2, 3], &[], &[], &[1]), Step::HandOver(2));
+        assert_eq!(step(3, &[1, 2], &[1, 2, 3], &[], &[], &[1, 2]), Step::Stuck);
+    }
+
+    #[test]
+    fn a_learner_removed_before_promotion_is_dropped_and_a_joint_config_finished() {
+        assert_eq!(step(1, &[1, 2, 3], &[1, 2, 3], &[4], &[], &[]), Step::DropLearners(set(&[4])));
+        let matched = |_: u64| Some(10);
+        let connected = |_: u64| true;
+        let joint =
+            membership_step(1, &set(&[1, 2]), &set(&[1, 2]), &set(&[]), true, &matched, Some(10), &connected);
+        assert_eq!(joint, Step::ReplaceVoters);
     }
 }

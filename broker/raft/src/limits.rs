@@ -37,3 +37,11 @@ pub const RETENTION_PURGE_CHECK_MS: u64 = 1_000;
 /// The RPC kinds at and above this belong to the broker (`RaftHost::call` and the
 /// `app` handler); below it, to Raft.
 pub const APP_KIND_MIN: u8 = 128;
+
+/// How often each node brings the voters of the groups it leads to the cluster's
+/// members (`RaftHost::set_members`), and the most groups it changes at once.
+pub const MEMBERSHIP_CHECK_MS: u64 = 500;
+pub const MEMBERSHIP_CHANGES_AT_ONCE: usize = 16;
+/// The longest one group's step of a membership change may take before the next
+/// round tries again.
+pub const MEMBERSHIP_STEP_MS: u64 = 10_000;

@@ -525,3 +525,99 @@ async fn bad_raft_rpcs_are_typed_failures_and_broker_kinds_reach_the_app_handler
         m.shutdown().unwrap();
     }
 }
+
+/// The voters of `group` as every running node sees it equal `want`.
+async fn voters_become(nodes: &[Node], group: u64, want: &[u64]) {
+    let running: Vec<&Node> = nodes.iter().filter(|n| n.host.is_some()).collect();
+    let settled = wait_until(WAIT, || running.iter().all(|n| n.groups[&group].status().voters == want)).await;
+    let seen: Vec<(u64, Vec<u64>)> =
+        running.iter().map(|n| (n.id, n.groups[&group].status().voters)).collect();
+    assert!(settled, "group {group}: voters {seen:?}, want {want:?} on every node");
+}
+
+/// Replacing a node: node 4 joins (it initializes nothing), every group's leader
+/// adds it as a learner and makes it a voter once it caught up, while proposals go
+/// on; then node 3 stops and is removed. Every acknowledged batch is on nodes 1, 2
+/// and 4, byte-identical, and the groups take writes with node 3 gone for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_joins_under_load_and_a_stopped_one_is_removed() {
+    let groups = [1u64, 2];
+    let (mut nodes, mut addrs) = cluster(&groups).await;
+    let mut acked: BTreeMap<u64, Vec<(u64, String)>> = BTreeMap::new();
+    for &g in &groups {
+        let leader = leader_of(&nodes, g).await;
+        acked.insert(g, propose_many(&node(&nodes, leader).groups[&g], &format!("g{g}-a"), 4, 100).await);
+    }
+    let l4 = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    addrs.insert(4, l4.local_addr().unwrap().to_string());
+    let mut four = Node {
+        id: 4,
+        timers: timers(),
+        host: None,
+        groups: BTreeMap::new(),
+        manager: None,
+        dir: tempfile::tempdir().unwrap(),
+    };
+    {
+        let opts = ManagerOptions { housekeeping_interval: None, ..ManagerOptions::default() };
+        let manager = LogManager::new(four.dir.path(), opts).unwrap();
+        let host = RaftHost::start(peer_config(4, &addrs), l4, four.timers, None).unwrap();
+        host.join();
+        for &g in &groups {
+            let (log, _) = manager.open_partition(&format!("g-{g}"), LogConfig::default()).unwrap();
+            // The voters given are not used: a joining node initializes nothing.
+            four.groups.insert(g, host.open_group(g, log, &[1, 2, 3, 4]).await.unwrap());
+        }
+        four.manager = Some(manager);
+        four.host = Some(host);
+    }
+    // Left alone for a while, the joining node forms no group of its own.
+    tokio::time::sleep(Duration::from_millis(timers().election_max_ms * 3)).await;
+    assert_eq!(four.groups[&1].leader(), None);
+    assert!(four.groups[&1].status().voters.is_empty(), "{:?}", four.groups[&1].status());
+    nodes.push(four);
+
+    let members: std::collections::BTreeSet<u64> = [1, 2, 3, 4].into();
+    for n in &nodes {
+        if n.id != 4 {
+            assert!(n.host().add_peer(4, &addrs[&4]).unwrap());
+        }
+        n.host().set_members(members.clone());
+    }
+    // Proposals go on while the change happens (the leaders do not change).
+    let mut load = tokio::task::JoinSet::new();
+    for &g in &groups {
+        let lead = node(&nodes, leader_of(&nodes, g).await).groups[&g].clone();
+        load.spawn(async move { (g, propose_many(&lead, &format!("g{g}-b"), 4, 200).await) });
+    }
+    for &g in &groups {
+        voters_become(&nodes, g, &[1, 2, 3, 4]).await;
+    }
+    while let Some(done) = load.join_next().await {
+        let (g, more) = done.unwrap();
+        acked.get_mut(&g).unwrap().extend(more);
+    }
+    for &g in &groups {
+        check_replicas(&nodes, g, &acked[&g]).await;
+    }
+
+    // Node 3 stops for good and is removed.
+    {
+        let n = nodes.iter_mut().find(|n| n.id == 3).unwrap();
+        n.host.take().unwrap().shutdown().await;
+        n.manager.take().unwrap().shutdown().unwrap();
+    }
+    let members: std::collections::BTreeSet<u64> = [1, 2, 4].into();
+    for n in nodes.iter().filter(|n| n.host.is_some()) {
+        n.host().remove_peer(3);
+        n.host().set_members(members.clone());
+    }
+    for &g in &groups {
+        voters_become(&nodes, g, &[1, 2, 4]).await;
+        let leader = leader_of(&nodes, g).await;
+        let more = propose_many(&node(&nodes, leader).groups[&g], &format!("g{g}-c"), 4, 100).await;
+        acked.get_mut(&g).unwrap().extend(more);
+        check_replicas(&nodes, g, &acked[&g]).await;
+    }
+    stop_all(&mut nodes).await;
+}
