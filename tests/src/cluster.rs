@@ -121,6 +121,11 @@ impl Cluster {
         c
     }
 
+    /// Node `id`'s own peer listener.
+    pub fn peer_addr(&self, id: u64) -> String {
+        self.peer_addrs()[&id].clone()
+    }
+
     /// Every node's own peer listener, from `peers`.
     fn peer_addrs(&self) -> BTreeMap<u64, String> {
         self.peers
@@ -177,18 +182,37 @@ impl Cluster {
 
     /// Starts (or restarts, on the same data directory) node `id`.
     pub fn start_node(&mut self, id: u64) {
-        let dir = self.root.path().join(format!("node{id}"));
         let peers = self.peers_of(id);
+        self.start_node_as(id, &peers, &[]);
+    }
+
+    /// Starts node `id` with `--cluster-peers` naming only the nodes in `listed`
+    /// (it included), and `more` flags: a cluster started smaller than `n`, or a
+    /// node joining it.
+    pub fn start_node_listing(&mut self, id: u64, listed: &[u64], more: &[&str]) {
+        let peers = self.peers_of(id);
+        let kept: Vec<&str> = peers
+            .split(',')
+            .filter(|e| {
+                e.split_once('=').is_some_and(|(k, _)| k.parse().is_ok_and(|k: u64| listed.contains(&k)))
+            })
+            .collect();
+        self.start_node_as(id, &kept.join(","), more);
+    }
+
+    fn start_node_as(&mut self, id: u64, peers: &str, more: &[&str]) {
+        let dir = self.root.path().join(format!("node{id}"));
         let id = id.to_string();
         let mut args = vec![
             "--node-id",
             &id,
             "--cluster-peers",
-            &peers,
+            peers,
             "--cluster-secret-file",
             self.secret.to_str().unwrap(),
         ];
         args.extend(self.extra.iter().map(String::as_str));
+        args.extend(more);
         let env: Vec<(&str, &str)> = self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let broker = Broker::start_env(&dir, &args, &env);
         self.nodes.insert(id.parse().expect("a node id"), broker);

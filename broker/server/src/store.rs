@@ -206,8 +206,9 @@ impl MetadataStore for FileMetadataStore {
         match command {
             Command::DeleteTopic { name } => self.topics.remove(name),
             Command::ReserveProducerIds { .. } => self.save_producer_ids(after.producer_ids_reserved()),
-            // Stored by `Auth` in `<data>/auth`, never in the topic metadata.
-            Command::Auth { .. } => Ok(()),
+            // Stored by `Auth` in `<data>/auth`, and the members by the cluster
+            // (`<data>/cluster/members.json`), never in the topic metadata.
+            Command::Auth { .. } | Command::AddNode { .. } | Command::RemoveNode { .. } => Ok(()),
             Command::CreateTopic(_)
             | Command::SetPartitions { .. }
             | Command::SetConfig { .. }

@@ -88,6 +88,7 @@ pub struct ClusterPlan {
     secret: Vec<u8>,
     timers: es_raft::Timers,
     leader_balance: Option<std::time::Duration>,
+    join: bool,
 }
 
 /// How a setting's value was given, for messages: `--bind`, `ES_HTTP_BIND`,
@@ -196,7 +197,8 @@ fn cluster_plan(cfg: &Effective) -> anyhow::Result<Option<ClusterPlan>> {
     let timers = es_raft::Timers { heartbeat_ms, election_min_ms, election_max_ms: 2 * election_min_ms };
     let balance_ms = cfg.int("cluster.leader_balance_ms").unwrap_or(30_000);
     let leader_balance = (balance_ms > 0).then(|| std::time::Duration::from_millis(balance_ms));
-    Ok(Some(ClusterPlan { node_id, peers, bind, secret, timers, leader_balance }))
+    let join = cfg.flag("cluster.join");
+    Ok(Some(ClusterPlan { node_id, peers, bind, secret, timers, leader_balance, join }))
 }
 
 /// A port the settings table bounded to 1..=65535.
@@ -428,6 +430,7 @@ async fn join_cluster(
         timers: plan.timers,
         addresses,
         leader_balance: plan.leader_balance,
+        join: plan.join,
     };
     let cluster = es_server::cluster::Cluster::start(registry.clone(), options, listener)
         .await

@@ -67,7 +67,7 @@ pub(crate) fn spawn(cluster: &Arc<Cluster>, interval: Duration) {
             tick.tick().await;
             let Some(cluster) = weak.upgrade() else { return };
             let seen = cluster.seen_partitions();
-            let Some((key, to)) = plan(cluster.node_id, &cluster.voters, &seen) else { continue };
+            let Some((key, to)) = plan(cluster.node_id, &cluster.voters(), &seen) else { continue };
             let Some(group) = cluster.groups.read().expect("groups lock").get(&key).cloned() else {
                 continue;
             };

@@ -233,6 +233,9 @@ async fn apply_one(cluster: &Arc<Cluster>, value: &[u8]) -> Result<()> {
     let command: Command = serde_json::from_slice(value)
         // The same bytes on every node: refused alike everywhere, then skipped.
         .map_err(|e| BrokerError::InvalidRequest(format!("an unreadable metadata command: {e}")))?;
+    if matches!(command, Command::AddNode { .. } | Command::RemoveNode { .. }) {
+        return cluster.apply_membership(&command).await;
+    }
     if let Command::DeleteTopic { name } = &command
         && let Ok(topic) = cluster.registry.topic(name)
     {

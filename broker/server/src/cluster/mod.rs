@@ -6,6 +6,7 @@
 
 mod balance;
 mod internal;
+mod members;
 mod metadata;
 mod rpc;
 
@@ -47,6 +48,9 @@ pub struct ClusterOptions {
     /// How often this node hands partitions it leads beyond its share to the
     /// voters that lead the fewest (`cluster.leader_balance_ms`); `None`: never.
     pub leader_balance: Option<Duration>,
+    /// This node joins a running cluster (`--cluster-join`): it forms no group
+    /// itself and waits to be added (`es cluster add-node`).
+    pub join: bool,
 }
 
 /// A data partition: its topic's id and its number.
@@ -55,7 +59,11 @@ type PartitionKey = ([u8; 16], u32);
 /// One cluster member's state.
 pub struct Cluster {
     node_id: u64,
-    voters: Vec<u64>,
+    /// The members (`members.rs`), as this node last applied them; every group's
+    /// voters are brought to them.
+    members: RwLock<members::Members>,
+    /// `<data>/cluster`, where the members are kept.
+    members_dir: std::path::PathBuf,
     host: RaftHost,
     registry: Arc<Registry>,
     metadata: MetadataLog,
@@ -135,9 +143,12 @@ impl Cluster {
         options: ClusterOptions,
         listener: tokio::net::TcpListener,
     ) -> Result<Arc<Cluster>> {
-        let ClusterOptions { node_id, peers, secrets, timers, addresses, leader_balance } = options;
-        let voters: Vec<u64> = peers.keys().copied().collect();
-        let others = peers.iter().filter(|(id, _)| **id != node_id).map(|(id, a)| (*id, a.clone())).collect();
+        let ClusterOptions { node_id, peers, secrets, timers, addresses, leader_balance, join } = options;
+        let members_dir = registry.options().data_dir.join("cluster");
+        let members = start_members(node_id, &peers, &members_dir)?;
+        let voters: Vec<u64> = members.nodes.keys().copied().collect();
+        let others =
+            members.nodes.iter().filter(|(id, _)| **id != node_id).map(|(id, a)| (*id, a.clone())).collect();
         let peer_config = es_peer::PeerConfig {
             node_id,
             peers: others,
@@ -148,13 +159,18 @@ impl Cluster {
         let slot: Arc<std::sync::OnceLock<Weak<Cluster>>> = Arc::default();
         let app = rpc::handler(slot.clone());
         let host = RaftHost::start(peer_config, listener, timers, Some(app)).map_err(raft_error)?;
+        if join {
+            host.join();
+        }
+        host.set_members(members.ids());
         let log = registry.open_cluster_log("metadata")?;
         let group = host.open_group(0, log, &voters).await.map_err(raft_error)?;
         let metadata = MetadataLog::open(&registry, group)?;
         let internal = internal::open(&host, &registry, &voters).await?;
         let cluster = Arc::new(Cluster {
             node_id,
-            voters,
+            members: RwLock::new(members),
+            members_dir,
             host,
             registry: registry.clone(),
             metadata,
@@ -179,7 +195,7 @@ impl Cluster {
         if let Some(interval) = leader_balance {
             balance::spawn(&cluster, interval);
         }
-        tracing::info!(node = node_id, voters = ?cluster.voters, peer = %cluster.host.peer_addr(), "joined the cluster");
+        tracing::info!(node = node_id, voters = ?voters, join, peer = %cluster.host.peer_addr(), "joined the cluster");
         Ok(cluster)
     }
 
@@ -187,9 +203,65 @@ impl Cluster {
         self.node_id
     }
 
-    /// Every node of the cluster, by id.
-    pub fn voters(&self) -> &[u64] {
-        &self.voters
+    /// Every member of the cluster, by id.
+    pub fn voters(&self) -> Vec<u64> {
+        self.members.read().expect("members lock").nodes.keys().copied().collect()
+    }
+
+    /// Every member with its peer address.
+    pub fn members(&self) -> BTreeMap<u64, String> {
+        self.members.read().expect("members lock").nodes.clone()
+    }
+
+    /// Adds node `id`, its peer listener at `peer`, to the cluster: committed
+    /// through the metadata log; every group's leader then adds it as a learner
+    /// and makes it a voter once it caught up (`RaftHost::set_members`).
+    pub async fn add_node(&self, id: u64, peer: String) -> Result<()> {
+        members::check_peer_address(&peer)?;
+        self.replicate_async(crate::registry::metadata::Command::AddNode { id, peer }).await
+    }
+
+    /// Removes node `id` from the cluster for good: committed through the metadata
+    /// log; the leaders drop it from every group's voters, and the node itself
+    /// closes its groups.
+    pub async fn remove_node(&self, id: u64) -> Result<()> {
+        self.replicate_async(crate::registry::metadata::Command::RemoveNode { id }).await
+    }
+
+    /// Applies a committed membership command (`metadata.rs`): the members file
+    /// first, then the peer links and the groups' target voters.
+    async fn apply_membership(&self, command: &crate::registry::metadata::Command) -> Result<()> {
+        let mut members = self.members.read().expect("members lock").clone();
+        let change = members.apply(command)?;
+        if change != members::Change::Unchanged {
+            members.save(&self.members_dir)?;
+        }
+        let ids = members.ids();
+        *self.members.write().expect("members lock") = members;
+        match change {
+            members::Change::Unchanged => {}
+            members::Change::Added { id, peer } => {
+                if id != self.node_id {
+                    self.host.add_peer(id, &peer).map_err(|e| BrokerError::Internal(e.to_string()))?;
+                }
+                tracing::info!(node = self.node_id, added = id, %peer, "a node joined the cluster");
+            }
+            members::Change::Removed { id } if id == self.node_id => {
+                tracing::warn!(
+                    node = id,
+                    "this node was removed from the cluster: its groups are closed; stop this process                      (its id may not be used again)"
+                );
+                self.host.shutdown().await;
+                return Ok(());
+            }
+            members::Change::Removed { id } => {
+                self.host.remove_peer(id);
+                self.nodes.write().expect("nodes lock").remove(&id);
+                tracing::info!(node = self.node_id, removed = id, "a node left the cluster");
+            }
+        }
+        self.host.set_members(ids);
+        Ok(())
     }
 
     /// The client addresses of node `id`, once learned.
@@ -294,7 +366,7 @@ impl Cluster {
             }
             let group = self
                 .host
-                .open_group(group_id(&topic.id, p), log.clone(), &self.voters)
+                .open_group(group_id(&topic.id, p), log.clone(), &self.voters())
                 .await
                 .map_err(raft_error)?;
             self.groups.write().expect("groups lock").insert((topic.id, p), group);
@@ -352,6 +424,34 @@ impl Cluster {
     pub(crate) fn replicate(&self, command: crate::registry::metadata::Command) -> Result<()> {
         self.runtime.block_on(self.replicate_async(command))
     }
+}
+
+/// The members a node starts with: those it last applied (`members.json`), with
+/// the addresses `--cluster-peers` gives for them (an operator's move of a node),
+/// or the nodes of `--cluster-peers` before any membership command. A node that
+/// was removed does not start; one joining and not yet added counts itself in.
+fn start_members(
+    node_id: u64,
+    peers: &BTreeMap<u64, String>,
+    dir: &std::path::Path,
+) -> Result<members::Members> {
+    let Some(mut stored) = members::Members::load(dir)? else {
+        return Ok(members::Members { nodes: peers.clone(), removed: Default::default() });
+    };
+    if stored.removed.contains(&node_id) {
+        return Err(BrokerError::InvalidConfig(format!(
+            "node {node_id} was removed from its cluster (es cluster remove-node) and may not come back under              the same id: start it with an empty data directory, another --node-id and --cluster-join, then              add it with es cluster add-node"
+        )));
+    }
+    for (id, addr) in peers {
+        if let Some(known) = stored.nodes.get_mut(id) {
+            known.clone_from(addr);
+        }
+    }
+    if let Some(own) = peers.get(&node_id) {
+        stored.nodes.entry(node_id).or_insert_with(|| own.clone());
+    }
+    Ok(stored)
 }
 
 /// A partition a single node wrote (records, but never a Raft vote) cannot become a

@@ -98,7 +98,7 @@ pub(super) fn spawn_address_exchange(cluster: &Arc<Cluster>) {
             let Some(cluster) = weak.upgrade() else { return };
             let refresh = since_refresh >= REFRESH_EVERY;
             let known = cluster.known_nodes();
-            for &id in cluster.voters() {
+            for id in cluster.voters() {
                 if id == cluster.node_id || (known.contains_key(&id) && !refresh) {
                     continue;
                 }

@@ -1,6 +1,8 @@
 //! `GET /cluster`: the cluster as the answering node sees it (`es cluster status`);
 //! `POST /cluster/partitions/{topic}/{partition}/leader`: hand a partition's
-//! leadership to another node (`es cluster transfer-leader`).
+//! leadership to another node (`es cluster transfer-leader`);
+//! `POST /cluster/nodes`, `DELETE /cluster/nodes/{node}`: add a node to the
+//! cluster or remove one (`es cluster add-node`, `remove-node`).
 
 use std::time::Duration;
 
@@ -32,6 +34,9 @@ pub struct ClusterStatus {
     pub coordinator: Option<u64>,
     /// The nodes whose client addresses this node has learnt (over the peer links).
     pub nodes: Vec<ClusterNode>,
+    /// The cluster's members with their peer addresses, as this node applied the
+    /// metadata log: every partition's replicas are brought to them.
+    pub members: Vec<ClusterMember>,
     /// Every data partition's leadership, by topic then partition.
     pub partitions: Vec<PartitionLeadership>,
 }
@@ -47,6 +52,13 @@ pub struct ClusterNode {
     pub kafka: String,
     /// Data partitions this node leads, as the answering node knows.
     pub leads: usize,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ClusterMember {
+    pub id: u64,
+    /// Its peer listener's `host:port`.
+    pub peer: String,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -81,6 +93,7 @@ pub async fn status(State(state): State<AppState>, Caller(who): Caller) -> Resul
             controller: None,
             coordinator: None,
             nodes: Vec::new(),
+            members: Vec::new(),
             partitions: Vec::new(),
         }));
     };
@@ -101,12 +114,15 @@ pub async fn status(State(state): State<AppState>, Caller(who): Caller) -> Resul
         .iter()
         .map(|(topic, partition, l)| leadership(topic.clone(), *partition, l))
         .collect();
+    let members =
+        view.members.iter().map(|(id, peer)| ClusterMember { id: *id, peer: peer.clone() }).collect();
     Ok(Json(ClusterStatus {
         cluster: true,
         node_id: Some(view.node_id),
         controller: view.controller,
         coordinator: view.coordinator,
         nodes,
+        members,
         partitions,
     }))
 }
@@ -153,4 +169,51 @@ pub async fn transfer_leader(
     let partition = super::records::parse_partition(&partition)?;
     let l = state.service.transfer_leader(&who, &topic, partition, body.to, TRANSFER_WAIT).await?;
     Ok(Json(leadership(topic, partition, &l)))
+}
+
+/// The node to add.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddNodeBody {
+    /// The new node's id (its `--node-id`): never one the cluster used before.
+    pub id: u64,
+    /// Its peer listener's `host:port` (its own `--cluster-peers` entry).
+    pub peer: String,
+}
+
+#[utoipa::path(post, path = "/cluster/nodes", tag = "meta",
+    request_body = AddNodeBody,
+    responses(
+        (status = 200, description = "The members once the addition is committed; each partition's leader \
+            then adds the node as a learner and makes it a replica once it caught up", body = ClusterStatus),
+        (status = 400, description = "invalid_request: a single node, a bad address, or an id removed before",
+            body = ErrorBody),
+        (status = 403, description = "unauthorized: needs cluster admin", body = ErrorBody)))]
+pub async fn add_node(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    ApiJson(body): ApiJson<AddNodeBody>,
+) -> Result<Json<ClusterStatus>> {
+    state.service.add_node(&who, body.id, body.peer).await?;
+    status(State(state), Caller(who)).await
+}
+
+#[utoipa::path(delete, path = "/cluster/nodes/{node}", tag = "meta",
+    params(("node" = u64, Path, description = "The node id to remove")),
+    responses(
+        (status = 200, description = "The members once the removal is committed; the leaders then drop the \
+            node from every partition's replicas", body = ClusterStatus),
+        (status = 400, description = "invalid_request: a single node, not a member, or the last member",
+            body = ErrorBody),
+        (status = 403, description = "unauthorized: needs cluster admin", body = ErrorBody)))]
+pub async fn remove_node(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    ApiPath(node): ApiPath<String>,
+) -> Result<Json<ClusterStatus>> {
+    let id: u64 = node.parse().map_err(|_| {
+        crate::service::error::BrokerError::InvalidRequest(format!("{node:?} is not a node id (a number)"))
+    })?;
+    state.service.remove_node(&who, id).await?;
+    status(State(state), Caller(who)).await
 }

@@ -129,6 +129,8 @@ fn api_routes(state: AppState) -> Router<AppState> {
         .route("/metrics", get(metrics::scrape))
         .route("/cluster", get(cluster_api::status))
         .route("/cluster/partitions/{topic}/{partition}/leader", post(cluster_api::transfer_leader))
+        .route("/cluster/nodes", post(cluster_api::add_node))
+        .route("/cluster/nodes/{node}", axum::routing::delete(cluster_api::remove_node))
         .route("/snapshots", post(snapshots::take))
         .route("/snapshots/{snapshot}/lease", post(snapshots::renew))
         .route("/snapshots/{snapshot}", axum::routing::delete(snapshots::release))

@@ -91,6 +91,8 @@ pub const ROUTES: &[(&str, &str, Call)] = &[
     ("get", "/metrics", Call::ScrapeMetrics),
     ("get", "/cluster", Call::DescribeBroker),
     ("post", "/cluster/partitions/{topic}/{partition}/leader", Call::TransferLeader),
+    ("post", "/cluster/nodes", Call::ChangeMembership),
+    ("delete", "/cluster/nodes/{node}", Call::ChangeMembership),
     ("post", "/snapshots", Call::Snapshot),
     ("post", "/snapshots/{snapshot}/lease", Call::Snapshot),
     ("delete", "/snapshots/{snapshot}", Call::Snapshot),

@@ -63,6 +63,17 @@ pub enum Command {
         pepper: String,
         commands: Vec<es_auth::Command>,
     },
+    /// Node `id`, whose peer listener is at `peer`, becomes a member of the
+    /// cluster: every group is brought to include it (`cluster/members.rs`).
+    /// Applied by the cluster, not by the topic metadata.
+    AddNode {
+        id: u64,
+        peer: String,
+    },
+    /// Node `id` leaves the cluster for good; its id is never used again.
+    RemoveNode {
+        id: u64,
+    },
 }
 
 impl Command {
@@ -75,7 +86,10 @@ impl Command {
             | Command::SetConfig { name, .. }
             | Command::SetValidators { name, .. }
             | Command::SetTopicId { name, .. } => Some(name),
-            Command::ReserveProducerIds { .. } | Command::Auth { .. } => None,
+            Command::ReserveProducerIds { .. }
+            | Command::Auth { .. }
+            | Command::AddNode { .. }
+            | Command::RemoveNode { .. } => None,
         }
     }
 }
@@ -259,8 +273,9 @@ impl Metadata {
             Command::ReserveProducerIds { through } => {
                 self.producer_ids_reserved = self.producer_ids_reserved.max(*through);
             }
-            // The auth state is `Auth`'s own (`Registry::apply_replicated`).
-            Command::Auth { .. } => {}
+            // The auth state is `Auth`'s own (`Registry::apply_replicated`), the
+            // members the cluster's (`cluster/members.rs`).
+            Command::Auth { .. } | Command::AddNode { .. } | Command::RemoveNode { .. } => {}
         }
     }
 }

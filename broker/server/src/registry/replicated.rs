@@ -136,7 +136,9 @@ impl Registry {
                 Command::SetValidators { .. }
                 | Command::SetTopicId { .. }
                 | Command::ReserveProducerIds { .. }
-                | Command::Auth { .. },
+                | Command::Auth { .. }
+                | Command::AddNode { .. }
+                | Command::RemoveNode { .. },
                 _,
             ) => Err(BrokerError::InvalidRequest(format!(
                 "{} is not a replicated metadata command",
@@ -166,5 +168,7 @@ fn command_name(command: &Command) -> &'static str {
         Command::SetTopicId { .. } => "SetTopicId",
         Command::ReserveProducerIds { .. } => "ReserveProducerIds",
         Command::Auth { .. } => "Auth",
+        Command::AddNode { .. } => "AddNode",
+        Command::RemoveNode { .. } => "RemoveNode",
     }
 }

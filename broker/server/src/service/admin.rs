@@ -47,6 +47,8 @@ pub struct ClusterView {
     pub controller: Option<u64>,
     pub coordinator: Option<u64>,
     pub nodes: BTreeMap<u64, crate::cluster::NodeAddresses>,
+    /// The members and their peer addresses, as this node last applied them.
+    pub members: BTreeMap<u64, String>,
     /// (topic, partition, leadership), by topic name then partition.
     pub partitions: Vec<(String, u32, Leadership)>,
 }
@@ -123,6 +125,7 @@ impl Service {
             controller: cluster.controller(),
             coordinator: cluster.coordinator(),
             nodes: cluster.known_nodes(),
+            members: cluster.members(),
             partitions,
         }))
     }
@@ -186,6 +189,29 @@ impl Service {
                 group.leader()
             ))),
         }
+    }
+
+    /// Adds node `id`, whose peer listener is at `peer`, to the cluster. Answers
+    /// once the change is committed and applied here; the groups then take the
+    /// node in as it catches up (watch `GET /cluster`). Cluster admin.
+    pub async fn add_node(&self, principal: &Principal, id: u64, peer: String) -> Result<()> {
+        self.authorize(principal, Call::ChangeMembership, Resource::Cluster)?;
+        self.cluster_for_membership()?.add_node(id, peer).await
+    }
+
+    /// Removes node `id` from the cluster for good. Cluster admin.
+    pub async fn remove_node(&self, principal: &Principal, id: u64) -> Result<()> {
+        self.authorize(principal, Call::ChangeMembership, Resource::Cluster)?;
+        self.cluster_for_membership()?.remove_node(id).await
+    }
+
+    fn cluster_for_membership(&self) -> Result<&std::sync::Arc<crate::cluster::Cluster>> {
+        self.registry.cluster().ok_or_else(|| {
+            crate::service::error::BrokerError::InvalidRequest(
+                "this broker is a single node, not a cluster: start every node with --node-id,                  --cluster-peers and --cluster-secret-file (docs/cluster.md)"
+                    .into(),
+            )
+        })
     }
 
     /// The metadata group's leader; `None` on a single node, `Some(None)` mid-election.

@@ -123,6 +123,9 @@ pub enum Call {
     DescribeBroker,
     /// Moving a partition's leadership to another node (Kafka's ElectLeaders).
     TransferLeader,
+    /// Adding a node to the cluster or removing one (`es cluster add-node`,
+    /// `remove-node`; Kafka's AddRaftVoter/RemoveRaftVoter).
+    ChangeMembership,
     /// Taking, renewing or releasing an online snapshot (`es-tools dump --online`):
     /// it exposes every topic's records, keys' hashes and the pepper.
     Snapshot,
@@ -174,6 +177,7 @@ impl Call {
             | Call::GrantKey
             | Call::SetKeyQuota
             | Call::TransferLeader
+            | Call::ChangeMembership
             | Call::Snapshot => Access::ClusterAdmin,
         }
     }

@@ -1,5 +1,6 @@
 //! `es cluster status`: the cluster as the broker asked sees it (`GET /cluster`);
-//! `es cluster transfer-leader`: hand a partition's leadership to another node.
+//! `es cluster transfer-leader`: hand a partition's leadership to another node;
+//! `es cluster add-node` / `remove-node`: change the cluster's members.
 
 use clap::Subcommand;
 use serde_json::Value;
@@ -24,11 +25,41 @@ pub enum ClusterCommand {
         #[arg(long)]
         to: u64,
     },
+    /// Add a node to the cluster. Start it first with its own --node-id (never one
+    /// the cluster used before), --cluster-peers listing every member and itself,
+    /// the cluster's secret file, and --cluster-join. Every partition then copies
+    /// its log to the node and makes it a replica once it caught up; watch
+    /// `es cluster status`.
+    AddNode {
+        /// The new node's id.
+        id: u64,
+        /// Its peer listener, HOST:PORT (its own --cluster-peers entry).
+        #[arg(long)]
+        peer: String,
+    },
+    /// Remove a node from the cluster for good (to replace a failed node, add the
+    /// new one first, then remove the old). Every partition drops it from its
+    /// replicas; a running removed node closes its partitions and should be
+    /// stopped. Its id may not be used again.
+    RemoveNode {
+        /// The node's id.
+        id: u64,
+    },
 }
 
 pub fn run(client: &Client, cmd: ClusterCommand, json_out: bool) -> anyhow::Result<()> {
     match cmd {
         ClusterCommand::Status => status(client, json_out),
+        ClusterCommand::AddNode { id, peer } => {
+            let v = client.post("/cluster/nodes", &serde_json::json!({ "id": id, "peer": peer }))?;
+            members_changed(&v, &format!("node {id} added at {peer}"), json_out);
+            Ok(())
+        }
+        ClusterCommand::RemoveNode { id } => {
+            let v = client.delete(&format!("/cluster/nodes/{id}"))?;
+            members_changed(&v, &format!("node {id} removed"), json_out);
+            Ok(())
+        }
         ClusterCommand::TransferLeader { topic, partition, to } => {
             let path = format!("/cluster/partitions/{}/{partition}/leader", crate::segment(&topic));
             let v = client.post(&path, &serde_json::json!({ "to": to }))?;
@@ -44,6 +75,19 @@ pub fn run(client: &Client, cmd: ClusterCommand, json_out: bool) -> anyhow::Resu
             Ok(())
         }
     }
+}
+
+fn members_changed(v: &Value, done: &str, json_out: bool) {
+    if json_out {
+        println!("{v}");
+        return;
+    }
+    let members: Vec<String> = array(&v["members"]).iter().map(|m| text(&m["id"])).collect();
+    println!(
+        "{done}; members now {}. The partitions follow as their leaders move their replicas: \
+         `es cluster status` shows each one's replicas.",
+        members.join(",")
+    );
 }
 
 fn status(client: &Client, json_out: bool) -> anyhow::Result<()> {
@@ -72,6 +116,11 @@ fn status(client: &Client, json_out: bool) -> anyhow::Result<()> {
         })
         .collect();
     table(&["NODE", "LEADS", "HTTP", "BINARY", "KAFKA"], &nodes);
+    let members: Vec<String> =
+        array(&v["members"]).iter().map(|m| format!("{}={}", text(&m["id"]), text(&m["peer"]))).collect();
+    if !members.is_empty() {
+        println!("members (peer addresses): {}", members.join(" "));
+    }
     let ids = |v: &Value| array(v).iter().map(text).collect::<Vec<_>>().join(",");
     let partitions: Vec<Vec<String>> = array(&v["partitions"])
         .iter()

@@ -370,6 +370,9 @@ pub const SETTINGS: &[Setting] = &[
     Setting::new("cluster", "secret_file", "cluster-secret-file", Kind::Path)
         .default(Default::Unset("none"))
         .help("A file holding the secret the nodes share (at least 16 bytes; `es key generate > FILE` makes one). Peers prove it without sending it."),
+    Setting::new("cluster", "join", "cluster-join", Kind::Bool)
+        .default(Default::Bool(false))
+        .help("This node joins a running cluster: it forms no partition of its own and waits for `es cluster add-node` (asked of any member). Harmless to keep once it joined."),
     Setting::new("cluster", "heartbeat_ms", "cluster-heartbeat-ms", Kind::Int { min: 10, max: 60_000 })
         .default(Default::Int(300))
         .help("How often a Raft leader heartbeats its followers, in milliseconds."),
