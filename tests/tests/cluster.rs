@@ -892,7 +892,8 @@ fn es_cluster(c: &Cluster, asked: u64, args: &[&str]) -> String {
 /// nodes 1, 2 and 4 at its offset; a topic created afterwards has them as its
 /// replicas; node 3's id is refused if added again; and node 1, restarted with its
 /// original `--cluster-peers` (1, 2, 3), comes back knowing node 4 from its members
-/// file and catches up.
+/// file and catches up. Last, running node 2 is removed: it closes its
+/// partitions and refuses writes, and nodes 1 and 4 carry on as the replicas.
 #[test]
 fn a_failed_node_is_replaced_under_load_and_nothing_is_lost() {
     use es_client::{Client, ClientOptions, Producer, ProducerOptions};
@@ -999,6 +1000,39 @@ fn a_failed_node_is_replaced_under_load_and_nothing_is_lost() {
                 (got.len() >= acked.len()).then_some(got)
             },
         );
+        assert_eq!(got, acked, "node {id}");
+    }
+
+    // A running node removed: it closes its partitions (and says so), the others
+    // carry on with 1 and 4 as every partition's replicas.
+    let out = es_cluster(&c, 2, &["remove-node", "2"]);
+    assert!(out.contains("node 2 removed") && out.contains("members now 1,4"), "{out}");
+    let gone = c.nodes.remove(&2).expect("node 2");
+    eventually(ELECTION_WAIT * 2, "node 2 dropped everywhere", || {
+        let seen = replicas_seen(&c, "replaced");
+        seen.iter().all(|(_, r)| *r == [1, 4]).then_some(())
+    });
+    let (_, offsets) = c.produce_via(&[1, 4], "replaced", &["after-removal".to_owned()]);
+    acked.insert(offsets[0], "after-removal".to_owned());
+    let refused =
+        gone.post("/topics/replaced/records", &json!({"records": [{"value": "late", "partition": 0}]}));
+    assert_ne!(refused.status, 200, "a removed node took a write: {:?}", refused.body);
+    drop(gone);
+    // Restarted on its data directory, the removed node refuses to start.
+    let out = std::process::Command::new(es_tests::broker::broker_bin())
+        .args(["--data-dir", c.root.path().join("node2").to_str().unwrap(), "--node-id", "2"])
+        .args(["--cluster-peers", &c.peers, "--cluster-secret-file", c.secret.to_str().unwrap()])
+        .args(["--bind", "127.0.0.1:0", "--bind-binary", "127.0.0.1:0", "--bind-kafka", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("node 2 was removed from its cluster"), "{stderr}");
+    for (id, b) in c.live() {
+        let got =
+            eventually(ELECTION_WAIT, &format!("node {id} serving every record after node 2 left"), || {
+                let got = consume_all(b, "replaced");
+                (got.len() >= acked.len()).then_some(got)
+            });
         assert_eq!(got, acked, "node {id}");
     }
 }

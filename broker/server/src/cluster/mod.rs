@@ -249,7 +249,8 @@ impl Cluster {
             members::Change::Removed { id } if id == self.node_id => {
                 tracing::warn!(
                     node = id,
-                    "this node was removed from the cluster: its groups are closed; stop this process                      (its id may not be used again)"
+                    "this node was removed from the cluster: its groups are closed; stop this process \
+                     (its id may not be used again)"
                 );
                 self.host.shutdown().await;
                 return Ok(());
@@ -440,7 +441,9 @@ fn start_members(
     };
     if stored.removed.contains(&node_id) {
         return Err(BrokerError::InvalidConfig(format!(
-            "node {node_id} was removed from its cluster (es cluster remove-node) and may not come back under              the same id: start it with an empty data directory, another --node-id and --cluster-join, then              add it with es cluster add-node"
+            "node {node_id} was removed from its cluster (es cluster remove-node) and may not come back under \
+             the same id: start it with an empty data directory, another --node-id and --cluster-join, then \
+             add it with es cluster add-node"
         )));
     }
     for (id, addr) in peers {

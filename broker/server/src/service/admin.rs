@@ -208,7 +208,8 @@ impl Service {
     fn cluster_for_membership(&self) -> Result<&std::sync::Arc<crate::cluster::Cluster>> {
         self.registry.cluster().ok_or_else(|| {
             crate::service::error::BrokerError::InvalidRequest(
-                "this broker is a single node, not a cluster: start every node with --node-id,                  --cluster-peers and --cluster-secret-file (docs/cluster.md)"
+                "this broker is a single node, not a cluster: start every node with --node-id, \
+                 --cluster-peers and --cluster-secret-file (docs/cluster.md)"
                     .into(),
             )
         })
