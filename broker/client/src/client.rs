@@ -251,6 +251,14 @@ impl Client {
         .await
     }
 
+    pub(crate) fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.options.request_timeout_ms)
+    }
+
+    pub(crate) fn backoff(&self) -> Duration {
+        Duration::from_millis(self.options.backoff_ms)
+    }
+
     /// Sends `req` on the connection for `slot`; retries retriable failures with
     /// backoff when `retry` is true (callers pass false where a retry could write twice).
     pub async fn call_on(&self, slot: usize, req: Request, retry: bool) -> Result<Response> {

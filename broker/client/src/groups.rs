@@ -7,6 +7,19 @@ use es_protocol::{GroupOffset, GroupRequest, GroupResponse, Request, Response};
 use crate::client::Client;
 use crate::error::{ClientError, Result};
 
+/// A refusal the coordinator answers before acting on a group call: loading
+/// (`ShuttingDown`, retriable as a broker shutting down is), or not the
+/// coordinator with no successor known (`NotLeader`).
+fn coordinator_not_ready(e: &ClientError) -> bool {
+    matches!(
+        e,
+        ClientError::Broker {
+            code: es_protocol::ErrorCode::ShuttingDown | es_protocol::ErrorCode::NotLeader,
+            ..
+        }
+    )
+}
+
 /// A member's view after join: its id and the generation it joined.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupMember {
@@ -25,10 +38,26 @@ pub struct GroupAssignment {
 }
 
 impl Client {
+    /// A group call at the coordinator. Besides the retries `retry` allows, a call
+    /// the broker refused without acting on it is retried, with backoff, within
+    /// the request timeout, even a first join: the coordinator is loading (after
+    /// an election it rebuilds the offsets first), or no coordinator is known yet
+    /// (mid-election; a known one is followed at once).
     async fn group_call(&self, req: GroupRequest, retry: bool) -> Result<GroupResponse> {
-        match self.call_routed(crate::client::COORDINATOR, 0, Request::Group(req), retry, true).await? {
-            Response::Group(g) => Ok(g),
-            _ => Err(ClientError::UnexpectedResponse("group request")),
+        let deadline = tokio::time::Instant::now() + self.request_timeout();
+        let mut backoff = self.backoff().max(std::time::Duration::from_millis(10));
+        loop {
+            let req = Request::Group(req.clone());
+            match self.call_routed(crate::client::COORDINATOR, 0, req, retry, true).await {
+                Ok(Response::Group(g)) => return Ok(g),
+                Ok(_) => return Err(ClientError::UnexpectedResponse("group request")),
+                Err(e) if coordinator_not_ready(&e) && tokio::time::Instant::now() + backoff < deadline => {
+                    tracing::debug!(error = %e, "the group coordinator is not ready; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(std::time::Duration::from_secs(1));
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
 
