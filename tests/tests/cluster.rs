@@ -1036,3 +1036,49 @@ fn a_failed_node_is_replaced_under_load_and_nothing_is_lost() {
         assert_eq!(got, acked, "node {id}");
     }
 }
+
+/// One idempotent producer pipelines 200 batches on one connection to a partition's
+/// leader: each must be proposed in the order it arrived (its turn is taken as the
+/// request is read, `Cluster::idempotent_turn`). When the turn was taken in the
+/// task spawned per request, a batch could overtake the one before it and be
+/// refused out of order, which Kafka clients take as fatal. Every batch is
+/// acknowledged, at dense offsets in the order sent, on every node.
+#[test]
+fn an_idempotent_producers_pipelined_batches_are_proposed_in_arrival_order() {
+    use es_client::{Client, ClientOptions};
+    let mut c = Cluster::new(3, &["--cluster-leader-balance-ms", "0"], &[]);
+    for id in 1..=3 {
+        c.start_node(id);
+    }
+    c.create_topic_anywhere("ordered");
+    let (leader, first) = c.produce_anywhere("ordered", &["warm-up".to_owned()]);
+    assert_eq!(first, [0]);
+    let addr = c.node(leader).binary_addr.clone();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let mut acked = BTreeMap::from([(0, "warm-up".to_owned())]);
+    rt.block_on(async {
+        let client = Client::connect(&addr, ClientOptions::default()).await.unwrap();
+        let (producer_id, producer_epoch) = client.init_producer_id().await.unwrap();
+        let mut pending = Vec::new();
+        for i in 0..200 {
+            let value = format!("ordered-{i}");
+            let info = es_core::ProducerInfo { producer_id, producer_epoch, base_sequence: i };
+            let batch =
+                es_core::batch::encode(&[es_core::Record::from_value(value.clone())], 1_000, info).unwrap();
+            let answer = client.produce_pipelined("ordered", 0, bytes::Bytes::from(batch)).await.unwrap();
+            pending.push((value, answer));
+        }
+        for (i, (value, answer)) in pending.into_iter().enumerate() {
+            let produced = answer.await.unwrap_or_else(|e| panic!("batch {i} ({value}): {e}"));
+            assert_eq!(produced.base_offset, 1 + i as u64, "batch {i} out of order");
+            acked.insert(produced.base_offset, value);
+        }
+    });
+    for (id, b) in c.live() {
+        let got = eventually(ELECTION_WAIT, &format!("node {id} serving every batch"), || {
+            let got = consume_all(b, "ordered");
+            (got.len() >= acked.len()).then_some(got)
+        });
+        assert_eq!(got, acked, "node {id}");
+    }
+}
