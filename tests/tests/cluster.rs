@@ -640,6 +640,64 @@ fn doctor_checks_the_peers_of_a_running_cluster_without_disturbing_it() {
     assert_eq!(by_node("node 3")["status"], "warn", "{found:?}");
 }
 
+/// An idempotent es-client producer writing to partition 0 of a topic from its own
+/// thread: at least 100 records, and on until stopped.
+struct IdempotentLoad {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<BTreeMap<u64, String>>,
+}
+
+impl IdempotentLoad {
+    fn start(bootstrap: String, topic: &'static str) -> IdempotentLoad {
+        use es_client::{Client, ClientOptions, Producer, ProducerOptions};
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                let client =
+                    std::sync::Arc::new(Client::connect(&bootstrap, ClientOptions::default()).await.unwrap());
+                let producer = Producer::new(client, ProducerOptions::default()).await.unwrap();
+                let mut acked = BTreeMap::new();
+                let mut i = 0;
+                while i < 100 || !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                    let value = format!("load-{i}");
+                    let meta = producer
+                        .send(topic, Some(0), es_core::Record::from_value(value.clone()))
+                        .await
+                        .unwrap_or_else(|e| panic!("{value}: {e}"));
+                    assert!(
+                        acked.insert(meta.offset, value).is_none(),
+                        "offset {} acknowledged twice",
+                        meta.offset
+                    );
+                    i += 1;
+                    assert!(i < 200_000, "the load was never stopped");
+                }
+                acked
+            })
+        });
+        IdempotentLoad { stop, thread }
+    }
+
+    /// Stops the producer; every record acknowledged, by offset.
+    fn stop(self) -> BTreeMap<u64, String> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().expect("the producer thread")
+    }
+}
+
+/// Every live node serves exactly `acked` from partition 0 of `topic`, once caught up.
+fn every_node_serves(c: &Cluster, topic: &str, acked: &BTreeMap<u64, String>, what: &str) {
+    for (id, b) in c.live() {
+        let got = eventually(ELECTION_WAIT, &format!("node {id} serving {what}"), || {
+            let got = consume_all(b, topic);
+            (got.len() >= acked.len()).then_some(got)
+        });
+        assert_eq!(&got, acked, "node {id}");
+    }
+}
+
 /// The leader of `topic`'s partition 0 as `b`'s `GET /cluster` shows it, with its epoch.
 fn cluster_leader(b: &Broker, topic: &str) -> Option<(u64, i64)> {
     let r = b.get("/cluster");
@@ -654,7 +712,6 @@ fn cluster_leader(b: &Broker, topic: &str) -> Option<(u64, i64)> {
 /// acknowledged record is on every node once, at dense offsets.
 #[test]
 fn a_leader_transfer_under_load_moves_the_partition_and_loses_nothing() {
-    use es_client::{Client, ClientOptions, Producer, ProducerOptions};
     let mut c = Cluster::new(3, &["--cluster-leader-balance-ms", "0"], &[]);
     for id in 1..=3 {
         c.start_node(id);
@@ -667,37 +724,7 @@ fn a_leader_transfer_under_load_moves_the_partition_and_loses_nothing() {
     let mut others = c.nodes.keys().copied().filter(|id| *id != leader);
     let (target, asked) = (others.next().unwrap(), others.next().unwrap());
 
-    let bootstrap = c.node(asked).binary_addr.clone();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let load = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            rt.block_on(async {
-                let options = ClientOptions::default();
-                let client = std::sync::Arc::new(Client::connect(&bootstrap, options).await.unwrap());
-                let producer = Producer::new(client, ProducerOptions::default()).await.unwrap();
-                let mut acked = BTreeMap::new();
-                let mut i = 0;
-                // At least 100 records, and on until the transfer is done.
-                while i < 100 || !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let value = format!("load-{i}");
-                    let meta = producer
-                        .send("moved", Some(0), es_core::Record::from_value(value.clone()))
-                        .await
-                        .unwrap_or_else(|e| panic!("{value}: {e}"));
-                    assert!(
-                        acked.insert(meta.offset, value).is_none(),
-                        "offset {} acknowledged twice",
-                        meta.offset
-                    );
-                    i += 1;
-                    assert!(i < 100_000, "the transfer never finished");
-                }
-                acked
-            })
-        })
-    };
+    let load = IdempotentLoad::start(c.node(asked).binary_addr.clone(), "moved");
     // Let the load reach the leader before moving it.
     eventually(ELECTION_WAIT, "records flowing", || {
         (consume_all(c.node(leader), "moved").len() > 20).then_some(())
@@ -714,18 +741,11 @@ fn a_leader_transfer_under_load_moves_the_partition_and_loses_nothing() {
     let r = c.node(target).post("/cluster/partitions/moved/0/leader", &json!({"to": 9}));
     assert_eq!((r.status, r.code()), (400, "invalid_request"), "{:?}", r.body);
 
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let mut acked = load.join().expect("the producer thread");
+    let mut acked = load.stop();
     acked.insert(0, "warm-up".to_owned());
     let n = acked.len() as u64;
     assert_eq!(acked.keys().copied().collect::<Vec<_>>(), (0..n).collect::<Vec<_>>(), "dense offsets");
-    for (id, b) in c.live() {
-        let got = eventually(ELECTION_WAIT, &format!("node {id} serving every acknowledged record"), || {
-            let got = consume_all(b, "moved");
-            (got.len() >= acked.len()).then_some(got)
-        });
-        assert_eq!(got, acked, "node {id}");
-    }
+    every_node_serves(&c, "moved", &acked, "every acknowledged record");
 }
 
 /// The Apache Kafka Java client (4.4.0, default idempotent producer, acks=all) keeps
@@ -896,7 +916,6 @@ fn es_cluster(c: &Cluster, asked: u64, args: &[&str]) -> String {
 /// partitions and refuses writes, and nodes 1 and 4 carry on as the replicas.
 #[test]
 fn a_failed_node_is_replaced_under_load_and_nothing_is_lost() {
-    use es_client::{Client, ClientOptions, Producer, ProducerOptions};
     let mut c = Cluster::new(4, &["--cluster-leader-balance-ms", "0"], &[]);
     for id in 1..=3 {
         c.start_node_listing(id, &[1, 2, 3], &[]);
@@ -909,36 +928,7 @@ fn a_failed_node_is_replaced_under_load_and_nothing_is_lost() {
     });
     assert_eq!(before.len(), 3);
 
-    let bootstrap = c.node(1).binary_addr.clone();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let load = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            rt.block_on(async {
-                let client =
-                    std::sync::Arc::new(Client::connect(&bootstrap, ClientOptions::default()).await.unwrap());
-                let producer = Producer::new(client, ProducerOptions::default()).await.unwrap();
-                let mut acked = BTreeMap::new();
-                let mut i = 0;
-                while i < 100 || !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let value = format!("load-{i}");
-                    let meta = producer
-                        .send("replaced", Some(0), es_core::Record::from_value(value.clone()))
-                        .await
-                        .unwrap_or_else(|e| panic!("{value}: {e}"));
-                    assert!(
-                        acked.insert(meta.offset, value).is_none(),
-                        "offset {} acknowledged twice",
-                        meta.offset
-                    );
-                    i += 1;
-                    assert!(i < 200_000, "the replacement never finished");
-                }
-                acked
-            })
-        })
-    };
+    let load = IdempotentLoad::start(c.node(1).binary_addr.clone(), "replaced");
     eventually(ELECTION_WAIT, "records flowing", || {
         (consume_all(c.node(1), "replaced").len() > 20).then_some(())
     });
@@ -963,18 +953,11 @@ fn a_failed_node_is_replaced_under_load_and_nothing_is_lost() {
     let bad = c.node(1).post("/cluster/nodes", &json!({"id": 5, "peer": "nowhere"}));
     assert_eq!((bad.status, bad.code()), (400, "invalid_request"), "{:?}", bad.body);
 
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let mut acked = load.join().expect("the producer thread");
+    let mut acked = load.stop();
     acked.insert(0, "warm-up".to_owned());
     let n = acked.len() as u64;
     assert_eq!(acked.keys().copied().collect::<Vec<_>>(), (0..n).collect::<Vec<_>>(), "dense offsets");
-    for (id, b) in c.live() {
-        let got = eventually(ELECTION_WAIT, &format!("node {id} serving every acknowledged record"), || {
-            let got = consume_all(b, "replaced");
-            (got.len() >= acked.len()).then_some(got)
-        });
-        assert_eq!(got, acked, "node {id}");
-    }
+    every_node_serves(&c, "replaced", &acked, "every acknowledged record");
     // A topic created now is replicated by the members.
     c.create_topic_via(&[1, 2, 4], "after");
     eventually(ELECTION_WAIT, "the new topic on 1,2,4", || {
@@ -991,17 +974,7 @@ fn a_failed_node_is_replaced_under_load_and_nothing_is_lost() {
     assert_eq!(members, [1, 2, 4], "{:?}", r.body);
     let (_, offsets) = c.produce_via(&[1, 2, 4], "replaced", &["after-restart".to_owned()]);
     acked.insert(offsets[0], "after-restart".to_owned());
-    for (id, b) in c.live() {
-        let got = eventually(
-            ELECTION_WAIT,
-            &format!("node {id} serving every record after node 1's restart"),
-            || {
-                let got = consume_all(b, "replaced");
-                (got.len() >= acked.len()).then_some(got)
-            },
-        );
-        assert_eq!(got, acked, "node {id}");
-    }
+    every_node_serves(&c, "replaced", &acked, "every record after node 1's restart");
 
     // A running node removed: it closes its partitions (and says so), the others
     // carry on with 1 and 4 as every partition's replicas.
@@ -1027,14 +1000,7 @@ fn a_failed_node_is_replaced_under_load_and_nothing_is_lost() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("node 2 was removed from its cluster"), "{stderr}");
-    for (id, b) in c.live() {
-        let got =
-            eventually(ELECTION_WAIT, &format!("node {id} serving every record after node 2 left"), || {
-                let got = consume_all(b, "replaced");
-                (got.len() >= acked.len()).then_some(got)
-            });
-        assert_eq!(got, acked, "node {id}");
-    }
+    every_node_serves(&c, "replaced", &acked, "every record after node 2 left");
 }
 
 /// One idempotent producer pipelines 200 batches on one connection to a partition's
