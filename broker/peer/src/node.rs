@@ -142,13 +142,19 @@ impl PeerNode {
     }
 
     /// Forgets `peer` (a node removed from the cluster): its link is closed, it is
-    /// no longer dialed and its dials are refused. Whether it was known.
+    /// no longer dialed and its dials are refused. A link that was up counts as
+    /// lost (`link_losses`), so the groups it led are handed over at once rather
+    /// than after election timeouts. Whether it was known.
     pub fn remove_peer(&self, peer: u64) -> bool {
         let removed = self.inner.peers.write().expect("peers lock").remove(&peer);
         match removed {
             Some(p) => {
                 if let Some(link) = p.slot.send_replace(None) {
                     link.close();
+                    if !*self.inner.shutdown.borrow() {
+                        // No receiver (nothing subscribed) is not an error.
+                        let _ = self.inner.losses.send(peer);
+                    }
                 }
                 tracing::info!(node = self.inner.config.node_id, peer, "peer removed");
                 true

@@ -273,8 +273,11 @@ async fn a_peer_added_later_is_linked_and_a_removed_one_refused() {
     assert_eq!(call_eventually(&n1, 3, 4, LIMIT).await, expected(3, 1, 4, 1, ""));
     assert_eq!(call_eventually(&n3, 2, 4, LIMIT).await, expected(2, 3, 4, 1, ""));
     assert_eq!(n1.peers().keys().copied().collect::<Vec<_>>(), vec![2, 3]);
-    // Removed: the link closes, calls are refused, and its redials too.
+    // Removed: the link closes (and counts as lost), calls are refused, and its
+    // redials too.
+    let mut losses = n1.link_losses();
     assert!(n1.remove_peer(3));
+    assert_eq!(tokio::time::timeout(LIMIT, losses.recv()).await.unwrap().unwrap(), 3);
     assert!(!n1.remove_peer(3));
     assert!(matches!(n1.call(3, 1, 1, Bytes::new()).await, Err(PeerError::UnknownNode(3))));
     assert!(
