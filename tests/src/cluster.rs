@@ -375,3 +375,80 @@ pub fn log_start(b: &Broker, topic: &str) -> Option<u64> {
     let r = b.get(&format!("/topics/{topic}"));
     r.body["partitions"].as_array()?.first()?["log_start_offset"].as_u64()
 }
+
+/// An idempotent es-client producer writing to partition 0 of a topic from its own
+/// thread: at least 100 records, and on until stopped.
+pub struct IdempotentLoad {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Records acknowledged so far.
+    acked: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    thread: std::thread::JoinHandle<BTreeMap<u64, String>>,
+}
+
+impl IdempotentLoad {
+    pub fn start(bootstrap: String, topic: &'static str) -> IdempotentLoad {
+        use es_client::{Client, ClientOptions, Producer, ProducerOptions};
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let acked_count = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counted = acked_count.clone();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                let client =
+                    std::sync::Arc::new(Client::connect(&bootstrap, ClientOptions::default()).await.unwrap());
+                let producer = Producer::new(client, ProducerOptions::default()).await.unwrap();
+                let mut acked = BTreeMap::new();
+                let mut i = 0;
+                while i < 100 || !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                    let value = format!("load-{i}");
+                    let meta = producer
+                        .send(topic, Some(0), es_core::Record::from_value(value.clone()))
+                        .await
+                        .unwrap_or_else(|e| panic!("{value}: {e}"));
+                    assert!(
+                        acked.insert(meta.offset, value).is_none(),
+                        "offset {} acknowledged twice",
+                        meta.offset
+                    );
+                    counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    i += 1;
+                    assert!(i < 200_000, "the load was never stopped");
+                }
+                acked
+            })
+        });
+        IdempotentLoad { stop, acked: acked_count, thread }
+    }
+
+    /// How many records were acknowledged so far.
+    pub fn acked(&self) -> u64 {
+        self.acked.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Waits until `more` records beyond what was acknowledged now are (the load
+    /// flows again after a fault), within `wait`.
+    pub fn flowing(&self, more: u64, wait: Duration) {
+        let from = self.acked();
+        eventually(wait, "the load's records acknowledged again", || {
+            (self.acked() >= from + more).then_some(())
+        });
+    }
+
+    /// Stops the producer; every record acknowledged, by offset.
+    pub fn stop(self) -> BTreeMap<u64, String> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().expect("the producer thread")
+    }
+}
+
+/// Every live node serves exactly `acked` from partition 0 of `topic`, once caught up.
+pub fn every_node_serves(c: &Cluster, topic: &str, acked: &BTreeMap<u64, String>, what: &str) {
+    for (id, b) in c.live() {
+        let got = eventually(ELECTION_WAIT, &format!("node {id} serving {what}"), || {
+            let got = consume_all(b, topic);
+            (got.len() >= acked.len()).then_some(got)
+        });
+        assert_eq!(&got, acked, "node {id}");
+    }
+}

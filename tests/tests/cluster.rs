@@ -9,7 +9,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use es_tests::broker::Broker;
-use es_tests::cluster::{Cluster, ELECTION_WAIT, consume_all, eventually, free_port};
+use es_tests::cluster::{
+    Cluster, ELECTION_WAIT, IdempotentLoad, consume_all, eventually, every_node_serves, free_port,
+};
 use serde_json::{Value, json};
 
 fn dir_of(b: &Broker) -> &Path {
@@ -638,64 +640,6 @@ fn doctor_checks_the_peers_of_a_running_cluster_without_disturbing_it() {
         |n: &str| found.iter().find(|f| f["message"].as_str().unwrap().starts_with(n)).unwrap().clone();
     assert_eq!(by_node("node 2")["status"], "ok", "{found:?}");
     assert_eq!(by_node("node 3")["status"], "warn", "{found:?}");
-}
-
-/// An idempotent es-client producer writing to partition 0 of a topic from its own
-/// thread: at least 100 records, and on until stopped.
-struct IdempotentLoad {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: std::thread::JoinHandle<BTreeMap<u64, String>>,
-}
-
-impl IdempotentLoad {
-    fn start(bootstrap: String, topic: &'static str) -> IdempotentLoad {
-        use es_client::{Client, ClientOptions, Producer, ProducerOptions};
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let stopped = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            rt.block_on(async {
-                let client =
-                    std::sync::Arc::new(Client::connect(&bootstrap, ClientOptions::default()).await.unwrap());
-                let producer = Producer::new(client, ProducerOptions::default()).await.unwrap();
-                let mut acked = BTreeMap::new();
-                let mut i = 0;
-                while i < 100 || !stopped.load(std::sync::atomic::Ordering::Relaxed) {
-                    let value = format!("load-{i}");
-                    let meta = producer
-                        .send(topic, Some(0), es_core::Record::from_value(value.clone()))
-                        .await
-                        .unwrap_or_else(|e| panic!("{value}: {e}"));
-                    assert!(
-                        acked.insert(meta.offset, value).is_none(),
-                        "offset {} acknowledged twice",
-                        meta.offset
-                    );
-                    i += 1;
-                    assert!(i < 200_000, "the load was never stopped");
-                }
-                acked
-            })
-        });
-        IdempotentLoad { stop, thread }
-    }
-
-    /// Stops the producer; every record acknowledged, by offset.
-    fn stop(self) -> BTreeMap<u64, String> {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        self.thread.join().expect("the producer thread")
-    }
-}
-
-/// Every live node serves exactly `acked` from partition 0 of `topic`, once caught up.
-fn every_node_serves(c: &Cluster, topic: &str, acked: &BTreeMap<u64, String>, what: &str) {
-    for (id, b) in c.live() {
-        let got = eventually(ELECTION_WAIT, &format!("node {id} serving {what}"), || {
-            let got = consume_all(b, topic);
-            (got.len() >= acked.len()).then_some(got)
-        });
-        assert_eq!(&got, acked, "node {id}");
-    }
 }
 
 /// The leader of `topic`'s partition 0 as `b`'s `GET /cluster` shows it, with its epoch.
