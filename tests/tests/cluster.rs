@@ -139,6 +139,45 @@ fn a_kafka_producer_writes_through_a_leader_kill_and_loses_nothing() {
     }
 }
 
+/// kafka-python 3 (pure Python; idempotent acks=all by default) keeps writing while
+/// the partition's leader is killed with SIGKILL: every record it was told is
+/// written is read back at its acknowledged offset, exactly once, and no error
+/// reaches the application but a timeout of a record in flight at the kill.
+#[test]
+fn kafka_python_writes_through_a_leader_kill_and_loses_nothing() {
+    let mut c = Cluster::start(3);
+    c.create_topic_anywhere("kp-pay");
+    let (leader, _) = c.produce_anywhere("kp-pay", &["probe".to_owned()]);
+    let bootstrap: Vec<String> = c.nodes.values().map(|b| b.kafka_addr.clone()).collect();
+    let marker = c.root.path().join("kp-marker");
+    let script = {
+        let (bootstrap, marker) = (bootstrap.join(","), marker.to_str().unwrap().to_owned());
+        std::thread::spawn(move || {
+            es_tests::python::run_script(
+                "kafka_python_failover.py",
+                &[&bootstrap, "kp-pay", &marker],
+                Duration::from_secs(240),
+            )
+        })
+    };
+    let half = marker.with_extension("half");
+    eventually(Duration::from_secs(120), "the producer's first half", || half.exists().then_some(()));
+    c.kill9(leader);
+    std::fs::write(marker.with_extension("killed"), b"").unwrap();
+    let (ok, out) = script.join().unwrap();
+    assert!(ok, "kafka_python_failover.py failed:\n{out}");
+    let line = out.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no result:\n{out}"));
+    let r: Value = serde_json::from_str(line).unwrap();
+    eprintln!("kafka-python failover result: {r}");
+    assert_eq!(r["missing_count"], 0, "acknowledged records lost: {r}");
+    assert_eq!(r["moved_count"], 0, "records found at another offset than acknowledged: {r}");
+    assert_eq!(r["duplicates"], 0, "an idempotent producer's record was written twice: {r}");
+    assert!(r["acked"].as_u64().unwrap() >= 400, "{r}");
+    for (name, _) in r["errors"].as_object().unwrap() {
+        assert_eq!(name, "KafkaTimeoutError", "a non-retriable delivery error: {r}");
+    }
+}
+
 #[test]
 fn every_node_killed_at_once_comes_back_with_every_acknowledged_record() {
     let mut c = Cluster::start(3);
