@@ -1,10 +1,11 @@
 """kafka-python 3 (pure Python) through a leader kill: an idempotent acks=all
 producer (kafka-python's default) writes to partition 0 without stopping while the
-test kills the partition's leader, then a consumer reads the partition back from
-offset 0. Prints one JSON object: how many records were acknowledged, which
-delivery errors reached the application (by exception class; each must be a
-timeout of a record in flight at the kill), and which acknowledged records the
-consumer did not find, found at another offset, or found twice.
+test kills the partition's leader, and a consumer reads the partition from offset
+0 the whole time. Prints one JSON object: how many records were acknowledged,
+which delivery errors reached the application (by exception class; each must be a
+timeout of a record in flight at the kill), which errors the consumer's poll
+raised, and which acknowledged records the consumer did not find, found at
+another offset, or found twice.
 
 Usage: kafka_python_failover.py BOOTSTRAP TOPIC MARKER
 The script creates MARKER.half once HALF records are acknowledged and goes on
@@ -15,6 +16,7 @@ records are acknowledged.
 import json
 import os
 import sys
+import threading
 import time
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -26,10 +28,42 @@ DEADLINE_S = 90.0
 WINDOW = 50
 
 
+def consume(bootstrap, topic, state, stop):
+    """Reads partition 0 from offset 0 until `stop` is set: every record's offset
+    by value in state["seen"], values read twice in state["duplicates"], poll's
+    exceptions by class in state["errors"]."""
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap.split(","),
+        enable_auto_commit=False,
+        metadata_max_age_ms=1000,
+    )
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    consumer.seek(tp, 0)
+    while not stop.is_set():
+        try:
+            batches = consumer.poll(timeout_ms=200)
+        except Exception as e:  # noqa: BLE001 - every failure is counted by its class
+            name = type(e).__name__
+            state["errors"][name] = state["errors"].get(name, 0) + 1
+            continue
+        for msgs in batches.values():
+            for msg in msgs:
+                value = msg.value.decode()
+                if value in state["seen"]:
+                    state["duplicates"] += 1
+                state["seen"][value] = msg.offset
+    consumer.close()
+
+
 def main():
     bootstrap, topic, marker = sys.argv[1], sys.argv[2], sys.argv[3]
     acked = {}
     errors = {}
+    state = {"seen": {}, "duplicates": 0, "errors": {}}
+    stop = threading.Event()
+    reader = threading.Thread(target=consume, args=(bootstrap, topic, state, stop), daemon=True)
+    reader.start()
 
     producer = KafkaProducer(
         bootstrap_servers=bootstrap.split(","),
@@ -70,28 +104,13 @@ def main():
         settle(future, value)
     producer.close(10)
 
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap.split(","),
-        enable_auto_commit=False,
-        metadata_max_age_ms=1000,
-    )
-    tp = TopicPartition(topic, 0)
-    consumer.assign([tp])
-    consumer.seek(tp, 0)
-    seen = {}
-    duplicates = 0
-    left = set(acked)
     read_start = time.monotonic()
-    # Until every acknowledged record is found (the partition holds others too).
-    while left and time.monotonic() - read_start < 60:
-        for msgs in consumer.poll(timeout_ms=500).values():
-            for msg in msgs:
-                value = msg.value.decode()
-                if value in seen:
-                    duplicates += 1
-                seen[value] = msg.offset
-                left.discard(value)
-    consumer.close()
+    # Until the reader found every acknowledged record (the partition holds others too).
+    while any(v not in state["seen"] for v in acked) and time.monotonic() - read_start < 60:
+        time.sleep(0.1)
+    stop.set()
+    reader.join(10)
+    seen, duplicates = state["seen"], state["duplicates"]
     missing = [v for v in acked if v not in seen]
     moved = [v for v, o in acked.items() if v in seen and seen[v] != o]
     print(json.dumps({
@@ -103,6 +122,7 @@ def main():
         "missing_count": len(missing),
         "moved_count": len(moved),
         "duplicates": duplicates,
+        "consumer_errors": state["errors"],
     }, sort_keys=True), flush=True)
 
 

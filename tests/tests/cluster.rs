@@ -139,12 +139,14 @@ fn a_kafka_producer_writes_through_a_leader_kill_and_loses_nothing() {
     }
 }
 
-/// kafka-python 3 (pure Python; idempotent acks=all by default) keeps writing while
-/// the partition's leader is killed with SIGKILL: every record it was told is
-/// written is read back at its acknowledged offset, exactly once, and no error
-/// reaches the application but a timeout of a record in flight at the kill.
+/// kafka-python 3 (pure Python; idempotent acks=all by default) keeps writing, and
+/// a kafka-python consumer keeps reading, while the partition's leader is killed
+/// with SIGKILL: the consumer reads every record the producer was told is written,
+/// at its acknowledged offset, exactly once; its poll raises nothing, and no error
+/// reaches the producer's application but a timeout of a record in flight at the
+/// kill.
 #[test]
-fn kafka_python_writes_through_a_leader_kill_and_loses_nothing() {
+fn kafka_python_produces_and_consumes_through_a_leader_kill() {
     let mut c = Cluster::start(3);
     c.create_topic_anywhere("kp-pay");
     let (leader, _) = c.produce_anywhere("kp-pay", &["probe".to_owned()]);
@@ -173,6 +175,7 @@ fn kafka_python_writes_through_a_leader_kill_and_loses_nothing() {
     assert_eq!(r["moved_count"], 0, "records found at another offset than acknowledged: {r}");
     assert_eq!(r["duplicates"], 0, "an idempotent producer's record was written twice: {r}");
     assert!(r["acked"].as_u64().unwrap() >= 400, "{r}");
+    assert_eq!(r["consumer_errors"], json!({}), "the consumer's poll raised: {r}");
     for (name, _) in r["errors"].as_object().unwrap() {
         assert_eq!(name, "KafkaTimeoutError", "a non-retriable delivery error: {r}");
     }
