@@ -923,12 +923,14 @@ fn a_failed_node_is_replaced_under_load_and_nothing_is_lost() {
     let peer4 = c.peer_addr(4);
     let out = es_cluster(&c, 2, &["add-node", "4", "--peer", &peer4]);
     assert!(out.contains("node 4 added") && out.contains("members now 1,2,3,4"), "{out}");
+    assert!(out.contains("node 4 is a replica of every partition (1)"), "{out}");
     eventually(ELECTION_WAIT * 2, "node 4 a replica everywhere", || {
         let seen = replicas_seen(&c, "replaced");
         seen.iter().all(|(_, r)| *r == [1, 2, 3, 4]).then_some(())
     });
     let out = es_cluster(&c, 4, &["remove-node", "3"]);
     assert!(out.contains("node 3 removed") && out.contains("members now 1,2,4"), "{out}");
+    assert!(out.contains("node 3 is gone from every partition (1)"), "{out}");
     eventually(ELECTION_WAIT * 2, "node 3 dropped everywhere", || {
         let seen = replicas_seen(&c, "replaced");
         seen.iter().all(|(_, r)| *r == [1, 2, 4]).then_some(())
@@ -966,6 +968,7 @@ fn a_failed_node_is_replaced_under_load_and_nothing_is_lost() {
     // carry on with 1 and 4 as every partition's replicas.
     let out = es_cluster(&c, 2, &["remove-node", "2"]);
     assert!(out.contains("node 2 removed") && out.contains("members now 1,4"), "{out}");
+    assert!(out.contains("asked node 2 itself"), "{out}");
     let gone = c.nodes.remove(&2).expect("node 2");
     eventually(ELECTION_WAIT * 2, "node 2 dropped everywhere", || {
         let seen = replicas_seen(&c, "replaced");

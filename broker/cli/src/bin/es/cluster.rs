@@ -36,6 +36,13 @@ pub enum ClusterCommand {
         /// Its peer listener, HOST:PORT (its own --cluster-peers entry).
         #[arg(long)]
         peer: String,
+        /// Return once the change is committed, without waiting for every
+        /// partition to take the node in.
+        #[arg(long)]
+        no_wait: bool,
+        /// How long to wait for every partition, in seconds.
+        #[arg(long, default_value_t = 600)]
+        timeout_s: u64,
     },
     /// Remove a node from the cluster for good (to replace a failed node, add the
     /// new one first, then remove the old). Every partition drops it from its
@@ -44,21 +51,45 @@ pub enum ClusterCommand {
     RemoveNode {
         /// The node's id.
         id: u64,
+        /// Return once the change is committed, without waiting for every
+        /// partition to drop the node.
+        #[arg(long)]
+        no_wait: bool,
+        /// How long to wait for every partition, in seconds.
+        #[arg(long, default_value_t = 600)]
+        timeout_s: u64,
     },
 }
 
 pub fn run(client: &Client, cmd: ClusterCommand, json_out: bool) -> anyhow::Result<()> {
     match cmd {
         ClusterCommand::Status => status(client, json_out),
-        ClusterCommand::AddNode { id, peer } => {
+        ClusterCommand::AddNode { id, peer, no_wait, timeout_s } => {
             let v = client.post("/cluster/nodes", &serde_json::json!({ "id": id, "peer": peer }))?;
             members_changed(&v, &format!("node {id} added at {peer}"), json_out);
-            Ok(())
+            if no_wait {
+                return Ok(());
+            }
+            let hint = format!("is node {id} running with --cluster-join, and reachable at {peer}?");
+            follow_partitions(client, id, true, timeout_s, json_out, &hint)
         }
-        ClusterCommand::RemoveNode { id } => {
+        ClusterCommand::RemoveNode { id, no_wait, timeout_s } => {
             let v = client.delete(&format!("/cluster/nodes/{id}"))?;
             members_changed(&v, &format!("node {id} removed"), json_out);
-            Ok(())
+            if no_wait {
+                return Ok(());
+            }
+            if v["node_id"].as_u64() == Some(id) {
+                // The removed node closed its partitions: its view stays as it was.
+                if !json_out {
+                    println!(
+                        "asked node {id} itself, which no longer follows its partitions: ask another node"
+                    );
+                }
+                return Ok(());
+            }
+            let hint = "does every partition still have a majority of its replicas running?";
+            follow_partitions(client, id, false, timeout_s, json_out, hint)
         }
         ClusterCommand::TransferLeader { topic, partition, to } => {
             let path = format!("/cluster/partitions/{}/{partition}/leader", crate::segment(&topic));
@@ -74,6 +105,57 @@ pub fn run(client: &Client, cmd: ClusterCommand, json_out: bool) -> anyhow::Resu
             }
             Ok(())
         }
+    }
+}
+
+/// Waits until every partition lists node `id` among its replicas (`joined`) or
+/// none does, as the answering node sees it; a progress bar on a terminal.
+fn follow_partitions(
+    client: &Client,
+    id: u64,
+    joined: bool,
+    timeout_s: u64,
+    json_out: bool,
+    hint: &str,
+) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(timeout_s);
+    let bar = if std::io::stderr().is_terminal() && !json_out {
+        indicatif::ProgressBar::new(0)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} partitions") {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_message(if joined { format!("node {id} a replica") } else { format!("node {id} dropped") });
+    loop {
+        let v = client.get("/cluster")?;
+        let partitions = array(&v["partitions"]);
+        let done = partitions
+            .iter()
+            .filter(|p| array(&p["replicas"]).iter().any(|r| r.as_u64() == Some(id)) == joined)
+            .count();
+        bar.set_length(partitions.len() as u64);
+        bar.set_position(done as u64);
+        if done == partitions.len() {
+            bar.finish_and_clear();
+            if !json_out {
+                let state = if joined { "a replica of" } else { "gone from" };
+                println!("node {id} is {state} every partition ({done})");
+            }
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            bar.finish_and_clear();
+            anyhow::bail!(
+                "after {timeout_s} s node {id} is {} {done} of {} partitions: {hint} `es cluster status` \
+                 lists each partition's replicas (the change goes on in the background)",
+                if joined { "a replica of" } else { "gone from" },
+                partitions.len()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
     }
 }
 
