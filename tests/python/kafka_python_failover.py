@@ -7,10 +7,8 @@ timeout of a record in flight at the kill), which errors the consumer's poll
 raised, and which acknowledged records the consumer did not find, found at
 another offset, or found twice.
 
-Usage: kafka_python_failover.py BOOTSTRAP TOPIC MARKER
-The script creates MARKER.half once HALF records are acknowledged and goes on
-until MARKER.killed exists (the test creates it after the kill) and AFTER more
-records are acknowledged.
+Usage: kafka_python_failover.py BOOTSTRAP TOPIC MARKER, with kafka_failover.py's
+markers (MARKER.half, MARKER.killed) and its HALF and AFTER.
 """
 
 import json

@@ -100,35 +100,40 @@ fn partial_cluster_flags_and_a_short_secret_are_refused() {
     assert!(stderr.contains("needs at least 16"), "{stderr}");
 }
 
-/// librdkafka's idempotent acks=all producer keeps writing while the partition's
-/// leader is killed with SIGKILL: it meets only retriable errors, and every record
-/// it was told is written is read back at its acknowledged offset, exactly once.
-#[test]
-fn a_kafka_producer_writes_through_a_leader_kill_and_loses_nothing() {
+/// Runs a Python failover script (`tests/python/kafka_failover.py` describes the
+/// protocol) against a fresh three-node cluster: it writes to partition 0 of `topic`
+/// through every node's Kafka listener, the partition's leader is killed with
+/// SIGKILL once half its records are acknowledged, and its JSON result is answered.
+fn python_through_a_leader_kill(script: &'static str, topic: &'static str) -> Value {
     let mut c = Cluster::start(3);
-    c.create_topic_anywhere("pay");
-    let (leader, _) = c.produce_anywhere("pay", &["probe".to_owned()]);
+    c.create_topic_anywhere(topic);
+    let (leader, _) = c.produce_anywhere(topic, &["probe".to_owned()]);
     let bootstrap: Vec<String> = c.nodes.values().map(|b| b.kafka_addr.clone()).collect();
     let marker = c.root.path().join("marker");
-    let script = {
+    let run = {
         let (bootstrap, marker) = (bootstrap.join(","), marker.to_str().unwrap().to_owned());
         std::thread::spawn(move || {
-            es_tests::python::run_script(
-                "kafka_failover.py",
-                &[&bootstrap, "pay", &marker],
-                Duration::from_secs(240),
-            )
+            es_tests::python::run_script(script, &[&bootstrap, topic, &marker], Duration::from_secs(240))
         })
     };
     let half = marker.with_extension("half");
     eventually(Duration::from_secs(120), "the producer's first half", || half.exists().then_some(()));
     c.kill9(leader);
     std::fs::write(marker.with_extension("killed"), b"").unwrap();
-    let (ok, out) = script.join().unwrap();
-    assert!(ok, "kafka_failover.py failed:\n{out}");
+    let (ok, out) = run.join().unwrap();
+    assert!(ok, "{script} failed:\n{out}");
     let line = out.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no result:\n{out}"));
     let r: Value = serde_json::from_str(line).unwrap();
-    eprintln!("failover result: {r}");
+    eprintln!("{script} result: {r}");
+    r
+}
+
+/// librdkafka's idempotent acks=all producer keeps writing while the partition's
+/// leader is killed with SIGKILL: it meets only retriable errors, and every record
+/// it was told is written is read back at its acknowledged offset, exactly once.
+#[test]
+fn a_kafka_producer_writes_through_a_leader_kill_and_loses_nothing() {
+    let r = python_through_a_leader_kill("kafka_failover.py", "pay");
     assert_eq!(r["fatal"], json!([]), "{r}");
     assert_eq!(r["missing_count"], 0, "acknowledged records lost: {r}");
     assert_eq!(r["moved_count"], 0, "records found at another offset than acknowledged: {r}");
@@ -147,30 +152,7 @@ fn a_kafka_producer_writes_through_a_leader_kill_and_loses_nothing() {
 /// kill.
 #[test]
 fn kafka_python_produces_and_consumes_through_a_leader_kill() {
-    let mut c = Cluster::start(3);
-    c.create_topic_anywhere("kp-pay");
-    let (leader, _) = c.produce_anywhere("kp-pay", &["probe".to_owned()]);
-    let bootstrap: Vec<String> = c.nodes.values().map(|b| b.kafka_addr.clone()).collect();
-    let marker = c.root.path().join("kp-marker");
-    let script = {
-        let (bootstrap, marker) = (bootstrap.join(","), marker.to_str().unwrap().to_owned());
-        std::thread::spawn(move || {
-            es_tests::python::run_script(
-                "kafka_python_failover.py",
-                &[&bootstrap, "kp-pay", &marker],
-                Duration::from_secs(240),
-            )
-        })
-    };
-    let half = marker.with_extension("half");
-    eventually(Duration::from_secs(120), "the producer's first half", || half.exists().then_some(()));
-    c.kill9(leader);
-    std::fs::write(marker.with_extension("killed"), b"").unwrap();
-    let (ok, out) = script.join().unwrap();
-    assert!(ok, "kafka_python_failover.py failed:\n{out}");
-    let line = out.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no result:\n{out}"));
-    let r: Value = serde_json::from_str(line).unwrap();
-    eprintln!("kafka-python failover result: {r}");
+    let r = python_through_a_leader_kill("kafka_python_failover.py", "kp-pay");
     assert_eq!(r["missing_count"], 0, "acknowledged records lost: {r}");
     assert_eq!(r["moved_count"], 0, "records found at another offset than acknowledged: {r}");
     assert_eq!(r["duplicates"], 0, "an idempotent producer's record was written twice: {r}");
