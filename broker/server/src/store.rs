@@ -225,6 +225,19 @@ impl MetadataStore for FileMetadataStore {
     }
 }
 
+/// Replaces `path` with `bytes` atomically and durably: a temporary file beside it
+/// (`<path>.tmp`), fsync, rename over it, fsync of the directory. A crash leaves
+/// the old file or the new one, never a mix.
+pub fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().ok_or_else(|| std::io::Error::other("a file path without a directory"))?;
+    let tmp = path.with_extension("tmp");
+    let mut f = File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    fs::rename(&tmp, path)?;
+    fsync_dir(dir)
+}
+
 /// Makes a directory's entries (creates, renames, removes) durable.
 pub fn fsync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()

@@ -8,7 +8,7 @@
 //! `--cluster-peers` (the cluster as it was started).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -54,18 +54,10 @@ impl Members {
 
     /// Writes the members durably (temporary file, fsync, rename, directory fsync).
     pub fn save(&self, dir: &Path) -> Result<()> {
-        let path: PathBuf = dir.join(FILE);
-        let tmp = path.with_extension("tmp");
+        let path = dir.join(FILE);
         let bytes = serde_json::to_vec_pretty(self).map_err(|e| BrokerError::Internal(e.to_string()))?;
-        let write = || -> std::io::Result<()> {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &path)?;
-            crate::store::fsync_dir(dir)
-        };
-        write().map_err(|e| BrokerError::Internal(format!("saving {}: {e}", path.display())))
+        crate::store::write_durably(&path, &bytes)
+            .map_err(|e| BrokerError::Internal(format!("saving {}: {e}", path.display())))
     }
 
     pub fn ids(&self) -> BTreeSet<u64> {

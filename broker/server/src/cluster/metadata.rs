@@ -43,7 +43,7 @@ pub struct MetadataLog {
 
 impl MetadataLog {
     pub(super) fn open(registry: &Registry, group: Group) -> Result<MetadataLog> {
-        let dir = registry.options().data_dir.join("cluster");
+        let dir = super::cluster_dir(registry);
         std::fs::create_dir_all(&dir)
             .map_err(|e| BrokerError::Internal(format!("creating {}: {e}", dir.display())))?;
         let applied_file = dir.join("metadata-applied");
@@ -140,16 +140,8 @@ impl MetadataLog {
     }
 
     fn save_applied(&self, next: u64) -> Result<()> {
-        let tmp = self.applied_file.with_extension("tmp");
-        let write = || -> std::io::Result<()> {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(next.to_string().as_bytes())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &self.applied_file)?;
-            crate::store::fsync_dir(self.applied_file.parent().expect("a file in a directory"))
-        };
-        write().map_err(|e| BrokerError::Internal(format!("saving {}: {e}", self.applied_file.display())))?;
+        crate::store::write_durably(&self.applied_file, next.to_string().as_bytes())
+            .map_err(|e| BrokerError::Internal(format!("saving {}: {e}", self.applied_file.display())))?;
         self.applied.send_replace(next);
         Ok(())
     }

@@ -62,8 +62,6 @@ pub struct Cluster {
     /// The members (`members.rs`), as this node last applied them; every group's
     /// voters are brought to them.
     members: RwLock<members::Members>,
-    /// `<data>/cluster`, where the members are kept.
-    members_dir: std::path::PathBuf,
     host: RaftHost,
     registry: Arc<Registry>,
     metadata: MetadataLog,
@@ -144,8 +142,7 @@ impl Cluster {
         listener: tokio::net::TcpListener,
     ) -> Result<Arc<Cluster>> {
         let ClusterOptions { node_id, peers, secrets, timers, addresses, leader_balance, join } = options;
-        let members_dir = registry.options().data_dir.join("cluster");
-        let members = start_members(node_id, &peers, &members_dir)?;
+        let members = start_members(node_id, &peers, &cluster_dir(&registry))?;
         let voters: Vec<u64> = members.nodes.keys().copied().collect();
         let others =
             members.nodes.iter().filter(|(id, _)| **id != node_id).map(|(id, a)| (*id, a.clone())).collect();
@@ -170,7 +167,6 @@ impl Cluster {
         let cluster = Arc::new(Cluster {
             node_id,
             members: RwLock::new(members),
-            members_dir,
             host,
             registry: registry.clone(),
             metadata,
@@ -234,7 +230,7 @@ impl Cluster {
         let mut members = self.members.read().expect("members lock").clone();
         let change = members.apply(command)?;
         if change != members::Change::Unchanged {
-            members.save(&self.members_dir)?;
+            members.save(&cluster_dir(&self.registry))?;
         }
         let ids = members.ids();
         *self.members.write().expect("members lock") = members;
@@ -425,6 +421,11 @@ impl Cluster {
     pub(crate) fn replicate(&self, command: crate::registry::metadata::Command) -> Result<()> {
         self.runtime.block_on(self.replicate_async(command))
     }
+}
+
+/// `<data>/cluster`: the node's own cluster files (members, metadata progress).
+fn cluster_dir(registry: &Registry) -> std::path::PathBuf {
+    registry.options().data_dir.join("cluster")
 }
 
 /// The members a node starts with: those it last applied (`members.json`), with

@@ -12,7 +12,6 @@ pub mod binding;
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
@@ -363,7 +362,7 @@ impl Plugins {
     pub fn store(&self, manifest: &Manifest, wasm: &[u8]) -> Result<()> {
         let path = blob_path(&self.blobs, &manifest.sha256);
         if !path.exists() {
-            write_durably(&self.blobs, &path, wasm)?;
+            write_durably(&path, wasm)?;
         }
         self.manifests.save(manifest)?;
         self.by_name.write().expect("plugins lock").insert(manifest.name.clone(), manifest.clone());
@@ -449,16 +448,8 @@ pub fn hex_sha256(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn write_durably(dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    let write = || -> std::io::Result<()> {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)?;
-        store::fsync_dir(dir)
-    };
-    write().map_err(|e| io(format!("writing {}", path.display()), e))
+fn write_durably(path: &Path, bytes: &[u8]) -> Result<()> {
+    store::write_durably(path, bytes).map_err(|e| io(format!("writing {}", path.display()), e))
 }
 
 /// Plugin names: like topic names, at most 100 characters of `[a-zA-Z0-9._-]`.

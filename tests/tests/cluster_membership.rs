@@ -1,0 +1,130 @@
+//! Changing a cluster's members (docs/cluster.md, "Adding, removing and replacing
+//! a node"): a failed node replaced under load with `es cluster add-node` and
+//! `remove-node`, a running node removed, a removed id refused.
+
+use std::time::Duration;
+
+use es_tests::cluster::{Cluster, ELECTION_WAIT, IdempotentLoad, consume_all, eventually, every_node_serves};
+use serde_json::{Value, json};
+
+/// Each live node's replicas of `topic`'s partition 0, as its `GET /cluster` shows.
+fn replicas_seen(c: &Cluster, topic: &str) -> Vec<(u64, Vec<u64>)> {
+    c.live()
+        .map(|(id, b)| {
+            let r = b.get("/cluster");
+            let replicas = r.body["partitions"]
+                .as_array()
+                .and_then(|ps| ps.iter().find(|p| p["topic"] == topic && p["partition"] == 0).cloned())
+                .map(|p| p["replicas"].as_array().unwrap().iter().filter_map(Value::as_u64).collect())
+                .unwrap_or_default();
+            (*id, replicas)
+        })
+        .collect()
+}
+
+fn es_cluster(c: &Cluster, asked: u64, args: &[&str]) -> String {
+    let mut cmd = std::process::Command::new(es_tests::broker::es_bin());
+    cmd.args(["--broker", &c.node(asked).url, "cluster"]).args(args);
+    es_tests::peers::run(&mut cmd, None, Duration::from_secs(30), "es cluster")
+}
+
+/// Replacing a failed node (issue 17's matrix): node 3 is killed under an
+/// idempotent es-client load; node 4 starts with `--cluster-join`, `es cluster
+/// add-node` makes every group copy its log to it and take it as a voter, and `es
+/// cluster remove-node 3` drops the dead node. Every acknowledged record is on
+/// nodes 1, 2 and 4 at its offset; a topic created afterwards has them as its
+/// replicas; node 3's id is refused if added again; and node 1, restarted with its
+/// original `--cluster-peers` (1, 2, 3), comes back knowing node 4 from its members
+/// file and catches up. Last, running node 2 is removed: it closes its
+/// partitions and refuses writes, and nodes 1 and 4 carry on as the replicas.
+#[test]
+fn a_failed_node_is_replaced_under_load_and_nothing_is_lost() {
+    let mut c = Cluster::new(4, &["--cluster-leader-balance-ms", "0"], &[]);
+    for id in 1..=3 {
+        c.start_node_listing(id, &[1, 2, 3], &[]);
+    }
+    c.create_topic_via(&[1, 2, 3], "replaced");
+    c.produce_via(&[1, 2, 3], "replaced", &["warm-up".to_owned()]);
+    let before = eventually(ELECTION_WAIT, "replicas 1,2,3", || {
+        let seen = replicas_seen(&c, "replaced");
+        seen.iter().all(|(_, r)| *r == [1, 2, 3]).then_some(seen)
+    });
+    assert_eq!(before.len(), 3);
+
+    let load = IdempotentLoad::start(c.node(1).binary_addr.clone(), "replaced");
+    eventually(ELECTION_WAIT, "records flowing", || {
+        (consume_all(c.node(1), "replaced").len() > 20).then_some(())
+    });
+    c.kill9(3);
+    c.start_node_listing(4, &[1, 2, 3, 4], &["--cluster-join"]);
+    let peer4 = c.peer_addr(4);
+    let out = es_cluster(&c, 2, &["add-node", "4", "--peer", &peer4]);
+    assert!(out.contains("node 4 added") && out.contains("members now 1,2,3,4"), "{out}");
+    assert!(out.contains("node 4 is a replica of every partition (1)"), "{out}");
+    eventually(ELECTION_WAIT * 2, "node 4 a replica everywhere", || {
+        let seen = replicas_seen(&c, "replaced");
+        seen.iter().all(|(_, r)| *r == [1, 2, 3, 4]).then_some(())
+    });
+    let out = es_cluster(&c, 4, &["remove-node", "3"]);
+    assert!(out.contains("node 3 removed") && out.contains("members now 1,2,4"), "{out}");
+    assert!(out.contains("node 3 is gone from every partition (1)"), "{out}");
+    eventually(ELECTION_WAIT * 2, "node 3 dropped everywhere", || {
+        let seen = replicas_seen(&c, "replaced");
+        seen.iter().all(|(_, r)| *r == [1, 2, 4]).then_some(())
+    });
+    // Its id may not come back; a bad address is refused before anything is written.
+    let again = c.node(1).post("/cluster/nodes", &json!({"id": 3, "peer": c.peer_addr(3)}));
+    assert_eq!((again.status, again.code()), (400, "invalid_request"), "{:?}", again.body);
+    let bad = c.node(1).post("/cluster/nodes", &json!({"id": 5, "peer": "nowhere"}));
+    assert_eq!((bad.status, bad.code()), (400, "invalid_request"), "{:?}", bad.body);
+
+    let mut acked = load.stop();
+    acked.insert(0, "warm-up".to_owned());
+    let n = acked.len() as u64;
+    assert_eq!(acked.keys().copied().collect::<Vec<_>>(), (0..n).collect::<Vec<_>>(), "dense offsets");
+    every_node_serves(&c, "replaced", &acked, "every acknowledged record");
+    // A topic created now is replicated by the members.
+    c.create_topic_via(&[1, 2, 4], "after");
+    eventually(ELECTION_WAIT, "the new topic on 1,2,4", || {
+        let seen = replicas_seen(&c, "after");
+        seen.iter().all(|(_, r)| *r == [1, 2, 4]).then_some(())
+    });
+
+    // Node 1 restarts with the flags it was first started with.
+    c.kill9(1);
+    c.start_node_listing(1, &[1, 2, 3], &[]);
+    let r = c.node(1).get("/cluster");
+    let members: Vec<u64> =
+        r.body["members"].as_array().unwrap().iter().filter_map(|m| m["id"].as_u64()).collect();
+    assert_eq!(members, [1, 2, 4], "{:?}", r.body);
+    let (_, offsets) = c.produce_via(&[1, 2, 4], "replaced", &["after-restart".to_owned()]);
+    acked.insert(offsets[0], "after-restart".to_owned());
+    every_node_serves(&c, "replaced", &acked, "every record after node 1's restart");
+
+    // A running node removed: it closes its partitions (and says so), the others
+    // carry on with 1 and 4 as every partition's replicas.
+    let out = es_cluster(&c, 2, &["remove-node", "2"]);
+    assert!(out.contains("node 2 removed") && out.contains("members now 1,4"), "{out}");
+    assert!(out.contains("asked node 2 itself"), "{out}");
+    let gone = c.nodes.remove(&2).expect("node 2");
+    eventually(ELECTION_WAIT * 2, "node 2 dropped everywhere", || {
+        let seen = replicas_seen(&c, "replaced");
+        seen.iter().all(|(_, r)| *r == [1, 4]).then_some(())
+    });
+    let (_, offsets) = c.produce_via(&[1, 4], "replaced", &["after-removal".to_owned()]);
+    acked.insert(offsets[0], "after-removal".to_owned());
+    let refused =
+        gone.post("/topics/replaced/records", &json!({"records": [{"value": "late", "partition": 0}]}));
+    assert_ne!(refused.status, 200, "a removed node took a write: {:?}", refused.body);
+    drop(gone);
+    // Restarted on its data directory, the removed node refuses to start.
+    let out = std::process::Command::new(es_tests::broker::broker_bin())
+        .args(["--data-dir", c.root.path().join("node2").to_str().unwrap(), "--node-id", "2"])
+        .args(["--cluster-peers", &c.peers, "--cluster-secret-file", c.secret.to_str().unwrap()])
+        .args(["--bind", "127.0.0.1:0", "--bind-binary", "127.0.0.1:0", "--bind-kafka", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("node 2 was removed from its cluster"), "{stderr}");
+    every_node_serves(&c, "replaced", &acked, "every record after node 2 left");
+}
