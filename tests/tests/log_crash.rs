@@ -71,7 +71,7 @@ fn acknowledged_appends_survive_sigkill() {
         let cycle_start = Instant::now();
         let generation = cycle + 1;
         let run_ms = rng.random_range(10..=60);
-        let run = run_child(&root, &stderr_path, generation, run_ms, (WRITER_THREADS, 1));
+        let run = run_child(&root, &stderr_path, generation, run_ms, (WRITER_THREADS, 1, None));
         assert_eq!(
             run.ready_hw, expected_end,
             "cycle {cycle}: the child reopened the log at a different high watermark than the checker left it"
@@ -133,8 +133,16 @@ enum Line {
 
 /// Starts the child, lets it acknowledge appends for about `run_ms`, kills it with
 /// SIGKILL and returns every complete line it printed.
-fn run_child(root: &Path, stderr_path: &Path, generation: u32, run_ms: u64, shape: (u32, u32)) -> ChildRun {
-    let (threads, partitions) = shape;
+/// `shape`: writer threads, partitions and the journal's file size (`None`: the
+/// default).
+fn run_child(
+    root: &Path,
+    stderr_path: &Path,
+    generation: u32,
+    run_ms: u64,
+    shape: (u32, u32, Option<u64>),
+) -> ChildRun {
+    let (threads, partitions, journal_file_bytes) = shape;
     let stderr = std::fs::File::create(stderr_path).unwrap();
     let mut child = Command::new(CHILD)
         .arg(root)
@@ -142,6 +150,7 @@ fn run_child(root: &Path, stderr_path: &Path, generation: u32, run_ms: u64, shap
         .arg(threads.to_string())
         .arg(CHILD_MAX_SECS)
         .arg(partitions.to_string())
+        .args(journal_file_bytes.map(|b| b.to_string()))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(stderr))
@@ -409,7 +418,8 @@ fn newest_segment_is_empty(dir: &Path) -> bool {
 /// Partitions and writer threads of the many-partition crash test.
 const MANY: u32 = 64;
 
-/// 64 partitions, 64 writers, one journal: kill -9 at random moments; after each
+/// 64 partitions, 64 writers, one journal (every other run with small files, so
+/// rotations and recycled files are among the kill points): kill -9 at random moments; after each
 /// kill every acknowledged batch of every partition is there byte for byte at its
 /// offset, offsets are contiguous, each writer's batches are a gap-free prefix of
 /// its sequence, and nothing is served past any high watermark.
@@ -432,7 +442,11 @@ fn acknowledged_appends_survive_sigkill_across_64_partitions() {
     let (mut total_acks, mut replayed, started) = (0usize, 0u64, Instant::now());
     for cycle in 0..cycles {
         let generation = cycle + 1;
-        let run = run_child(&root, &stderr_path, generation, rng.random_range(20..=120), (MANY, MANY));
+        // Every other cycle with 1 MiB journal files: several rotations a run, each
+        // checkpoint recycling the file before (its new salt) into the next.
+        let journal_file_bytes = (cycle % 2 == 1).then_some(1 << 20);
+        let shape = (MANY, MANY, journal_file_bytes);
+        let run = run_child(&root, &stderr_path, generation, rng.random_range(20..=120), shape);
         for ack in &run.acks {
             let id = BatchId { generation, thread: ack.thread, seq: ack.seq };
             let part = (ack.thread % MANY) as usize;

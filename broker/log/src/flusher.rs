@@ -21,7 +21,8 @@ use es_core::histogram::Histogram;
 
 use crate::error::{LogError, Result};
 use crate::files;
-use crate::journal::{self, Bypass, Journal};
+use crate::journal::{Bypass, Journal};
+use crate::journal_file;
 use crate::segment::{Segment, Waiter};
 
 /// Most threads one flush round uses to sync partitions in parallel.
@@ -338,14 +339,15 @@ impl Flusher {
         let mut records = Vec::new();
         for t in takes.iter().filter(|t| t.result.is_ok()) {
             for chunk in &t.chunks {
-                journal::encode_batch(&mut records, &t.job.name, chunk);
+                journal_file::encode_batch(&mut records, &t.job.name, chunk);
             }
             if !t.chunks.is_empty() {
                 journal.note_dirty(&t.job.segment.log_path);
             }
         }
         // A round with no bytes (a retried batch's waiter) still needs a healthy journal.
-        let committed = if records.is_empty() { journal.check_failed() } else { journal.commit(&records) };
+        let committed =
+            if records.is_empty() { journal.check_failed() } else { journal.commit(&mut records) };
         for mut t in takes {
             t.result = t.result.and_then(|()| committed.clone());
             self.complete(t);

@@ -1,9 +1,7 @@
 //! The per-disk journal. Every flush round appends one record per batch, for every
 //! partition with pending appends, and makes them durable with one `fdatasync`;
-//! segment files are written behind it and synced lazily, at checkpoints. A record
-//! is `[body length u32][crc32c of body u32][body]`, the body being
-//! `[kind u8][name length u16][partition name][offset u64][leader epoch i32][batch]`.
-//! Truncations go through the same file, in order with the appends, so a replay
+//! segment files are written behind it and synced lazily, at checkpoints. The
+//! files and their records are `journal_file`'s. Truncations go through the same file, in order with the appends, so a replay
 //! reproduces what the partitions went through (the Raft log storage needs both).
 //!
 //! A round that touches a single partition skips the journal when it may (see
@@ -16,11 +14,12 @@
 //! cannot fail for lack of space. Once the current file passes
 //! [`limits::JOURNAL_FILE_BYTES`] a new one becomes current and a checkpoint thread
 //! syncs every segment written while the old ones were current; only then are the
-//! old files deleted.
+//! old files recycled (the newest becomes the spare that the next rotation takes)
+//! or deleted.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::{File, OpenOptions};
-use std::io::{self, BufReader, Read};
+use std::fs::File;
+use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -28,100 +27,29 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use es_core::{LeaderEpoch, limits};
+use es_core::limits;
 
 use crate::error::{IoContext, LogError, Result};
 use crate::files;
 use crate::flusher::FlushStats;
+use crate::journal_file::{
+    FILE_HEADER_LEN, Opened, SPARE_FILE, create_file, encode_truncate, encode_truncate_entries, file_path,
+    list_files, recycle, stamp, take_spare,
+};
 
-pub(crate) const JOURNAL_EXT: &str = "journal";
-/// Length and CRC in front of every record body.
-const HEADER_LEN: usize = 8;
-/// Kind, name length, offset and epoch: the body bytes besides name and batch.
-const BODY_FIXED_LEN: usize = 1 + 2 + 8 + 4;
-const KIND_BATCH: u8 = 1;
-const KIND_TRUNCATE: u8 = 2;
+/// How a journal is run (see [`crate::ManagerOptions`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct JournalOptions {
+    /// Rotate past this size (normally [`limits::JOURNAL_FILE_BYTES`]).
+    pub file_bytes: u64,
+    /// Single-partition rounds may skip the journal ([`Journal::bypass`]).
+    pub bypass: bool,
+    /// Checkpointed files become the spare instead of being deleted.
+    pub recycle: bool,
+}
+
 /// Most threads a checkpoint uses to sync segments in parallel.
 const CHECKPOINT_WORKERS_MAX: usize = 8;
-
-/// One journal record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Entry {
-    /// A batch appended to `partition`, as stored (base offset and epoch stamped).
-    Batch { partition: String, base_offset: u64, epoch: LeaderEpoch, bytes: Vec<u8> },
-    /// Every record of `partition` at or after `offset` was discarded. Also written
-    /// (at offset 0) when a partition directory is created, so that a replay never
-    /// applies records of an earlier partition of the same name.
-    Truncate { partition: String, offset: u64 },
-    /// Every Raft entry of `partition` from Raft index `index` on (the batch at
-    /// `offset`) was discarded; entries before it at the same offset (control
-    /// batches take none) stay. A truncate record with the index as its payload.
-    TruncateEntries { partition: String, offset: u64, index: u64 },
-}
-
-/// Appends a batch record; the base offset and epoch are read from the stamped
-/// batch (Kafka v2: base offset at byte 0, partition leader epoch at byte 12).
-pub(crate) fn encode_batch(out: &mut Vec<u8>, partition: &str, batch: &[u8]) {
-    let base = u64::from_be_bytes(batch[0..8].try_into().expect("8 bytes"));
-    let epoch = i32::from_be_bytes(batch[12..16].try_into().expect("4 bytes"));
-    encode(out, KIND_BATCH, partition, base, epoch, batch);
-}
-
-pub(crate) fn encode_truncate(out: &mut Vec<u8>, partition: &str, offset: u64) {
-    encode(out, KIND_TRUNCATE, partition, offset, 0, &[]);
-}
-
-pub(crate) fn encode_truncate_entries(out: &mut Vec<u8>, partition: &str, offset: u64, index: u64) {
-    encode(out, KIND_TRUNCATE, partition, offset, 0, &index.to_le_bytes());
-}
-
-fn encode(out: &mut Vec<u8>, kind: u8, partition: &str, offset: u64, epoch: i32, payload: &[u8]) {
-    let start = out.len();
-    out.extend_from_slice(&[0; HEADER_LEN]);
-    out.push(kind);
-    out.extend_from_slice(&(partition.len() as u16).to_le_bytes());
-    out.extend_from_slice(partition.as_bytes());
-    out.extend_from_slice(&offset.to_le_bytes());
-    out.extend_from_slice(&epoch.to_le_bytes());
-    out.extend_from_slice(payload);
-    let body = &out[start + HEADER_LEN..];
-    let (len, crc) = (body.len() as u32, crc32c::crc32c(body));
-    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
-    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
-}
-
-/// Parses a CRC-checked body.
-fn decode_body(body: &[u8]) -> std::result::Result<Entry, &'static str> {
-    if body.len() < BODY_FIXED_LEN {
-        return Err("record body too short");
-    }
-    let kind = body[0];
-    let name_len = usize::from(u16::from_le_bytes([body[1], body[2]]));
-    if name_len > limits::JOURNAL_NAME_BYTES_MAX || body.len() < BODY_FIXED_LEN + name_len {
-        return Err("partition name runs past the record");
-    }
-    let name = std::str::from_utf8(&body[3..3 + name_len]).map_err(|_| "partition name is not UTF-8")?;
-    let at = 3 + name_len;
-    let offset = u64::from_le_bytes(body[at..at + 8].try_into().expect("8 bytes"));
-    let epoch = i32::from_le_bytes(body[at + 8..at + 12].try_into().expect("4 bytes"));
-    let payload = &body[at + 12..];
-    let partition = name.to_owned();
-    match kind {
-        KIND_BATCH if payload.len() >= 16 => Ok(Entry::Batch {
-            partition,
-            base_offset: offset,
-            epoch: LeaderEpoch(epoch),
-            bytes: payload.to_vec(),
-        }),
-        KIND_TRUNCATE if payload.is_empty() => Ok(Entry::Truncate { partition, offset }),
-        KIND_TRUNCATE if payload.len() == 8 => Ok(Entry::TruncateEntries {
-            partition,
-            offset,
-            index: u64::from_le_bytes(payload.try_into().expect("8 bytes")),
-        }),
-        _ => Err("unknown record kind or malformed payload"),
-    }
-}
 
 /// Whether a round of a single partition may skip the journal ([`Journal::bypass`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,106 +60,6 @@ pub(crate) enum Bypass {
     AfterCheckpoint,
     /// Bypass is off, or the journal failed.
     No,
-}
-
-/// What reading the next record found.
-#[derive(Debug)]
-pub(crate) enum Next {
-    Entry(Entry),
-    /// The written part of the file ends here (end of file, or preallocated zeros).
-    End,
-    /// A record that is cut off or fails its CRC: the torn tail of a crashed round.
-    Torn(String),
-}
-
-/// Reads the records of one journal file in order.
-pub(crate) struct RecordReader {
-    file: BufReader<File>,
-    pub position: u64,
-    len: u64,
-}
-
-impl RecordReader {
-    pub fn open(path: &Path) -> Result<RecordReader> {
-        let file = File::open(path).ctx(|| format!("opening {}", path.display()))?;
-        let len = file.metadata().ctx(|| format!("reading size of {}", path.display()))?.len();
-        Ok(RecordReader { file: BufReader::with_capacity(1 << 20, file), position: 0, len })
-    }
-
-    pub fn next_record(&mut self) -> io::Result<Next> {
-        if self.position == self.len {
-            return Ok(Next::End);
-        }
-        if self.position + HEADER_LEN as u64 > self.len {
-            // A file filled to within a header of its end keeps its preallocated
-            // zeros there: that is the end of a whole file, not a torn record (and
-            // replay must go on to the next file).
-            let mut rest = Vec::new();
-            self.file.read_to_end(&mut rest)?;
-            if rest.iter().all(|b| *b == 0) {
-                return Ok(Next::End);
-            }
-            return Ok(Next::Torn("record header cut off".into()));
-        }
-        let mut header = [0u8; HEADER_LEN];
-        self.file.read_exact(&mut header)?;
-        let body_len = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes")) as u64;
-        let crc = u32::from_le_bytes(header[4..8].try_into().expect("4 bytes"));
-        if body_len == 0 && crc == 0 {
-            return Ok(Next::End);
-        }
-        let max = (limits::BATCH_BYTES_MAX_HARD + limits::JOURNAL_NAME_BYTES_MAX + BODY_FIXED_LEN) as u64;
-        if body_len > max || self.position + HEADER_LEN as u64 + body_len > self.len {
-            return Ok(Next::Torn(format!("record of {body_len} bytes runs past the end of the file")));
-        }
-        let mut body = vec![0u8; body_len as usize];
-        self.file.read_exact(&mut body)?;
-        if crc32c::crc32c(&body) != crc {
-            return Ok(Next::Torn("record fails its CRC".into()));
-        }
-        let entry = match decode_body(&body) {
-            Ok(e) => e,
-            Err(reason) => return Ok(Next::Torn(reason.into())),
-        };
-        self.position += HEADER_LEN as u64 + body_len;
-        Ok(Next::Entry(entry))
-    }
-}
-
-/// `<dir>/<seq, 20 digits>.journal`.
-pub(crate) fn file_path(dir: &Path, seq: u64) -> PathBuf {
-    dir.join(format!("{seq:020}.{JOURNAL_EXT}"))
-}
-
-/// The journal files in `dir`, oldest first.
-pub(crate) fn list_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
-    let mut out = Vec::new();
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(LogError::io(format!("listing {}", dir.display()), e)),
-    };
-    for entry in entries {
-        let entry = entry.ctx(|| format!("listing {}", dir.display()))?;
-        let name = entry.file_name();
-        let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".journal")) else {
-            continue;
-        };
-        if stem.len() == 20
-            && let Ok(seq) = stem.parse::<u64>()
-        {
-            out.push((seq, entry.path()));
-        }
-    }
-    out.sort_unstable();
-    Ok(out)
-}
-
-/// The journal files in `dir`, oldest first: a journal left by a crash, which the
-/// next [`crate::LogManager::new`] replays. A clean shutdown leaves none, so tools
-/// that read a stopped broker's data directory (es-tools dump) check this first.
-pub fn pending_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    Ok(list_files(dir)?.into_iter().map(|(_, path)| path).collect())
 }
 
 /// Test hooks that make the next journal writes or syncs fail like a disk would.
@@ -261,7 +89,15 @@ fn is_enospc(e: &io::Error) -> bool {
 struct Current {
     file: File,
     seq: u64,
+    /// The salt every record written to this file carries.
+    salt: u64,
     position: u64,
+}
+
+impl Current {
+    fn new(opened: Opened, seq: u64) -> Current {
+        Current { file: opened.file, seq, salt: opened.salt, position: FILE_HEADER_LEN }
+    }
 }
 
 pub(crate) struct Journal {
@@ -285,25 +121,38 @@ pub(crate) struct Journal {
     file_bytes: u64,
     /// Single-partition rounds may skip the journal ([`Journal::bypass`]).
     bypass: bool,
+    /// Checkpointed files become the spare.
+    recycle: bool,
     pub faults: Faults,
 }
 
 impl Journal {
-    /// Starts a fresh journal in `dir`; any older files must have been replayed and
-    /// removed first (see `journal_replay`).
+    /// Starts a fresh journal in `dir` (in the spare, if an earlier run left one);
+    /// any older files must have been replayed and removed first (see
+    /// `journal_replay`).
     pub fn open(
         dir: &Path,
         first_seq: u64,
-        file_bytes: u64,
-        bypass: bool,
+        options: JournalOptions,
         stats: Arc<FlushStats>,
     ) -> Result<Arc<Journal>> {
         std::fs::create_dir_all(dir).ctx(|| format!("creating {}", dir.display()))?;
         let faults = Faults::default();
-        let file = create_file(dir, first_seq, file_bytes, &faults)?;
+        let opened = match options.recycle {
+            true => take_spare(dir, first_seq)?,
+            false => {
+                files::remove_if_exists(&dir.join(SPARE_FILE))
+                    .ctx(|| format!("removing the spare in {}", dir.display()))?;
+                None
+            }
+        };
+        let opened = match opened {
+            Some(o) => o,
+            None => create_file(dir, first_seq, options.file_bytes, faults.enospc())?,
+        };
         Ok(Arc::new(Journal {
             dir: dir.to_owned(),
-            current: Mutex::new(Current { file, seq: first_seq, position: 0 }),
+            current: Mutex::new(Current::new(opened, first_seq)),
             full: AtomicBool::new(false),
             failed: Mutex::new(None),
             dirty: Mutex::new(HashSet::new()),
@@ -312,8 +161,9 @@ impl Journal {
             stopping: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             stats,
-            file_bytes,
-            bypass,
+            file_bytes: options.file_bytes,
+            bypass: options.bypass,
+            recycle: options.recycle,
             faults,
         }))
     }
@@ -385,24 +235,26 @@ impl Journal {
             return;
         }
         let mut cur = self.current.lock().expect("journal lock");
-        if cur.position > 0 && self.check_failed().is_ok() {
+        if cur.position > FILE_HEADER_LEN && self.check_failed().is_ok() {
             self.rotate(&mut cur);
         }
     }
 
-    /// Writes `records` and syncs them: the one fdatasync of a round. A write refused
-    /// for lack of space is retried until space returns (the records' offsets are
-    /// taken, so they cannot be given back); a failed sync poisons the journal.
-    pub fn commit(self: &Arc<Self>, records: &[u8]) -> Result<()> {
+    /// Writes `records` (stamped with the current file's salt) and syncs them: the
+    /// one fdatasync of a round. A write refused for lack of space is retried until
+    /// space returns (the records' offsets are taken, so they cannot be given back);
+    /// a failed sync poisons the journal.
+    pub fn commit(self: &Arc<Self>, records: &mut [u8]) -> Result<()> {
         self.commit_noting(records, None)
     }
 
     /// [`Journal::commit`], noting first that `truncated` (the partition of the
     /// truncation record among `records`) has one in the current file. Under the
     /// journal's lock, so no rotation comes between the note and the write.
-    fn commit_noting(self: &Arc<Self>, records: &[u8], truncated: Option<&str>) -> Result<()> {
+    fn commit_noting(self: &Arc<Self>, records: &mut [u8], truncated: Option<&str>) -> Result<()> {
         let mut cur = self.current.lock().expect("journal lock");
         self.check_failed()?;
+        stamp(records, cur.salt);
         if let Some(partition) = truncated {
             self.truncated.lock().expect("truncated lock").insert(partition.to_owned(), cur.seq);
         }
@@ -460,14 +312,14 @@ impl Journal {
     pub fn record_truncate(self: &Arc<Self>, partition: &str, offset: u64) -> Result<()> {
         let mut buf = Vec::new();
         encode_truncate(&mut buf, partition, offset);
-        self.commit_noting(&buf, Some(partition))
+        self.commit_noting(&mut buf, Some(partition))
     }
 
     /// Records a Raft truncation (entries from `index`, at `offset`) durably.
     pub fn record_truncate_entries(self: &Arc<Self>, partition: &str, offset: u64, index: u64) -> Result<()> {
         let mut buf = Vec::new();
         encode_truncate_entries(&mut buf, partition, offset, index);
-        self.commit_noting(&buf, Some(partition))
+        self.commit_noting(&mut buf, Some(partition))
     }
 
     /// Makes a new file current and checkpoints the old ones in the background.
@@ -480,8 +332,20 @@ impl Journal {
         if self.check_failed().is_err() {
             return;
         }
-        let file = match create_file(&self.dir, cur.seq + 1, self.file_bytes, &self.faults) {
-            Ok(f) => f,
+        let next = cur.seq + 1;
+        let spare = match self.recycle {
+            true => take_spare(&self.dir, next).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "cannot use the spare journal file; creating a new one");
+                None
+            }),
+            false => None,
+        };
+        let opened = match spare {
+            Some(opened) => Ok(opened),
+            None => create_file(&self.dir, next, self.file_bytes, self.faults.enospc()),
+        };
+        let opened = match opened {
+            Ok(o) => o,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot start a new journal file; appends are refused until it can");
                 self.full.store(true, Ordering::Release);
@@ -490,7 +354,7 @@ impl Journal {
         };
         self.full.store(false, Ordering::Release);
         let old_seq = cur.seq;
-        *cur = Current { file, seq: old_seq + 1, position: 0 };
+        *cur = Current::new(opened, next);
         let dirty: Vec<PathBuf> = self.dirty.lock().expect("dirty lock").drain().collect();
         let me = self.clone();
         let spawned = std::thread::Builder::new()
@@ -504,22 +368,34 @@ impl Journal {
         }
     }
 
-    /// Syncs `segments`, then deletes the journal files up to `upto_seq`: the order
-    /// that makes deleting them safe.
+    /// Syncs `segments`, then retires the journal files up to `upto_seq`: the order
+    /// that makes retiring them safe.
     fn checkpoint(&self, segments: &[PathBuf], upto_seq: u64) {
-        let done = sync_files(segments, &self.stats).and_then(|()| self.remove_files(upto_seq));
+        let done = sync_files(segments, &self.stats).and_then(|()| self.retire_files(upto_seq));
         if let Err(e) = done {
             self.poison(&e);
         }
     }
 
-    fn remove_files(&self, upto_seq: u64) -> Result<()> {
-        for (seq, path) in list_files(&self.dir)? {
-            if seq <= upto_seq {
-                files::remove_if_exists(&path).ctx(|| format!("removing {}", path.display()))?;
+    /// Removes the journal files up to `upto_seq`, except the newest, which becomes
+    /// the spare when recycling is on and no spare waits. The others go first and
+    /// durably: the spare's new salt is a data write, durable as soon as it is synced,
+    /// so a crash must not find it recycled with an older file still there (replaying
+    /// that file's truncations without the newer file's batches would cut them).
+    fn retire_files(&self, upto_seq: u64) -> Result<()> {
+        let old: Vec<_> = list_files(&self.dir)?.into_iter().filter(|(seq, _)| *seq <= upto_seq).collect();
+        let spare_free = self.recycle && !self.dir.join(SPARE_FILE).exists();
+        let keep = old.last().filter(|_| spare_free).map(|(seq, _)| *seq);
+        for (seq, path) in &old {
+            if Some(*seq) != keep {
+                files::remove_if_exists(path).ctx(|| format!("removing {}", path.display()))?;
             }
         }
         files::fsync_dir(&self.dir).ctx(|| format!("syncing {}", self.dir.display()))?;
+        if let Some(seq) = keep {
+            recycle(&file_path(&self.dir, seq), &self.dir)?;
+            files::fsync_dir(&self.dir).ctx(|| format!("syncing {}", self.dir.display()))?;
+        }
         // Only now can no replay see those truncations again.
         self.truncated.lock().expect("truncated lock").retain(|_, seq| *seq > upto_seq);
         Ok(())
@@ -531,7 +407,8 @@ impl Journal {
     }
 
     /// Clean shutdown, after the last round: syncs every segment written behind and
-    /// removes every journal file, so the next start has nothing to replay. With
+    /// retires every journal file (the current one may stay as the spare, which holds
+    /// nothing to replay), so the next start has nothing to replay. With
     /// `checkpoint` false (a simulated crash) the files are left as they are.
     pub fn close(&self, checkpoint: bool) {
         if self.closed.swap(true, Ordering::AcqRel) {
@@ -545,40 +422,10 @@ impl Journal {
         }
         let seq = self.current.lock().expect("journal lock").seq;
         let dirty: Vec<PathBuf> = self.dirty.lock().expect("dirty lock").drain().collect();
-        if let Err(e) = sync_files(&dirty, &self.stats).and_then(|()| self.remove_files(seq)) {
+        if let Err(e) = sync_files(&dirty, &self.stats).and_then(|()| self.retire_files(seq)) {
             tracing::error!(error = %e, "the final checkpoint failed; the journal will be replayed on the next start");
         }
     }
-}
-
-/// Creates and preallocates journal file `seq` and makes its name durable.
-fn create_file(dir: &Path, seq: u64, bytes: u64, faults: &Faults) -> Result<File> {
-    let path = file_path(dir, seq);
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .read(true)
-        .write(true)
-        .open(&path)
-        .ctx(|| format!("creating {}", path.display()))?;
-    let allocated = if faults.enospc() {
-        Err(rustix::io::Errno::NOSPC)
-    } else {
-        rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, bytes)
-    };
-    match allocated {
-        Ok(()) => {}
-        // Filesystems without fallocate still work; writes may then hit ENOSPC.
-        Err(rustix::io::Errno::OPNOTSUPP) => {}
-        Err(e) => {
-            drop(file);
-            let _ = files::remove_if_exists(&path);
-            return Err(LogError::io(format!("preallocating {}", path.display()), e.into()));
-        }
-    }
-    file.sync_all().ctx(|| format!("syncing {}", path.display()))?;
-    files::fsync_dir(dir).ctx(|| format!("syncing {}", dir.display()))?;
-    Ok(file)
 }
 
 /// Syncs files in parallel; a file that is gone (truncated away, expired) is skipped.
@@ -603,7 +450,32 @@ pub(crate) fn sync_files(paths: &[PathBuf], stats: &FlushStats) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::MetadataExt;
+
     use super::*;
+    use crate::journal_file::{Entry, Next, RecordReader, encode_batch};
+
+    fn options(file_bytes: u64, recycle: bool) -> JournalOptions {
+        JournalOptions { file_bytes, bypass: true, recycle }
+    }
+
+    fn open(dir: &Path, first_seq: u64, o: JournalOptions) -> Arc<Journal> {
+        Journal::open(dir, first_seq, o, Arc::new(FlushStats::default())).unwrap()
+    }
+
+    /// The base offsets of the batch records `path` holds, in order.
+    fn offsets_in(path: &Path) -> Vec<u64> {
+        let mut r = RecordReader::open(path).unwrap();
+        let mut out = Vec::new();
+        loop {
+            match r.next_record().unwrap() {
+                Next::Entry(Entry::Batch { base_offset, .. }) => out.push(base_offset),
+                Next::Entry(other) => panic!("{other:?}"),
+                Next::End => return out,
+                Next::Torn(reason) => panic!("torn: {reason}"),
+            }
+        }
+    }
 
     fn batch(base: u64, epoch: i32, len: usize) -> Vec<u8> {
         let mut b = vec![7u8; len];
@@ -612,124 +484,26 @@ mod tests {
         b
     }
 
-    fn read_all(path: &Path) -> (Vec<Entry>, Next) {
-        let mut r = RecordReader::open(path).unwrap();
-        let mut out = Vec::new();
-        loop {
-            match r.next_record().unwrap() {
-                Next::Entry(e) => out.push(e),
-                other => return (out, other),
-            }
-        }
-    }
-
-    #[test]
-    fn pending_files_lists_only_journal_files_oldest_first() {
-        let dir = tempfile::tempdir().unwrap();
-        assert!(pending_files(&dir.path().join("absent")).unwrap().is_empty());
-        for name in ["00000000000000000002.journal", "00000000000000000001.journal", "notes.journal", "x.tmp"]
-        {
-            std::fs::write(dir.path().join(name), b"").unwrap();
-        }
-        let found = pending_files(dir.path()).unwrap();
-        let names: Vec<_> = found.iter().map(|p| p.file_name().unwrap().to_str().unwrap()).collect();
-        assert_eq!(names, ["00000000000000000001.journal", "00000000000000000002.journal"]);
-    }
-
-    #[test]
-    fn records_round_trip_and_a_flipped_bit_ends_the_journal_there() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut buf = Vec::new();
-        encode_batch(&mut buf, "t-0", &batch(5, 3, 80));
-        let first_len = buf.len();
-        encode_truncate(&mut buf, "t-1", 9);
-        encode_batch(&mut buf, "t-0", &batch(6, 3, 40));
-        let path = dir.path().join("a.journal");
-        std::fs::write(&path, &buf).unwrap();
-        let (entries, end) = read_all(&path);
-        assert!(matches!(end, Next::End));
-        assert_eq!(entries.len(), 3);
-        assert_eq!(
-            entries[0],
-            Entry::Batch {
-                partition: "t-0".into(),
-                base_offset: 5,
-                epoch: LeaderEpoch(3),
-                bytes: batch(5, 3, 80)
-            }
-        );
-        assert_eq!(entries[1], Entry::Truncate { partition: "t-1".into(), offset: 9 });
-        // Flips in the second record (26 bytes): length, CRC, kind, name, offset, epoch.
-        for at in [0, 5, 9, 12, 20, 25].map(|d| first_len + d) {
-            let mut bad = buf.clone();
-            bad[at] ^= 0x10;
-            std::fs::write(&path, &bad).unwrap();
-            let (entries, end) = read_all(&path);
-            assert_eq!(entries.len(), 1, "flip at {at}: only the record before the flip survives");
-            assert!(matches!(end, Next::Torn(_)), "flip at {at}: {end:?}");
-        }
-    }
-
-    #[test]
-    fn every_cut_of_the_last_record_reads_as_a_torn_tail() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut buf = Vec::new();
-        encode_batch(&mut buf, "p", &batch(0, 1, 30));
-        let whole = buf.len();
-        encode_batch(&mut buf, "p", &batch(1, 1, 30));
-        let path = dir.path().join("a.journal");
-        for cut in whole + 1..buf.len() {
-            std::fs::write(&path, &buf[..cut]).unwrap();
-            let (entries, end) = read_all(&path);
-            assert_eq!(entries.len(), 1, "cut at {cut}");
-            assert!(matches!(end, Next::Torn(_)), "cut at {cut}: {end:?}");
-        }
-        // Preallocated zeros after the last record read as the end, not as damage.
-        let mut padded = buf.clone();
-        padded.extend_from_slice(&[0u8; 64]);
-        std::fs::write(&path, &padded).unwrap();
-        let (entries, end) = read_all(&path);
-        assert_eq!(entries.len(), 2);
-        assert!(matches!(end, Next::End));
-        // So do fewer zeros than a record header, where a full file stops short of its
-        // size; a non-zero byte there is still a torn header.
-        for tail in 1..HEADER_LEN {
-            let mut short = buf.clone();
-            short.extend(std::iter::repeat_n(0u8, tail));
-            std::fs::write(&path, &short).unwrap();
-            let (entries, end) = read_all(&path);
-            assert_eq!(entries.len(), 2, "{tail} zero bytes");
-            assert!(matches!(end, Next::End), "{tail} zero bytes: {end:?}");
-            *short.last_mut().unwrap() = 1;
-            std::fs::write(&path, &short).unwrap();
-            assert!(matches!(read_all(&path).1, Next::Torn(_)), "{tail} bytes, one not zero");
-        }
-    }
-
     #[test]
     fn a_failed_sync_poisons_and_enospc_is_retried_until_space_returns() {
         let dir = tempfile::tempdir().unwrap();
-        let j =
-            Journal::open(dir.path(), 1, limits::JOURNAL_FILE_BYTES, true, Arc::new(FlushStats::default()))
-                .unwrap();
+        let j = open(dir.path(), 1, options(limits::JOURNAL_FILE_BYTES, true));
         let mut rec = Vec::new();
         encode_batch(&mut rec, "p", &batch(0, 1, 30));
         // Two refused writes, then space returns: the commit succeeds.
         j.faults.enospc.store(2, Ordering::Release);
-        j.commit(&rec).unwrap();
+        j.commit(&mut rec).unwrap();
         j.admit().unwrap();
         j.faults.fail_sync.store(true, Ordering::Release);
-        assert!(matches!(j.commit(&rec), Err(LogError::Io { .. })));
+        assert!(matches!(j.commit(&mut rec), Err(LogError::Io { .. })));
         assert!(matches!(j.admit(), Err(LogError::Failed(_))));
-        assert!(matches!(j.commit(&rec), Err(LogError::Failed(_))));
+        assert!(matches!(j.commit(&mut rec), Err(LogError::Failed(_))));
     }
 
     #[test]
     fn no_space_for_a_new_file_refuses_appends_until_a_retry_works() {
         let dir = tempfile::tempdir().unwrap();
-        let j =
-            Journal::open(dir.path(), 1, limits::JOURNAL_FILE_BYTES, true, Arc::new(FlushStats::default()))
-                .unwrap();
+        let j = open(dir.path(), 1, options(limits::JOURNAL_FILE_BYTES, true));
         {
             let mut cur = j.current.lock().unwrap();
             cur.position = j.file_bytes;
@@ -747,5 +521,60 @@ mod tests {
         assert_eq!(j.current.lock().unwrap().seq, 2);
         j.close(true);
         assert!(list_files(dir.path()).unwrap().is_empty(), "a clean close leaves nothing to replay");
+    }
+
+    /// Rotations take the spare the previous checkpoint left, so past the first
+    /// rotation no file is preallocated anew and at most two files exist (the current
+    /// one and the spare, or the one being checkpointed); every file reads back
+    /// exactly the records of its own use. Without recycling no spare is kept.
+    #[test]
+    fn checkpointed_files_are_recycled_and_read_back_only_their_new_records() {
+        for recycle in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let j = open(dir.path(), 1, options(4096, recycle));
+            let mut offset = 0;
+            for _ in 0..6 {
+                // The spare waiting now is the file the rotation below makes current.
+                let spare = std::fs::metadata(dir.path().join(SPARE_FILE)).ok().map(|m| m.ino());
+                // Enough records to pass the file size: one rotation per pass.
+                let seq = j.current.lock().unwrap().seq;
+                let mut written = Vec::new();
+                while j.current.lock().unwrap().seq == seq {
+                    let mut rec = Vec::new();
+                    encode_batch(&mut rec, "p", &batch(offset, 1, 300));
+                    j.commit(&mut rec).unwrap();
+                    written.push(offset);
+                    offset += 1;
+                }
+                let current = j.current.lock().unwrap().file.metadata().unwrap().ino();
+                if let Some(spare) = spare {
+                    assert_eq!(spare, current, "the rotation took the spare");
+                }
+                // The rotated file holds what was written to it, and nothing older.
+                let path = file_path(dir.path(), seq);
+                if path.exists() {
+                    assert_eq!(offsets_in(&path), written, "file {seq}, recycle {recycle}");
+                }
+                if let Some(h) = j.checkpoint.lock().unwrap().take() {
+                    h.join().unwrap();
+                }
+                let files = std::fs::read_dir(dir.path()).unwrap().count();
+                assert!(files <= 2, "{files} files, recycle {recycle}");
+                assert_eq!(dir.path().join(SPARE_FILE).exists(), recycle);
+                assert!(!file_path(dir.path(), seq).exists(), "file {seq} was retired");
+                // What the spare holds now reads as nothing in its next use.
+                if recycle {
+                    assert!(offsets_in(&dir.path().join(SPARE_FILE)).is_empty());
+                }
+            }
+            j.close(true);
+            assert!(list_files(dir.path()).unwrap().is_empty());
+            assert_eq!(dir.path().join(SPARE_FILE).exists(), recycle, "a clean close keeps the spare");
+            // The next start takes the spare: nothing of its old use is read.
+            let j = open(dir.path(), 9, options(4096, recycle));
+            assert!(offsets_in(&file_path(dir.path(), 9)).is_empty());
+            assert!(!dir.path().join(SPARE_FILE).exists());
+            j.close(false);
+        }
     }
 }

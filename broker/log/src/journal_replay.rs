@@ -19,7 +19,8 @@ use crate::config::LogConfig;
 use crate::error::{IoContext, LogError, Result};
 use crate::files;
 use crate::flusher::{FlushStats, Flusher};
-use crate::journal::{self, Entry, Next, RecordReader};
+use crate::journal;
+use crate::journal_file::{self, Entry, Next, RecordReader};
 use crate::manager::{ManagerOptions, Shared};
 use crate::open_files::OpenFiles;
 use crate::partition::PartitionLog;
@@ -49,7 +50,7 @@ pub struct JournalReplay {
 /// Replays `journal_dir` into the partitions under `root`, then removes its files.
 pub(crate) fn replay(root: &Path, journal_dir: &Path, options: &ManagerOptions) -> Result<JournalReplay> {
     let started = Instant::now();
-    let found = journal::list_files(journal_dir)?;
+    let found = journal_file::list_files(journal_dir)?;
     let mut report =
         JournalReplay { next_seq: found.last().map_or(1, |(seq, _)| seq + 1), ..JournalReplay::default() };
     if found.is_empty() {
@@ -426,7 +427,7 @@ mod tests {
                 Op::Snapshot if bypass => {}
                 Op::Snapshot => {
                     // Not the current file: it still grows, and a surviving file is whole.
-                    let mut found = journal::list_files(&root.join(crate::JOURNAL_DIR)).unwrap();
+                    let mut found = journal_file::list_files(&root.join(crate::JOURNAL_DIR)).unwrap();
                     found.pop();
                     // A background checkpoint may delete a file between the listing and
                     // the copy; such a snapshot is no state a crash could leave (files
@@ -438,6 +439,14 @@ mod tests {
                         let to = side.join(path.file_name().unwrap());
                         let part = to.with_extension("staged");
                         match std::fs::copy(&path, &part) {
+                            // A file that is no longer current holds records; a copy
+                            // with none was taken while the checkpoint recycled the
+                            // file (new salt), after it had durably deleted the older
+                            // files: restoring those with it is no crash's state.
+                            Ok(_) if !holds_records(&part) => {
+                                std::fs::remove_file(&part).unwrap();
+                                whole = false;
+                            }
                             Ok(_) => staged.push((part, to)),
                             Err(e) if e.kind() == std::io::ErrorKind::NotFound => whole = false,
                             Err(e) => panic!("snapshotting {}: {e}", path.display()),
@@ -458,15 +467,19 @@ mod tests {
         (model, synced)
     }
 
+    fn holds_records(path: &Path) -> bool {
+        matches!(RecordReader::open(path).unwrap().next_record().unwrap(), Next::Entry(_))
+    }
+
     /// Puts back snapshot files just older than the oldest remaining one (a
     /// checkpoint deletes in ascending order, so what survives is contiguous).
     fn restore_older(jdir: &Path, side: &Path) {
-        let Some(&(mut seq, _)) = journal::list_files(jdir).unwrap().first() else {
+        let Some(&(mut seq, _)) = journal_file::list_files(jdir).unwrap().first() else {
             return;
         };
         while seq > 1 {
             seq -= 1;
-            let name = journal::file_path(jdir, seq);
+            let name = journal_file::file_path(jdir, seq);
             let copy = side.join(name.file_name().unwrap());
             if !copy.exists() {
                 return;
@@ -479,7 +492,7 @@ mod tests {
     /// on may not have been synced, so a crash may lose or garble them.
     fn journal_floors(jdir: &Path) -> HashMap<String, u64> {
         let mut floors = HashMap::new();
-        for (_, path) in journal::list_files(jdir).unwrap() {
+        for (_, path) in journal_file::list_files(jdir).unwrap() {
             let mut r = RecordReader::open(&path).unwrap();
             while let Next::Entry(e) = r.next_record().unwrap() {
                 let (name, offset) = match e {
@@ -524,10 +537,11 @@ mod tests {
         }
     }
 
-    /// Writes the round the crash interrupted: torn or garbled, never acknowledged;
-    /// replay must report it as the torn tail.
-    fn tear_journal(jdir: &Path, tail: (f64, bool)) {
-        let (_, path) = journal::list_files(jdir).unwrap().pop().expect("a current journal file");
+    /// Writes the round the crash interrupted: torn or garbled, never acknowledged.
+    /// Whether replay must report it as the torn tail: yes, unless the damage keeps
+    /// its header's salt from being the file's, when it is no record of this file.
+    fn tear_journal(jdir: &Path, tail: (f64, bool)) -> bool {
+        let (_, path) = journal_file::list_files(jdir).unwrap().pop().expect("a current journal file");
         let mut r = RecordReader::open(&path).unwrap();
         while let Next::Entry(_) = r.next_record().unwrap() {}
         let end = r.position;
@@ -535,10 +549,13 @@ mod tests {
         let batch =
             es_core::batch::encode(&[Record::from_value("torn")], 0, es_core::ProducerInfo::NONE).unwrap();
         encode_batch_for_test(&mut rec, "p0", &batch);
+        journal_file::stamp(&mut rec, r.salt().expect("a journal file of this format"));
+        let salt_at = 8..journal_file::HEADER_LEN;
         let (frac, flip) = tail;
-        if flip {
+        let torn = if flip {
             let pos = (rec.len() as f64 * frac) as usize;
             rec[pos] ^= 0x80;
+            !salt_at.contains(&pos)
         } else {
             // Cut before the record's last non-zero byte, so it is torn: a cut that
             // only dropped trailing zeros would leave a whole record, a write that
@@ -547,12 +564,14 @@ mod tests {
             let last = rec.iter().rposition(|b| *b != 0).expect("a record has non-zero bytes");
             let cut = 1 + ((last - 1) as f64 * frac) as usize;
             rec.truncate(cut);
-        }
+            cut >= salt_at.end
+        };
         std::fs::OpenOptions::new().write(true).open(&path).unwrap().write_all_at(&rec, end).unwrap();
+        torn
     }
 
     fn encode_batch_for_test(out: &mut Vec<u8>, name: &str, batch: &[u8]) {
-        journal::encode_batch(out, name, batch);
+        journal_file::encode_batch(out, name, batch);
     }
 
     /// Reopens the log and checks every partition holds exactly the model.
@@ -597,13 +616,10 @@ mod tests {
             let jdir = root.join(crate::JOURNAL_DIR);
             restore_older(&jdir, &side);
             damage_segments(&root, &crash, &journal_floors(&jdir), &synced);
-            if let Some(tail) = crash.journal_tail {
-                tear_journal(&jdir, tail);
-            }
-            let torn = crash.journal_tail.is_some();
+            let torn = crash.journal_tail.is_some_and(|tail| tear_journal(&jdir, tail));
             let again = tmp.path().join("again");
             std::fs::create_dir_all(&again).unwrap();
-            for (_, path) in journal::list_files(&jdir).unwrap() {
+            for (_, path) in journal_file::list_files(&jdir).unwrap() {
                 std::fs::copy(&path, again.join(path.file_name().unwrap())).unwrap();
             }
             let report = check(&root, &model);

@@ -15,7 +15,7 @@ use crate::config::LogConfig;
 use crate::error::{IoContext, LogError, Result};
 use crate::files;
 use crate::flusher::{FlushStats, Flusher};
-use crate::journal::Journal;
+use crate::journal::{Journal, JournalOptions};
 use crate::journal_replay::{self, JournalReplay};
 use crate::open_files::OpenFiles;
 use crate::partition::{PartitionLog, RecoveryReport};
@@ -42,6 +42,10 @@ pub struct ManagerOptions {
     /// the journal, when safe (`Journal::bypass`). On by default; off makes every
     /// round go through the journal (tests and benchmarks that compare the two).
     pub journal_bypass: bool,
+    /// A checkpointed journal file becomes the spare the next rotation writes over,
+    /// rather than being deleted and a new one preallocated (`journal_file`). On by
+    /// default; off for benchmarks that compare the two.
+    pub journal_recycle: bool,
 }
 
 /// A manager whose every round goes through the journal, none synced in a segment
@@ -69,6 +73,7 @@ impl Default for ManagerOptions {
             journal_dir: None,
             journal_file_bytes: es_core::limits::JOURNAL_FILE_BYTES,
             journal_bypass: true,
+            journal_recycle: true,
         }
     }
 }
@@ -125,8 +130,11 @@ impl LogManager {
             true => Some(Journal::open(
                 &journal_dir,
                 replayed.next_seq,
-                options.journal_file_bytes,
-                options.journal_bypass,
+                JournalOptions {
+                    file_bytes: options.journal_file_bytes,
+                    bypass: options.journal_bypass,
+                    recycle: options.journal_recycle,
+                },
                 stats.clone(),
             )?),
             false => None,

@@ -26,14 +26,22 @@ fn main() {
 
 fn run() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.len() < 2 || args.len() > 5 {
-        bail!("usage: es-log-crash-child <data dir> <generation> [threads] [max seconds] [partitions]");
+    if args.len() < 2 || args.len() > 6 {
+        bail!(
+            "usage: es-log-crash-child <data dir> <generation> [threads] [max seconds] [partitions] [journal file bytes]"
+        );
     }
     let dir = &args[0];
     let generation: u32 = args[1].parse().context("generation")?;
     let threads: u32 = args.get(2).map_or(Ok(4), |s| s.parse()).context("threads")?;
     let max_secs: u64 = args.get(3).map_or(Ok(60), |s| s.parse()).context("max seconds")?;
     let partitions: u32 = args.get(4).map_or(Ok(1), |s| s.parse()).context("partitions")?;
+    // Small journal files make rotations, checkpoints and recycled files happen
+    // within a run, so a kill lands among them too.
+    let journal_file_bytes: u64 = args
+        .get(5)
+        .map_or(Ok(es_core::limits::JOURNAL_FILE_BYTES), |s| s.parse())
+        .context("journal file bytes")?;
 
     std::thread::spawn(move || {
         std::thread::sleep(Duration::from_secs(max_secs));
@@ -41,9 +49,11 @@ fn run() -> Result<()> {
         std::process::exit(3);
     });
 
-    let manager =
-        LogManager::new(dir, ManagerOptions { housekeeping_interval: None, ..ManagerOptions::default() })
-            .context("creating the log manager")?;
+    let manager = LogManager::new(
+        dir,
+        ManagerOptions { housekeeping_interval: None, journal_file_bytes, ..ManagerOptions::default() },
+    )
+    .context("creating the log manager")?;
     let logs = (0..partitions.max(1))
         .map(|p| {
             let name = crashload::partition_of(p, partitions);
