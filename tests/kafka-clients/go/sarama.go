@@ -1,7 +1,10 @@
 // Sarama (IBM/sarama) through the produce / group-consume scenario that
 // tests/tests/kafka_clients_more.rs runs for every client: an idempotent producer
-// (acks=all) writes records kFROM..; a consumer group member reads COUNT records,
-// commits them and leaves, so the next member of the group resumes after them.
+// (acks=all) writes records kFROM.. (value vFROM.., header seq=FROM..) and reports
+// where each landed; a consumer group member reads COUNT records, commits them and
+// leaves, so the next member of the group resumes after them, and reports each record
+// it read and the group's committed offsets as the cluster admin then fetches them.
+// Sarama does not expose a record's timestamp type, so only the timestamp is reported.
 //
 //	go run . sarama-produce BOOTSTRAP TOPIC FROM COUNT
 //	go run . sarama-consume BOOTSTRAP TOPIC GROUP COUNT
@@ -39,41 +42,62 @@ func saramaProduce(bootstrap, topic string, from, count int) (map[string]any, er
 		return nil, fmt.Errorf("new producer: %w", err)
 	}
 	defer p.Close()
-	var offsets []int64
+	var records []map[string]any
 	for i := from; i < from+count; i++ {
+		key := fmt.Sprintf("k%d", i)
 		msg := &sarama.ProducerMessage{
-			Topic: topic,
-			Key:   sarama.StringEncoder(fmt.Sprintf("k%d", i)),
-			Value: sarama.StringEncoder(fmt.Sprintf("v%d", i)),
+			Topic:   topic,
+			Key:     sarama.StringEncoder(key),
+			Value:   sarama.StringEncoder(fmt.Sprintf("v%d", i)),
+			Headers: []sarama.RecordHeader{{Key: []byte("seq"), Value: []byte(fmt.Sprint(i))}},
 		}
-		_, off, err := p.SendMessage(msg)
+		partition, off, err := p.SendMessage(msg)
 		if err != nil {
 			return nil, fmt.Errorf("send v%d: %w", i, err)
 		}
-		offsets = append(offsets, off)
+		records = append(records, map[string]any{"key": key, "partition": partition, "offset": off})
 	}
-	return map[string]any{"produced": count, "idempotent": true, "offsets": offsets}, nil
+	return map[string]any{"produced": count, "idempotent": true, "records": records}, nil
 }
 
 // saramaHandler collects records until it has want of them, marking each, then
 // commits synchronously and ends the session. Each partition's claim runs on a
-// goroutine of its own, hence the lock.
+// goroutine of its own, hence the lock, which also covers the mark: the record that
+// completes the set is marked after every other one, so the commit covers them all.
 type saramaHandler struct {
-	want   int
-	mu     sync.Mutex
-	values []string
-	once   sync.Once
-	done   chan struct{}
+	want    int
+	mu      sync.Mutex
+	values  []string
+	records []map[string]any
+	once    sync.Once
+	done    chan struct{}
 }
 
-// take records one value; true once want are in.
-func (h *saramaHandler) take(v string) bool {
+// take records and marks one record; true once want are in.
+func (h *saramaHandler) take(s sarama.ConsumerGroupSession, m *sarama.ConsumerMessage) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.values) < h.want {
-		h.values = append(h.values, v)
+		h.values = append(h.values, string(m.Value))
+		var headers [][]any
+		for _, hd := range m.Headers {
+			headers = append(headers, []any{string(hd.Key), text(hd.Value)})
+		}
+		h.records = append(h.records, map[string]any{
+			"partition": m.Partition, "offset": m.Offset, "key": text(m.Key), "value": text(m.Value),
+			"headers": headers, "timestamp": m.Timestamp.UnixMilli(),
+		})
+		s.MarkMessage(m, "")
 	}
 	return len(h.values) >= h.want
+}
+
+// text is a key, value or header value as a string, or nil for a null one.
+func text(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return string(b)
 }
 
 func (h *saramaHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
@@ -86,9 +110,7 @@ func (h *saramaHandler) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama
 			if !ok {
 				return nil
 			}
-			full := h.take(string(m.Value))
-			s.MarkMessage(m, "")
-			if full {
+			if h.take(s, m) {
 				s.Commit()
 				h.once.Do(func() { close(h.done) })
 				return nil
@@ -131,7 +153,49 @@ func saramaConsume(ctx context.Context, bootstrap, topic, group string, count in
 	if err := g.Close(); err != nil {
 		return nil, fmt.Errorf("close: %w", err)
 	}
+	offsets, err := saramaCommitted(bootstrap, topic, group)
+	if err != nil {
+		return nil, err
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return map[string]any{"values": h.values}, nil
+	return map[string]any{"values": h.values, "records": h.records, "committed": offsets}, nil
+}
+
+// saramaCommitted is the group's committed offset of each of the topic's partitions
+// (-1: none), as OffsetFetch through the cluster admin answers once the member has left.
+func saramaCommitted(bootstrap, topic, group string) ([]map[string]any, error) {
+	client, err := sarama.NewClient([]string{bootstrap}, saramaConfig())
+	if err != nil {
+		return nil, fmt.Errorf("new client: %w", err)
+	}
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		client.Close()
+		return nil, fmt.Errorf("new admin: %w", err)
+	}
+	defer admin.Close()
+	partitions, err := client.Partitions(topic)
+	if err != nil {
+		return nil, fmt.Errorf("partitions: %w", err)
+	}
+	res, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: partitions})
+	if err != nil {
+		return nil, fmt.Errorf("offset fetch: %w", err)
+	}
+	var out []map[string]any
+	for _, p := range partitions {
+		entry := map[string]any{"partition": p, "offset": int64(-1)}
+		if b := res.GetBlock(topic, p); b != nil {
+			entry["offset"] = b.Offset
+			if b.Err != sarama.ErrNoError {
+				entry["error"] = b.Err.Error()
+			}
+		}
+		out = append(out, entry)
+	}
+	if res.Err != sarama.ErrNoError {
+		return nil, fmt.Errorf("offset fetch: %w", res.Err)
+	}
+	return out, nil
 }

@@ -1,8 +1,10 @@
 // KafkaJS through the produce / group-consume scenario of
 // tests/tests/kafka_clients_more.rs: an idempotent producer (acks=all) writes
-// records kFROM..; a consumer group member reads COUNT records, commits them and
-// leaves, so the next member of the group resumes after them. Prints one JSON line;
-// KafkaJS's own log goes to stderr. Every wait is bounded.
+// records kFROM.. (value vFROM.., header seq=FROM..) and reports where each landed; a
+// consumer group member reads COUNT records, commits them and leaves, so the next
+// member of the group resumes after them, and reports each record it read and the
+// group's committed offsets as the admin client then fetches them. Prints one JSON
+// line; KafkaJS's own log goes to stderr. Every wait is bounded.
 //
 //   node kafkajs.js produce BOOTSTRAP TOPIC FROM COUNT
 //   node kafkajs.js consume BOOTSTRAP TOPIC GROUP COUNT
@@ -25,13 +27,40 @@ function client(bootstrap) {
 async function produce(bootstrap, topic, from, count) {
   const producer = client(bootstrap).producer({ idempotent: true, maxInFlightRequests: 1 });
   await producer.connect();
-  const offsets = [];
+  const records = [];
   for (let i = from; i < from + count; i++) {
-    const [r] = await producer.send({ topic, acks: -1, messages: [{ key: `k${i}`, value: `v${i}` }] });
-    offsets.push(Number(r.baseOffset));
+    const message = { key: `k${i}`, value: `v${i}`, headers: { seq: `${i}` } };
+    const [r] = await producer.send({ topic, acks: -1, messages: [message] });
+    records.push({ key: message.key, partition: r.partition, offset: Number(r.baseOffset) });
   }
   await producer.disconnect();
-  return { produced: count, idempotent: true, offsets };
+  return { produced: count, idempotent: true, records };
+}
+
+function text(buffer) {
+  return buffer === null || buffer === undefined ? null : buffer.toString();
+}
+
+// KafkaJS decodes headers into an object; a repeated key becomes an array.
+function headerPairs(headers) {
+  const pairs = [];
+  for (const [key, value] of Object.entries(headers || {})) {
+    for (const v of Array.isArray(value) ? value : [value]) pairs.push([key, text(v)]);
+  }
+  return pairs;
+}
+
+// The group's committed offset of each of the topic's partitions (-1: none), as
+// OffsetFetch through the admin client answers once the member has left.
+async function committed(bootstrap, topic, group) {
+  const admin = client(bootstrap).admin();
+  await admin.connect();
+  try {
+    const [t] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+    return t.partitions.map((p) => ({ partition: p.partition, offset: Number(p.offset) }));
+  } finally {
+    await admin.disconnect();
+  }
 }
 
 async function consume(bootstrap, topic, group, count) {
@@ -39,6 +68,7 @@ async function consume(bootstrap, topic, group, count) {
   await consumer.connect();
   await consumer.subscribe({ topic, fromBeginning: true });
   const values = [];
+  const records = [];
   let finish;
   const done = new Promise((resolve) => { finish = resolve; });
   await consumer.run({
@@ -46,6 +76,17 @@ async function consume(bootstrap, topic, group, count) {
     eachMessage: async ({ partition, message }) => {
       if (values.length >= count) return;
       values.push(message.value.toString());
+      // The batch's timestamp type: KafkaJS keeps it in the record's batchContext.
+      const type = message.batchContext && message.batchContext.timestampType;
+      records.push({
+        partition,
+        offset: Number(message.offset),
+        key: text(message.key),
+        value: text(message.value),
+        headers: headerPairs(message.headers),
+        timestamp: Number(message.timestamp),
+        timestamp_type: type === 1 ? 'LogAppendTime' : type === 0 ? 'CreateTime' : `unknown ${type}`,
+      });
       // The offset committed is the next one to read, as every Kafka client commits.
       await consumer.commitOffsets([{ topic, partition, offset: (BigInt(message.offset) + 1n).toString() }]);
       if (values.length >= count) finish();
@@ -53,7 +94,7 @@ async function consume(bootstrap, topic, group, count) {
   });
   await done;
   await consumer.disconnect();
-  return { values };
+  return { values, records, committed: await committed(bootstrap, topic, group) };
 }
 
 async function main() {
