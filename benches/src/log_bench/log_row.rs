@@ -65,7 +65,8 @@ pub fn run(
     let options = ManagerOptions {
         housekeeping_interval: None,
         journal: journal != JournalMode::Off,
-        journal_bypass: journal == JournalMode::On,
+        journal_bypass: matches!(journal, JournalMode::On | JournalMode::Fresh),
+        journal_recycle: journal != JournalMode::Fresh,
         ..ManagerOptions::default()
     };
     let manager = LogManager::new(dir.path(), options).context("starting the log manager")?;

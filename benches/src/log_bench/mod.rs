@@ -37,7 +37,8 @@ pub struct LogArgs {
     pub writers_follow_partitions: bool,
     /// Journal modes to run, one row each per partition count, e.g. on,always,off:
     /// `on` is the broker's default (a round of one partition syncs its segment when
-    /// safe), `always` sends every round through the journal, `off` has none.
+    /// safe), `always` sends every round through the journal, `fresh` is `on`
+    /// without recycling (each rotation preallocates a new file), `off` has none.
     #[arg(long, value_delimiter = ',', default_value = "on", value_parser = parse_journal)]
     pub journal: Vec<JournalMode>,
     /// Records per batch.
@@ -63,7 +64,7 @@ pub struct LogArgs {
 impl LogArgs {
     fn validate(&self) -> Result<()> {
         ensure!(!self.partitions.is_empty(), "--partitions needs at least one count");
-        ensure!(!self.journal.is_empty(), "--journal needs on, always or off");
+        ensure!(!self.journal.is_empty(), "--journal needs on, always, fresh or off");
         ensure!(self.partitions.iter().all(|&p| p >= 1), "--partitions counts must be at least 1");
         ensure!(self.writers >= 1, "--writers must be at least 1");
         ensure!(self.batch >= 1, "--batch must be at least 1");
@@ -81,6 +82,9 @@ pub enum JournalMode {
     On,
     /// Every round through the journal.
     Always,
+    /// `On`, but a checkpointed journal file is deleted and each rotation
+    /// preallocates a new one (the broker recycles them).
+    Fresh,
     /// No journal: one fdatasync per dirty segment per round.
     Off,
 }
@@ -90,6 +94,7 @@ impl JournalMode {
         match self {
             JournalMode::On => "journal",
             JournalMode::Always => "journal always",
+            JournalMode::Fresh => "journal fresh files",
             JournalMode::Off => "no journal",
         }
     }
@@ -99,8 +104,9 @@ fn parse_journal(s: &str) -> Result<JournalMode, String> {
     match s {
         "on" => Ok(JournalMode::On),
         "always" => Ok(JournalMode::Always),
+        "fresh" => Ok(JournalMode::Fresh),
         "off" => Ok(JournalMode::Off),
-        other => Err(format!("expected on, always or off, got {other:?}")),
+        other => Err(format!("expected on, always, fresh or off, got {other:?}")),
     }
 }
 
