@@ -4,10 +4,11 @@
 //! batch and makes the whole round durable with one `fdatasync` of the journal,
 //! whatever the number of partitions; segments are synced later, at checkpoints
 //! (`journal.rs`). With the journal off, each segment's bytes get one `writev` and one
-//! `fdatasync`. A journal round that touches one partition, after a few rounds that
-//! did too, takes that second path when the journal allows it ([`Journal::bypass`]):
-//! one partition gains nothing from sharing the fsync and would pay for writing its
-//! bytes twice.
+//! `fdatasync`. A journal round that touches one partition, or a few partitions with
+//! large writes each, after a few rounds that did too, takes that second path when
+//! the journal allows it for each of them ([`Journal::bypass`]): one partition gains
+//! nothing from sharing the fsync, a few with large writes gain less from it than
+//! they pay for writing their bytes twice.
 //! Either way every append waiting on the round is then acknowledged;
 //! appends that arrive during a round join the next one. The flusher waits on
 //! nothing but the disk: no plugin, no network, no log lock.
@@ -28,12 +29,16 @@ use crate::segment::{Segment, Waiter};
 /// Most threads one flush round uses to sync partitions in parallel.
 const FLUSH_WORKERS_MAX: usize = 8;
 
-/// Rounds in a row that must each hold a single partition before a lone round may
-/// skip the journal. Rounds that alternate between one segment's `fdatasync` and the
-/// journal's were measured slower than either alone (two files, each sync
-/// committing the filesystem's journal); several active partitions keep every
-/// round in the journal, one active partition leaves it after this many rounds.
-const LONE_ROUNDS_BEFORE_BYPASS: u64 = 8;
+/// Rounds in a row that must each be direct-shaped ([`Flusher::direct_shaped`])
+/// before such a round may skip the journal. Rounds that alternate between segment
+/// `fdatasync`s and the journal's were measured slower than either alone (several
+/// files, each sync committing the filesystem's journal); a load that keeps the
+/// shape leaves the journal after this many rounds.
+const ROUNDS_BEFORE_BYPASS: u64 = 8;
+
+/// Most partitions a round may hold and still skip the journal, given large writes
+/// (`JournalOptions::direct_bytes`): past this, one shared `fdatasync` wins.
+const DIRECT_PARTITIONS_MAX: usize = 8;
 
 /// Durability progress of one partition, shared by its appenders, readers and the flusher.
 #[derive(Debug)]
@@ -113,8 +118,11 @@ pub struct FlushStats {
     pub bytes: AtomicU64,
     /// Segment syncs done by checkpoints (journal on), not counted in `fsyncs`.
     pub checkpoint_fsyncs: AtomicU64,
-    /// Journal-on rounds of one partition that synced its segment, not the journal.
+    /// Journal-on rounds that synced their segments, not the journal (one partition,
+    /// or a few with large writes).
     pub direct_rounds: AtomicU64,
+    /// The partitions those rounds synced, summed.
+    pub direct_partitions: AtomicU64,
     /// Appends acknowledged per group-commit round.
     pub round_appends: Histogram,
     /// How long each round-path fdatasync took (segment or journal).
@@ -130,6 +138,7 @@ impl Default for FlushStats {
             bytes: AtomicU64::new(0),
             checkpoint_fsyncs: AtomicU64::new(0),
             direct_rounds: AtomicU64::new(0),
+            direct_partitions: AtomicU64::new(0),
             round_appends: Histogram::counts(),
             fsync_latency: Histogram::latency(),
         }
@@ -167,8 +176,8 @@ pub(crate) struct Flusher {
     wake: Condvar,
     pub stats: Arc<FlushStats>,
     journal: Option<Arc<Journal>>,
-    /// The number (`stats.rounds`) of the last round that held several partitions.
-    last_shared_round: AtomicU64,
+    /// The number (`stats.rounds`) of the last round that was not direct-shaped.
+    last_journal_round: AtomicU64,
     thread: Mutex<Option<JoinHandle<()>>>,
     /// Index writers of recently sealed segments; joined at shutdown so no writer
     /// outlives the log that started it.
@@ -182,7 +191,7 @@ impl Flusher {
             wake: Condvar::new(),
             stats,
             journal,
-            last_shared_round: AtomicU64::new(0),
+            last_journal_round: AtomicU64::new(0),
             thread: Mutex::new(None),
             sealers: Mutex::new(Vec::new()),
         });
@@ -269,20 +278,21 @@ impl Flusher {
     /// order: a rolled segment comes before its successor, so the new segment's bytes
     /// never reach its file before the old ones are durable.
     fn flush_round(&self, jobs: Vec<Job>) {
-        let mut groups = group_by_partition(jobs);
+        let groups = group_by_partition(jobs);
         if let Some(journal) = &self.journal {
             let round = self.stats.rounds.load(Ordering::Relaxed);
-            if groups.len() > 1 {
-                self.last_shared_round.store(round, Ordering::Relaxed);
+            if !direct_shaped(&groups, journal.direct_bytes()) {
+                self.last_journal_round.store(round, Ordering::Relaxed);
             }
-            let alone_for = round - self.last_shared_round.load(Ordering::Relaxed);
-            let bypass = match groups.as_slice() {
-                [group] if alone_for >= LONE_ROUNDS_BEFORE_BYPASS => journal.bypass(&group[0].name),
-                _ => Bypass::No,
+            let shaped_for = round - self.last_journal_round.load(Ordering::Relaxed);
+            let bypass = match shaped_for >= ROUNDS_BEFORE_BYPASS {
+                true => bypass_all(journal, &groups),
+                false => Bypass::No,
             };
             if bypass == Bypass::Yes {
                 self.stats.direct_rounds.fetch_add(1, Ordering::Relaxed);
-                return groups.into_iter().flatten().for_each(|job| self.flush_one(job));
+                self.stats.direct_partitions.fetch_add(groups.len() as u64, Ordering::Relaxed);
+                return self.flush_direct(groups);
             }
             self.journal_round(journal, groups);
             if bypass == Bypass::AfterCheckpoint {
@@ -290,6 +300,11 @@ impl Flusher {
             }
             return;
         }
+        self.flush_direct(groups);
+    }
+
+    /// Writes and `fdatasync`s each partition's segment, partitions in parallel.
+    fn flush_direct(&self, mut groups: Vec<Vec<Job>>) {
         let per_worker = groups.len().div_ceil(FLUSH_WORKERS_MAX);
         let mut lanes: Vec<Vec<Job>> = Vec::new();
         for chunk in groups.chunks_mut(per_worker.max(1)) {
@@ -468,6 +483,41 @@ fn group_by_partition(jobs: Vec<Job>) -> Vec<Vec<Job>> {
 }
 
 /// Takes a segment's pending bytes and waiters for this round.
+/// Whether a journal round's shape lets it skip the journal: a single partition,
+/// or a few ([`DIRECT_PARTITIONS_MAX`]) with at least `direct_bytes` pending each on
+/// average. Syncing each segment then writes every byte once, where the journal
+/// writes it twice (journal, then segment); with small writes the one shared
+/// `fdatasync` wins instead (docs/benchmarks.md, storage Run 9).
+fn direct_shaped(groups: &[Vec<Job>], direct_bytes: u64) -> bool {
+    match groups.len() {
+        1 => true,
+        n if n <= DIRECT_PARTITIONS_MAX => {
+            let pending: u64 = groups.iter().flatten().map(pending_bytes).sum();
+            pending >= n as u64 * direct_bytes
+        }
+        _ => false,
+    }
+}
+
+fn pending_bytes(job: &Job) -> u64 {
+    let writer = job.segment.writer.as_ref().expect("queued segment has a writer");
+    writer.pending.lock().expect("pending lock").bytes as u64
+}
+
+/// The journal's answer for a round: every partition may skip it, or (if one has a
+/// live truncation record) not before a checkpoint, or not at all.
+fn bypass_all(journal: &Journal, groups: &[Vec<Job>]) -> Bypass {
+    let mut answer = Bypass::Yes;
+    for group in groups {
+        match journal.bypass(&group[0].name) {
+            Bypass::No => return Bypass::No,
+            Bypass::AfterCheckpoint => answer = Bypass::AfterCheckpoint,
+            Bypass::Yes => {}
+        }
+    }
+    answer
+}
+
 fn take(job: Job) -> Take {
     let writer = job.segment.writer.as_ref().expect("queued segment has a writer");
     let (chunks, waiters, end_position, end_offset, seal) = {

@@ -46,6 +46,10 @@ pub(crate) struct JournalOptions {
     pub bypass: bool,
     /// Checkpointed files become the spare instead of being deleted.
     pub recycle: bool,
+    /// A round of a few partitions skips the journal (when `bypass` allows) only with
+    /// at least this many bytes pending per partition on average (the flusher's
+    /// `direct_shaped`); a round of one partition with any.
+    pub direct_bytes: u64,
 }
 
 /// Most threads a checkpoint uses to sync segments in parallel.
@@ -123,6 +127,7 @@ pub(crate) struct Journal {
     bypass: bool,
     /// Checkpointed files become the spare.
     recycle: bool,
+    direct_bytes: u64,
     pub faults: Faults,
 }
 
@@ -164,6 +169,7 @@ impl Journal {
             file_bytes: options.file_bytes,
             bypass: options.bypass,
             recycle: options.recycle,
+            direct_bytes: options.direct_bytes,
             faults,
         }))
     }
@@ -209,8 +215,13 @@ impl Journal {
         }
     }
 
-    /// Whether a round whose only partition is `partition` may sync that partition's
-    /// segment instead of the journal. Not while a live journal file holds a
+    /// See [`JournalOptions::direct_bytes`].
+    pub fn direct_bytes(&self) -> u64 {
+        self.direct_bytes
+    }
+
+    /// Whether a round holding `partition` may sync that partition's segment instead
+    /// of the journal (every partition of the round must be allowed to). Not while a live journal file holds a
     /// truncation of it (its creation record included): a replay applies that
     /// truncation again and would cut the batches synced after it. Batch records of
     /// the partition in live files are harmless: replay skips what the segment holds,
@@ -456,7 +467,7 @@ mod tests {
     use crate::journal_file::{Entry, Next, RecordReader, encode_batch};
 
     fn options(file_bytes: u64, recycle: bool) -> JournalOptions {
-        JournalOptions { file_bytes, bypass: true, recycle }
+        JournalOptions { file_bytes, bypass: true, recycle, direct_bytes: 0 }
     }
 
     fn open(dir: &Path, first_seq: u64, o: JournalOptions) -> Arc<Journal> {

@@ -345,6 +345,12 @@ mod tests {
         Roll {
             part: usize,
         },
+        /// One batch to every partition at once: a round may hold several (and, with
+        /// bypass, sync their segments instead of the journal).
+        Burst {
+            records: usize,
+            size: usize,
+        },
         /// Copy the journal files aside: restored after the crash, they stand for a
         /// checkpoint that synced the segments but died before deleting its files.
         Snapshot,
@@ -355,6 +361,7 @@ mod tests {
             12 => (0..PARTS, 1..4usize, 1..400usize).prop_map(|(part, records, size)| Op::Append { part, records, size }),
             1 => (0..PARTS, 1..4usize).prop_map(|(part, back)| Op::Truncate { part, back }),
             1 => (0..PARTS).prop_map(|part| Op::Roll { part }),
+            3 => (1..4usize, 1..400usize).prop_map(|(records, size)| Op::Burst { records, size }),
             1 => Just(Op::Snapshot),
         ]
     }
@@ -382,6 +389,8 @@ mod tests {
             housekeeping_interval: None,
             journal_file_bytes: 8 * 1024,
             journal_bypass: bypass,
+            // Rounds of several partitions skip the journal however small their batches.
+            journal_direct_bytes: 0,
             ..ManagerOptions::default()
         }
     }
@@ -424,6 +433,18 @@ mod tests {
                     }
                 }
                 Op::Roll { part } => parts[part].force_roll().unwrap(),
+                Op::Burst { records, size } => {
+                    let recs: Vec<Record> =
+                        (0..records).map(|r| Record::from_value(vec![(n + r) as u8; size])).collect();
+                    let pending: Vec<_> =
+                        parts.iter().map(|p| p.append_records(&recs, EPOCH).unwrap()).collect();
+                    for (part, a) in pending.into_iter().enumerate() {
+                        let a = a.wait().unwrap();
+                        let read = parts[part].read(a.base_offset, 1).unwrap();
+                        let len = read.batches().next().unwrap().header.total_len();
+                        model[part].push((a.base_offset, read.data[..len].to_vec()));
+                    }
+                }
                 Op::Snapshot if bypass => {}
                 Op::Snapshot => {
                     // Not the current file: it still grows, and a surviving file is whole.
@@ -707,6 +728,77 @@ mod fault_tests {
             assert_eq!(batch.header.base_offset, *offset);
             let recs = batch.plain_records(1 << 20).unwrap();
             assert_eq!(recs.iter().next().unwrap().unwrap().value, Some(value.as_bytes()), "offset {offset}");
+        }
+        m.shutdown().unwrap();
+    }
+
+    /// Several partitions in a round skip the journal only with large writes each;
+    /// what such rounds acknowledged survives a crash like the rest.
+    #[test]
+    fn a_few_partitions_with_large_writes_sync_their_segments_and_small_ones_share_the_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = ManagerOptions {
+            housekeeping_interval: None,
+            journal_file_bytes: 64 * 1024,
+            ..ManagerOptions::default()
+        };
+        let m = LogManager::new(dir.path(), options.clone()).unwrap();
+        let parts: Vec<_> =
+            (0..3).map(|i| m.open_partition(&format!("p{i}"), LogConfig::default()).unwrap().0).collect();
+        let stats = m.shared.flusher.stats.clone();
+        // Direct rounds that held more than one partition.
+        let shared_direct =
+            || stats.direct_partitions.load(Ordering::Acquire) - stats.direct_rounds.load(Ordering::Acquire);
+        let mut acked: Vec<Vec<(u64, Vec<u8>)>> = vec![Vec::new(); 3];
+        let mut burst = |size: usize, n: usize| {
+            let value = vec![(n % 251) as u8; size];
+            let pending: Vec<_> = parts
+                .iter()
+                .map(|p| p.append_records(&[Record::from_value(value.clone())], EPOCH).unwrap())
+                .collect();
+            for (i, a) in pending.into_iter().enumerate() {
+                acked[i].push((a.wait().unwrap().base_offset, value.clone()));
+            }
+        };
+        for n in 0..200 {
+            burst(1024, n);
+        }
+        assert_eq!(
+            shared_direct(),
+            0,
+            "small writes: rounds of several partitions share the journal's fsync"
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut n = 200;
+        while shared_direct() == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "no round of several partitions with large writes skipped the journal"
+            );
+            burst(200 * 1024, n);
+            n += 1;
+        }
+        for _ in 0..20 {
+            burst(200 * 1024, n);
+            n += 1;
+        }
+        m.stop_without_checkpoint();
+        drop((parts, m));
+        let m = LogManager::new(dir.path(), options).unwrap();
+        for (i, want) in acked.iter().enumerate() {
+            let (p, _) = m.open_partition(&format!("p{i}"), LogConfig::default()).unwrap();
+            assert_eq!(p.high_watermark(), want.last().unwrap().0 + 1, "p{i}");
+            for (offset, value) in want {
+                let read = p.read(*offset, 1 << 20).unwrap();
+                let batch = read.batches().next().unwrap();
+                assert_eq!(batch.header.base_offset, *offset);
+                let recs = batch.plain_records(1 << 20).unwrap();
+                assert_eq!(
+                    recs.iter().next().unwrap().unwrap().value,
+                    Some(&value[..]),
+                    "p{i} offset {offset}"
+                );
+            }
         }
         m.shutdown().unwrap();
     }

@@ -46,7 +46,18 @@ pub struct ManagerOptions {
     /// rather than being deleted and a new one preallocated (`journal_file`). On by
     /// default; off for benchmarks that compare the two.
     pub journal_recycle: bool,
+    /// A round of up to 8 partitions syncs their segments instead of the journal
+    /// (when `journal_bypass` and the journal allow) once each has this many bytes
+    /// pending on average: then writing every byte once beats sharing one
+    /// `fdatasync`. Default [`DIRECT_BYTES_DEFAULT`]; tests lower it to exercise the
+    /// path with small batches.
+    pub journal_direct_bytes: u64,
 }
+
+/// See [`ManagerOptions::journal_direct_bytes`]: 64 KiB, between the per-partition
+/// round sizes at which the two paths were measured to trade places
+/// (docs/benchmarks.md, storage Run 9).
+pub const DIRECT_BYTES_DEFAULT: u64 = 64 * 1024;
 
 /// A manager whose every round goes through the journal, none synced in a segment
 /// (housekeeping off): for tests that take from the segments what only the journal
@@ -74,6 +85,7 @@ impl Default for ManagerOptions {
             journal_file_bytes: es_core::limits::JOURNAL_FILE_BYTES,
             journal_bypass: true,
             journal_recycle: true,
+            journal_direct_bytes: DIRECT_BYTES_DEFAULT,
         }
     }
 }
@@ -134,6 +146,7 @@ impl LogManager {
                     file_bytes: options.journal_file_bytes,
                     bypass: options.journal_bypass,
                     recycle: options.journal_recycle,
+                    direct_bytes: options.journal_direct_bytes,
                 },
                 stats.clone(),
             )?),
