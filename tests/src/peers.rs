@@ -185,6 +185,15 @@ pub fn kafka_reference(file: &str) -> serde_json::Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// For the ignored `capture_*` tests that record the reference: the address of the
+/// Apache Kafka broker to capture from (`ES_REFERENCE_KAFKA`) and a stamp (unix
+/// milliseconds) that makes this capture's topic and group names fresh there.
+pub fn reference_capture() -> (String, u128) {
+    let addr = std::env::var("ES_REFERENCE_KAFKA").expect("ES_REFERENCE_KAFKA=host:port of Apache Kafka");
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+    (addr, stamp)
+}
+
 /// Every field a client observed on es equals what it observed on Apache Kafka,
 /// and neither side has a field the other lacks.
 pub fn assert_same_as_kafka(client: &str, observed: &serde_json::Value, kafka: &serde_json::Value) {

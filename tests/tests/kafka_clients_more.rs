@@ -409,11 +409,10 @@ impl Target for Kafka {
 #[test]
 #[ignore = "run by hand against Apache Kafka: ES_REFERENCE_KAFKA=127.0.0.1:19192 ES_REFERENCE_KAFKA_DIR=/tmp/kafka-ref"]
 fn capture_the_apache_kafka_reference() {
-    let addr = std::env::var("ES_REFERENCE_KAFKA").expect("ES_REFERENCE_KAFKA=host:port of Apache Kafka");
+    let (addr, stamp) = es_tests::peers::reference_capture();
     let dir = std::env::var("ES_REFERENCE_KAFKA_DIR").expect("ES_REFERENCE_KAFKA_DIR=the kafka.sh directory");
     let runs: usize = std::env::var("ES_REFERENCE_RUNS").map_or(3, |n| n.parse().expect("a number of runs"));
     let mut kafka = Kafka { addr, dir: PathBuf::from(dir) };
-    let stamp = now_ms();
     for client in Client::ALL {
         let name = client.name();
         let mut first: Option<Value> = None;

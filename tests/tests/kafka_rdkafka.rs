@@ -418,9 +418,7 @@ fn rdkafka_consumer_group_divides_partitions_as_on_kafka() {
 #[test]
 #[ignore = "run by hand against Apache Kafka: ES_REFERENCE_KAFKA=127.0.0.1:19192"]
 fn capture_the_apache_kafka_reference() {
-    let bootstrap =
-        std::env::var("ES_REFERENCE_KAFKA").expect("ES_REFERENCE_KAFKA=host:port of Apache Kafka");
-    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+    let (bootstrap, stamp) = es_tests::peers::reference_capture();
     let first = roundtrip(&bootstrap, &format!("rdkafka-none-{stamp}"), "none");
     for codec in &CODECS[1..] {
         let other = roundtrip(&bootstrap, &format!("rdkafka-{codec}-{stamp}"), codec);

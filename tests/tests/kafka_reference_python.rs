@@ -118,9 +118,7 @@ fn kcat_group_member_reads_and_commits_as_on_kafka() {
 #[test]
 #[ignore = "run by hand against Apache Kafka: ES_REFERENCE_KAFKA=127.0.0.1:19192"]
 fn capture_the_apache_kafka_reference() {
-    let bootstrap =
-        std::env::var("ES_REFERENCE_KAFKA").expect("ES_REFERENCE_KAFKA=host:port of Apache Kafka");
-    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+    let (bootstrap, stamp) = es_tests::peers::reference_capture();
     for client in ["confluent", "kafka-python", "kcat"] {
         let prefix = format!("{client}-{stamp}");
         let [first, rest @ ..] = codecs(client) else { unreachable!() };
