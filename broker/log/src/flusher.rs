@@ -29,7 +29,7 @@ use crate::segment::{Segment, Waiter};
 /// Most threads one flush round uses to sync partitions in parallel.
 const FLUSH_WORKERS_MAX: usize = 8;
 
-/// Rounds in a row that must each be direct-shaped ([`Flusher::direct_shaped`])
+/// Rounds in a row that must each be direct-shaped ([`direct_shaped`])
 /// before such a round may skip the journal. Rounds that alternate between segment
 /// `fdatasync`s and the journal's were measured slower than either alone (several
 /// files, each sync committing the filesystem's journal); a load that keeps the
