@@ -6,20 +6,16 @@ the client reported (each must be retriable, or a timeout of a record in flight 
 the kill), and which acknowledged records the consumer did not find.
 
 Usage: kafka_failover.py BOOTSTRAP TOPIC MARKER
-The script creates MARKER.half once HALF records are acknowledged and goes on
-until MARKER.killed exists (the test creates it after the kill) and AFTER more
-records are acknowledged.
+MARKER: the kill protocol of kill_phases.py.
 """
 
 import json
-import os
 import sys
 import time
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from kill_phases import KillPhases
 
-HALF = 200
-AFTER = 200
 DEADLINE_S = 90.0
 
 
@@ -48,16 +44,12 @@ def main():
     })
     start = time.monotonic()
     sent = 0
-    acked_at_kill = None
+    phases = KillPhases(marker)
     while time.monotonic() - start < DEADLINE_S and not fatal:
         producer.produce(topic, value=f"v{sent}".encode(), partition=0, on_delivery=delivered)
         sent += 1
         producer.poll(0.005)
-        if len(acked) >= HALF and not os.path.exists(marker + ".half"):
-            open(marker + ".half", "w").close()
-        if acked_at_kill is None and os.path.exists(marker + ".killed"):
-            acked_at_kill = len(acked)
-        if acked_at_kill is not None and len(acked) >= acked_at_kill + AFTER:
+        if phases.done(len(acked)):
             break
     left = producer.flush(60)
 
@@ -88,7 +80,7 @@ def main():
     print(json.dumps({
         "sent": sent,
         "acked": len(acked),
-        "acked_at_kill": acked_at_kill,
+        "acked_at_kill": phases.acked_at_kill,
         "unflushed": left,
         "errors": errors,
         "fatal": fatal,

@@ -7,20 +7,18 @@ timeout of a record in flight at the kill), which errors the consumer's poll
 raised, and which acknowledged records the consumer did not find, found at
 another offset, or found twice.
 
-Usage: kafka_python_failover.py BOOTSTRAP TOPIC MARKER, with kafka_failover.py's
-markers (MARKER.half, MARKER.killed) and its HALF and AFTER.
+Usage: kafka_python_failover.py BOOTSTRAP TOPIC MARKER; MARKER: the kill protocol
+of kill_phases.py.
 """
 
 import json
-import os
 import sys
 import threading
 import time
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kill_phases import KillPhases
 
-HALF = 200
-AFTER = 200
 DEADLINE_S = 90.0
 # Records in flight at once: the send loop waits for the oldest beyond this.
 WINDOW = 50
@@ -75,7 +73,7 @@ def main():
     )
     start = time.monotonic()
     sent = 0
-    acked_at_kill = None
+    phases = KillPhases(marker)
     pending = []
 
     def settle(future, value):
@@ -91,11 +89,7 @@ def main():
         sent += 1
         while len(pending) > WINDOW:
             settle(*pending.pop(0))
-        if len(acked) >= HALF and not os.path.exists(marker + ".half"):
-            open(marker + ".half", "w").close()
-        if acked_at_kill is None and os.path.exists(marker + ".killed"):
-            acked_at_kill = len(acked)
-        if acked_at_kill is not None and len(acked) >= acked_at_kill + AFTER:
+        if phases.done(len(acked)):
             break
     producer.flush(60)
     for future, value in pending:
@@ -114,7 +108,7 @@ def main():
     print(json.dumps({
         "sent": sent,
         "acked": len(acked),
-        "acked_at_kill": acked_at_kill,
+        "acked_at_kill": phases.acked_at_kill,
         "errors": errors,
         "missing": missing[:20],
         "missing_count": len(missing),

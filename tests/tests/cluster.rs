@@ -100,7 +100,7 @@ fn partial_cluster_flags_and_a_short_secret_are_refused() {
     assert!(stderr.contains("needs at least 16"), "{stderr}");
 }
 
-/// Runs a Python failover script (`tests/python/kafka_failover.py` describes the
+/// Runs a Python failover script (`tests/python/kill_phases.py` describes the
 /// protocol) against a fresh three-node cluster: it writes to partition 0 of `topic`
 /// through every node's Kafka listener, the partition's leader is killed with
 /// SIGKILL once half its records are acknowledged, and its JSON result is answered.

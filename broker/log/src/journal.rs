@@ -1,14 +1,15 @@
 //! The per-disk journal. Every flush round appends one record per batch, for every
 //! partition with pending appends, and makes them durable with one `fdatasync`;
-//! segment files are written behind it and synced lazily, at checkpoints. The
-//! files and their records are `journal_file`'s. Truncations go through the same file, in order with the appends, so a replay
-//! reproduces what the partitions went through (the Raft log storage needs both).
+//! segment files are written behind it and synced lazily, at checkpoints. The files
+//! and their records are `journal_file`'s. Truncations go through the same file, in
+//! order with the appends, so a replay reproduces what the partitions went through
+//! (the Raft log storage needs both).
 //!
-//! A round that touches a single partition skips the journal when it may (see
-//! [`Journal::bypass`]): that partition's segment is written and fdatasynced
-//! directly, as with the journal off, which spares one partition the double write.
-//! That is safe only while no live journal file holds a truncation of the partition:
-//! replaying an older truncation would cut batches synced after it.
+//! A round of one partition, or of a few with large writes, skips the journal when
+//! it may (see [`Journal::bypass`]): the partitions' segments are written and
+//! fdatasynced directly, as with the journal off, which spares them the double
+//! write. That is safe only while no live journal file holds a truncation of any of
+//! them: replaying an older truncation would cut batches synced after it.
 //!
 //! Files are `<seq, 20 digits>.journal`, preallocated so that a write inside them
 //! cannot fail for lack of space. Once the current file passes
@@ -42,7 +43,7 @@ use crate::journal_file::{
 pub(crate) struct JournalOptions {
     /// Rotate past this size (normally [`limits::JOURNAL_FILE_BYTES`]).
     pub file_bytes: u64,
-    /// Single-partition rounds may skip the journal ([`Journal::bypass`]).
+    /// Direct-shaped rounds may skip the journal ([`Journal::bypass`]).
     pub bypass: bool,
     /// Checkpointed files become the spare instead of being deleted.
     pub recycle: bool,
@@ -123,7 +124,7 @@ pub(crate) struct Journal {
     stats: Arc<FlushStats>,
     /// Rotate past this size (normally [`limits::JOURNAL_FILE_BYTES`]).
     file_bytes: u64,
-    /// Single-partition rounds may skip the journal ([`Journal::bypass`]).
+    /// Direct-shaped rounds may skip the journal ([`Journal::bypass`]).
     bypass: bool,
     /// Checkpointed files become the spare.
     recycle: bool,

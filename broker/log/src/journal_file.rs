@@ -29,7 +29,8 @@ use es_core::{LeaderEpoch, limits};
 use crate::error::{IoContext, LogError, Result};
 use crate::files;
 
-pub(crate) const JOURNAL_EXT: &str = "journal";
+/// What a journal file's name ends with, after its 20-digit sequence number.
+const JOURNAL_SUFFIX: &str = ".journal";
 /// The recycled file waiting to become the next journal file. Not a journal file:
 /// replay and [`pending_files`] never read it.
 pub(crate) const SPARE_FILE: &str = "spare.journal-recycle";
@@ -185,14 +186,17 @@ impl RecordReader {
         let header_len = if self.salt.is_some() { HEADER_LEN } else { V1_HEADER_LEN };
         if self.position + header_len as u64 > self.len {
             // No record header fits: a file filled to within a header of its end
-            // (replay goes on to the next file). In the older format that space
-            // holds preallocated zeros, and anything else is a torn header; in a
-            // recycled file it may hold anything, and a record of this use never
-            // starts there: rounds are written and synced whole, so a crash that
-            // tears one leaves the file no longer than the write made it.
+            // (replay goes on to the next file). In a recycled file that space may
+            // hold anything, and a record of this use never starts there: rounds
+            // are written and synced whole, so a crash that tears one leaves the
+            // file no longer than the write made it. In the older format it holds
+            // preallocated zeros, and anything else is a torn header.
+            if self.salt.is_some() {
+                return Ok(Next::End);
+            }
             let mut rest = Vec::new();
             self.file.read_to_end(&mut rest)?;
-            if self.salt.is_some() || rest.iter().all(|b| *b == 0) {
+            if rest.iter().all(|b| *b == 0) {
                 return Ok(Next::End);
             }
             return Ok(Next::Torn("record header cut off".into()));
@@ -262,7 +266,7 @@ fn write_header(file: &File) -> io::Result<u64> {
 
 /// `<dir>/<seq, 20 digits>.journal`.
 pub(crate) fn file_path(dir: &Path, seq: u64) -> PathBuf {
-    dir.join(format!("{seq:020}.{JOURNAL_EXT}"))
+    dir.join(format!("{seq:020}{JOURNAL_SUFFIX}"))
 }
 
 /// The journal files in `dir`, oldest first.
@@ -276,7 +280,7 @@ pub(crate) fn list_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     for entry in entries {
         let entry = entry.ctx(|| format!("listing {}", dir.display()))?;
         let name = entry.file_name();
-        let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".journal")) else {
+        let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(JOURNAL_SUFFIX)) else {
             continue;
         };
         if stem.len() == 20
