@@ -487,3 +487,53 @@ fn soak_random_faults_under_load_lose_nothing() {
     );
     every_node_serves(&c, "soak", &acked, &format!("every acknowledged record (seed {seed})"));
 }
+
+/// Whether every live node reports partition 0 of `topic` quiet (docs/cluster.md,
+/// "Idle groups").
+fn quiet_everywhere(c: &Cluster, topic: &str) -> Option<()> {
+    c.live()
+        .all(|(_, b)| {
+            let r = b.get("/cluster");
+            let parts = r.body["partitions"].as_array().cloned().unwrap_or_default();
+            parts.iter().any(|p| p["topic"] == topic && p["partition"] == 0 && p["quiesced"] == true)
+        })
+        .then_some(())
+}
+
+/// An idle partition's Raft group quiesces on every node (no ticks, no
+/// heartbeats; pings per node pair stand in). A write wakes it and is
+/// acknowledged at once. Its leader paused (SIGSTOP) while quiet is replaced
+/// because it stops answering pings, as one that stops heartbeating would be;
+/// after SIGCONT it follows, and every acknowledged record is on every node.
+#[test]
+fn a_quiet_partitions_paused_leader_is_replaced_and_a_write_wakes_it() {
+    let mut c = Cluster::start(3);
+    c.create_topic_anywhere("quiet");
+    let mut acked = BTreeMap::new();
+    c.produce_rounds("quiet", "a", 2, &mut acked);
+    eventually(ELECTION_WAIT, "the partition quiet on every node", || quiet_everywhere(&c, "quiet"));
+
+    let started = Instant::now();
+    c.produce_rounds("quiet", "b", 1, &mut acked);
+    let woke = started.elapsed();
+    eprintln!("a write to the quiet partition was acknowledged in {woke:?}");
+    assert!(woke < Duration::from_millis(1_500), "waking took {woke:?}");
+    eventually(ELECTION_WAIT, "the partition quiet again", || quiet_everywhere(&c, "quiet"));
+
+    let old = leader_of(&c, "quiet");
+    c.pause(old);
+    let started = Instant::now();
+    let new = c.produce_rounds("quiet", "c", 2, &mut acked);
+    eprintln!(
+        "the quiet partition's paused leader was replaced: a write acknowledged after {:?}",
+        started.elapsed()
+    );
+    assert_ne!(new, old, "a paused node cannot have answered");
+    c.resume(old);
+    c.produce_rounds("quiet", "d", 2, &mut acked);
+    assert_eq!(acked.keys().copied().collect::<Vec<_>>(), (0..70).collect::<Vec<_>>(), "dense offsets");
+    c.converge("quiet", &acked);
+    eventually(ELECTION_WAIT, "the partition quiet on all three nodes again", || {
+        quiet_everywhere(&c, "quiet")
+    });
+}

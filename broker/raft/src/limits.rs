@@ -6,6 +6,13 @@
 pub const HEARTBEAT_MS_DEFAULT: u64 = 300;
 pub const ELECTION_MIN_MS_DEFAULT: u64 = 1_500;
 pub const ELECTION_MAX_MS_DEFAULT: u64 = 3_000;
+/// How long a group sits settled (nothing appended, every live follower matched
+/// and committed) before its leader quiesces it (`host/quiesce.rs`).
+pub const QUIESCE_AFTER_MS_DEFAULT: u64 = 2_000;
+/// How often the host looks for groups to quiesce or wake.
+pub const QUIESCE_CHECK_MS: u64 = 500;
+/// Groups named in one quiesce request to a peer.
+pub const QUIESCE_BATCH: usize = 4_096;
 
 /// How long a peer's link must stay down before this node replaces that peer as
 /// the leader of the groups it led (`RaftHost` "elect on link loss"): a dead

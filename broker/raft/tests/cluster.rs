@@ -21,7 +21,7 @@ fn timers() -> Timers {
     if std::env::var_os("ES_RAFT_DEFAULT_TIMERS").is_some() {
         return Timers::default();
     }
-    Timers { heartbeat_ms: 100, election_min_ms: 600, election_max_ms: 1200 }
+    Timers { heartbeat_ms: 100, election_min_ms: 600, election_max_ms: 1200, ..Timers::default() }
 }
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -617,6 +617,97 @@ async fn a_node_joins_under_load_and_a_stopped_one_is_removed() {
         let leader = leader_of(&nodes, g).await;
         let more = propose_many(&node(&nodes, leader).groups[&g], &format!("g{g}-c"), 4, 100).await;
         acked.get_mut(&g).unwrap().extend(more);
+        check_replicas(&nodes, g, &acked[&g]).await;
+    }
+    stop_all(&mut nodes).await;
+}
+
+/// Frames all running nodes sent over `window`.
+async fn frames_sent_over(nodes: &[Node], window: Duration) -> u64 {
+    let sent = |nodes: &[Node]| -> u64 {
+        nodes.iter().filter_map(|n| n.host.as_ref()).map(|h| h.peer_stats().frames_sent).sum()
+    };
+    let before = sent(nodes);
+    tokio::time::sleep(window).await;
+    sent(nodes) - before
+}
+
+/// Idle groups quiesce on every node: their heartbeats stop (only the per-pair
+/// pings remain on the links); a proposal wakes a group and commits at once; a
+/// dead leader's quiet groups are led again by the link-loss hand-over, and a
+/// restarted node's groups wake and quiesce again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn idle_groups_quiesce_wake_on_a_proposal_and_fail_over_when_their_leader_dies() {
+    let groups: Vec<u64> = (31..51).collect();
+    let timers =
+        Timers { quiesce_after_ms: std::env::var("QA").map_or(500, |v| v.parse().unwrap()), ..timers() };
+    let (mut nodes, addrs) = cluster_with(&groups, timers).await;
+    let mut acked: BTreeMap<u64, Vec<(u64, String)>> = BTreeMap::new();
+    for &g in &groups {
+        let leader = leader_of(&nodes, g).await;
+        acked.insert(g, propose_many(&node(&nodes, leader).groups[&g], &format!("g{g}-a"), 1, 3).await);
+    }
+    let all_quiet = |nodes: &[Node]| {
+        nodes.iter().filter(|n| n.host.is_some()).all(|n| n.groups.values().all(|g| g.status().quiesced))
+    };
+    assert!(wait_until(WAIT, || all_quiet(&nodes)).await, "every group quiesces on every node");
+    // 20 groups heartbeating every 100 ms to two followers would send 800 frames a
+    // second with the answers; quiet, only the pings (3 nodes x 2 peers x 10 a
+    // second, and their answers: 120) remain.
+    let quiet = frames_sent_over(&nodes, Duration::from_secs(1)).await;
+    eprintln!("quiet: {quiet} frames in 1 s for {} groups", groups.len());
+    assert!(quiet < 300, "{quiet} frames a second: the quiet groups still heartbeat");
+    for &g in &groups {
+        let leader = leader_of(&nodes, g).await;
+        let lead = node(&nodes, leader).groups[&g].clone();
+        assert!(!lead.fenced(), "a quiet leader with its peers answering is not fenced");
+    }
+
+    // A proposal wakes its group and commits without waiting out a lease.
+    let g = groups[0];
+    let lead = node(&nodes, leader_of(&nodes, g).await).groups[&g].clone();
+    let started = std::time::Instant::now();
+    acked.get_mut(&g).unwrap().extend(propose_many(&lead, "woken", 1, 1).await);
+    let took = started.elapsed();
+    eprintln!("a proposal to a quiet group committed in {took:?}");
+    assert!(took < Duration::from_millis(timers.election_min_ms), "{took:?}");
+    check_replicas(&nodes, g, &acked[&g]).await;
+
+    // The leader of the most groups dies: every group it led gets a leader again.
+    assert!(wait_until(WAIT, || all_quiet(&nodes)).await, "quiet again after the proposal");
+    let mut led: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for &g in &groups {
+        led.entry(leader_of(&nodes, g).await).or_default().push(g);
+    }
+    let (&old, _) = led.iter().max_by_key(|(_, gs)| gs.len()).unwrap();
+    let listener_addr = addrs[&old].clone();
+    {
+        let n = nodes.iter_mut().find(|n| n.id == old).unwrap();
+        n.host.take().unwrap().shutdown().await;
+        n.manager.take().unwrap().shutdown().unwrap();
+        n.groups.clear();
+    }
+    let started = std::time::Instant::now();
+    tracing::info!("node {old} stopped");
+    for &g in &groups {
+        assert_ne!(leader_of(&nodes, g).await, old);
+        tracing::info!("group {g} led again");
+    }
+    eprintln!("every group led again {:?} after node {old} went away", started.elapsed());
+    for &g in &groups {
+        let lead = node(&nodes, leader_of(&nodes, g).await).groups[&g].clone();
+        acked.get_mut(&g).unwrap().extend(propose_many(&lead, &format!("g{g}-b"), 1, 2).await);
+    }
+
+    // The node comes back: it catches up, and the groups quiesce again everywhere.
+    let listener = TcpListener::bind(&listener_addr).await.unwrap();
+    let n = nodes.iter_mut().find(|n| n.id == old).unwrap();
+    start(n, listener, &addrs, &groups).await;
+    for &g in &groups {
+        leader_of(&nodes, g).await;
+    }
+    assert!(wait_until(WAIT, || all_quiet(&nodes)).await, "quiet again with the node back");
+    for &g in &groups {
         check_replicas(&nodes, g, &acked[&g]).await;
     }
     stop_all(&mut nodes).await;

@@ -40,6 +40,7 @@ async fn many_idle_groups_cost_little_cpu() {
         heartbeat_ms: h,
         election_min_ms: 5 * h,
         election_max_ms: 10 * h,
+        ..Timers::default()
     });
     let mut listeners = Vec::new();
     let mut addrs = BTreeMap::new();

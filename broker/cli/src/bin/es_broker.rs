@@ -194,7 +194,14 @@ fn cluster_plan(cfg: &Effective) -> anyhow::Result<Option<ClusterPlan>> {
             place(cfg, "cluster.heartbeat_ms")
         );
     }
-    let timers = es_raft::Timers { heartbeat_ms, election_min_ms, election_max_ms: 2 * election_min_ms };
+    let quiesce_after_ms =
+        cfg.int("cluster.quiesce_after_ms").unwrap_or(es_raft::limits::QUIESCE_AFTER_MS_DEFAULT);
+    let timers = es_raft::Timers {
+        heartbeat_ms,
+        election_min_ms,
+        election_max_ms: 2 * election_min_ms,
+        quiesce_after_ms,
+    };
     let balance_ms = cfg.int("cluster.leader_balance_ms").unwrap_or(30_000);
     let leader_balance = (balance_ms > 0).then(|| std::time::Duration::from_millis(balance_ms));
     let join = cfg.flag("cluster.join");

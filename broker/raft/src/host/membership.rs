@@ -155,6 +155,9 @@ impl Group {
         let change = |r: Result<_, openraft::errors::RaftError<TypeConfig, ClientWriteError<TypeConfig>>>| {
             r.map(|_| ()).map_err(|e| e.to_string())
         };
+        if !matches!(step, MembershipStep::Settled | MembershipStep::CatchingUp) {
+            self.wake();
+        }
         match step {
             MembershipStep::Settled | MembershipStep::CatchingUp => Ok(()),
             MembershipStep::Stuck => Err("no member is reachable to take this group over".into()),

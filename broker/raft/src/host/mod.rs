@@ -25,6 +25,7 @@ use crate::store::LogStore;
 use crate::types::{BatchData, Term};
 
 mod membership;
+mod quiesce;
 
 /// A group's Raft timers, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +33,9 @@ pub struct Timers {
     pub heartbeat_ms: u64,
     pub election_min_ms: u64,
     pub election_max_ms: u64,
+    /// How long a group must sit idle and settled before it quiesces (stops
+    /// ticking and heartbeating, `quiesce.rs`); 0: never.
+    pub quiesce_after_ms: u64,
 }
 
 impl Default for Timers {
@@ -40,6 +44,7 @@ impl Default for Timers {
             heartbeat_ms: limits::HEARTBEAT_MS_DEFAULT,
             election_min_ms: limits::ELECTION_MIN_MS_DEFAULT,
             election_max_ms: limits::ELECTION_MAX_MS_DEFAULT,
+            quiesce_after_ms: limits::QUIESCE_AFTER_MS_DEFAULT,
         }
     }
 }
@@ -61,6 +66,8 @@ struct HostInner {
     /// The cluster's members: the voters every group this node leads is brought to
     /// (`reconcile_membership`). Empty until `set_members`: no change is made.
     members: watch::Sender<BTreeSet<u64>>,
+    /// Which peers answer pings (`quiesce.rs`).
+    liveness: Arc<quiesce::Liveness>,
 }
 
 /// The leader as a group's watchers see it: (leader id, term).
@@ -80,6 +87,7 @@ impl RaftHost {
         let config = Arc::new(raft_config(timers)?);
         let groups: Arc<RwLock<HashMap<u64, Group>>> = Arc::default();
         let handler = route(groups.clone(), app);
+        let me = peer.node_id;
         let peer = Arc::new(PeerNode::start(peer, listener, handler)?);
         let losses = peer.link_losses();
         let inner = Arc::new(HostInner {
@@ -89,7 +97,14 @@ impl RaftHost {
             stopped: AtomicBool::new(false),
             initializes: AtomicBool::new(true),
             members: watch::Sender::new(BTreeSet::new()),
+            liveness: Arc::new(quiesce::Liveness::new(me, Duration::from_millis(timers.election_min_ms))),
         });
+        let heartbeat = Duration::from_millis(timers.heartbeat_ms);
+        tokio::spawn(quiesce::watch_liveness(Arc::downgrade(&inner), heartbeat));
+        if timers.quiesce_after_ms > 0 {
+            let after = Duration::from_millis(timers.quiesce_after_ms);
+            tokio::spawn(quiesce::quiesce_idle_groups(Arc::downgrade(&inner), after, heartbeat * 2));
+        }
         tokio::spawn(purge_for_retention(Arc::downgrade(&inner)));
         tokio::spawn(elect_on_link_loss(Arc::downgrade(&inner), losses));
         tokio::spawn(membership::reconcile_membership(Arc::downgrade(&inner)));
@@ -130,6 +145,11 @@ impl RaftHost {
         self.inner.peer.remove_peer(peer)
     }
 
+    /// What this node's peer links carried so far (frames, bytes, writes).
+    pub fn peer_stats(&self) -> es_peer::PeerStatsSnapshot {
+        self.inner.peer.stats().snapshot()
+    }
+
     /// The address the peer listener is bound to.
     pub fn peer_addr(&self) -> SocketAddr {
         self.inner.peer.local_addr()
@@ -163,7 +183,7 @@ impl RaftHost {
         if fresh {
             self.initialize_fresh(&raft, group, voters).await?;
         }
-        let handle = Group::new(group, node, raft, log);
+        let handle = Group::new(group, node, raft, log, self.inner.liveness.clone());
         let inserted = {
             let mut groups = self.inner.groups.write().expect("groups lock");
             let fresh_slot = !groups.contains_key(&group);
@@ -341,20 +361,23 @@ async fn elect_on_link_loss(
             if h.stopped.load(Ordering::Acquire) || h.peer.is_connected(lost) {
                 return;
             }
-            let groups: Vec<Group> = h.groups.read().expect("groups lock").values().cloned().collect();
-            let connected = |n: u64| h.peer.is_connected(n);
-            let handed =
-                futures_util::future::join_all(groups.iter().map(|g| g.succeed(lost, &connected))).await;
-            let handed = handed.into_iter().filter(|h| *h).count();
-            if handed > 0 {
-                tracing::info!(
-                    node = h.peer.node_id(),
-                    lost,
-                    groups = handed,
-                    "peer link lost: replacing it as leader"
-                );
-            }
+            h.liveness.lost(lost);
+            replace_leader(&h, lost, "peer link lost").await;
         });
+    }
+}
+
+/// Hands every group this node follows `lost` in to one successor
+/// ([`Group::succeed`]), its quiet groups woken first: `lost`'s link went down,
+/// or it stopped answering pings (`quiesce.rs`).
+async fn replace_leader(h: &HostInner, lost: u64, why: &str) {
+    quiesce::wake_involving(h, lost);
+    let groups: Vec<Group> = h.groups.read().expect("groups lock").values().cloned().collect();
+    let connected = |n: u64| h.peer.is_connected(n) && h.liveness.alive(n);
+    let handed = futures_util::future::join_all(groups.iter().map(|g| g.succeed(lost, &connected))).await;
+    let handed = handed.into_iter().filter(|h| *h).count();
+    if handed > 0 {
+        tracing::info!(node = h.peer.node_id(), lost, groups = handed, "{why}: replacing it as leader");
     }
 }
 
@@ -371,6 +394,14 @@ fn route(groups: Arc<RwLock<HashMap<u64, Group>>>, app: Option<Handler>) -> Hand
                     ))
                 }),
             };
+        }
+        match kind {
+            quiesce::KIND_PING => return Box::pin(async { Ok(Bytes::new()) }),
+            quiesce::KIND_QUIESCE => {
+                let answer = quiesce::serve_quiesce(&groups, from, payload);
+                return Box::pin(async move { answer });
+            }
+            _ => {}
         }
         let raft = groups.read().expect("groups lock").get(&group).map(|g| g.inner.raft.clone());
         Box::pin(async move {
@@ -399,6 +430,13 @@ struct GroupInner {
     /// A retention purge is under way (`purge_for_retention`).
     purging: AtomicBool,
     figures: Arc<GroupFigures>,
+    /// Where the group quiesced, while it is quiet (`quiesce.rs`).
+    quiet: std::sync::Mutex<Option<quiesce::Quiesced>>,
+    /// When this node, leading, last woke the group with a majority answering pings.
+    woke_at: std::sync::Mutex<Option<std::time::Instant>>,
+    /// A woken follower's own elections are held back until then (`Group::wake`).
+    elect_from: std::sync::Mutex<Option<std::time::Instant>>,
+    liveness: Arc<quiesce::Liveness>,
 }
 
 /// What the group counts for the metrics, on this node.
@@ -430,10 +468,19 @@ pub struct GroupStatus {
     pub follower_lag: Vec<(u64, u64)>,
     /// This node was elected leader but lost its quorum ([`Group::fenced`]).
     pub fenced: bool,
+    /// The group is quiet here: idle, it neither ticks nor heartbeats (docs/cluster.md,
+    /// "Idle groups").
+    pub quiesced: bool,
 }
 
 impl Group {
-    fn new(id: u64, node: u64, raft: Raft, log: Arc<PartitionLog>) -> Group {
+    fn new(
+        id: u64,
+        node: u64,
+        raft: Raft,
+        log: Arc<PartitionLog>,
+        liveness: Arc<quiesce::Liveness>,
+    ) -> Group {
         let (tx, rx) = watch::channel(leader_view(&raft));
         let figures = Arc::new(GroupFigures {
             leader_changes: AtomicU64::new(0),
@@ -442,7 +489,22 @@ impl Group {
         let watcher = tokio::spawn(watch_leader(raft.clone(), tx, figures.clone()));
         let stopped = AtomicBool::new(false);
         let purging = AtomicBool::new(false);
-        let inner = GroupInner { id, node, raft, log, leader: rx, watcher, stopped, purging, figures };
+        let (quiet, woke_at) = (std::sync::Mutex::new(None), std::sync::Mutex::new(None));
+        let inner = GroupInner {
+            id,
+            node,
+            raft,
+            log,
+            leader: rx,
+            watcher,
+            stopped,
+            purging,
+            figures,
+            quiet,
+            woke_at,
+            elect_from: std::sync::Mutex::new(None),
+            liveness,
+        };
         Group { inner: Arc::new(inner) }
     }
 
@@ -463,6 +525,7 @@ impl Group {
         if !self.is_leader() {
             return Err(ProposeError::NotLeader { leader: self.leader() });
         }
+        self.wake();
         let header = es_core::BatchHeader::parse(&batch, usize::MAX).map_err(es_log::LogError::from)?;
         if header.is_raft_control() {
             return Err(ProposeError::ControlBatch);
@@ -549,7 +612,9 @@ impl Group {
     /// names itself leader (`is_leader`, `leader`) until a quorum answers again or
     /// a vote of a higher term demotes it. A single-voter group is never fenced,
     /// and neither is a new leader no follower has answered yet (`write` bounds
-    /// that wait by a lease).
+    /// that wait by a lease). A quiet leader is fenced when no majority of its
+    /// voters answers pings; one just woken is not, for a lease, while its first
+    /// heartbeat is answered (`quiesce.rs`).
     pub fn fenced(&self) -> bool {
         self.fenced_by(&self.inner.raft.metrics().borrow_watched())
     }
@@ -561,7 +626,12 @@ impl Group {
         {
             return false;
         }
-        m.last_quorum_acked.as_ref().is_some_and(|acked| acked.elapsed() >= self.lease())
+        if self.quiesced().is_some_and(|q| q.leader == self.inner.node) {
+            let voters: Vec<u64> = m.membership_config.membership().voter_ids().collect();
+            return !self.inner.liveness.majority_alive(&voters);
+        }
+        let lease = self.lease();
+        m.last_quorum_acked.as_ref().is_some_and(|acked| acked.elapsed() >= lease) && !self.woke_within(lease)
     }
 
     /// A retry: answers once the original is committed (bounded).
@@ -634,6 +704,7 @@ impl Group {
             last_log_index: m.last_log_index,
             follower_lag,
             fenced: self.fenced_by(&m),
+            quiesced: self.quiesced().is_some(),
         }
     }
 
@@ -685,6 +756,7 @@ impl Group {
         if !self.is_leader() {
             return Err(ProposeError::NotLeader { leader: self.leader() });
         }
+        self.wake();
         self.inner.raft.trigger().transfer_leader(to).await.map_err(fatal)
     }
 
@@ -698,6 +770,7 @@ impl Group {
     async fn purge_to_retention(&self) -> Result<(), ProposeError> {
         let Some(wants) = self.inner.log.retention_wants() else { return Ok(()) };
         let upto = wants - 1;
+        self.wake();
         let mut metrics = self.inner.raft.metrics();
         let before = metrics.borrow_watched().snapshot;
         if before.is_some_and(|s| s.index >= upto) {
@@ -763,11 +836,16 @@ async fn watch_leader(raft: Raft, tx: watch::Sender<LeaderView>, figures: Arc<Gr
             counted = Some(now);
             figures.leader_changes.fetch_add(1, Ordering::Relaxed);
         }
-        tx.send_if_modified(|seen| {
+        let changed = tx.send_if_modified(|seen| {
             let changed = *seen != now;
             *seen = now;
             changed
         });
+        if changed {
+            // A quiet group ticks again at once when its leader or term changes; the
+            // quiescence round then wakes it fully (`quiesce.rs`).
+            raft.runtime_config().tick(true);
+        }
         if m.changed().await.is_err() {
             return;
         }

@@ -77,6 +77,10 @@ pub struct PartitionLeadership {
     /// (its Raft election timeout): it takes no writes and names no leader until a
     /// majority answers it again or it learns of a newer leader.
     pub fenced: bool,
+    /// The partition's Raft group is quiet on this node: idle, it neither ticks nor
+    /// heartbeats until the next write; a ping per node pair stands in for its
+    /// heartbeats (docs/cluster.md, "Idle groups").
+    pub quiesced: bool,
 }
 
 #[utoipa::path(get, path = "/cluster", tag = "meta",
@@ -136,6 +140,7 @@ fn leadership(topic: String, partition: u32, l: &Leadership) -> PartitionLeaders
         replicas: l.replicas.clone(),
         in_sync: l.in_sync.clone(),
         fenced: l.fenced,
+        quiesced: l.quiesced,
     }
 }
 

@@ -98,6 +98,13 @@ impl Exposition {
         let leader =
             groups.iter().map(|(l, s, _)| (l.clone(), i64::from(s.leader == Some(cluster.node_id()))));
         gauges(enc, "es_raft_leader", "1 where this node leads the partition's Raft group, else 0", leader)?;
+        let quiet = groups.iter().map(|(l, s, _)| (l.clone(), i64::from(s.quiesced)));
+        gauges(
+            enc,
+            "es_raft_quiesced",
+            "1 where the partition's Raft group is quiet here (idle: no ticks, no heartbeats), else 0",
+            quiet,
+        )?;
         let term = groups.iter().map(|(l, s, _)| (l.clone(), i64::from(s.term.0)));
         gauges(enc, "es_raft_term", "The group's current Raft term (the Kafka leader epoch)", term)?;
         let changes = groups.iter().map(|(l, _, g)| (l.clone(), g.figures().leader_changes.load(Relaxed)));

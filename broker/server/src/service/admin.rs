@@ -36,6 +36,9 @@ pub struct Leadership {
     /// This node was elected leader but lost its quorum, so it names no leader: a
     /// client that only reaches this node must look elsewhere (`es_raft::Group::fenced`).
     pub fenced: bool,
+    /// The partition's Raft group is quiet on this node: idle, it neither ticks nor
+    /// heartbeats until the next write (docs/cluster.md, "Idle groups").
+    pub quiesced: bool,
 }
 
 /// A cluster as one node sees it: the nodes whose addresses it knows, the
@@ -305,5 +308,6 @@ fn leadership(status: es_raft::GroupStatus) -> Leadership {
         replicas: status.voters,
         in_sync: status.in_sync,
         fenced: status.fenced,
+        quiesced: status.quiesced,
     }
 }

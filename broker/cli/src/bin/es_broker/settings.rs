@@ -379,6 +379,9 @@ pub const SETTINGS: &[Setting] = &[
     Setting::new("cluster", "election_timeout_ms", "cluster-election-timeout-ms", Kind::Int { min: 50, max: 600_000 })
         .default(Default::Int(1500))
         .help("The shortest election timeout in milliseconds (each node picks one between this and twice this); more than 3 heartbeats."),
+    Setting::new("cluster", "quiesce_after_ms", "cluster-quiesce-after-ms", Kind::Int { min: 0, max: 86_400_000 })
+        .default(Default::Int(2000))
+        .help("How long a partition's Raft group must sit idle (nothing written, every replica caught up) before it stops heartbeating until the next write; a ping per node pair stands in for its heartbeats. 0 keeps every group heartbeating."),
     Setting::new("cluster", "leader_balance_ms", "cluster-leader-balance-ms", Kind::Int { min: 0, max: 86_400_000 })
         .default(Default::Int(30_000))
         .help("How often, in milliseconds, each node checks whether it leads more than its share of the partitions and hands one to the in-sync node that leads the fewest (as Kafka's auto.leader.rebalance.enable); 0 turns balancing off."),
