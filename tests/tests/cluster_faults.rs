@@ -348,7 +348,8 @@ fn a_kafka_producer_writes_through_an_isolated_leader_and_loses_nothing() {
 /// A follower down while the leader's retention deleted segments it had not yet
 /// received is sent the leader's (metadata-only) snapshot and starts its log over
 /// at the leader's log start, Kafka's "truncate fully and start at", even when it
-/// is killed again mid catch-up: afterwards it serves exactly what the leader
+/// crashes between installing the snapshot and starting over, in the middle of
+/// the start-over, or is killed again mid catch-up: afterwards it serves exactly what the leader
 /// serves, and takes part in the next writes.
 #[test]
 fn a_follower_down_past_retention_starts_over_at_the_leaders_log_start() {
@@ -382,8 +383,19 @@ fn a_follower_down_past_retention_starts_over_at_the_leaders_log_start() {
         });
     }
 
-    // Killed as soon as it listens (the snapshot install or the start-over may be
-    // under way), then back for good.
+    // Crashed right after it kept the leader's snapshot, before its log started
+    // over; then right after the fresh segment of the start-over is durable,
+    // before the old segments go (ES_FAILPOINT aborts there, as kill -9 would);
+    // then killed as soon as it listens; then back for good.
+    for point in ["raft-snapshot-installed", "raft-start-over"] {
+        c.env = vec![("ES_FAILPOINT".into(), point.into())];
+        c.start_node(victim);
+        let status = c.nodes.get_mut(&victim).unwrap().wait_exit(ELECTION_WAIT);
+        assert!(!status.success(), "node {victim} was to crash at {point}: {status:?}");
+        eprintln!("node {victim} crashed at {point}: {status:?}");
+        c.nodes.remove(&victim);
+    }
+    c.env.clear();
     c.start_node(victim);
     c.kill9(victim);
     c.start_node(victim);

@@ -14,6 +14,7 @@ mod compaction;
 mod config;
 mod epochs;
 mod error;
+pub mod failpoint;
 mod files;
 mod flusher;
 mod index;

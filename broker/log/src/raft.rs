@@ -296,6 +296,7 @@ impl PartitionLog {
         let fresh = Segment::create(&self.dir, offset, index, self.shared.open_files.clone(), max)?;
         let old = std::mem::take(&mut inner.segments);
         let cold: Vec<u64> = std::mem::take(&mut inner.cold).into_keys().collect();
+        crate::failpoint::hit("raft-start-over");
         inner.segments.insert(offset, fresh);
         inner.next_offset = offset;
         inner.epochs.truncate_from(0, 0)?;

@@ -239,6 +239,7 @@ impl RaftStateMachine<TypeConfig> for DataStateMachine {
         }
         self.log.set_committed_offset(file.next_offset);
         self.keep(SnapshotFile { meta: meta.clone(), next_offset: file.next_offset })?;
+        es_log::failpoint::hit("raft-snapshot-installed");
         Ok(())
     }
 

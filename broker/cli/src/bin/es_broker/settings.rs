@@ -400,6 +400,7 @@ pub const OTHER_ENV: &[&str] = &[
     "ES_TLS_KEY",
     "ES_BIN",
     "ES_BROKER_BIN",
+    "ES_FAILPOINT",
     "ES_TOOLS_BIN",
 ];
 
