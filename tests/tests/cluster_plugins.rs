@@ -112,6 +112,8 @@ fn plugins_and_bindings_replicate_and_a_late_node_fetches_the_blob() {
     wait_bound(&c, 3, "strict", "gate2", &sha2);
     enforces(&c, 3, "strict");
     enforces(&c, 3, "orders");
+    let log = c.node(3).wait_for_stderr("plugin component arrived from a peer");
+    assert!(log.contains(&sha2), "node 3 fetched gate2's blob from a peer:\n{log}");
     assert_eq!(blobs(c.node(3)).len(), 2, "node 3 holds both blobs");
 
     // A bound plugin cannot be removed; unbound, it goes from every node.

@@ -427,7 +427,13 @@ impl Plugins {
             .filter(|m| !m.builtin)
             .map(|m| format!("{}.wasm", m.sha256))
             .collect();
-        named.extend(self.staged.lock().expect("staged lock").iter().map(|sha| format!("{sha}.wasm")));
+        // A staged blob, and a missing one a fetch may be writing, are kept, along
+        // with the temporary file `write_durably` renames into place.
+        let staged = self.staged.lock().expect("staged lock").clone();
+        let missing = self.missing.read().expect("missing lock").clone();
+        for sha in staged.iter().chain(&missing) {
+            named.extend([format!("{sha}.wasm"), format!("{sha}.tmp")]);
+        }
         let entries =
             fs::read_dir(&self.blobs).map_err(|e| io(format!("listing {}", self.blobs.display()), e))?;
         for entry in entries {

@@ -34,11 +34,18 @@ impl Registry {
     ) -> Result<Manifest> {
         self.plugins.stage(&manifest, wasm)?;
         let sha256 = manifest.sha256.clone();
-        cluster.replicate(Command::PutPlugin { manifest: manifest.clone(), replace })?;
-        // On failure the blob stays staged: the command may still be committed and
-        // this node may be the only one holding the blob. A restart sweeps it if
-        // no manifest names it.
-        self.plugins.unstage(&sha256)?;
+        match cluster.replicate(Command::PutPlugin { manifest: manifest.clone(), replace }) {
+            Ok(()) => self.plugins.unstage(&sha256)?,
+            // Committed perhaps, not applied here yet: this node may be the only one
+            // holding the blob, so it stays staged (a restart sweeps it if no
+            // manifest names it by then).
+            Err(e @ (BrokerError::Internal(_) | BrokerError::NotLeader { .. })) => return Err(e),
+            // Refused alike on every node (a plugin of that name appeared meanwhile).
+            Err(e) => {
+                self.plugins.unstage(&sha256)?;
+                return Err(e);
+            }
+        }
         tracing::info!(plugin = %manifest.name, sha256 = %manifest.sha256, "uploaded plugin (replicated)");
         Ok(manifest)
     }
@@ -210,5 +217,59 @@ impl Registry {
             tracing::warn!("{problem}");
         }
         *topic.validators.write().expect("validators lock") = Arc::new(chain);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A node that applies an upload and a binding before the blob arrives: the
+    /// chain awaits the blob (a produce is refused), a blob with the wrong hash
+    /// changes nothing, the right one loads the chain; removal is re-checked.
+    #[test]
+    fn a_binding_awaits_a_missing_blob_and_loads_when_a_verified_one_arrives() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Registry::open(BrokerOptions::new(dir.path())).unwrap().0;
+        r.create("orders", 1, &BTreeMap::new()).unwrap();
+        let wasm = es_plugin_host::builtin::RULES.to_vec();
+        let upload = Upload { name: "gate".into(), wasm: wasm.clone(), ..Upload::default() };
+        let manifest = r.plugins().inspect(&upload).unwrap();
+        let put = Command::PutPlugin { manifest: manifest.clone(), replace: false };
+        r.apply_replicated(&put).unwrap();
+        assert!(r.plugins().is_missing(&manifest.sha256));
+        r.apply_replicated(&put).unwrap(); // applied twice: unchanged
+
+        let spec = ValidatorBinding {
+            plugin: "gate".into(),
+            config: BTreeMap::from([("value.format".into(), "json".into())]),
+            on_failure: crate::plugins::binding::FailurePolicy::Warn,
+            dead_letter_topic: None,
+            mode: Default::default(),
+        };
+        let bind = Command::SetValidators { name: "orders".into(), validators: vec![spec.clone()] };
+        r.apply_replicated(&bind).unwrap();
+        let topic = r.topic("orders").unwrap();
+        let chain = topic.validators();
+        let awaiting = chain.awaiting_blob().expect("the link awaits its blob, even under warn");
+        assert_eq!(awaiting.sha256, manifest.sha256);
+
+        let mut wrong = wasm.clone();
+        wrong[10] ^= 1;
+        assert!(r.blob_arrived(&manifest.sha256, &wrong).is_err(), "a wrong hash is refused");
+        assert!(topic.validators().awaiting_blob().is_some());
+        r.blob_arrived(&manifest.sha256, &wasm).unwrap();
+        let chain = topic.validators();
+        assert!(chain.awaiting_blob().is_none());
+        assert!(chain.links[0].validator().is_some(), "loaded once the blob is here");
+
+        let remove = Command::RemovePlugin { name: "gate".into() };
+        assert_eq!(r.apply_replicated(&remove).err().unwrap().code(), "plugin_in_use");
+        let unbind = Command::SetValidators { name: "orders".into(), validators: Vec::new() };
+        r.apply_replicated(&unbind).unwrap();
+        r.apply_replicated(&remove).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path().join("plugins/blobs")).unwrap().count(), 0);
+        let other = Command::SetValidators { name: "orders".into(), validators: vec![spec] };
+        assert_eq!(r.apply_replicated(&other).err().unwrap().code(), "plugin_not_found");
     }
 }
