@@ -206,9 +206,14 @@ impl MetadataStore for FileMetadataStore {
         match command {
             Command::DeleteTopic { name } => self.topics.remove(name),
             Command::ReserveProducerIds { .. } => self.save_producer_ids(after.producer_ids_reserved()),
-            // Stored by `Auth` in `<data>/auth`, and the members by the cluster
-            // (`<data>/cluster/members.json`), never in the topic metadata.
-            Command::Auth { .. } | Command::AddNode { .. } | Command::RemoveNode { .. } => Ok(()),
+            // Stored by `Auth` in `<data>/auth`, the members by the cluster
+            // (`<data>/cluster/members.json`) and plugins by the plugin store
+            // (`<data>/plugins`), never in the topic metadata.
+            Command::Auth { .. }
+            | Command::AddNode { .. }
+            | Command::RemoveNode { .. }
+            | Command::PutPlugin { .. }
+            | Command::RemovePlugin { .. } => Ok(()),
             Command::CreateTopic(_)
             | Command::SetPartitions { .. }
             | Command::SetConfig { .. }

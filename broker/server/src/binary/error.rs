@@ -42,6 +42,8 @@ pub fn code(e: &BrokerError) -> ErrorCode {
         BrokerError::UnknownProducerId(_) => ErrorCode::UnknownProducerId,
         BrokerError::ValidationFailed { .. } => ErrorCode::ValidationFailed,
         BrokerError::PluginFailed { .. } => ErrorCode::PluginFailed,
+        // Retriable: the blob arrives from a peer shortly (the message says so).
+        BrokerError::PluginUnavailable { .. } => ErrorCode::Timeout,
         BrokerError::Storage(l) => log_code(l),
         BrokerError::Group(g) => group_code(g),
         BrokerError::Denied(missing) => code(missing),

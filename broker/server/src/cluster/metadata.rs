@@ -239,10 +239,15 @@ async fn apply_one(cluster: &Arc<Cluster>, value: &[u8]) -> Result<()> {
         Command::SetPartitions { name, .. } => Some(name.clone()),
         _ => None,
     };
+    let uploads = matches!(command, Command::PutPlugin { .. });
     let registry = cluster.registry.clone();
     let applied = tokio::task::spawn_blocking(move || registry.apply_replicated(&command))
         .await
         .map_err(|e| BrokerError::Internal(format!("the metadata apply task failed: {e}")))??;
+    if uploads && !cluster.registry.plugins().missing_blobs().is_empty() {
+        // The blob travels apart (`blobs.rs`); later commands do not wait for it.
+        cluster.blobs_wanted.notify_one();
+    }
     match (applied, grows) {
         (Applied::Created(topic), _) => cluster.open_groups(&topic).await,
         // Applied before (a retry after this node failed to open a group, or a

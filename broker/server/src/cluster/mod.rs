@@ -5,6 +5,7 @@
 //! broker is the single node it always was.
 
 mod balance;
+mod blobs;
 mod internal;
 mod members;
 mod metadata;
@@ -84,6 +85,8 @@ pub struct Cluster {
     /// (`IdempotentTurn`); removed when that turn ends with none after it.
     idempotent: Mutex<HashMap<ProducerKey, (u64, tokio::sync::oneshot::Receiver<()>)>>,
     turns: std::sync::atomic::AtomicU64,
+    /// Wakes the blob fetcher (`blobs.rs`): an applied upload left a blob missing.
+    blobs_wanted: Arc<tokio::sync::Notify>,
 }
 
 /// (topic id, partition, producer id): what `Cluster::idempotent` orders.
@@ -177,6 +180,7 @@ impl Cluster {
             runtime: tokio::runtime::Handle::current(),
             idempotent: Mutex::default(),
             turns: std::sync::atomic::AtomicU64::new(0),
+            blobs_wanted: Arc::default(),
         });
         let _ = slot.set(Arc::downgrade(&cluster));
         for topic in registry.list() {
@@ -186,6 +190,11 @@ impl Cluster {
         internal::spawn_coordinator(&cluster);
         internal::spawn_schema_applier(&cluster);
         registry.set_cluster(cluster.clone());
+        let adopting = registry.clone();
+        tokio::task::spawn_blocking(move || adopting.adopt_stranded_plugins())
+            .await
+            .map_err(|e| BrokerError::Internal(format!("adopting plugins: {e}")))?;
+        blobs::spawn_fetcher(&cluster);
         metadata::spawn_applier(&cluster);
         rpc::spawn_address_exchange(&cluster);
         if let Some(interval) = leader_balance {

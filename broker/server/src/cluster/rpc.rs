@@ -1,5 +1,5 @@
 //! The broker's own peer RPCs, beside Raft's: a metadata change forwarded to the
-//! metadata leader, and each node's client addresses (so Metadata, 421 answers and
+//! metadata leader, a plugin blob's chunk (`blobs.rs`), and each node's client addresses (so Metadata, 421 answers and
 //! NotLeader errors can name a leader clients can reach).
 
 use std::sync::{Arc, OnceLock, Weak};
@@ -19,10 +19,13 @@ const NODE_ADDRESSES: u8 = 129;
 /// A schema-registry write a follower forwards to the leader of `__es_schemas`
 /// (`http/forward.rs` has the payload); answers the HTTP response.
 const FORWARD_HTTP: u8 = 130;
+/// Asks for a chunk of a plugin blob by sha256 (`blobs.rs` has the payload);
+/// answers its total size and the bytes.
+pub(super) const FETCH_BLOB: u8 = 131;
 
 /// Failure codes of these RPCs (es-peer keeps codes below 256 for itself).
 const NOT_LEADER: u16 = 1001;
-const FAILED: u16 = 1002;
+pub(super) const FAILED: u16 = 1002;
 const STARTING: u16 = 1003;
 
 /// How long one forwarded call may take.
@@ -46,6 +49,7 @@ pub(super) fn handler(slot: Arc<OnceLock<Weak<Cluster>>>) -> Handler {
                     Err(Retry::NoLeader) => Err(RpcError::new(NOT_LEADER, "not the metadata leader")),
                     Err(Retry::Failed(e)) => Err(RpcError::new(FAILED, e.to_string())),
                 },
+                FETCH_BLOB => super::blobs::serve(&cluster, &payload).await,
                 FORWARD_HTTP => crate::http::forward::serve(cluster.http_router(), from, &payload)
                     .await
                     .map_err(|e| RpcError::new(FAILED, e)),

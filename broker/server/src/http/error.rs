@@ -56,6 +56,7 @@ impl BrokerError {
             BrokerError::PluginConfig { .. } => "invalid_config",
             BrokerError::ValidationFailed { .. } => "validation_failed",
             BrokerError::PluginFailed { .. } => "plugin_failed",
+            BrokerError::PluginUnavailable { .. } => "plugin_unavailable",
         }
     }
 
@@ -97,7 +98,9 @@ impl BrokerError {
             | BrokerError::TopicInUse { .. } => StatusCode::CONFLICT,
             BrokerError::Plugin(_) | BrokerError::PluginConfig { .. } => StatusCode::BAD_REQUEST,
             BrokerError::ValidationFailed { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            BrokerError::PluginFailed { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            BrokerError::PluginFailed { .. } | BrokerError::PluginUnavailable { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
         }
     }
 }

@@ -86,7 +86,10 @@ pub fn kafka_code(e: &BrokerError) -> i16 {
         BrokerError::RequestTooLarge { .. } => RECORD_LIST_TOO_LARGE,
         // A broker shutting down is, to a client, a leader going away: refresh and retry.
         BrokerError::ShuttingDown => NOT_LEADER_OR_FOLLOWER,
-        BrokerError::Overloaded { .. } | BrokerError::Timeout(_) => REQUEST_TIMED_OUT,
+        // Retriable: a validator's blob still on its way to this node.
+        BrokerError::Overloaded { .. } | BrokerError::Timeout(_) | BrokerError::PluginUnavailable { .. } => {
+            REQUEST_TIMED_OUT
+        }
         BrokerError::OutOfOrderSequence(_) => OUT_OF_ORDER_SEQUENCE_NUMBER,
         BrokerError::ProducerFenced(_) => INVALID_PRODUCER_EPOCH,
         BrokerError::UnknownProducerId(_) => UNKNOWN_PRODUCER_ID,

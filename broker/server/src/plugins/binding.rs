@@ -83,6 +83,10 @@ pub struct Link {
     /// Why the validator could not be loaded at startup; the link then fails
     /// every batch under its policy until it is rebound.
     validator: Result<Arc<Validator>, String>,
+    /// In a cluster: the plugin's blob has not reached this node yet. A produce
+    /// through an enforcing link like this is refused as retriable, whatever the
+    /// binding's policy, and the chain is rebuilt once the blob arrives.
+    pub awaiting_blob: bool,
     pub counters: LinkCounters,
 }
 
@@ -144,7 +148,20 @@ impl Default for LinkCounters {
 
 impl Link {
     pub fn new(spec: ValidatorBinding, sha256: String, validator: Result<Validator, String>) -> Self {
-        Self { spec, sha256, validator: validator.map(Arc::new), counters: LinkCounters::default() }
+        Self {
+            spec,
+            sha256,
+            validator: validator.map(Arc::new),
+            awaiting_blob: false,
+            counters: LinkCounters::default(),
+        }
+    }
+
+    /// A link whose plugin's blob is still being fetched from a peer.
+    pub fn awaiting_blob(spec: ValidatorBinding, sha256: String) -> Self {
+        let why =
+            format!("the component {sha256} has not reached this node yet; it is being fetched from a peer");
+        Self { awaiting_blob: true, ..Link::new(spec, sha256, Err(why)) }
     }
 
     pub fn validator(&self) -> Option<&Arc<Validator>> {
@@ -228,6 +245,12 @@ impl Chain {
 
     pub fn specs(&self) -> Vec<ValidatorBinding> {
         self.links.iter().map(|l| l.spec.clone()).collect()
+    }
+
+    /// The first enforcing link whose plugin's blob has not arrived yet: while
+    /// there is one, the chain cannot validate and a produce must be refused.
+    pub fn awaiting_blob(&self) -> Option<&Link> {
+        self.links.iter().find(|l| l.awaiting_blob && l.spec.mode == BindingMode::Enforce)
     }
 
     /// Runs every validator over one partition's records, packed once for the

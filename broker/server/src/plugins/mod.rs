@@ -7,13 +7,20 @@
 //! so a crash never leaves a manifest without its component; blobs no manifest names
 //! are deleted at startup. Built-in plugins are embedded in the binary and have
 //! manifests made at startup, never stored.
+//!
+//! In a cluster (`blobs.rs`) a manifest can be stored before its blob: the upload
+//! is a replicated command that carries the manifest, and a node that lacks the
+//! blob fetches it from a peer by its sha256; until then the blob is "missing".
 
 pub mod binding;
+mod blobs;
 
-use std::collections::BTreeMap;
+pub use blobs::{BLOB_CHUNK_BYTES, BlobChunk, check_blob_size};
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use es_core::{Clock, SystemClock};
 use es_plugin_host::{
@@ -129,6 +136,17 @@ pub struct Plugins {
     blobs: PathBuf,
     manifests: MetaStore<Manifest>,
     by_name: RwLock<BTreeMap<String, Manifest>>,
+    /// Blobs (sha256) some manifest names that are not on this node yet: in a
+    /// cluster a replicated upload is applied before its blob arrives from a peer
+    /// (`cluster/blobs.rs`). Empty on a single node.
+    missing: RwLock<BTreeSet<String>>,
+    /// Blobs written for an upload whose manifest is not stored yet (a cluster
+    /// upload between its proposal and its apply): kept from the unnamed-blob sweep.
+    staged: Mutex<BTreeSet<String>>,
+    /// Stored manifests whose blob was missing or damaged at open. A single node
+    /// reports and ignores them as before; a cluster member adopts them as missing
+    /// blobs and fetches them from a peer (`Plugins::adopt_stranded`).
+    stranded: Mutex<Vec<Manifest>>,
 }
 
 impl std::fmt::Debug for Plugins {
@@ -154,22 +172,39 @@ impl Plugins {
         fs::create_dir_all(&blobs).map_err(|e| io(format!("creating {}", blobs.display()), e))?;
         let manifests = MetaStore::<Manifest>::open(dir.join("manifests"))?;
         let mut by_name = builtin_manifests();
+        let mut stranded = Vec::new();
         for manifest in manifests.load_all()? {
             match fs::read(blob_path(&blobs, &manifest.sha256)) {
                 Ok(bytes) if hex_sha256(&bytes) == manifest.sha256 => {
                     by_name.insert(manifest.name.clone(), manifest);
                 }
-                Ok(_) => repairs.push(format!(
-                    "plugin {:?}: its component does not match its sha256 {}; upload it again",
-                    manifest.name, manifest.sha256
-                )),
-                Err(e) => repairs.push(format!(
-                    "plugin {:?}: its component {} cannot be read ({e}); upload it again",
-                    manifest.name, manifest.sha256
-                )),
+                Ok(_) => {
+                    repairs.push(format!(
+                        "plugin {:?}: its component does not match its sha256 {}; upload it again \
+                         (a cluster member fetches it from a peer)",
+                        manifest.name, manifest.sha256
+                    ));
+                    stranded.push(manifest);
+                }
+                Err(e) => {
+                    repairs.push(format!(
+                        "plugin {:?}: its component {} cannot be read ({e}); upload it again \
+                         (a cluster member fetches it from a peer)",
+                        manifest.name, manifest.sha256
+                    ));
+                    stranded.push(manifest);
+                }
             }
         }
-        let plugins = Self { engine, blobs, manifests, by_name: RwLock::new(by_name) };
+        let plugins = Self {
+            engine,
+            blobs,
+            manifests,
+            by_name: RwLock::new(by_name),
+            missing: RwLock::default(),
+            staged: Mutex::default(),
+            stranded: Mutex::new(stranded),
+        };
         plugins.remove_unnamed_blobs(repairs)?;
         Ok(plugins)
     }
@@ -215,6 +250,12 @@ impl Plugins {
             let bytes = es_plugin_host::builtin::builtin(&manifest.name)
                 .ok_or_else(|| BrokerError::PluginNotFound(manifest.name.clone()))?;
             return Ok(Arc::from(bytes));
+        }
+        if self.is_missing(&manifest.sha256) {
+            return Err(BrokerError::PluginUnavailable {
+                plugin: manifest.name.clone(),
+                sha256: manifest.sha256.clone(),
+            });
         }
         let path = blob_path(&self.blobs, &manifest.sha256);
         fs::read(&path).map(Arc::from).map_err(|e| io(format!("reading plugin {}", path.display()), e))
@@ -373,11 +414,12 @@ impl Plugins {
     pub fn remove(&self, name: &str) -> Result<()> {
         self.manifests.remove(name)?;
         self.by_name.write().expect("plugins lock").remove(name);
+        self.forget_unnamed_missing();
         self.remove_unnamed_blobs(&mut Vec::new())
     }
 
     fn remove_unnamed_blobs(&self, repairs: &mut Vec<String>) -> Result<()> {
-        let named: std::collections::BTreeSet<String> = self
+        let mut named: BTreeSet<String> = self
             .by_name
             .read()
             .expect("plugins lock")
@@ -385,6 +427,13 @@ impl Plugins {
             .filter(|m| !m.builtin)
             .map(|m| format!("{}.wasm", m.sha256))
             .collect();
+        // A staged blob, and a missing one a fetch may be writing, are kept, along
+        // with the temporary file `write_durably` renames into place.
+        let staged = self.staged.lock().expect("staged lock").clone();
+        let missing = self.missing.read().expect("missing lock").clone();
+        for sha in staged.iter().chain(&missing) {
+            named.extend([format!("{sha}.wasm"), format!("{sha}.tmp")]);
+        }
         let entries =
             fs::read_dir(&self.blobs).map_err(|e| io(format!("listing {}", self.blobs.display()), e))?;
         for entry in entries {

@@ -46,6 +46,10 @@ impl Registry {
                 });
                 match loaded {
                     Ok((sha, validator)) => Link::new(spec.clone(), sha, Ok(validator)),
+                    // In a cluster: the blob is on its way; the chain is rebuilt when it arrives.
+                    Err(BrokerError::PluginUnavailable { sha256, .. }) => {
+                        Link::awaiting_blob(spec.clone(), sha256)
+                    }
                     Err(e) => {
                         repairs.push(format!(
                             "topic {topic:?}: validator {:?} cannot be loaded ({e}); produce to it fails until it is rebound",
@@ -154,14 +158,8 @@ impl Registry {
     /// chain is swapped in. Batches in flight finish on the old chain.
     pub fn set_validators(&self, name: &str, specs: Vec<ValidatorBinding>) -> Result<Vec<ValidatorBinding>> {
         self.check_running()?;
-        if self.is_clustered() {
-            // A binding names a plugin blob every node must hold; blobs are not
-            // replicated yet, so a binding could load on one node and not another.
-            return Err(BrokerError::InvalidRequest(
-                "binding validators is not available in a cluster yet (plugins are not replicated); \
-                 see docs/cluster.md"
-                    .into(),
-            ));
+        if let Some(cluster) = self.replicator_for(Origin::Client) {
+            return self.set_validators_clustered(cluster, name, specs);
         }
         let _admin = self.admin.lock().expect("admin lock");
         let command = self.metadata().bind_validators(name, specs.clone())?;
@@ -175,7 +173,9 @@ impl Registry {
     }
 
     /// Stores an uploaded plugin. A new version of a bound plugin (`replace`) is
-    /// loaded for every binding first; the swap happens only if all load.
+    /// loaded for every binding first; the swap happens only if all load. In a
+    /// cluster the checks are the same and the upload is then replicated
+    /// (`cluster_plugins.rs`): every node swaps when it applies it.
     pub fn add_plugin(&self, upload: Upload) -> Result<(Manifest, bool)> {
         self.check_running()?;
         let manifest = self.plugins.inspect(&upload)?;
@@ -184,7 +184,7 @@ impl Registry {
         } else {
             None
         };
-        let _admin = self.admin.lock().expect("admin lock");
+        let admin = self.admin.lock().expect("admin lock");
         let existing = self.plugins.get(&upload.name).ok();
         if let Some(old) = &existing {
             if old.sha256 == manifest.sha256
@@ -204,6 +204,11 @@ impl Registry {
                 let chain = self.build_chain(&topic.name(), &specs, Some((&manifest, &upload.wasm)))?;
                 swaps.push((topic, chain));
             }
+        }
+        if let Some(cluster) = self.replicator_for(Origin::Client) {
+            drop(admin);
+            let manifest = self.add_plugin_clustered(cluster, manifest, &upload.wasm, upload.replace)?;
+            return Ok((manifest, existing.is_none()));
         }
         self.plugins.store(&manifest, &upload.wasm)?;
         if let Some(checker) = checker {
@@ -226,10 +231,21 @@ impl Registry {
             .collect()
     }
 
-    /// Forgets an uploaded plugin; refused for built-ins and while it is bound.
+    /// Forgets an uploaded plugin; refused for built-ins and while it is bound. In
+    /// a cluster the removal is replicated and re-checked where it is applied.
     pub fn remove_plugin(&self, name: &str) -> Result<()> {
         self.check_running()?;
-        let _admin = self.admin.lock().expect("admin lock");
+        let admin = self.admin.lock().expect("admin lock");
+        let manifest = self.removable_plugin(name)?;
+        if let Some(cluster) = self.replicator_for(Origin::Client) {
+            drop(admin);
+            return cluster.replicate(Command::RemovePlugin { name: name.to_owned() });
+        }
+        self.finish_remove_plugin(&manifest)
+    }
+
+    /// The plugin `name`, if it may be removed: uploaded and bound to no topic.
+    pub(super) fn removable_plugin(&self, name: &str) -> Result<Manifest> {
         let manifest = self.plugins.get(name)?;
         if manifest.builtin {
             return Err(BrokerError::InvalidRequest(format!(
@@ -240,6 +256,12 @@ impl Registry {
         if !topics.is_empty() {
             return Err(BrokerError::PluginInUse { name: name.to_owned(), topics });
         }
+        Ok(manifest)
+    }
+
+    /// Removes a plugin `removable_plugin` allowed; the caller holds the admin lock.
+    pub(super) fn finish_remove_plugin(&self, manifest: &Manifest) -> Result<()> {
+        let name = manifest.name.as_str();
         self.plugins.remove(name)?;
         if manifest.world == crate::plugins::COMPAT_WORLD {
             // Its schema types go back to the built-in checkers.

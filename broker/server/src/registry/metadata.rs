@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::config::TopicConfig;
 use crate::limits;
+use crate::plugins::Manifest;
 use crate::plugins::binding::{FailurePolicy, ValidatorBinding};
 use crate::service::error::{BrokerError, Result};
 use crate::store::TopicMeta;
@@ -74,6 +75,18 @@ pub enum Command {
     RemoveNode {
         id: u64,
     },
+    /// An uploaded plugin, in a cluster: its manifest (with the blob's sha256, not
+    /// the blob). Applied by the registry's plugin store; a node without the blob
+    /// fetches it from a peer (`cluster/blobs.rs`). `replace`: the upload may
+    /// replace a different plugin of the same name.
+    PutPlugin {
+        manifest: Manifest,
+        replace: bool,
+    },
+    /// Removes an uploaded plugin, in a cluster; refused while a topic binds it.
+    RemovePlugin {
+        name: String,
+    },
 }
 
 impl Command {
@@ -89,7 +102,9 @@ impl Command {
             Command::ReserveProducerIds { .. }
             | Command::Auth { .. }
             | Command::AddNode { .. }
-            | Command::RemoveNode { .. } => None,
+            | Command::RemoveNode { .. }
+            | Command::PutPlugin { .. }
+            | Command::RemovePlugin { .. } => None,
         }
     }
 }
@@ -274,8 +289,13 @@ impl Metadata {
                 self.producer_ids_reserved = self.producer_ids_reserved.max(*through);
             }
             // The auth state is `Auth`'s own (`Registry::apply_replicated`), the
-            // members the cluster's (`cluster/members.rs`).
-            Command::Auth { .. } | Command::AddNode { .. } | Command::RemoveNode { .. } => {}
+            // members the cluster's (`cluster/members.rs`), the plugins the plugin
+            // store's (`registry/cluster_plugins.rs`).
+            Command::Auth { .. }
+            | Command::AddNode { .. }
+            | Command::RemoveNode { .. }
+            | Command::PutPlugin { .. }
+            | Command::RemovePlugin { .. } => {}
         }
     }
 }
@@ -439,5 +459,34 @@ mod tests {
         assert_eq!(a.producer_ids_reserved(), PRODUCER_ID_BLOCK);
         let round: Vec<Command> = serde_json::from_value(serde_json::to_value(&cmds).unwrap()).unwrap();
         assert_eq!(round, cmds, "commands serialize for a replicated log");
+    }
+
+    #[test]
+    fn plugin_commands_name_no_topic_change_no_topic_and_survive_json() {
+        let mut m = with(&["orders"]);
+        let before = m.clone();
+        let manifest = Manifest {
+            name: "gate".into(),
+            sha256: "ab".repeat(32),
+            world: crate::plugins::VALIDATOR_WORLD.into(),
+            version: "1".into(),
+            description: String::new(),
+            config_keys: Vec::new(),
+            default_config: BTreeMap::from([("mode".into(), "strict".into())]),
+            limits: Default::default(),
+            size_bytes: 10,
+            added_ms: 7,
+            builtin: false,
+            supports: Vec::new(),
+        };
+        for command in
+            [Command::PutPlugin { manifest, replace: true }, Command::RemovePlugin { name: "gate".into() }]
+        {
+            assert_eq!(command.topic(), None);
+            m.apply(&command);
+            assert_eq!(m, before, "the topic metadata does not hold plugins");
+            let json = serde_json::to_vec(&command).unwrap();
+            assert_eq!(serde_json::from_slice::<Command>(&json).unwrap(), command);
+        }
     }
 }

@@ -7,6 +7,7 @@
 //! startup deletes partition directories that no topic owns.
 
 mod bindings;
+mod cluster_plugins;
 pub(crate) mod metadata;
 mod replicated;
 pub mod snapshot;

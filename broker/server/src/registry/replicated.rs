@@ -5,6 +5,9 @@
 //! the proposer included, applies committed commands through
 //! [`Registry::apply_replicated`], in log order, so all nodes end in one state.
 //!
+//! Validator bindings and uploaded plugins take the same road
+//! (`cluster_plugins.rs`); a plugin's blob travels apart, by its sha256.
+//!
 //! Applying re-checks each command against the state it meets, deterministically:
 //! two nodes that planned the same topic at once both propose, and the second one
 //! applied is refused on every node alike. A command applied twice (a crash after
@@ -100,8 +103,16 @@ impl Registry {
     /// directories, logs, the local metadata files). What it answers is the same on
     /// every node for the same log.
     pub fn apply_replicated(&self, command: &Command) -> Result<Applied> {
-        if let Command::Auth { pepper, commands } = command {
-            return self.auth.apply_replicated(pepper, commands).map(|()| Applied::Unchanged);
+        match command {
+            Command::Auth { pepper, commands } => {
+                return self.auth.apply_replicated(pepper, commands).map(|()| Applied::Unchanged);
+            }
+            Command::PutPlugin { manifest, replace } => return self.apply_put_plugin(manifest, *replace),
+            Command::RemovePlugin { name } => return self.apply_remove_plugin(name),
+            Command::SetValidators { name, validators } => {
+                return self.apply_set_validators(name, validators, command);
+            }
+            _ => {}
         }
         let _admin = self.admin.lock().expect("admin lock");
         let existing = command.topic().and_then(|name| self.metadata().topic(name).cloned());
@@ -138,7 +149,9 @@ impl Registry {
                 | Command::ReserveProducerIds { .. }
                 | Command::Auth { .. }
                 | Command::AddNode { .. }
-                | Command::RemoveNode { .. },
+                | Command::RemoveNode { .. }
+                | Command::PutPlugin { .. }
+                | Command::RemovePlugin { .. },
                 _,
             ) => Err(BrokerError::InvalidRequest(format!(
                 "{} is not a replicated metadata command",
@@ -170,5 +183,7 @@ fn command_name(command: &Command) -> &'static str {
         Command::Auth { .. } => "Auth",
         Command::AddNode { .. } => "AddNode",
         Command::RemoveNode { .. } => "RemoveNode",
+        Command::PutPlugin { .. } => "PutPlugin",
+        Command::RemovePlugin { .. } => "RemovePlugin",
     }
 }

@@ -129,6 +129,14 @@ pub enum BrokerError {
     /// topic whose binding rejects on failure: nothing was written.
     #[error("validator {plugin:?} of topic {topic:?} failed, so the batch was refused: {reason}")]
     PluginFailed { topic: String, plugin: String, reason: String },
+    /// In a cluster: a plugin's component (blob) has not reached this node yet; it
+    /// is being fetched from a peer. A produce to a topic bound to it is refused
+    /// rather than written unvalidated; a retry succeeds once the blob is here.
+    #[error(
+        "the component of plugin {plugin:?} (sha256 {sha256}) has not reached this node yet and is being \
+         fetched from a peer; nothing was written: retry shortly (docs/cluster.md)"
+    )]
+    PluginUnavailable { plugin: String, sha256: String },
 }
 
 fn leader_hint(leader: &Option<LeaderHint>) -> String {

@@ -198,6 +198,13 @@ impl Service {
         if chain.is_empty() {
             return Ok(None);
         }
+        if let Some(link) = chain.awaiting_blob() {
+            // Never written unvalidated: refused (retriable) until the blob is here.
+            return Err(BrokerError::PluginUnavailable {
+                plugin: link.spec.plugin.clone(),
+                sha256: link.sha256.clone(),
+            });
+        }
         let name: Arc<str> = Arc::from(topic.name());
         let mut checks = Vec::with_capacity(planned.len());
         for p in planned.iter_mut() {
