@@ -384,8 +384,8 @@ async fn a_dead_leaders_groups_get_a_new_leader_within_an_election_timeout() {
     stop_all(&mut nodes).await;
 }
 
-/// A leader whose followers all stop is fenced once a lease (its election timeout)
-/// passes without a quorum's answer: the proposal it was waiting on answers
+/// A leader whose followers all stop is fenced once its links to them are down (or,
+/// links open, once a lease passes without a quorum's answer): the proposal it was waiting on answers
 /// `NotLeader` well before the proposal timeout, it names no leader (metadata then
 /// answers LEADER_NOT_AVAILABLE rather than a stale claim), and new proposals are
 /// refused at once. With the followers back, the group has one writable leader again.
@@ -409,6 +409,9 @@ async fn a_leader_without_a_quorum_is_fenced_within_a_lease_and_recovers() {
     assert!(matches!(err, ProposeError::NotLeader { leader: None }), "{err:?}");
     let timeout = Duration::from_millis(es_raft::limits::PROPOSE_TIMEOUT_MS);
     assert!(waited < timeout / 2, "the fenced leader held the proposal {waited:?}");
+    // Its links to both followers went down: fenced then, not a lease later.
+    let lease = Duration::from_millis(timers().election_max_ms);
+    assert!(waited < lease, "fenced after {waited:?}, a lease ({lease:?}) or more after its links went down");
     assert!(lead.fenced() && lead.status().fenced, "{:?}", lead.status());
     assert_eq!((lead.leader(), lead.is_leader(), lead.status().leader), (None, false, None));
     let refused = std::time::Instant::now();

@@ -341,9 +341,10 @@ async fn purge_for_retention(host: std::sync::Weak<HostInner>) {
 /// at once; when a peer's link stays down for `LINK_LOSS_GRACE_MS`, every group
 /// this node follows that peer in hands leadership to one successor, as the dead
 /// leader would have with a leader transfer ([`Group::succeed`]). A leader that is
-/// alive but unreachable is fenced after its lease ([`Group::fenced`]), so this
-/// only shortens a failover the election timers would make anyway; a stopped
-/// process (SIGSTOP) or a cut that leaves sockets open takes the timers' path.
+/// alive but unreachable is fenced as soon as its links to a majority are down
+/// ([`Group::fenced`]), so this only shortens a failover the election timers would
+/// make anyway; a stopped process (SIGSTOP) or a cut that leaves sockets open is
+/// noticed by the pings instead (`quiesce.rs`: silent for an election timeout).
 async fn elect_on_link_loss(
     host: std::sync::Weak<HostInner>,
     mut losses: tokio::sync::broadcast::Receiver<u64>,
@@ -631,7 +632,12 @@ impl Group {
             return !self.inner.liveness.majority_alive(&voters);
         }
         let lease = self.lease();
-        m.last_quorum_acked.as_ref().is_some_and(|acked| acked.elapsed() >= lease) && !self.woke_within(lease)
+        let unacked = m.last_quorum_acked.as_ref().is_some_and(|acked| acked.elapsed() >= lease)
+            && !self.woke_within(lease);
+        // Pings tell sooner than the lease: a leader whose links to a majority went
+        // down (or stopped answering) is fenced at once; the followers hand its
+        // groups over just as soon ("elect on link loss").
+        unacked || self.inner.liveness.majority_silent(m.membership_config.membership().voter_ids())
     }
 
     /// A retry: answers once the original is committed (bounded).

@@ -60,11 +60,19 @@ pub(super) struct Liveness {
     /// Peers whose link went down since the ping loop last looked: it must see
     /// them come back as a change even if a ping answered in between.
     dropped: Mutex<BTreeSet<u64>>,
+    /// Peers whose link went down and that have not answered since.
+    unreachable: Mutex<BTreeSet<u64>>,
 }
 
 impl Liveness {
     pub(super) fn new(me: u64, window: Duration) -> Liveness {
-        Liveness { me, window, answered: Mutex::default(), dropped: Mutex::default() }
+        Liveness {
+            me,
+            window,
+            answered: Mutex::default(),
+            dropped: Mutex::default(),
+            unreachable: Mutex::default(),
+        }
     }
 
     /// Whether `node` answered a ping within the window (this node always is).
@@ -84,14 +92,39 @@ impl Liveness {
         alive * 2 > voters.len()
     }
 
+    /// Whether `node` is known to be out of reach: its link went down, or it
+    /// answered pings once and none for the window since. A peer not heard from
+    /// yet (this node just started) is not.
+    pub(super) fn silent(&self, node: u64) -> bool {
+        if node == self.me {
+            return false;
+        }
+        if self.unreachable.lock().expect("liveness lock").contains(&node) {
+            return true;
+        }
+        self.answered.lock().expect("liveness lock").get(&node).is_some_and(|t| t.elapsed() >= self.window)
+    }
+
+    /// Whether at least half of `voters` is silent: no majority can be reached.
+    pub(super) fn majority_silent(&self, voters: impl Iterator<Item = u64>) -> bool {
+        let (mut silent, mut all) = (0, 0);
+        for v in voters {
+            all += 1;
+            silent += usize::from(self.silent(v));
+        }
+        silent * 2 >= all && all > 1
+    }
+
     fn answered(&self, node: u64) {
         self.answered.lock().expect("liveness lock").insert(node, Instant::now());
+        self.unreachable.lock().expect("liveness lock").remove(&node);
     }
 
     /// `node`'s link went down: it is not alive until it answers again.
     pub(super) fn lost(&self, node: u64) {
         self.answered.lock().expect("liveness lock").remove(&node);
         self.dropped.lock().expect("liveness lock").insert(node);
+        self.unreachable.lock().expect("liveness lock").insert(node);
     }
 }
 
@@ -471,8 +504,14 @@ mod tests {
         l.lost(2);
         assert!(!l.alive(2));
         assert!(l.dropped.lock().unwrap().contains(&2));
+        assert!(l.silent(2) && !l.silent(3) && !l.silent(1), "lost: silent; never heard: not");
+        assert!(!l.majority_silent([1, 2, 3].into_iter()), "one of three silent");
+        l.lost(3);
+        assert!(l.majority_silent([1, 2, 3].into_iter()));
+        l.answered(3);
+        assert!(!l.silent(3) && !l.majority_silent([1, 2, 3].into_iter()));
         let expired = Liveness::new(1, Duration::ZERO);
         expired.answered(2);
-        assert!(!expired.alive(2));
+        assert!(!expired.alive(2) && expired.silent(2));
     }
 }
