@@ -637,7 +637,7 @@ async fn frames_sent_over(nodes: &[Node], window: Duration) -> u64 {
 
 /// Idle groups quiesce on every node: their heartbeats stop (only the per-pair
 /// pings remain on the links); a proposal wakes a group and commits at once; a
-/// dead leader's quiet groups are led again by the link-loss hand-over, and a
+/// quiet group's leadership transfers; a dead leader's quiet groups are led again by the link-loss hand-over, and a
 /// restarted node's groups wake and quiesce again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn idle_groups_quiesce_wake_on_a_proposal_and_fail_over_when_their_leader_dies() {
@@ -676,8 +676,19 @@ async fn idle_groups_quiesce_wake_on_a_proposal_and_fail_over_when_their_leader_
     assert!(took < Duration::from_millis(timers.election_min_ms), "{took:?}");
     check_replicas(&nodes, g, &acked[&g]).await;
 
-    // The leader of the most groups dies: every group it led gets a leader again.
+    // A quiet group's leadership moves: the transfer wakes it, the target leads.
     assert!(wait_until(WAIT, || all_quiet(&nodes)).await, "quiet again after the proposal");
+    let g = groups[1];
+    let from = leader_of(&nodes, g).await;
+    let to = VOTERS.into_iter().find(|v| *v != from).unwrap();
+    node(&nodes, from).groups[&g].transfer_leader(to).await.unwrap();
+    assert!(wait_until(WAIT, || node(&nodes, to).groups[&g].is_leader()).await, "node {to} leads group {g}");
+    assert_eq!(leader_of(&nodes, g).await, to);
+    let lead = node(&nodes, to).groups[&g].clone();
+    acked.get_mut(&g).unwrap().extend(propose_many(&lead, "moved", 1, 2).await);
+
+    // The leader of the most groups dies: every group it led gets a leader again.
+    assert!(wait_until(WAIT, || all_quiet(&nodes)).await, "quiet again after the transfer");
     let mut led: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
     for &g in &groups {
         led.entry(leader_of(&nodes, g).await).or_default().push(g);

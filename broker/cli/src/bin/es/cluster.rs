@@ -217,12 +217,14 @@ fn status(client: &Client, json_out: bool) -> anyhow::Result<()> {
                 text(&p["epoch"]),
                 ids(&p["replicas"]),
                 ids(&p["in_sync"]),
+                // Quiet: idle, its Raft group neither ticks nor heartbeats here.
+                if p["quiesced"] == true { "quiet" } else { "active" }.to_owned(),
             ]
         })
         .collect();
     if !partitions.is_empty() {
         println!();
-        table(&["TOPIC", "PARTITION", "LEADER", "EPOCH", "REPLICAS", "IN-SYNC"], &partitions);
+        table(&["TOPIC", "PARTITION", "LEADER", "EPOCH", "REPLICAS", "IN-SYNC", "RAFT"], &partitions);
     }
     Ok(())
 }
