@@ -713,7 +713,14 @@ async fn idle_groups_quiesce_wake_on_a_proposal_and_fail_over_when_their_leader_
         acked.get_mut(&g).unwrap().extend(propose_many(&lead, &format!("g{g}-b"), 1, 2).await);
     }
 
-    // The node comes back: it catches up, and the groups quiesce again everywhere.
+    // The node comes back: it catches up, and the groups quiesce again everywhere,
+    // with no election: the leaders wake as it answers pings, so it hears them
+    // before its election timer runs out.
+    assert!(wait_until(WAIT, || all_quiet(&nodes)).await, "quiet with node {old} down");
+    let mut epochs = BTreeMap::new();
+    for &g in &groups {
+        epochs.insert(g, node(&nodes, leader_of(&nodes, g).await).groups[&g].leader_epoch());
+    }
     let listener = TcpListener::bind(&listener_addr).await.unwrap();
     let n = nodes.iter_mut().find(|n| n.id == old).unwrap();
     start(n, listener, &addrs, &groups).await;
@@ -721,6 +728,10 @@ async fn idle_groups_quiesce_wake_on_a_proposal_and_fail_over_when_their_leader_
         leader_of(&nodes, g).await;
     }
     assert!(wait_until(WAIT, || all_quiet(&nodes)).await, "quiet again with the node back");
+    for &g in &groups {
+        let now = node(&nodes, leader_of(&nodes, g).await).groups[&g].leader_epoch();
+        assert_eq!(now, epochs[&g], "group {g}: the restarted follower caused an election");
+    }
     for &g in &groups {
         check_replicas(&nodes, g, &acked[&g]).await;
     }

@@ -1,6 +1,7 @@
 //! Idle cost of many Raft groups: three hosts in one process with the default timers
 //! (300 ms heartbeats), `ES_IDLE_GROUPS` groups (1,000 by default) replicated on all
-//! three, measured for 10 s once every group has a leader. Ignored by default (it
+//! three, measured for 10 s once every group has a leader and is quiet
+//! (`ES_IDLE_QUIESCE_AFTER_MS=0`: never quiet, every group heartbeating). Ignored by default (it
 //! measures rather than checks much); run it with
 //! `cargo test --release -p es-raft --test idle_cpu -- --ignored --nocapture`.
 
@@ -42,6 +43,10 @@ async fn many_idle_groups_cost_little_cpu() {
         election_max_ms: 10 * h,
         ..Timers::default()
     });
+    let timers = Timers {
+        quiesce_after_ms: env("ES_IDLE_QUIESCE_AFTER_MS").unwrap_or(timers.quiesce_after_ms),
+        ..timers
+    };
     let mut listeners = Vec::new();
     let mut addrs = BTreeMap::new();
     for id in VOTERS {
@@ -71,8 +76,17 @@ async fn many_idle_groups_cost_little_cpu() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let elected = started.elapsed();
-    // Let the elections' blank entries and first heartbeats settle.
+    // Let the elections' blank entries and first heartbeats settle, and the
+    // groups quiesce (unless ES_IDLE_QUIESCE_AFTER_MS=0 keeps them heartbeating).
     tokio::time::sleep(Duration::from_secs(2)).await;
+    if timers.quiesce_after_ms > 0 {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while handles.iter().any(|h| !h.status().quiesced) {
+            assert!(Instant::now() < deadline, "not every group quiesced in time");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let quiet = started.elapsed();
     let (cpu0, t0) = (cpu_time(), Instant::now());
     tokio::time::sleep(MEASURE).await;
     let (cpu, wall) = (cpu_time() - cpu0, t0.elapsed());
@@ -82,8 +96,9 @@ async fn many_idle_groups_cost_little_cpu() {
         *leaders.entry(h.leader().unwrap()).or_insert(0u64) += 1;
     }
     eprintln!(
-        "{groups} groups x 3 nodes, {timers:?}: opened in {opened:?}, all led after {elected:?}; \
-         idle: {share:.1}% of one core for the whole process over {wall:?}; leaders {leaders:?}"
+        "{groups} groups x 3 nodes, {timers:?}: opened in {opened:?}, all led after {elected:?}, \
+         quiet after {quiet:?}; idle: {share:.1}% of one core for the whole process over {wall:?}; \
+         leaders {leaders:?}"
     );
     for h in &hosts {
         h.shutdown().await;

@@ -357,6 +357,9 @@ async fn elect_on_link_loss(
             Err(RecvError::Closed) => return,
         };
         let Some(h) = host.upgrade() else { return };
+        // Even a peer back within the grace (a restart that quick) counts as come
+        // back: the groups it is in wake, so it hears their leaders at once.
+        h.liveness.link_dropped(lost);
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(limits::LINK_LOSS_GRACE_MS)).await;
             if h.stopped.load(Ordering::Acquire) || h.peer.is_connected(lost) {

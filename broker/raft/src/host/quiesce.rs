@@ -120,10 +120,15 @@ impl Liveness {
         self.unreachable.lock().expect("liveness lock").remove(&node);
     }
 
-    /// `node`'s link went down: it is not alive until it answers again.
+    /// `node`'s link went down: the ping loop sees it come back as a change.
+    pub(super) fn link_dropped(&self, node: u64) {
+        self.dropped.lock().expect("liveness lock").insert(node);
+    }
+
+    /// `node`'s link stayed down: it is not alive until it answers again.
     pub(super) fn lost(&self, node: u64) {
         self.answered.lock().expect("liveness lock").remove(&node);
-        self.dropped.lock().expect("liveness lock").insert(node);
+        self.link_dropped(node);
         self.unreachable.lock().expect("liveness lock").insert(node);
     }
 }
