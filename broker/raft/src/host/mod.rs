@@ -343,8 +343,9 @@ async fn purge_for_retention(host: std::sync::Weak<HostInner>) {
 /// leader would have with a leader transfer ([`Group::succeed`]). A leader that is
 /// alive but unreachable is fenced as soon as its links to a majority are down
 /// ([`Group::fenced`]), so this only shortens a failover the election timers would
-/// make anyway; a stopped process (SIGSTOP) or a cut that leaves sockets open is
-/// noticed by the pings instead (`quiesce.rs`: silent for an election timeout).
+/// make anyway; a stopped process (SIGSTOP) or a cut that leaves sockets open
+/// takes the timers' path, but for the groups quiet here, which the pings hand
+/// over (`quiesce.rs`: silent for an election timeout).
 async fn elect_on_link_loss(
     host: std::sync::Weak<HostInner>,
     mut losses: tokio::sync::broadcast::Receiver<u64>,
@@ -366,17 +367,32 @@ async fn elect_on_link_loss(
                 return;
             }
             h.liveness.lost(lost);
-            replace_leader(&h, lost, "peer link lost").await;
+            replace_leader(&h, lost, Replace::All, "peer link lost").await;
         });
     }
+}
+
+/// Which groups [`replace_leader`] hands over.
+#[derive(Debug, Clone, Copy)]
+enum Replace {
+    /// Every group led by the lost node (its link went down).
+    All,
+    /// Only the groups quiet here under it (it stopped answering pings).
+    QuietOnly,
 }
 
 /// Hands every group this node follows `lost` in to one successor
 /// ([`Group::succeed`]), its quiet groups woken first: `lost`'s link went down,
 /// or it stopped answering pings (`quiesce.rs`).
-async fn replace_leader(h: &HostInner, lost: u64, why: &str) {
-    quiesce::wake_involving(h, lost);
+async fn replace_leader(h: &HostInner, lost: u64, which: Replace, why: &str) {
     let groups: Vec<Group> = h.groups.read().expect("groups lock").values().cloned().collect();
+    let groups: Vec<Group> = match which {
+        Replace::All => groups,
+        Replace::QuietOnly => {
+            groups.into_iter().filter(|g| g.quiesced().is_some_and(|q| q.leader == lost)).collect()
+        }
+    };
+    quiesce::wake_involving(h, lost);
     let connected = |n: u64| h.peer.is_connected(n) && h.liveness.alive(n);
     let handed = futures_util::future::join_all(groups.iter().map(|g| g.succeed(lost, &connected))).await;
     let handed = handed.into_iter().filter(|h| *h).count();
@@ -637,10 +653,12 @@ impl Group {
         let lease = self.lease();
         let unacked = m.last_quorum_acked.as_ref().is_some_and(|acked| acked.elapsed() >= lease)
             && !self.woke_within(lease);
-        // Pings tell sooner than the lease: a leader whose links to a majority went
-        // down (or stopped answering) is fenced at once; the followers hand its
-        // groups over just as soon ("elect on link loss").
-        unacked || self.inner.liveness.majority_silent(m.membership_config.membership().voter_ids())
+        // Links tell sooner than the lease: a leader whose links to a majority went
+        // down (for the link-loss grace) is fenced at once; the followers hand its
+        // groups over just as soon ("elect on link loss"). Ping silence alone does
+        // not fence a busy leader: pings share the link with replication and may
+        // lag while its acknowledgements still arrive.
+        unacked || self.inner.liveness.majority_unreachable(m.membership_config.membership().voter_ids())
     }
 
     /// A retry: answers once the original is committed (bounded).
@@ -779,7 +797,11 @@ impl Group {
     async fn purge_to_retention(&self) -> Result<(), ProposeError> {
         let Some(wants) = self.inner.log.retention_wants() else { return Ok(()) };
         let upto = wants - 1;
-        self.wake();
+        // A follower's purge needs no ticks; woken while its leader stays quiet it
+        // would only elect.
+        if self.is_leader() {
+            self.wake();
+        }
         let mut metrics = self.inner.raft.metrics();
         let before = metrics.borrow_watched().snapshot;
         if before.is_some_and(|s| s.index >= upto) {

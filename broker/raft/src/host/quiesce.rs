@@ -92,27 +92,20 @@ impl Liveness {
         alive * 2 > voters.len()
     }
 
-    /// Whether `node` is known to be out of reach: its link went down, or it
-    /// answered pings once and none for the window since. A peer not heard from
-    /// yet (this node just started) is not.
-    pub(super) fn silent(&self, node: u64) -> bool {
-        if node == self.me {
-            return false;
-        }
-        if self.unreachable.lock().expect("liveness lock").contains(&node) {
-            return true;
-        }
-        self.answered.lock().expect("liveness lock").get(&node).is_some_and(|t| t.elapsed() >= self.window)
+    /// Whether the links to at least half of `voters` are down (and stayed down
+    /// for the link-loss grace): a sure sign, where ping silence may only be lag.
+    pub(super) fn majority_unreachable(&self, voters: impl Iterator<Item = u64>) -> bool {
+        let down = self.unreachable.lock().expect("liveness lock").clone();
+        self.at_least_half(voters, |v| down.contains(&v))
     }
 
-    /// Whether at least half of `voters` is silent: no majority can be reached.
-    pub(super) fn majority_silent(&self, voters: impl Iterator<Item = u64>) -> bool {
-        let (mut silent, mut all) = (0, 0);
+    fn at_least_half(&self, voters: impl Iterator<Item = u64>, out: impl Fn(u64) -> bool) -> bool {
+        let (mut gone, mut all) = (0, 0);
         for v in voters {
             all += 1;
-            silent += usize::from(self.silent(v));
+            gone += usize::from(v != self.me && out(v));
         }
-        silent * 2 >= all && all > 1
+        gone * 2 >= all && all > 1
     }
 
     fn answered(&self, node: u64) {
@@ -137,6 +130,7 @@ impl Liveness {
 /// it stops or starts answering. Ends with the host.
 pub(super) async fn watch_liveness(host: Weak<HostInner>, every: Duration) {
     let mut alive_before: BTreeSet<u64> = BTreeSet::new();
+    let mut last_round = Instant::now();
     loop {
         tokio::time::sleep(every).await;
         let Some(h) = host.upgrade() else { return };
@@ -144,10 +138,12 @@ pub(super) async fn watch_liveness(host: Weak<HostInner>, every: Duration) {
             return;
         }
         let me = h.peer.node_id();
+        // A ping may take half the window: one slow answer is no silence.
+        let wait = every.max(h.liveness.window / 2);
         let peers: Vec<u64> = h.peer.peers().into_keys().filter(|p| *p != me).collect();
         let pings = peers.iter().map(|&p| {
             let peer = h.peer.clone();
-            async move { (p, peer.call_timeout(p, 0, KIND_PING, Bytes::new(), every).await) }
+            async move { (p, peer.call_timeout(p, 0, KIND_PING, Bytes::new(), wait).await) }
         });
         for (p, answer) in futures_util::future::join_all(pings).await {
             // An error the peer sent back is an answer too.
@@ -159,10 +155,24 @@ pub(super) async fn watch_liveness(host: Weak<HostInner>, every: Duration) {
             alive_before.remove(&p);
         }
         let alive_now: BTreeSet<u64> = peers.iter().copied().filter(|p| h.liveness.alive(*p)).collect();
+        // This node itself stalled (paused, starved) for a window: every peer looks
+        // silent from here, and handing their groups over would only elect against
+        // healthy leaders. Look again next round.
+        let stalled = last_round.elapsed() > h.liveness.window;
+        last_round = Instant::now();
+        if stalled {
+            tracing::info!(node = me, "the ping round was late: this node stalled; not judging its peers");
+            alive_before = alive_now;
+            continue;
+        }
         for &p in alive_before.difference(&alive_now) {
-            // Silent for an election timeout, as a leader whose heartbeats stop.
+            // Silent for an election timeout, as a leader whose heartbeats stop: its
+            // quiet groups are handed over. Busy ones are left to their election
+            // timers (pings share the link with replication and may lag it).
             let h = h.clone();
-            tokio::spawn(async move { super::replace_leader(&h, p, "peer stopped answering pings").await });
+            tokio::spawn(async move {
+                super::replace_leader(&h, p, super::Replace::QuietOnly, "peer stopped answering pings").await
+            });
         }
         for &p in alive_now.difference(&alive_before) {
             let woken = wake_involving(&h, p);
@@ -179,10 +189,11 @@ pub(super) async fn watch_liveness(host: Weak<HostInner>, every: Duration) {
     }
 }
 
-/// Wakes every quiesced group whose voters include `node`; how many.
+/// Wakes every quiet group a change in `node`'s reachability concerns
+/// (`Group::involves`); how many.
 pub(super) fn wake_involving(h: &HostInner, node: u64) -> usize {
     let groups: Vec<Group> = h.groups.read().expect("groups lock").values().cloned().collect();
-    groups.iter().filter(|g| g.quiesced().is_some() && g.involves(node)).filter(|g| g.wake()).count()
+    groups.iter().filter(|g| g.involves(node)).filter(|g| g.wake()).count()
 }
 
 /// A settled group's fingerprint and the live followers to ask.
@@ -209,6 +220,8 @@ pub(super) async fn quiesce_idle_groups(host: Weak<HostInner>, after: Duration, 
         for g in groups {
             open.insert(g.id());
             if g.quiesced().is_some() {
+                // Woken later, it sits settled a whole `after` again first.
+                seen.remove(&g.id());
                 if g.must_wake() {
                     g.wake();
                 }
@@ -336,10 +349,17 @@ impl Group {
         *self.inner.quiet.lock().expect("quiet lock")
     }
 
-    /// Whether `node` is one of the group's voters (or the leader it quiesced under).
+    /// Whether a change in `node`'s reachability concerns this quiet group here:
+    /// it is the leader the group quiesced under (this node follows it), or this
+    /// node leads and `node` is a voter. A follower never wakes for another
+    /// follower: woken while its leader stays quiet, it would elect.
     fn involves(&self, node: u64) -> bool {
-        if self.quiesced().is_some_and(|q| q.leader == node) {
+        let Some(q) = self.quiesced() else { return false };
+        if q.leader == node {
             return true;
+        }
+        if q.leader != self.inner.node {
+            return false;
         }
         let m = self.inner.raft.metrics();
         let m = m.borrow_watched();
@@ -419,8 +439,7 @@ impl Group {
     }
 
     /// Whether a quiesced group must tick again: its leader, term or log moved, or
-    /// (on a follower) its leader stopped answering pings, or (on the leader) a
-    /// majority did.
+    /// (on the leader) a majority stopped answering pings.
     fn must_wake(&self) -> bool {
         let Some(q) = self.quiesced() else { return false };
         let metrics = self.inner.raft.metrics();
@@ -430,7 +449,9 @@ impl Group {
             return true;
         }
         if q.leader != self.inner.node {
-            return !self.inner.liveness.alive(q.leader);
+            // A silent leader is the ping loop's to hand over (`replace_leader`):
+            // woken here first, the group would slip past it and wait for timers.
+            return false;
         }
         let voters: Vec<u64> = m.membership_config.membership().voter_ids().collect();
         !self.inner.liveness.majority_alive(&voters)
@@ -509,14 +530,17 @@ mod tests {
         l.lost(2);
         assert!(!l.alive(2));
         assert!(l.dropped.lock().unwrap().contains(&2));
-        assert!(l.silent(2) && !l.silent(3) && !l.silent(1), "lost: silent; never heard: not");
-        assert!(!l.majority_silent([1, 2, 3].into_iter()), "one of three silent");
+        assert!(!l.majority_unreachable([1, 2, 3].into_iter()), "one of three links down");
         l.lost(3);
-        assert!(l.majority_silent([1, 2, 3].into_iter()));
+        assert!(l.majority_unreachable([1, 2, 3].into_iter()));
         l.answered(3);
-        assert!(!l.silent(3) && !l.majority_silent([1, 2, 3].into_iter()));
+        assert!(!l.majority_unreachable([1, 2, 3].into_iter()), "answered again: reachable");
+        l.link_dropped(2);
+        l.link_dropped(3);
+        assert!(!l.majority_unreachable([1, 2, 3].into_iter()), "a drop within the grace is no loss yet");
         let expired = Liveness::new(1, Duration::ZERO);
         expired.answered(2);
-        assert!(!expired.alive(2) && expired.silent(2));
+        assert!(!expired.alive(2), "silent past the window: not alive");
+        assert!(!expired.majority_unreachable([1, 2, 3].into_iter()), "but not unreachable: its link is up");
     }
 }
