@@ -14,14 +14,21 @@
 //!   last index); a follower agrees when it follows that leader in that term with
 //!   that entry committed and applied here, and stops ticking. Groups every asked
 //!   follower agreed to stop ticking on the leader too.
-//! - **Waking.** A group ticks again (and a leader heartbeats at once) when: it is
-//!   asked to do anything (a proposal, a leader transfer, a membership step, a
-//!   retention purge); its leader or term changes (a vote arrived); a follower's log
-//!   moved (its leader woke); a node it involves is lost or comes back (a ping
-//!   stops or starts answering, or its link goes down). A follower whose quiesced
-//!   leader stops answering pings wakes with its election timer long expired, so it
-//!   elects at its next tick: a paused or cut-off leader is replaced in about one
-//!   election timeout, as when it heartbeats.
+//! - **Waking.** A group ticks again (and a leader heartbeats at once) when: its
+//!   leader is asked to do anything (a proposal, a leader transfer, a membership
+//!   step, a retention purge); its leader or term changes (a vote arrived); a
+//!   follower's log moved (its leader woke); its leader (on a follower) or one of
+//!   its voters (on the leader) is lost or comes back (a ping stops or starts
+//!   answering, or its link goes down). A follower never wakes for anything else:
+//!   woken while its leader stays quiet, its election timer long expired, it would
+//!   stand for election. A woken follower also holds its own election back for an
+//!   election timeout.
+//! - **A silent leader.** When a quiet group's leader stops answering pings for the
+//!   window, its followers hand the group to one successor as for a dead leader
+//!   (`replace_leader`): a paused or cut-off quiet leader is replaced in about that
+//!   window. Busy groups keep their election timers (pings share the link with
+//!   replication and may lag it). A node whose own ping round came a window late
+//!   (it was paused or starved) judges no peer that round.
 //! - **Leadership while quiet.** A quiesced leader's quorum acknowledgements age;
 //!   its fencing (`Group::fenced`) then rests on the pings instead (a majority of its
 //!   voters alive), and a woken leader counts its wake-up as a fresh lease while
