@@ -647,8 +647,7 @@ impl Group {
             return false;
         }
         if self.quiesced().is_some_and(|q| q.leader == self.inner.node) {
-            let voters: Vec<u64> = m.membership_config.membership().voter_ids().collect();
-            return !self.inner.liveness.majority_alive(&voters);
+            return !self.inner.liveness.majority_alive(m.membership_config.membership().voter_ids());
         }
         let lease = self.lease();
         let unacked = m.last_quorum_acked.as_ref().is_some_and(|acked| acked.elapsed() >= lease)

@@ -94,15 +94,14 @@ impl Liveness {
     }
 
     /// Whether a majority of `voters` is alive.
-    pub(super) fn majority_alive(&self, voters: &[u64]) -> bool {
-        let alive = voters.iter().filter(|v| self.alive(**v)).count();
-        alive * 2 > voters.len()
+    pub(super) fn majority_alive(&self, voters: impl Iterator<Item = u64>) -> bool {
+        !self.at_least_half(voters, |v| !self.alive(v))
     }
 
     /// Whether the links to at least half of `voters` are down (and stayed down
     /// for the link-loss grace): a sure sign, where ping silence may only be lag.
     pub(super) fn majority_unreachable(&self, voters: impl Iterator<Item = u64>) -> bool {
-        let down = self.unreachable.lock().expect("liveness lock").clone();
+        let down = self.unreachable.lock().expect("liveness lock");
         self.at_least_half(voters, |v| down.contains(&v))
     }
 
@@ -328,17 +327,16 @@ fn encode_asks(asks: &[(u64, u64, u64)]) -> Bytes {
 #[error("a quiesce message of {0} bytes is not a whole number of entries")]
 struct Ragged(usize);
 
-fn decode_asks(mut b: Bytes) -> Result<Vec<(u64, u64, u64)>, Ragged> {
-    if !b.len().is_multiple_of(24) {
-        return Err(Ragged(b.len()));
+fn decode_asks(b: Bytes) -> Result<Vec<(u64, u64, u64)>, Ragged> {
+    let len = b.len();
+    let words = decode_ids(b)?;
+    if !words.len().is_multiple_of(3) {
+        return Err(Ragged(len));
     }
-    let mut out = Vec::with_capacity(b.len() / 24);
-    while b.has_remaining() {
-        out.push((b.get_u64(), b.get_u64(), b.get_u64()));
-    }
-    Ok(out)
+    Ok(words.chunks_exact(3).map(|w| (w[0], w[1], w[2])).collect())
 }
 
+/// Big-endian u64s, as both messages are made of.
 fn decode_ids(mut b: Bytes) -> Result<Vec<u64>, Ragged> {
     if !b.len().is_multiple_of(8) {
         return Err(Ragged(b.len()));
@@ -400,7 +398,7 @@ impl Group {
         }
         let voters: Vec<u64> = membership.voter_ids().collect();
         let liveness = &self.inner.liveness;
-        if !liveness.majority_alive(&voters) {
+        if !liveness.majority_alive(voters.iter().copied()) {
             return None;
         }
         let repl = m.replication.as_ref()?;
@@ -460,8 +458,7 @@ impl Group {
             // woken here first, the group would slip past it and wait for timers.
             return false;
         }
-        let voters: Vec<u64> = m.membership_config.membership().voter_ids().collect();
-        !self.inner.liveness.majority_alive(&voters)
+        !self.inner.liveness.majority_alive(m.membership_config.membership().voter_ids())
     }
 
     /// Makes a quiesced group tick again; a leader heartbeats at once (its writes
@@ -492,12 +489,12 @@ impl Group {
         }
         config.tick(true);
         if q.leader == self.inner.node {
-            let voters: Vec<u64> = {
+            let majority = {
                 let m = self.inner.raft.metrics();
                 let m = m.borrow_watched();
-                m.membership_config.membership().voter_ids().collect()
+                self.inner.liveness.majority_alive(m.membership_config.membership().voter_ids())
             };
-            if self.inner.liveness.majority_alive(&voters) {
+            if majority {
                 *self.inner.woke_at.lock().expect("woke lock") = Some(Instant::now());
             }
             let raft = self.inner.raft.clone();
@@ -531,9 +528,9 @@ mod tests {
     fn liveness_counts_this_node_and_forgets_a_lost_peer() {
         let l = Liveness::new(1, Duration::from_secs(60));
         assert!(l.alive(1) && !l.alive(2));
-        assert!(!l.majority_alive(&[1, 2, 3]));
+        assert!(!l.majority_alive([1, 2, 3].into_iter()));
         l.answered(2);
-        assert!(l.majority_alive(&[1, 2, 3]));
+        assert!(l.majority_alive([1, 2, 3].into_iter()));
         l.lost(2);
         assert!(!l.alive(2));
         assert!(l.dropped.lock().unwrap().contains(&2));
