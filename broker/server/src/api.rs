@@ -53,6 +53,12 @@ pub struct CreateTopicRequest {
     #[serde(default)]
     #[schema(schema_with = config_changes_schema)]
     pub config: BTreeMap<String, Value>,
+    /// In a cluster, each partition's number of replicas (default 3, or every
+    /// node of a smaller cluster); at most the number of nodes. A single node
+    /// takes only 1. Same as `config` `replication.factor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub replication_factor: Option<u32>,
 }
 
 fn one() -> u32 {

@@ -33,6 +33,23 @@ pub struct TopicMeta {
     /// DeleteTopics v6 on. A topic stored before ids existed gets one on its first load.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topic_id: Option<String>,
+    /// In a cluster, each partition's replicas, its preferred leader first
+    /// (docs/cluster.md, "Placement"). `None`: every member of the cluster (a
+    /// single node, or a topic created before placement).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<Vec<Vec<u64>>>,
+    /// Partitions whose replicas were ever changed (`es cluster move`, a node
+    /// removed): a replica that finds such a partition's log fresh joins the group
+    /// its first replicas formed and never initializes one of its own.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub moved: std::collections::BTreeSet<u32>,
+}
+
+impl TopicMeta {
+    /// The replicas of `partition` as placed; `None`: every member.
+    pub fn replicas_of(&self, partition: u32) -> Option<&[u64]> {
+        self.replicas.as_ref()?.get(partition as usize).map(Vec::as_slice)
+    }
 }
 
 /// A fresh random (version 4) topic id, never the nil UUID Kafka reads as "none".
@@ -216,6 +233,7 @@ impl MetadataStore for FileMetadataStore {
             | Command::RemovePlugin { .. } => Ok(()),
             Command::CreateTopic(_)
             | Command::SetPartitions { .. }
+            | Command::SetReplicas { .. }
             | Command::SetConfig { .. }
             | Command::SetValidators { .. }
             | Command::SetTopicId { .. } => {
@@ -263,6 +281,8 @@ mod tests {
             created_ms: 7,
             validators: Vec::new(),
             topic_id: Some(new_topic_id()),
+            replicas: Some(vec![vec![1, 2], vec![2, 3], vec![3, 1]]),
+            moved: std::collections::BTreeSet::from([1]),
         };
         store.save(&meta).unwrap();
         fs::write(dir.path().join("topics/half.json.tmp"), b"{").unwrap();

@@ -19,31 +19,37 @@ use crate::types::TypeConfig;
 /// each step bounded. Ends with the host.
 pub(super) async fn reconcile_membership(host: std::sync::Weak<HostInner>) {
     use futures_util::StreamExt;
-    let mut members = match host.upgrade() {
-        Some(h) => h.members.subscribe(),
+    let (mut members, poke) = match host.upgrade() {
+        Some(h) => (h.members.subscribe(), h.reconcile.clone()),
         None => return,
     };
     let every = Duration::from_millis(limits::MEMBERSHIP_CHECK_MS);
     loop {
-        let _ = tokio::time::timeout(every, members.changed()).await;
+        let _ = tokio::time::timeout(every, async {
+            tokio::select! {
+                _ = members.changed() => {}
+                () = poke.notified() => {}
+            }
+        })
+        .await;
         let Some(h) = host.upgrade() else { return };
         if h.stopped.load(Ordering::Acquire) {
             return;
         }
-        let desired = members.borrow_and_update().clone();
-        if desired.is_empty() {
-            continue;
-        }
+        let all = members.borrow_and_update().clone();
         let led: Vec<Group> =
             h.groups.read().expect("groups lock").values().filter(|g| g.is_leader()).cloned().collect();
         let connected = |n: u64| h.peer.is_connected(n);
         let step = Duration::from_millis(limits::MEMBERSHIP_STEP_MS);
         futures_util::stream::iter(led)
             .map(|g| {
-                let desired = &desired;
                 let connected = &connected;
+                let desired = g.target().unwrap_or_else(|| all.clone());
                 async move {
-                    if let Ok(Err(e)) = tokio::time::timeout(step, g.reconcile(desired, connected)).await {
+                    if desired.is_empty() {
+                        return;
+                    }
+                    if let Ok(Err(e)) = tokio::time::timeout(step, g.reconcile(&desired, connected)).await {
                         tracing::info!(group = g.inner.id, error = %e, "a membership step failed; retrying");
                     }
                 }
@@ -91,8 +97,12 @@ fn membership_step(
     if !joint && voters == desired && learners.is_empty() {
         return MembershipStep::Settled;
     }
-    if !desired.contains(&me) {
-        return match voters.iter().copied().filter(|v| desired.contains(v) && connected(*v)).min() {
+    // A leader that is no member hands over to a voter that stays; when none of
+    // the voters stays (a partition moved to other nodes altogether), it makes the
+    // change itself and steps down once it is committed.
+    let staying: Vec<u64> = voters.iter().copied().filter(|v| desired.contains(v)).collect();
+    if !desired.contains(&me) && !staying.is_empty() {
+        return match staying.into_iter().filter(|v| connected(*v)).min() {
             Some(to) => MembershipStep::HandOver(to),
             None => MembershipStep::Stuck,
         };
@@ -119,6 +129,58 @@ fn membership_step(
 }
 
 impl Group {
+    /// The voters this group is brought to while this node leads it: `Some`, its
+    /// own replicas (a partition placed on some of the nodes, or moved); `None`,
+    /// the cluster's members. The reconciler takes the next step at once.
+    pub fn set_target(&self, voters: Option<BTreeSet<u64>>) {
+        let changed = {
+            let mut target = self.inner.target.lock().expect("target lock");
+            let changed = *target != voters;
+            *target = voters;
+            changed
+        };
+        if changed {
+            self.inner.reconcile.notify_one();
+        }
+    }
+
+    /// The voters set with [`Group::set_target`], if any.
+    pub fn target(&self) -> Option<BTreeSet<u64>> {
+        self.inner.target.lock().expect("target lock").clone()
+    }
+
+    /// Every node in this group's membership as this node's log has it (voters,
+    /// both sides of a joint change, and learners): a replica moved away may let
+    /// go of the group once it is none of them.
+    pub fn membership_nodes(&self) -> BTreeSet<u64> {
+        let metrics = self.inner.raft.metrics();
+        let m = metrics.borrow_watched();
+        let membership = m.membership_config.membership();
+        membership.voter_ids().chain(membership.learner_ids()).collect()
+    }
+
+    /// As the leader, the group's nodes (voters and learners) once its membership
+    /// is uniform and committed; `None` otherwise. What a node a partition moved
+    /// away from asks to know it may let go: the leader never sends a node the
+    /// entry that removes it.
+    pub fn committed_membership(&self) -> Option<BTreeSet<u64>> {
+        if !self.is_leader() {
+            return None;
+        }
+        let metrics = self.inner.raft.metrics();
+        let m = metrics.borrow_watched();
+        let membership = m.membership_config.membership();
+        if membership.get_joint_config().len() > 1 {
+            return None;
+        }
+        let at = m.membership_config.log_id().as_ref().map(|l| l.index);
+        let committed = m.local_committed.as_ref().map(|c| c.index);
+        if at > committed {
+            return None;
+        }
+        Some(membership.voter_ids().chain(membership.learner_ids()).collect())
+    }
+
     /// One step of bringing this group's voters to `desired`, as its leader
     /// (`reconcile_membership`). Not the leader: nothing.
     async fn reconcile(
@@ -237,6 +299,13 @@ mod tests {
     fn a_leader_that_is_no_member_hands_over_to_a_reachable_member() {
         assert_eq!(step(3, &[1, 2, 4], &[1, 2, 3], &[], &[], &[1]), Step::HandOver(2));
         assert_eq!(step(3, &[1, 2], &[1, 2, 3], &[], &[], &[1, 2]), Step::Stuck);
+    }
+
+    #[test]
+    fn a_partition_moved_to_other_nodes_altogether_is_moved_by_its_old_leader() {
+        assert_eq!(step(1, &[3, 4], &[1, 2], &[], &[], &[]), Step::AddLearners(set(&[3, 4])));
+        assert_eq!(step(1, &[3, 4], &[1, 2], &[3, 4], &[4], &[]), Step::CatchingUp);
+        assert_eq!(step(1, &[3, 4], &[1, 2], &[3, 4], &[], &[]), Step::ReplaceVoters);
     }
 
     #[test]

@@ -68,6 +68,8 @@ struct HostInner {
     members: watch::Sender<BTreeSet<u64>>,
     /// Which peers answer pings (`quiesce.rs`).
     liveness: Arc<quiesce::Liveness>,
+    /// Pokes the membership reconciler: a group's target voters changed.
+    reconcile: Arc<tokio::sync::Notify>,
 }
 
 /// The leader as a group's watchers see it: (leader id, term).
@@ -98,6 +100,7 @@ impl RaftHost {
             initializes: AtomicBool::new(true),
             members: watch::Sender::new(BTreeSet::new()),
             liveness: Arc::new(quiesce::Liveness::new(me, Duration::from_millis(timers.election_min_ms))),
+            reconcile: Arc::default(),
         });
         let heartbeat = Duration::from_millis(timers.heartbeat_ms);
         tokio::spawn(quiesce::watch_liveness(Arc::downgrade(&inner), heartbeat));
@@ -157,9 +160,12 @@ impl RaftHost {
 
     /// Opens (or reopens after a restart) the group over `log`. When the log is
     /// fresh (no vote, no entries) the group is initialized with `voters`: by the
-    /// lowest voter at once, by the others after two election timeouts if nothing
-    /// reached them (openraft documents initializing several voters with the same
-    /// membership as safe: the vote elects one leader).
+    /// first voter listed at once (the preferred leader), by the others after two
+    /// election timeouts if nothing reached them (openraft documents initializing
+    /// several voters with the same membership as safe: the vote elects one
+    /// leader). Empty `voters`: this node joins a group that exists elsewhere and
+    /// initializes nothing (a replica moved here is added as a learner by the
+    /// group's leader).
     pub async fn open_group(
         &self,
         group: u64,
@@ -183,7 +189,8 @@ impl RaftHost {
         if fresh {
             self.initialize_fresh(&raft, group, voters).await?;
         }
-        let handle = Group::new(group, node, raft, log, self.inner.liveness.clone());
+        let handle =
+            Group::new(group, node, raft, log, self.inner.liveness.clone(), self.inner.reconcile.clone());
         let inserted = {
             let mut groups = self.inner.groups.write().expect("groups lock");
             let fresh_slot = !groups.contains_key(&group);
@@ -200,7 +207,7 @@ impl RaftHost {
         Ok(handle)
     }
 
-    /// A fresh group is initialized by its lowest voter at once, so one candidate
+    /// A fresh group is initialized by its first voter at once, so one candidate
     /// runs the first election (three at once split the vote and churn). The others
     /// initialize too, with the same membership, if nothing reached them within two
     /// election timeouts: the group forms even when the lowest voter is down.
@@ -209,7 +216,7 @@ impl RaftHost {
         if !voters.contains(&node) || !self.inner.initializes.load(Ordering::Acquire) {
             return Ok(());
         }
-        if voters.iter().min() == Some(&node) {
+        if voters.first() == Some(&node) {
             return initialize(raft, group, voters).await;
         }
         let (raft, voters) = (raft.clone(), voters.to_vec());
@@ -457,6 +464,11 @@ struct GroupInner {
     /// A woken follower's own elections are held back until then (`Group::wake`).
     elect_from: std::sync::Mutex<Option<std::time::Instant>>,
     liveness: Arc<quiesce::Liveness>,
+    /// The voters this group is brought to when this node leads it
+    /// (`Group::set_target`); `None`: the host's members (`RaftHost::set_members`).
+    target: std::sync::Mutex<Option<BTreeSet<u64>>>,
+    /// Pokes the membership reconciler when the target changes.
+    reconcile: Arc<tokio::sync::Notify>,
 }
 
 /// What the group counts for the metrics, on this node.
@@ -500,6 +512,7 @@ impl Group {
         raft: Raft,
         log: Arc<PartitionLog>,
         liveness: Arc<quiesce::Liveness>,
+        reconcile: Arc<tokio::sync::Notify>,
     ) -> Group {
         let (tx, rx) = watch::channel(leader_view(&raft));
         let figures = Arc::new(GroupFigures {
@@ -524,6 +537,8 @@ impl Group {
             woke_at,
             elect_from: std::sync::Mutex::new(None),
             liveness,
+            target: std::sync::Mutex::new(None),
+            reconcile,
         };
         Group { inner: Arc::new(inner) }
     }

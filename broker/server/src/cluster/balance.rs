@@ -1,5 +1,8 @@
-//! Leader balancing. Every node is a voter of every data partition, so each should
-//! lead about 1/n of them; elections alone leave leadership wherever timers happened
+//! Leader balancing. A placed partition (`placement.rs`) goes back to its
+//! preferred leader, its first replica, whenever that replica is in sync (Kafka's
+//! preferred replica election); placement spreads preferred leaders evenly. The
+//! partitions of topics that predate placement have every node as a voter, so
+//! each node should lead about 1/n of them; elections alone leave leadership wherever timers happened
 //! to fire first (often all on the node that started first). Every `interval`, each
 //! node counts the leaders it knows of and, while it leads more than its share
 //! (total / voters, rounded up), hands one of its partitions to the in-sync voter
@@ -21,12 +24,23 @@ pub(crate) struct Seen {
     pub leader: Option<u64>,
     /// On a partition this node leads: the voters that have every committed entry.
     pub in_sync: Vec<u64>,
+    /// A placed partition's preferred leader (its first replica).
+    pub preferred: Option<u64>,
 }
 
 /// The one transfer `me` should make now, if any: a partition it leads to the
 /// in-sync voter leading the fewest, while `me` leads more than its share and
 /// that voter fewer.
 pub(crate) fn plan(me: u64, voters: &[u64], seen: &[Seen]) -> Option<(PartitionKey, u64)> {
+    let back = seen.iter().filter(|s| s.leader == Some(me)).find_map(|s| {
+        let p = s.preferred.filter(|p| *p != me && s.in_sync.contains(p))?;
+        Some((s.key, p))
+    });
+    if back.is_some() {
+        return back;
+    }
+    let unplaced: Vec<Seen> = seen.iter().filter(|s| s.preferred.is_none()).cloned().collect();
+    let seen = unplaced.as_slice();
     if voters.len() < 2 || seen.is_empty() {
         return None;
     }
@@ -88,7 +102,22 @@ mod tests {
     use super::*;
 
     fn seen(p: u32, leader: Option<u64>, in_sync: &[u64]) -> Seen {
-        Seen { key: ([0; 16], p), leader, in_sync: in_sync.to_vec() }
+        Seen { key: ([0; 16], p), leader, in_sync: in_sync.to_vec(), preferred: None }
+    }
+
+    #[test]
+    fn a_placed_partition_goes_back_to_its_in_sync_preferred_leader() {
+        let mut s = seen(0, Some(1), &[1, 3]);
+        s.preferred = Some(2);
+        assert_eq!(plan(1, &[1, 2, 3], std::slice::from_ref(&s)), None, "node 2 is not in sync");
+        s.in_sync = vec![1, 2];
+        assert_eq!(plan(1, &[1, 2, 3], std::slice::from_ref(&s)), Some((([0; 16], 0), 2)));
+        assert_eq!(plan(2, &[1, 2, 3], std::slice::from_ref(&s)), None, "node 2 does not lead it");
+        // Placed partitions do not count toward the shares of unplaced ones.
+        let mut mine = seen(1, Some(1), &[1, 2, 3]);
+        mine.preferred = Some(1);
+        let all = vec![mine, seen(2, Some(1), &[1, 2, 3]), seen(3, Some(2), &[1, 2, 3])];
+        assert_eq!(plan(1, &[1, 2, 3], &all), None, "1 leads one unplaced partition of two: its share");
     }
 
     #[test]

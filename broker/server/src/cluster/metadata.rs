@@ -236,7 +236,7 @@ async fn apply_one(cluster: &Arc<Cluster>, value: &[u8]) -> Result<()> {
     }
     let grows = match &command {
         Command::CreateTopic(meta) => Some(meta.name.clone()),
-        Command::SetPartitions { name, .. } => Some(name.clone()),
+        Command::SetPartitions { name, .. } | Command::SetReplicas { name, .. } => Some(name.clone()),
         _ => None,
     };
     let uploads = matches!(command, Command::PutPlugin { .. });
@@ -249,7 +249,7 @@ async fn apply_one(cluster: &Arc<Cluster>, value: &[u8]) -> Result<()> {
         cluster.blobs_wanted.notify_one();
     }
     match (applied, grows) {
-        (Applied::Created(topic), _) => cluster.open_groups(&topic).await,
+        (Applied::Created(topic) | Applied::Moved(topic, _), _) => cluster.open_groups(&topic).await,
         // Applied before (a retry after this node failed to open a group, or a
         // replay): the groups still missing are opened now.
         (Applied::Unchanged, Some(name)) => match cluster.registry.topic(&name) {

@@ -6,9 +6,11 @@
 
 mod balance;
 mod blobs;
+mod directory;
 mod internal;
 mod members;
 mod metadata;
+pub mod placement;
 mod rpc;
 
 use std::collections::{BTreeMap, HashMap};
@@ -54,6 +56,14 @@ pub struct ClusterOptions {
     pub join: bool,
 }
 
+/// A partition whose group is on other nodes (`Cluster::remote`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Remote {
+    pub leader: Option<u64>,
+    pub epoch: es_core::LeaderEpoch,
+    pub replicas: Vec<u64>,
+}
+
 /// A data partition: its topic's id and its number.
 type PartitionKey = ([u8; 16], u32);
 
@@ -87,6 +97,12 @@ pub struct Cluster {
     turns: std::sync::atomic::AtomicU64,
     /// Wakes the blob fetcher (`blobs.rs`): an applied upload left a blob missing.
     blobs_wanted: Arc<tokio::sync::Notify>,
+    /// Partitions moved away from this node whose groups are still open here
+    /// (`placement::retire` closes them).
+    retiring: Mutex<std::collections::BTreeSet<PartitionKey>>,
+    /// Who leads the partitions this node does not replicate, as their leaders
+    /// announce it (`directory.rs`).
+    directory: directory::Directory,
 }
 
 /// (topic id, partition, producer id): what `Cluster::idempotent` orders.
@@ -181,6 +197,8 @@ impl Cluster {
             idempotent: Mutex::default(),
             turns: std::sync::atomic::AtomicU64::new(0),
             blobs_wanted: Arc::default(),
+            retiring: Mutex::default(),
+            directory: directory::Directory::default(),
         });
         let _ = slot.set(Arc::downgrade(&cluster));
         for topic in registry.list() {
@@ -195,6 +213,8 @@ impl Cluster {
             .await
             .map_err(|e| BrokerError::Internal(format!("adopting plugins: {e}")))?;
         blobs::spawn_fetcher(&cluster);
+        placement::spawn_retirer(&cluster);
+        directory::spawn(&cluster);
         metadata::spawn_applier(&cluster);
         rpc::spawn_address_exchange(&cluster);
         if let Some(interval) = leader_balance {
@@ -229,8 +249,109 @@ impl Cluster {
     /// Removes node `id` from the cluster for good: committed through the metadata
     /// log; the leaders drop it from every group's voters, and the node itself
     /// closes its groups.
-    pub async fn remove_node(&self, id: u64) -> Result<()> {
-        self.replicate_async(crate::registry::metadata::Command::RemoveNode { id }).await
+    ///
+    /// First every placed partition it replicates is moved (`placement::without_node`):
+    /// to the member holding the fewest replicas, or, when every other member has
+    /// one already, to the others alone. Answers how many partitions moved.
+    pub async fn remove_node(&self, id: u64) -> Result<usize> {
+        use crate::registry::metadata::Command;
+        let members = self.members.read().expect("members lock").ids();
+        if !members.contains(&id) {
+            // Refused on apply with the members named.
+            self.replicate_async(Command::RemoveNode { id }).await?;
+            return Ok(0);
+        }
+        let moves = placement::without_node(id, &members, self.registry.topic_metas().iter());
+        let moved = moves.len();
+        for (name, partition, replicas) in &moves {
+            let command = Command::SetReplicas {
+                name: name.clone(),
+                partition: *partition,
+                replicas: replicas.clone(),
+            };
+            self.replicate_async(command).await?;
+        }
+        // The node leaves only once no group needs it: a joint change from a group
+        // it replicates needs a majority of the old replicas, which may include it.
+        let deadline = tokio::time::Instant::now() + REMOVE_MOVE_WAIT;
+        for (name, partition, replicas) in &moves {
+            let want: std::collections::BTreeSet<u64> = replicas.iter().copied().collect();
+            loop {
+                if self.settled_membership(name, *partition).await.is_some_and(|m| m == want) {
+                    break;
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(BrokerError::Timeout(format!(
+                        "partition {partition} of {name:?} did not finish moving to {replicas:?} within \
+                         {REMOVE_MOVE_WAIT:?} (is a majority of its replicas running?); node {id} stays a member: \
+                         run remove-node again once `es cluster status` shows the partition moved"
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+        self.replicate_async(Command::RemoveNode { id }).await?;
+        Ok(moved)
+    }
+
+    /// The committed membership of a partition's group as its leader answers it
+    /// (this node, or the leader it knows of); `None` when unknown or changing.
+    async fn settled_membership(
+        &self,
+        topic: &str,
+        partition: u32,
+    ) -> Option<std::collections::BTreeSet<u64>> {
+        let t = self.registry.topic(topic).ok()?;
+        let group = self.replica(&t, partition);
+        if let Some(g) = &group
+            && let Some(m) = g.committed_membership()
+        {
+            return Some(m);
+        }
+        let gid = group_id(&t.id, partition);
+        let leader = group.and_then(|g| g.leader()).or_else(|| self.directory.leader(gid).map(|(l, _)| l))?;
+        if leader == self.node_id {
+            return None;
+        }
+        directory::ask_membership(self, leader, gid).await
+    }
+
+    /// Moves `topic`'s `partition` to `replicas` (`es cluster move`), committed
+    /// through the metadata log: the group's leader adds the new replicas as
+    /// learners, makes them voters once caught up (a joint change) and drops the
+    /// old ones; a leader that is no longer a replica hands over first.
+    pub async fn move_replicas(&self, topic: &Topic, partition: u32, replicas: Vec<u64>) -> Result<()> {
+        placement::check_replicas(&replicas, &self.members.read().expect("members lock").ids())?;
+        let name = topic.name();
+        if topic.meta.lock().expect("meta lock").replicas_of(partition).is_none() {
+            return Err(BrokerError::InvalidRequest(format!(
+                "partition {partition} of {name:?} has no placement to change: the topic was created before \
+                 placement and every member replicates it"
+            )));
+        }
+        let command = crate::registry::metadata::Command::SetReplicas { name, partition, replicas };
+        self.replicate_async(command).await
+    }
+
+    /// A data partition placed on other nodes only: its replicas and, when
+    /// announced (`directory.rs`), its leader and term. `None` when this node has
+    /// the partition's group, for internal topics, and for partitions every member
+    /// replicates.
+    pub fn remote(&self, topic: &Topic, partition: u32) -> Option<Remote> {
+        if topic.kind == TopicKind::Internal || self.replica(topic, partition).is_some() {
+            return None;
+        }
+        let replicas = topic.meta.lock().expect("meta lock").replicas_of(partition)?.to_vec();
+        let announced = self.directory.leader(group_id(&topic.id, partition));
+        let (leader, term) = match announced {
+            Some((l, t)) if replicas.contains(&l) => (Some(l), t),
+            _ => (None, 0),
+        };
+        Some(Remote {
+            leader,
+            epoch: es_core::LeaderEpoch(i32::try_from(term).unwrap_or(i32::MAX)),
+            replicas,
+        })
     }
 
     /// Applies a committed membership command (`metadata.rs`): the members file
@@ -360,22 +481,46 @@ impl Cluster {
         BrokerError::NotLeader { topic, partition, leader: self.leader_hint(leader) }
     }
 
-    /// Opens the groups of every partition of `topic` this node does not have yet.
+    /// Brings this node's groups of `topic` to its placement: opens the group of
+    /// every partition placed here that is not open yet and points each group at
+    /// its replicas (`Group::set_target`); a group open here for a partition no
+    /// longer placed here is pointed at its new replicas too and let go once its
+    /// membership no longer names this node (`placement::retire`). Idempotent.
     async fn open_groups(&self, topic: &Arc<Topic>) -> Result<()> {
         if topic.kind == TopicKind::Internal {
             return Ok(());
         }
+        let meta = topic.meta.lock().expect("meta lock").clone();
         for (p, log) in topic.partitions.iter().enumerate() {
             let p = p as u32;
-            if self.groups.read().expect("groups lock").contains_key(&(topic.id, p)) {
-                continue;
+            let placed = meta.replicas_of(p);
+            let here = placed.is_none_or(|r| r.contains(&self.node_id));
+            let target = placed.map(|r| r.iter().copied().collect::<std::collections::BTreeSet<u64>>());
+            let open = self.groups.read().expect("groups lock").get(&(topic.id, p)).cloned();
+            match (open, here) {
+                (Some(group), _) => {
+                    group.set_target(target);
+                    if !here {
+                        self.retiring.lock().expect("retiring lock").insert((topic.id, p));
+                    }
+                }
+                (None, false) => {}
+                (None, true) => {
+                    // A partition moved here joins the group its first replicas formed.
+                    let voters: Vec<u64> = match placed {
+                        _ if meta.moved.contains(&p) => Vec::new(),
+                        Some(r) => r.to_vec(),
+                        None => self.voters(),
+                    };
+                    let group = self
+                        .host
+                        .open_group(group_id(&topic.id, p), log.clone(), &voters)
+                        .await
+                        .map_err(raft_error)?;
+                    group.set_target(target);
+                    self.groups.write().expect("groups lock").insert((topic.id, p), group);
+                }
             }
-            let group = self
-                .host
-                .open_group(group_id(&topic.id, p), log.clone(), &self.voters())
-                .await
-                .map_err(raft_error)?;
-            self.groups.write().expect("groups lock").insert((topic.id, p), group);
         }
         Ok(())
     }
@@ -400,13 +545,17 @@ impl Cluster {
     /// Every data partition's leader as this node knows it, with the in-sync voters
     /// of the ones it leads (what the leader balancer plans from).
     fn seen_partitions(&self) -> Vec<balance::Seen> {
-        let groups = self.groups.read().expect("groups lock");
+        let groups: Vec<(PartitionKey, Group)> =
+            self.groups.read().expect("groups lock").iter().map(|(k, g)| (*k, g.clone())).collect();
         groups
-            .iter()
+            .into_iter()
             .map(|(key, g)| {
                 let leader = g.leader();
                 let in_sync = if g.is_leader() { g.status().in_sync } else { Vec::new() };
-                balance::Seen { key: *key, leader, in_sync }
+                let preferred = self.registry.topic_by_id(key.0).and_then(|t| {
+                    t.meta.lock().expect("meta lock").replicas_of(key.1).and_then(|r| r.first().copied())
+                });
+                balance::Seen { key, leader, in_sync, preferred }
             })
             .collect()
     }
@@ -489,6 +638,9 @@ fn refuse_single_node_data(topic: &Topic) -> Result<()> {
 pub(crate) fn raft_error(e: es_raft::RaftError) -> BrokerError {
     BrokerError::Internal(format!("replication: {e}"))
 }
+
+/// How long `remove_node` waits for the node's partitions to move off it.
+const REMOVE_MOVE_WAIT: Duration = Duration::from_secs(120);
 
 /// How long a write waits for a leader to appear before it is refused.
 pub(crate) const LEADER_WAIT: Duration = Duration::from_secs(10);

@@ -50,6 +50,8 @@ pub(super) fn handler(slot: Arc<OnceLock<Weak<Cluster>>>) -> Handler {
                     Err(Retry::Failed(e)) => Err(RpcError::new(FAILED, e.to_string())),
                 },
                 FETCH_BLOB => super::blobs::serve(&cluster, &payload).await,
+                super::directory::ANNOUNCE_LEADERS => super::directory::serve(&cluster, from, &payload),
+                super::directory::ASK_MEMBERSHIP => super::directory::serve_membership(&cluster, &payload),
                 FORWARD_HTTP => crate::http::forward::serve(cluster.http_router(), from, &payload)
                     .await
                     .map_err(|e| RpcError::new(FAILED, e)),

@@ -1,6 +1,8 @@
 //! `GET /cluster`: the cluster as the answering node sees it (`es cluster status`);
 //! `POST /cluster/partitions/{topic}/{partition}/leader`: hand a partition's
 //! leadership to another node (`es cluster transfer-leader`);
+//! `POST /cluster/partitions/{topic}/{partition}/replicas`: move a partition's
+//! replicas (`es cluster move`);
 //! `POST /cluster/nodes`, `DELETE /cluster/nodes/{node}`: add a node to the
 //! cluster or remove one (`es cluster add-node`, `remove-node`).
 
@@ -70,6 +72,10 @@ pub struct PartitionLeadership {
     /// The Raft term, which is the Kafka leader epoch.
     pub epoch: i32,
     pub replicas: Vec<u64>,
+    /// Where the partition is placed, its preferred leader first: `replicas` are
+    /// brought to these (they differ while `es cluster move`, add-node or
+    /// remove-node is under way).
+    pub assigned: Vec<u64>,
     /// The replicas that have every committed entry (Kafka's ISR), as the leader
     /// knows; a follower answering lists every replica.
     pub in_sync: Vec<u64>,
@@ -138,6 +144,7 @@ fn leadership(topic: String, partition: u32, l: &Leadership) -> PartitionLeaders
         leader: l.leader,
         epoch: l.epoch.0,
         replicas: l.replicas.clone(),
+        assigned: l.assigned.clone(),
         in_sync: l.in_sync.clone(),
         fenced: l.fenced,
         quiesced: l.quiesced,
@@ -173,6 +180,42 @@ pub async fn transfer_leader(
 ) -> Result<Json<PartitionLeadership>> {
     let partition = super::records::parse_partition(&partition)?;
     let l = state.service.transfer_leader(&who, &topic, partition, body.to, TRANSFER_WAIT).await?;
+    Ok(Json(leadership(topic, partition, &l)))
+}
+
+/// Where a partition's replicas go.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MoveReplicasBody {
+    /// The new replicas (node ids, members of the cluster), the preferred leader
+    /// first.
+    pub replicas: Vec<u64>,
+}
+
+#[utoipa::path(post, path = "/cluster/partitions/{topic}/{partition}/replicas", tag = "meta",
+    params(
+        ("topic" = String, Path, description = "Topic name"),
+        ("partition" = u32, Path, description = "Partition number")),
+    request_body = MoveReplicasBody,
+    responses(
+        (status = 200, description = "The partition as this node sees it once the move is committed; its \
+            leader then adds the new replicas as learners, makes them voters once caught up and drops the \
+            old ones (watch `GET /cluster`)", body = PartitionLeadership),
+        (status = 400, description = "invalid_request: a single node, no replicas, a node named twice or \
+            not a member, or a topic created before placement", body = ErrorBody),
+        (status = 403, description = "unauthorized: needs cluster admin", body = ErrorBody),
+        (status = 404, description = "topic_not_found, partition_not_found", body = ErrorBody)))]
+pub async fn move_replicas(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    ApiPath((topic, partition)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<MoveReplicasBody>,
+) -> Result<Json<PartitionLeadership>> {
+    let partition = super::records::parse_partition(&partition)?;
+    state.service.move_replicas(&who, &topic, partition, body.replicas).await?;
+    let l = state.service.leadership(&topic, partition).ok_or_else(|| {
+        crate::service::error::BrokerError::Internal("the moved partition has no leadership view".into())
+    })?;
     Ok(Json(leadership(topic, partition, &l)))
 }
 

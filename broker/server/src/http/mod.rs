@@ -129,6 +129,7 @@ fn api_routes(state: AppState) -> Router<AppState> {
         .route("/metrics", get(metrics::scrape))
         .route("/cluster", get(cluster_api::status))
         .route("/cluster/partitions/{topic}/{partition}/leader", post(cluster_api::transfer_leader))
+        .route("/cluster/partitions/{topic}/{partition}/replicas", post(cluster_api::move_replicas))
         .route("/cluster/nodes", post(cluster_api::add_node))
         .route("/cluster/nodes/{node}", axum::routing::delete(cluster_api::remove_node))
         .route("/snapshots", post(snapshots::take))

@@ -91,6 +91,7 @@ pub const ROUTES: &[(&str, &str, Call)] = &[
     ("get", "/metrics", Call::ScrapeMetrics),
     ("get", "/cluster", Call::DescribeBroker),
     ("post", "/cluster/partitions/{topic}/{partition}/leader", Call::TransferLeader),
+    ("post", "/cluster/partitions/{topic}/{partition}/replicas", Call::ChangeMembership),
     ("post", "/cluster/nodes", Call::ChangeMembership),
     ("delete", "/cluster/nodes/{node}", Call::ChangeMembership),
     ("post", "/snapshots", Call::Snapshot),

@@ -4,6 +4,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use serde_json::Value;
 
 use super::{ApiJson, ApiPath, AppState, Caller};
 use crate::api::{
@@ -55,7 +56,11 @@ pub async fn create(
     Caller(who): Caller,
     ApiJson(req): ApiJson<CreateTopicRequest>,
 ) -> Result<(StatusCode, Json<TopicDescription>)> {
-    let topic = state.service.create_topic(&who, req.name, req.partitions, req.config).await?;
+    let mut config = req.config;
+    if let Some(rf) = req.replication_factor {
+        config.insert(crate::registry::REPLICATION_FACTOR.to_owned(), Value::from(rf));
+    }
+    let topic = state.service.create_topic(&who, req.name, req.partitions, config).await?;
     Ok((StatusCode::CREATED, Json(describe_topic(topic))))
 }
 

@@ -1,7 +1,7 @@
 //! Topic administration: CreateTopics (2-7), DeleteTopics (1-6, by id from 6),
 //! CreatePartitions (0-3) and DescribeLogDirs (1-4), each on the service's admin
-//! calls. es is one node: a replication factor above 1 or a replica assignment
-//! naming another broker is refused. DeleteRecords (0-2) moves each partition's
+//! calls. The replication factor is checked against the cluster's nodes (1 on a
+//! single node); manual replica assignments are refused (es places replicas). DeleteRecords (0-2) moves each partition's
 //! log start through the service (offset -1: the high watermark).
 
 use std::collections::BTreeMap;
@@ -28,20 +28,38 @@ use super::error::{code, kafka_code};
 use super::{Ctx, configs, sb, topic_name};
 use crate::TopicConfig;
 use crate::limits::KAFKA_DEFAULT_PARTITIONS;
+use crate::registry::REPLICATION_FACTOR;
 use crate::service::Principal;
 
 /// A refusal before the service is asked: (Kafka code, message).
 type Refusal = (i16, String);
 
-/// What CreateTopics asks for one topic, checked against a single node.
+/// What CreateTopics asks for one topic. The replication factor (-1: the
+/// broker's default) travels as the creation-only `replication.factor`, which
+/// the registry checks against the cluster (a single node takes only 1). In a
+/// cluster, manual replica assignments are refused: es places replicas itself
+/// (`es cluster move` changes them); a single node takes one naming itself.
 fn creation(ctx: &Ctx, t: &CreatableTopic) -> Result<(u32, BTreeMap<String, Value>), Refusal> {
-    if t.replication_factor > 1 {
+    let cluster = ctx.service.registry().cluster();
+    let members = cluster.map_or(1, |c| c.voters().len().max(1));
+    if t.replication_factor == 0 || i64::from(t.replication_factor) > members as i64 {
         return Err((
             code::INVALID_REPLICATION_FACTOR,
-            format!("replication factor {} is larger than the 1 broker es runs", t.replication_factor),
+            format!(
+                "replication factor {} is not between 1 and the {members} broker(s) of this cluster",
+                t.replication_factor
+            ),
         ));
     }
     let node = ctx.node.node_id;
+    if cluster.is_some() && !t.assignments.is_empty() {
+        return Err((
+            code::INVALID_REPLICA_ASSIGNMENT,
+            "es places replicas itself: leave the assignment out (es cluster move changes a partition's \
+             replicas)"
+                .to_owned(),
+        ));
+    }
     if t.assignments.iter().any(|a| a.broker_ids.iter().any(|b| b.0 != node)) {
         return Err((code::INVALID_REPLICA_ASSIGNMENT, format!("es has one broker, id {node}")));
     }
@@ -82,16 +100,22 @@ pub async fn create_topics(
         let created = if req.validate_only {
             validate(ctx, who, &name, &config).map(|c| (c, Uuid::nil()))
         } else {
+            let mut config = config;
+            if t.replication_factor > 0 {
+                config.insert(REPLICATION_FACTOR.to_owned(), Value::from(t.replication_factor));
+            }
             ctx.service
-                .create_topic(who, name, partitions, config)
+                .create_topic(who, name.clone(), partitions, config)
                 .await
                 .map(|d| (d.config, Uuid::from_bytes(d.id)))
         };
         let result = match created {
             Ok((config, id)) => {
                 let configs = (version >= 5).then(|| configs::creatable(&config));
+                let replicas = ctx.service.leadership(&name, 0).map_or(1, |l| l.replicas.len());
+                let asked = if t.replication_factor > 0 { t.replication_factor as usize } else { replicas };
                 base.with_num_partitions(partitions as i32)
-                    .with_replication_factor(1)
+                    .with_replication_factor(asked.max(1) as i16)
                     .with_topic_id(id)
                     .with_configs(configs)
             }

@@ -38,6 +38,17 @@ pub enum Command {
     SetPartitions {
         name: String,
         count: u32,
+        /// The new partitions' replicas, in a cluster whose topic is placed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replicas: Option<Vec<Vec<u64>>>,
+    },
+    /// Moves one partition's replicas (`es cluster move`, or a node removed): its
+    /// group's leader adds the new ones as learners, makes them voters once caught
+    /// up and drops the old ones (`cluster/placement.rs`).
+    SetReplicas {
+        name: String,
+        partition: u32,
+        replicas: Vec<u64>,
     },
     SetConfig {
         name: String,
@@ -96,6 +107,7 @@ impl Command {
             Command::CreateTopic(meta) => Some(&meta.name),
             Command::DeleteTopic { name }
             | Command::SetPartitions { name, .. }
+            | Command::SetReplicas { name, .. }
             | Command::SetConfig { name, .. }
             | Command::SetValidators { name, .. }
             | Command::SetTopicId { name, .. } => Some(name),
@@ -170,6 +182,8 @@ impl Metadata {
             created_ms,
             validators: Vec::new(),
             topic_id: Some(topic_id),
+            replicas: None,
+            moved: Default::default(),
         }))
     }
 
@@ -190,7 +204,7 @@ impl Metadata {
     }
 
     /// Grows a topic (partitions never shrink: keyed records would move).
-    pub fn add_partitions(&self, name: &str, count: u32) -> Result<Command> {
+    pub fn add_partitions(&self, name: &str, count: u32, replicas: Option<Vec<Vec<u64>>>) -> Result<Command> {
         refuse_internal(name)?;
         let current = self.existing(name)?.partitions;
         if count <= current || count > limits::PARTITIONS_MAX {
@@ -199,7 +213,7 @@ impl Metadata {
                 limits::PARTITIONS_MAX
             )));
         }
-        Ok(Command::SetPartitions { name: name.to_owned(), count })
+        Ok(Command::SetPartitions { name: name.to_owned(), count, replicas })
     }
 
     /// The topic's config with `changes` applied, each checked.
@@ -265,9 +279,22 @@ impl Metadata {
             Command::DeleteTopic { name } => {
                 self.topics.remove(name);
             }
-            Command::SetPartitions { name, count } => {
-                if let Some(t) = self.topics.get_mut(name) {
-                    t.partitions = (*count).max(t.partitions);
+            Command::SetPartitions { name, count, replicas } => {
+                if let Some(t) = self.topics.get_mut(name)
+                    && *count > t.partitions
+                {
+                    if let (Some(have), Some(new)) = (t.replicas.as_mut(), replicas) {
+                        have.extend(new.iter().cloned());
+                    }
+                    t.partitions = *count;
+                }
+            }
+            Command::SetReplicas { name, partition, replicas } => {
+                if let Some(t) = self.topics.get_mut(name)
+                    && let Some(slot) = t.replicas.as_mut().and_then(|r| r.get_mut(*partition as usize))
+                {
+                    slot.clone_from(replicas);
+                    t.moved.insert(*partition);
                 }
             }
             Command::SetConfig { name, config } => {
@@ -418,18 +445,18 @@ mod tests {
     #[test]
     fn partitions_only_grow_and_internal_topics_are_the_brokers() {
         let mut m = with(&["g", "__es_offsets"]);
-        assert_eq!(code(m.add_partitions("g", 2)), "invalid_request");
-        assert_eq!(code(m.add_partitions("g", 1)), "invalid_request");
-        assert_eq!(code(m.add_partitions("nope", 3)), "topic_not_found");
-        let grow = m.add_partitions("g", 5).unwrap();
+        assert_eq!(code(m.add_partitions("g", 2, None)), "invalid_request");
+        assert_eq!(code(m.add_partitions("g", 1, None)), "invalid_request");
+        assert_eq!(code(m.add_partitions("nope", 3, None)), "topic_not_found");
+        let grow = m.add_partitions("g", 5, None).unwrap();
         m.apply(&grow);
         assert_eq!(m.topic("g").unwrap().partitions, 5);
         // A stale, smaller count from a log never shrinks the topic.
-        m.apply(&Command::SetPartitions { name: "g".into(), count: 3 });
+        m.apply(&Command::SetPartitions { name: "g".into(), count: 3, replicas: None });
         assert_eq!(m.topic("g").unwrap().partitions, 5);
         for refused in [
             m.delete_topic("__es_offsets"),
-            m.add_partitions("__es_offsets", 3),
+            m.add_partitions("__es_offsets", 3, None),
             m.alter_config("__es_offsets", &BTreeMap::new()),
             m.bind_validators("__es_offsets", Vec::new()),
         ] {

@@ -205,6 +205,35 @@ fn partition_dir_name(topic: &str, partition: u32) -> String {
     format!("{topic}-{partition}")
 }
 
+/// The creation-only `replication.factor` out of a create's config changes (it is
+/// no topic config: a topic's replicas are its placement, `cluster/placement.rs`).
+/// A number or a numeric string, as Kafka tools and JSON clients send it.
+fn split_replication_factor(changes: &BTreeMap<String, Value>) -> Result<(Changes<'_>, Option<usize>)> {
+    let Some(value) = changes.get(REPLICATION_FACTOR) else {
+        return Ok((std::borrow::Cow::Borrowed(changes), None));
+    };
+    let rf = match value {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.trim().parse::<u64>().ok(),
+        _ => None,
+    }
+    .and_then(|n| usize::try_from(n).ok())
+    .ok_or_else(|| {
+        BrokerError::InvalidRequest(format!(
+            "{REPLICATION_FACTOR} must be a whole number of replicas; got {value}"
+        ))
+    })?;
+    let mut rest = changes.clone();
+    rest.remove(REPLICATION_FACTOR);
+    Ok((std::borrow::Cow::Owned(rest), Some(rf)))
+}
+
+/// Config changes, borrowed when nothing was taken out of them.
+type Changes<'a> = std::borrow::Cow<'a, BTreeMap<String, Value>>;
+
+/// The creation-only key naming a topic's number of replicas.
+pub const REPLICATION_FACTOR: &str = "replication.factor";
+
 fn io(context: String, e: std::io::Error) -> BrokerError {
     BrokerError::Internal(format!("{context}: {e}"))
 }
@@ -508,6 +537,11 @@ impl Registry {
         (0..*self.producer_next.lock().expect("producer ids lock")).contains(&local)
     }
 
+    /// Every topic's metadata as committed (placement plans from it).
+    pub fn topic_metas(&self) -> Vec<TopicMeta> {
+        self.metadata().topics().cloned().collect()
+    }
+
     pub fn list(&self) -> Vec<Arc<Topic>> {
         self.topics
             .read()
@@ -538,8 +572,13 @@ impl Registry {
         self.check_running()?;
         let admin = self.admin.lock().expect("admin lock");
         let id = store::new_topic_id();
-        let command =
-            self.metadata().create_topic(origin, name, partitions, changes, SystemClock.now_ms(), id)?;
+        let (changes, asked_rf) = split_replication_factor(changes)?;
+        let replicas = self.place_replicas(origin, asked_rf, partitions, None)?;
+        let mut command =
+            self.metadata().create_topic(origin, name, partitions, &changes, SystemClock.now_ms(), id)?;
+        if let Command::CreateTopic(meta) = &mut command {
+            meta.replicas = replicas;
+        }
         let Command::CreateTopic(meta) = &command else { unreachable!("create_topic plans a CreateTopic") };
         // The log config is checked here too, so a refused config never reaches the log.
         self.log_config(&meta.config)?;
@@ -647,13 +686,53 @@ impl Registry {
     pub fn add_partitions(&self, name: &str, count: u32) -> Result<Arc<Topic>> {
         self.check_running()?;
         let admin = self.admin.lock().expect("admin lock");
-        let command = self.metadata().add_partitions(name, count)?;
+        let (current, rf) = match self.metadata().topic(name) {
+            Some(t) => (t.partitions, t.replicas_of(0).map(<[u64]>::len)),
+            None => (0, None),
+        };
+        let replicas = match rf {
+            Some(rf) if count > current => {
+                self.place_replicas(Origin::Client, Some(rf), count - current, Some(rf))?
+            }
+            _ => None,
+        };
+        let command = self.metadata().add_partitions(name, count, replicas)?;
         if let Some(replicator) = self.replicator_for(Origin::Client) {
             drop(admin);
             replicator.replicate(command)?;
             return self.topic(name);
         }
         self.apply_add_partitions(name, count, &command)
+    }
+
+    /// Where `count` new partitions' replicas go, in a cluster (`cluster/placement.rs`):
+    /// `asked` replicas each (`None`: the default factor); `keep`: the factor an
+    /// existing topic's partitions have, which new ones follow even if members came
+    /// or went. A single node (or the broker's own internal topics): `None`, and a
+    /// factor above 1 is refused.
+    fn place_replicas(
+        &self,
+        origin: Origin,
+        asked: Option<usize>,
+        count: u32,
+        keep: Option<usize>,
+    ) -> Result<Option<Vec<Vec<u64>>>> {
+        let Some(cluster) = self.replicator_for(origin) else {
+            return match asked {
+                Some(rf) if rf > 1 => Err(BrokerError::InvalidRequest(format!(
+                    "replication factor {rf} is larger than the 1 node this broker is; a single node keeps \
+                     one copy (docs/cluster.md starts a cluster)"
+                ))),
+                _ => Ok(None),
+            };
+        };
+        let members = cluster.voters();
+        let rf = match keep {
+            Some(rf) => rf.min(members.len()),
+            None => crate::cluster::placement::replication_factor(asked, members.len())?,
+        };
+        let metadata = self.metadata();
+        Ok(Some(crate::cluster::placement::place(&members, rf, count, metadata.topics())))
     }
 
     fn apply_add_partitions(&self, name: &str, count: u32, command: &Command) -> Result<Arc<Topic>> {

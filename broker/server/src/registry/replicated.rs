@@ -131,7 +131,22 @@ impl Registry {
             (Command::SetPartitions { count, .. }, Some(have)) if *count <= have.partitions => {
                 Ok(Applied::Unchanged)
             }
-            (Command::SetPartitions { name, count }, Some(_)) => {
+            (Command::SetReplicas { name, partition, replicas }, Some(have)) => {
+                if have.replicas_of(*partition) == Some(replicas.as_slice()) {
+                    return Ok(Applied::Unchanged);
+                }
+                if have.replicas_of(*partition).is_none() {
+                    return Err(BrokerError::InvalidRequest(format!(
+                        "partition {partition} of {name:?} has no placement to change (the topic predates \
+                         placement and is replicated by every member)"
+                    )));
+                }
+                let topic = self.topic(name)?;
+                let next = self.commit(command)?.topic(name).expect("the topic the command moved").clone();
+                *topic.meta.lock().expect("meta lock") = next;
+                Ok(Applied::Moved(topic, *partition))
+            }
+            (Command::SetPartitions { name, count, .. }, Some(_)) => {
                 self.apply_add_partitions(name, *count, command).map(Applied::Created)
             }
             (Command::SetConfig { name, .. }, Some(_)) => {
@@ -140,6 +155,7 @@ impl Registry {
             (
                 Command::DeleteTopic { name }
                 | Command::SetPartitions { name, .. }
+                | Command::SetReplicas { name, .. }
                 | Command::SetConfig { name, .. },
                 None,
             ) => Err(BrokerError::TopicNotFound(name.clone())),
@@ -169,6 +185,8 @@ pub enum Applied {
     Created(Arc<Topic>),
     /// The topic that was removed (its logs are closed and deleted).
     Deleted(Arc<Topic>),
+    /// A partition's replicas changed (`Command::SetReplicas`).
+    Moved(Arc<Topic>, u32),
 }
 
 fn command_name(command: &Command) -> &'static str {
@@ -176,6 +194,7 @@ fn command_name(command: &Command) -> &'static str {
         Command::CreateTopic(_) => "CreateTopic",
         Command::DeleteTopic { .. } => "DeleteTopic",
         Command::SetPartitions { .. } => "SetPartitions",
+        Command::SetReplicas { .. } => "SetReplicas",
         Command::SetConfig { .. } => "SetConfig",
         Command::SetValidators { .. } => "SetValidators",
         Command::SetTopicId { .. } => "SetTopicId",

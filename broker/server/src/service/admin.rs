@@ -31,6 +31,10 @@ pub struct Leadership {
     pub leader: Option<u64>,
     pub epoch: es_core::LeaderEpoch,
     pub replicas: Vec<u64>,
+    /// The replicas the partition is placed on, its preferred leader first: where
+    /// its leader is bringing `replicas` (they differ while a move or a member
+    /// change is under way).
+    pub assigned: Vec<u64>,
     /// The replicas caught up to the commit (Kafka's ISR).
     pub in_sync: Vec<u64>,
     /// This node was elected leader but lost its quorum, so it names no leader: a
@@ -171,7 +175,7 @@ impl Service {
         }
         let mut leader = group.watch_leader();
         if status.leader == Some(to) {
-            return Ok(leadership(status));
+            return Ok(leadership(status, assigned(cluster, &t, partition)));
         }
         if !group.is_leader() {
             return Err(cluster.not_leader(topic.to_owned(), partition, status.leader));
@@ -184,7 +188,7 @@ impl Service {
         })?;
         let moved = tokio::time::timeout(wait, leader.wait_for(|(l, _)| *l == Some(to))).await;
         match moved {
-            Ok(Ok(_)) => Ok(leadership(group.status())),
+            Ok(Ok(_)) => Ok(leadership(group.status(), assigned(cluster, &t, partition))),
             Ok(Err(_)) => Err(BrokerError::ShuttingDown),
             Err(_) => Err(BrokerError::Timeout(format!(
                 "node {to} did not take the leadership of partition {partition} of {topic:?} within {wait:?} \
@@ -205,7 +209,25 @@ impl Service {
     /// Removes node `id` from the cluster for good. Cluster admin.
     pub async fn remove_node(&self, principal: &Principal, id: u64) -> Result<()> {
         self.authorize(principal, Call::ChangeMembership, Resource::Cluster)?;
-        self.cluster_for_membership()?.remove_node(id).await
+        self.cluster_for_membership()?.remove_node(id).await.map(|_| ())
+    }
+
+    /// Moves `topic`'s `partition` to `replicas` (`es cluster move`): answers once
+    /// the move is committed and applied here; the partition's leader then adds the
+    /// new replicas as learners, makes them voters once caught up and drops the
+    /// old ones (watch `GET /cluster`). Cluster admin.
+    pub async fn move_replicas(
+        &self,
+        principal: &Principal,
+        topic: &str,
+        partition: u32,
+        replicas: Vec<u64>,
+    ) -> Result<()> {
+        self.authorize(principal, Call::ChangeMembership, Resource::Cluster)?;
+        let cluster = self.cluster_for_membership()?;
+        let t = self.topic(topic)?;
+        t.partition(u64::from(partition))?;
+        cluster.move_replicas(&t, partition, replicas).await
     }
 
     fn cluster_for_membership(&self) -> Result<&std::sync::Arc<crate::cluster::Cluster>> {
@@ -297,15 +319,36 @@ impl Service {
 }
 
 /// Who leads `topic`'s `partition` and who is in sync, from its Raft group.
+/// For a partition placed on other nodes only, what they announce: its leader and
+/// term, and its replicas (which stand for its in-sync ones: only its leader knows).
 fn leadership_of(cluster: &crate::cluster::Cluster, topic: &Topic, partition: u32) -> Option<Leadership> {
-    Some(leadership(cluster.replica(topic, partition)?.status()))
+    if let Some(group) = cluster.replica(topic, partition) {
+        return Some(leadership(group.status(), assigned(cluster, topic, partition)));
+    }
+    let remote = cluster.remote(topic, partition)?;
+    Some(Leadership {
+        leader: remote.leader,
+        epoch: remote.epoch,
+        in_sync: remote.replicas.clone(),
+        assigned: remote.replicas.clone(),
+        replicas: remote.replicas,
+        fenced: false,
+        quiesced: false,
+    })
 }
 
-fn leadership(status: es_raft::GroupStatus) -> Leadership {
+/// Where `topic`'s `partition` is placed: its replicas, or every member.
+fn assigned(cluster: &crate::cluster::Cluster, topic: &Topic, partition: u32) -> Vec<u64> {
+    let placed = topic.meta.lock().expect("meta lock").replicas_of(partition).map(<[u64]>::to_vec);
+    placed.unwrap_or_else(|| cluster.voters())
+}
+
+fn leadership(status: es_raft::GroupStatus, assigned: Vec<u64>) -> Leadership {
     Leadership {
         leader: status.leader,
         epoch: status.term,
         replicas: status.voters,
+        assigned,
         in_sync: status.in_sync,
         fenced: status.fenced,
         quiesced: status.quiesced,

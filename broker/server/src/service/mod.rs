@@ -97,11 +97,20 @@ impl Service {
     /// The handle a read or write of one partition goes through: the leader
     /// routing seam. A single node leads every partition it has; in a cluster the
     /// partition's Raft group says who leads.
+    ///
+    /// A cluster's data partition without a group here (placed on other nodes, or
+    /// its group not open yet) is never read or written locally: NotLeader, with
+    /// the leader its replicas announce when known.
     fn partition(&self, topic: &Arc<Topic>, partition: u32) -> Result<PartitionHandle> {
         if let Some(cluster) = self.registry.cluster()
-            && let Some(group) = cluster.replica(topic, partition)
+            && topic.kind != crate::registry::TopicKind::Internal
         {
-            return PartitionHandle::replicated(topic, partition, cluster, group);
+            if let Some(group) = cluster.replica(topic, partition) {
+                return PartitionHandle::replicated(topic, partition, cluster, group);
+            }
+            topic.partition(u64::from(partition))?;
+            let leader = cluster.remote(topic, partition).and_then(|r| r.leader);
+            return Err(cluster.not_leader(topic.name(), partition, leader));
         }
         PartitionHandle::local(topic, partition)
     }

@@ -1,5 +1,6 @@
 //! `es cluster status`: the cluster as the broker asked sees it (`GET /cluster`);
 //! `es cluster transfer-leader`: hand a partition's leadership to another node;
+//! `es cluster move`: move a partition's replicas to other nodes;
 //! `es cluster add-node` / `remove-node`: change the cluster's members.
 
 use clap::Subcommand;
@@ -25,11 +26,30 @@ pub enum ClusterCommand {
         #[arg(long)]
         to: u64,
     },
+    /// Move a partition's replicas (asked of any node). The partition's leader adds
+    /// the new replicas as learners, copies its log to them, makes them voters once
+    /// caught up and drops the old ones, writes going on throughout. Waits until the
+    /// partition is on exactly the nodes named.
+    Move {
+        topic: String,
+        partition: u32,
+        /// The new replicas, comma-separated node ids, the preferred leader first
+        /// (e.g. 2,3,4).
+        #[arg(long, value_delimiter = ',', required = true)]
+        replicas: Vec<u64>,
+        /// Return once the move is committed, without waiting for the copy.
+        #[arg(long)]
+        no_wait: bool,
+        /// How long to wait for the move, in seconds.
+        #[arg(long, default_value_t = 600)]
+        timeout_s: u64,
+    },
     /// Add a node to the cluster. Start it first with its own --node-id (never one
     /// the cluster used before), --cluster-peers listing every member and itself,
-    /// the cluster's secret file, and --cluster-join. Every partition then copies
-    /// its log to the node and makes it a replica once it caught up; watch
-    /// `es cluster status`.
+    /// the cluster's secret file, and --cluster-join. Topics created from then on
+    /// may be placed on it, and `es cluster move` moves existing partitions to it
+    /// (partitions of topics created before placement take it in as a replica at
+    /// once); watch `es cluster status`.
     AddNode {
         /// The new node's id.
         id: u64,
@@ -45,9 +65,10 @@ pub enum ClusterCommand {
         timeout_s: u64,
     },
     /// Remove a node from the cluster for good (to replace a failed node, add the
-    /// new one first, then remove the old). Every partition drops it from its
-    /// replicas; a running removed node closes its partitions and should be
-    /// stopped. Its id may not be used again.
+    /// new one first, then remove the old). Each partition it replicates moves to
+    /// the member holding the fewest replicas (or keeps the others alone when every
+    /// member already has it); a running removed node closes its partitions and
+    /// should be stopped. Its id may not be used again.
     RemoveNode {
         /// The node's id.
         id: u64,
@@ -71,7 +92,7 @@ pub fn run(client: &Client, cmd: ClusterCommand, json_out: bool) -> anyhow::Resu
                 return Ok(());
             }
             let hint = format!("is node {id} running with --cluster-join, and reachable at {peer}?");
-            follow_partitions(client, id, true, timeout_s, json_out, &hint)
+            follow_partitions(client, Some(id), timeout_s, json_out, &hint)
         }
         ClusterCommand::RemoveNode { id, no_wait, timeout_s } => {
             let v = client.delete(&format!("/cluster/nodes/{id}"))?;
@@ -89,7 +110,22 @@ pub fn run(client: &Client, cmd: ClusterCommand, json_out: bool) -> anyhow::Resu
                 return Ok(());
             }
             let hint = "does every partition still have a majority of its replicas running?";
-            follow_partitions(client, id, false, timeout_s, json_out, hint)
+            follow_partitions(client, Some(id), timeout_s, json_out, hint)
+        }
+        ClusterCommand::Move { topic, partition, replicas, no_wait, timeout_s } => {
+            let path = format!("/cluster/partitions/{}/{partition}/replicas", crate::segment(&topic));
+            let v = client.post(&path, &serde_json::json!({ "replicas": replicas }))?;
+            let to = replicas.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+            if json_out {
+                println!("{v}");
+            } else {
+                println!("partition {partition} of {topic} is moving to {to} (from {})", ids(&v["replicas"]));
+            }
+            if no_wait {
+                return Ok(());
+            }
+            let hint = format!("are nodes {to} running, and does the partition have a leader?");
+            follow_partitions(client, None, timeout_s, json_out, &hint)
         }
         ClusterCommand::TransferLeader { topic, partition, to } => {
             let path = format!("/cluster/partitions/{}/{partition}/leader", crate::segment(&topic));
@@ -108,12 +144,12 @@ pub fn run(client: &Client, cmd: ClusterCommand, json_out: bool) -> anyhow::Resu
     }
 }
 
-/// Waits until every partition lists node `id` among its replicas (`joined`) or
-/// none does, as the answering node sees it; a progress bar on a terminal.
+/// Waits until every partition's replicas are the ones it is assigned, as the
+/// answering node sees it (each listed once its leader has moved it); a progress
+/// bar on a terminal. `node`: the node whose addition or removal is followed.
 fn follow_partitions(
     client: &Client,
-    id: u64,
-    joined: bool,
+    node: Option<u64>,
     timeout_s: u64,
     json_out: bool,
     hint: &str,
@@ -128,35 +164,50 @@ fn follow_partitions(
     if let Ok(style) = indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} partitions") {
         bar.set_style(style.progress_chars("=> "));
     }
-    bar.set_message(if joined { format!("node {id} a replica") } else { format!("node {id} dropped") });
+    bar.set_message("replicas placed");
+    let set = |v: &Value| {
+        let mut ids: Vec<u64> = array(v).iter().filter_map(Value::as_u64).collect();
+        ids.sort_unstable();
+        ids
+    };
     loop {
         let v = client.get("/cluster")?;
         let partitions = array(&v["partitions"]);
-        let done = partitions
-            .iter()
-            .filter(|p| array(&p["replicas"]).iter().any(|r| r.as_u64() == Some(id)) == joined)
-            .count();
+        let done = partitions.iter().filter(|p| set(&p["replicas"]) == set(&p["assigned"])).count();
         bar.set_length(partitions.len() as u64);
         bar.set_position(done as u64);
         if done == partitions.len() {
             bar.finish_and_clear();
             if !json_out {
-                let state = if joined { "a replica of" } else { "gone from" };
-                println!("node {id} is {state} every partition ({done})");
+                match node {
+                    Some(id) => {
+                        let on = partitions
+                            .iter()
+                            .filter(|p| array(&p["replicas"]).iter().any(|r| r.as_u64() == Some(id)))
+                            .count();
+                        println!(
+                            "every partition is on its assigned replicas ({done}); node {id} replicates {on}"
+                        );
+                    }
+                    None => println!("every partition is on its assigned replicas ({done})"),
+                }
             }
             return Ok(());
         }
         if std::time::Instant::now() >= deadline {
             bar.finish_and_clear();
             anyhow::bail!(
-                "after {timeout_s} s node {id} is {} {done} of {} partitions: {hint} `es cluster status` \
-                 lists each partition's replicas (the change goes on in the background)",
-                if joined { "a replica of" } else { "gone from" },
+                "after {timeout_s} s {done} of {} partitions are on their assigned replicas: {hint} \
+                 `es cluster status` lists each partition's replicas (the change goes on in the background)",
                 partitions.len()
             );
         }
         std::thread::sleep(std::time::Duration::from_millis(500));
     }
+}
+
+fn ids(v: &Value) -> String {
+    array(v).iter().map(text).collect::<Vec<_>>().join(",")
 }
 
 fn members_changed(v: &Value, done: &str, json_out: bool) {
@@ -203,7 +254,6 @@ fn status(client: &Client, json_out: bool) -> anyhow::Result<()> {
     if !members.is_empty() {
         println!("members (peer addresses): {}", members.join(" "));
     }
-    let ids = |v: &Value| array(v).iter().map(text).collect::<Vec<_>>().join(",");
     let partitions: Vec<Vec<String>> = array(&v["partitions"])
         .iter()
         .map(|p| {

@@ -21,6 +21,10 @@ pub enum TopicCommand {
         /// A setting as key=value, e.g. retention.ms=86400000; repeatable.
         #[arg(long = "config", value_name = "KEY=VALUE")]
         config: Vec<String>,
+        /// In a cluster, how many nodes keep each partition [default: 3, or every
+        /// node of a smaller cluster]; a single node keeps 1.
+        #[arg(long)]
+        replication_factor: Option<u32>,
     },
     /// List topics.
     List,
@@ -66,9 +70,12 @@ pub struct OffsetsArgs {
 
 pub fn run(client: &Client, cmd: TopicCommand, json: bool) -> anyhow::Result<()> {
     match cmd {
-        TopicCommand::Create { topic, partitions, config } => {
+        TopicCommand::Create { topic, partitions, config, replication_factor } => {
             let name = topic.name();
-            let body = json!({"name": name, "partitions": partitions, "config": settings(&config)?});
+            let mut body = json!({"name": name, "partitions": partitions, "config": settings(&config)?});
+            if let Some(rf) = replication_factor {
+                body["replication_factor"] = json!(rf);
+            }
             let v = client.post("/topics", &body)?;
             print_or(json, &v, || println!("created topic {name} with {}", plural(partitions, "partition")));
         }

@@ -1,0 +1,264 @@
+//! Where a partition's replicas live (docs/cluster.md, "Placement"). A topic is
+//! created with `replication.factor` replicas per partition (default: 3, or every
+//! node of a smaller cluster), placed round-robin over the members from the member
+//! that is preferred leader of the fewest partitions, so replicas and preferred
+//! leaders spread evenly (rack-unaware, as Kafka's default assignment). The first
+//! replica listed is the preferred leader: it forms the group and the leader
+//! balancer hands leadership back to it. The planning functions are pure: the
+//! proposing node plans, the metadata log carries the plan, and every node applies
+//! the same lists. A node a partition moved away from keeps its group open until
+//! the group's membership no longer names it, so it can still help commit the
+//! change (`spawn_retirer`); its log stays on disk until the topic is deleted.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::service::error::{BrokerError, Result};
+use crate::store::TopicMeta;
+
+/// A topic's replication factor when creation names none: Kafka's usual 3, or
+/// every node of a smaller cluster.
+pub const DEFAULT_REPLICATION_FACTOR: usize = 3;
+
+/// The replication factor asked for (`None`: the default), checked against the
+/// members.
+pub fn replication_factor(asked: Option<usize>, members: usize) -> Result<usize> {
+    match asked {
+        None => Ok(DEFAULT_REPLICATION_FACTOR.min(members)),
+        Some(0) => Err(BrokerError::InvalidRequest("the replication factor must be at least 1".into())),
+        Some(rf) if rf > members => Err(BrokerError::InvalidRequest(format!(
+            "replication factor {rf} is larger than the {members} node(s) of this cluster; ask for at most \
+             {members}, or add nodes first (es cluster add-node)"
+        ))),
+        Some(rf) => Ok(rf),
+    }
+}
+
+/// Replicas for partitions `first..first + count` of a topic, `rf` each, over
+/// `members` (sorted): partition `first + i` starts at the member after the
+/// previous one's, beginning with the member preferred by the fewest partitions of
+/// `topics`.
+pub fn place<'a>(
+    members: &[u64],
+    rf: usize,
+    count: u32,
+    topics: impl Iterator<Item = &'a TopicMeta>,
+) -> Vec<Vec<u64>> {
+    let n = members.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let preferred = preferred_counts(members, topics);
+    let start = members
+        .iter()
+        .enumerate()
+        .min_by_key(|(i, m)| (preferred.get(m).copied().unwrap_or(0), *i))
+        .map_or(0, |(i, _)| i);
+    (0..count as usize).map(|p| (0..rf.min(n)).map(|k| members[(start + p + k) % n]).collect()).collect()
+}
+
+/// How many placed partitions each member is the preferred leader of.
+fn preferred_counts<'a>(
+    members: &[u64],
+    topics: impl Iterator<Item = &'a TopicMeta>,
+) -> BTreeMap<u64, usize> {
+    let mut counts: BTreeMap<u64, usize> = members.iter().map(|m| (*m, 0)).collect();
+    for t in topics {
+        for r in t.replicas.iter().flatten() {
+            if let Some(c) = r.first().and_then(|m| counts.get_mut(m)) {
+                *c += 1;
+            }
+        }
+    }
+    counts
+}
+
+/// Checks replicas an operator asks for (`es cluster move`): at least one, no
+/// node twice, every one a member.
+pub fn check_replicas(replicas: &[u64], members: &BTreeSet<u64>) -> Result<()> {
+    if replicas.is_empty() {
+        return Err(BrokerError::InvalidRequest("name at least one replica".into()));
+    }
+    let unique: BTreeSet<u64> = replicas.iter().copied().collect();
+    if unique.len() != replicas.len() {
+        return Err(BrokerError::InvalidRequest(format!("{replicas:?} names a node twice")));
+    }
+    if let Some(stranger) = replicas.iter().find(|r| !members.contains(r)) {
+        return Err(BrokerError::InvalidRequest(format!(
+            "node {stranger} is not a member of this cluster; its members are {members:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// What removing node `gone` moves: each placed partition it replicates gets the
+/// remaining member that holds the fewest replicas in its place (at the same
+/// position, so a preferred leader's place goes to its replacement), or loses it
+/// when every other member already replicates that partition. Answers (topic,
+/// partition, new replicas) in topic and partition order.
+pub fn without_node<'a>(
+    gone: u64,
+    members: &BTreeSet<u64>,
+    topics: impl Iterator<Item = &'a TopicMeta> + Clone,
+) -> Vec<(String, u32, Vec<u64>)> {
+    let mut load: BTreeMap<u64, usize> = members.iter().filter(|m| **m != gone).map(|m| (*m, 0)).collect();
+    for t in topics.clone() {
+        for r in t.replicas.iter().flatten() {
+            for m in r {
+                if let Some(c) = load.get_mut(m) {
+                    *c += 1;
+                }
+            }
+        }
+    }
+    let mut sorted: Vec<&TopicMeta> = topics.collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut moves = Vec::new();
+    for t in sorted {
+        for (p, r) in t.replicas.iter().flatten().enumerate() {
+            let Some(at) = r.iter().position(|m| *m == gone) else { continue };
+            let spare =
+                load.iter().filter(|(m, _)| !r.contains(m)).min_by_key(|(m, c)| (**c, **m)).map(|(m, _)| *m);
+            let mut next = r.clone();
+            match spare {
+                Some(s) => {
+                    next[at] = s;
+                    *load.get_mut(&s).expect("a member") += 1;
+                }
+                None => {
+                    next.remove(at);
+                }
+            }
+            moves.push((t.name.clone(), p as u32, next));
+        }
+    }
+    moves
+}
+
+/// How often moved-away groups are checked.
+const RETIRE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Closes the groups of partitions moved away from this node once their
+/// membership, as this node's log has it, no longer names it. Ends with the
+/// cluster.
+pub(super) fn spawn_retirer(cluster: &std::sync::Arc<super::Cluster>) {
+    let weak = std::sync::Arc::downgrade(cluster);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(RETIRE_EVERY).await;
+            let Some(cluster) = weak.upgrade() else { return };
+            let keys: Vec<super::PartitionKey> =
+                cluster.retiring.lock().expect("retiring lock").iter().copied().collect();
+            for key in keys {
+                let group = cluster.groups.read().expect("groups lock").get(&key).cloned();
+                let done = match &group {
+                    None => true,
+                    Some(g) => !g.membership_nodes().contains(&cluster.node_id) || left(&cluster, g).await,
+                };
+                if !done {
+                    continue;
+                }
+                cluster.retiring.lock().expect("retiring lock").remove(&key);
+                // Placed here again since (moved back): keep it.
+                if group.as_ref().and_then(|g| g.target()).is_some_and(|t| t.contains(&cluster.node_id)) {
+                    continue;
+                }
+                let removed = cluster.groups.write().expect("groups lock").remove(&key);
+                if let Some(g) = removed {
+                    cluster.host.close_group(g.id()).await;
+                    tracing::info!(
+                        group = g.id(),
+                        partition = key.1,
+                        "a partition moved away: its group is closed here"
+                    );
+                }
+            }
+        }
+    });
+}
+
+/// Whether the group's leader (as this node's group or the leaders' announcements
+/// name it) has a committed membership without this node: the leader never sends
+/// a node the entry that removes it, so its own log may name it forever.
+async fn left(cluster: &super::Cluster, group: &es_raft::Group) -> bool {
+    let me = cluster.node_id;
+    let mut asked = BTreeSet::new();
+    let candidates = [group.leader(), cluster.directory.leader(group.id()).map(|(l, _)| l)];
+    for leader in candidates.into_iter().flatten() {
+        if leader == me || !asked.insert(leader) {
+            continue;
+        }
+        if let Some(nodes) = super::directory::ask_membership(cluster, leader, group.id()).await {
+            return !nodes.contains(&me);
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topic(name: &str, replicas: Vec<Vec<u64>>) -> TopicMeta {
+        TopicMeta {
+            name: name.into(),
+            partitions: replicas.len() as u32,
+            config: Default::default(),
+            created_ms: 0,
+            validators: Vec::new(),
+            topic_id: None,
+            replicas: Some(replicas),
+            moved: Default::default(),
+        }
+    }
+
+    #[test]
+    fn replicas_and_preferred_leaders_spread_round_robin() {
+        let placed = place(&[1, 2, 3, 4], 2, 4, std::iter::empty());
+        assert_eq!(placed, vec![vec![1, 2], vec![2, 3], vec![3, 4], vec![4, 1]]);
+        // The next topic starts at the member preferred by the fewest.
+        let first = topic("a", vec![vec![1, 2], vec![2, 3]]);
+        let next = place(&[1, 2, 3, 4], 3, 2, [&first].into_iter());
+        assert_eq!(next, vec![vec![3, 4, 1], vec![4, 1, 2]]);
+        // A factor as large as the cluster: every member, each preferred in turn.
+        assert_eq!(
+            place(&[1, 2, 3], 3, 3, std::iter::empty()),
+            vec![vec![1, 2, 3], vec![2, 3, 1], vec![3, 1, 2]]
+        );
+    }
+
+    #[test]
+    fn the_factor_defaults_to_three_and_never_exceeds_the_members() {
+        assert_eq!(replication_factor(None, 5).unwrap(), 3);
+        assert_eq!(replication_factor(None, 2).unwrap(), 2);
+        assert_eq!(replication_factor(Some(1), 3).unwrap(), 1);
+        assert!(replication_factor(Some(4), 3).unwrap_err().to_string().contains("larger than the 3 node"));
+        assert!(replication_factor(Some(0), 3).is_err());
+    }
+
+    #[test]
+    fn asked_replicas_are_distinct_members() {
+        let members = BTreeSet::from([1, 2, 3, 4]);
+        assert!(check_replicas(&[1, 4], &members).is_ok());
+        assert!(check_replicas(&[], &members).is_err());
+        assert!(check_replicas(&[1, 1], &members).unwrap_err().to_string().contains("twice"));
+        assert!(
+            check_replicas(&[1, 9], &members).unwrap_err().to_string().contains("node 9 is not a member")
+        );
+    }
+
+    #[test]
+    fn a_removed_node_is_replaced_by_the_least_loaded_spare_or_dropped() {
+        let members = BTreeSet::from([1, 2, 3, 4]);
+        let a = topic("a", vec![vec![3, 1], vec![1, 2], vec![2, 3]]);
+        let b = topic("b", vec![vec![1, 2, 3]]);
+        let moves = without_node(3, &members, [&a, &b].into_iter());
+        // Loads without 3: 1 -> 3, 2 -> 3, 4 -> 0: node 4 takes 3's places first.
+        assert_eq!(
+            moves,
+            vec![("a".into(), 0, vec![4, 1]), ("a".into(), 2, vec![2, 4]), ("b".into(), 0, vec![1, 2, 4]),]
+        );
+        // Three members, a partition on all of them: it loses the node.
+        let three = BTreeSet::from([1, 2, 3]);
+        assert_eq!(without_node(3, &three, [&b].into_iter()), vec![("b".into(), 0, vec![1, 2])]);
+    }
+}

@@ -1,0 +1,116 @@
+//! Placement (docs/cluster.md, "Placement"): partitions on some of the nodes, a
+//! node that is no replica sending clients to the leader, and a partition moved
+//! to other nodes under load with nothing acknowledged lost.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use es_tests::cluster::{Cluster, ELECTION_WAIT, IdempotentLoad, consume_all, eventually};
+use serde_json::{Value, json};
+
+/// Partition `p` of `topic` in node `id`'s `GET /cluster`.
+fn partition_seen(c: &Cluster, id: u64, topic: &str, p: u64) -> Option<Value> {
+    let r = c.node(id).get("/cluster");
+    r.body["partitions"].as_array()?.iter().find(|x| x["topic"] == topic && x["partition"] == p).cloned()
+}
+
+fn ids(v: &Value) -> Vec<u64> {
+    let mut ids: Vec<u64> =
+        v.as_array().map(|a| a.iter().filter_map(Value::as_u64).collect()).unwrap_or_default();
+    ids.sort_unstable();
+    ids
+}
+
+fn es(c: &Cluster, asked: u64, args: &[&str]) -> String {
+    let mut cmd = std::process::Command::new(es_tests::broker::es_bin());
+    cmd.args(["--broker", &c.node(asked).url]).args(args);
+    es_tests::peers::run(&mut cmd, None, Duration::from_secs(120), "es")
+}
+
+/// Four nodes, a topic of four partitions with two replicas each: the replicas
+/// and preferred leaders go round-robin, every node names every partition's
+/// leader, a node that is no replica answers 421 naming it, and a record written
+/// through any node lands. Then partition 0 moves to the two other nodes while an
+/// idempotent es-client producer (bootstrapped at a node that is no replica)
+/// writes to it: every acknowledged record is on the new replicas at its offset,
+/// and the old ones let go of it. A factor above the members is refused.
+#[test]
+fn partitions_live_on_their_replicas_and_move_under_load() {
+    let mut c = Cluster::new(4, &[], &[]);
+    for id in 1..=4 {
+        c.start_node(id);
+    }
+    let too_many = eventually(ELECTION_WAIT, "the metadata leader", || {
+        let r = c.node(1).post("/topics", &json!({"name": "wide", "partitions": 1, "replication_factor": 5}));
+        (r.status != 503 && r.status != 504).then_some(r)
+    });
+    assert_eq!((too_many.status, too_many.code()), (400, "invalid_request"), "{:?}", too_many.body);
+    assert!(too_many.body.to_string().contains("larger than the 4 node"), "{:?}", too_many.body);
+
+    let out = es(&c, 2, &["topic", "create", "placed", "--partitions", "4", "--replication-factor", "2"]);
+    assert!(out.contains("created topic placed"), "{out}");
+    // Round-robin from node 1: 1,2 / 2,3 / 3,4 / 4,1; each preferred leader leads.
+    let expected: [Vec<u64>; 4] = [vec![1, 2], vec![2, 3], vec![3, 4], vec![1, 4]];
+    for p in 0..4u64 {
+        let preferred = [1, 2, 3, 4][p as usize];
+        for id in 1..=4 {
+            eventually(ELECTION_WAIT, &format!("partition {p} on node {id}'s view"), || {
+                let seen = partition_seen(&c, id, "placed", p)?;
+                let ok = ids(&seen["assigned"]) == expected[p as usize]
+                    && ids(&seen["replicas"]) == expected[p as usize]
+                    && seen["leader"].as_u64() == Some(preferred);
+                ok.then_some(())
+            });
+        }
+    }
+
+    // Node 3 is no replica of partition 0: it names the leader, node 1.
+    let leader_url = c.node(1).url.clone();
+    let body = json!({"records": [{"value": "via-3", "partition": 0}]});
+    let r = c.node(3).post("/topics/placed/records", &body);
+    assert_eq!((r.status, r.code()), (421, "not_leader"), "{:?}", r.body);
+    assert!(r.body.to_string().contains(&leader_url), "{:?} names {leader_url}", r.body);
+    let read = c.node(3).get("/topics/placed/partitions/0/records?offset=0");
+    assert_eq!(read.status, 421, "a node that is no replica serves no reads: {:?}", read.body);
+    // Asked of node 3 first, the write lands on the leader.
+    let (node, offsets) = c.produce_via(&[3, 4, 1, 2], "placed", &["first".to_owned()]);
+    assert_eq!((node, offsets), (1, vec![0]));
+
+    // Partition 0 moves from 1,2 to 3,4 while a producer bootstrapped at node 4
+    // (no replica yet) writes to it.
+    let load = IdempotentLoad::start(c.node(4).binary_addr.clone(), "placed");
+    load.flowing(50, ELECTION_WAIT);
+    let out = es(&c, 2, &["cluster", "move", "placed", "0", "--replicas", "3,4", "--timeout-s", "90"]);
+    assert!(out.contains("partition 0 of placed is moving to 3,4"), "{out}");
+    assert!(out.contains("every partition is on its assigned replicas (4)"), "{out}");
+    load.flowing(50, ELECTION_WAIT);
+    let mut acked: BTreeMap<u64, String> = load.stop();
+    acked.insert(0, "first".to_owned());
+    let n = acked.len() as u64;
+    assert_eq!(acked.keys().copied().collect::<Vec<_>>(), (0..n).collect::<Vec<_>>(), "dense offsets");
+    for id in [3, 4] {
+        let got = eventually(ELECTION_WAIT, &format!("node {id} serving partition 0"), || {
+            let got = consume_all(c.node(id), "placed");
+            (got.len() >= acked.len()).then_some(got)
+        });
+        assert_eq!(got, acked, "node {id}");
+    }
+    // The old replicas let go: they send readers to the new leader.
+    for id in [1, 2] {
+        eventually(ELECTION_WAIT, &format!("node {id} no longer serving partition 0"), || {
+            let r = c.node(id).get("/topics/placed/partitions/0/records?offset=0");
+            (r.status == 421).then_some(())
+        });
+    }
+    // A removed node's place goes to the member holding the fewest replicas.
+    let out = es(&c, 1, &["cluster", "remove-node", "4"]);
+    assert!(out.contains("node 4 removed") && out.contains("members now 1,2,3"), "{out}");
+    for p in 0..4u64 {
+        let seen = partition_seen(&c, 1, "placed", p).expect("a partition");
+        assert!(!ids(&seen["assigned"]).contains(&4), "partition {p}: {seen}");
+        assert_eq!(ids(&seen["assigned"]).len(), 2, "partition {p} keeps two replicas: {seen}");
+    }
+    c.nodes.remove(&4);
+    let (_, offsets) = c.produce_via(&[1, 2, 3], "placed", &["after-removal".to_owned()]);
+    assert_eq!(offsets, [n], "the next offset after every acknowledged one");
+}
