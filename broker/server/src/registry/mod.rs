@@ -928,6 +928,22 @@ mod tests {
     }
 
     #[test]
+    fn a_single_node_takes_a_replication_factor_of_one_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = open(dir.path());
+        let e = r.create("two", 1, &changes(json!({"replication.factor": 2}))).err().unwrap();
+        assert!(e.to_string().contains("larger than the 1 node"), "{e}");
+        let e = r.create("bad", 1, &changes(json!({"replication.factor": "many"}))).err().unwrap();
+        assert_eq!(e.code(), "invalid_request", "{e}");
+        let t =
+            r.create("one", 1, &changes(json!({"replication.factor": "1", "retention.ms": 1000}))).unwrap();
+        // Not a topic config: it leaves nothing in the topic's settings.
+        let stored = t.meta.lock().unwrap().clone();
+        assert_eq!((stored.replicas, stored.config.retention_ms), (None, 1000));
+        assert!(r.topic("two").is_err() && r.topic("bad").is_err());
+    }
+
+    #[test]
     fn refused_changes_leave_nothing_behind() {
         let dir = tempfile::tempdir().unwrap();
         let r = open(dir.path());
