@@ -21,6 +21,29 @@ fn ids(v: &Value) -> Vec<u64> {
     ids
 }
 
+/// Reads partition 0 of `placed` from its start with an es-client consumer
+/// bootstrapped at `bootstrap` until `want` records came (bounded).
+fn read_with_es_client(bootstrap: String, want: usize) -> BTreeMap<u64, String> {
+    use es_client::{Client, ClientOptions, Consumer};
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let client =
+            std::sync::Arc::new(Client::connect(&bootstrap, ClientOptions::default()).await.unwrap());
+        let mut consumer = Consumer::new(client);
+        consumer.assign("placed", 0, es_protocol::OffsetSpec::Earliest).await.unwrap();
+        let mut read = BTreeMap::new();
+        let deadline = std::time::Instant::now() + ELECTION_WAIT;
+        while read.len() < want {
+            assert!(std::time::Instant::now() < deadline, "read {} of {want}", read.len());
+            for r in consumer.poll().await.unwrap() {
+                let value = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned();
+                read.insert(r.offset, value);
+            }
+        }
+        read
+    })
+}
+
 fn es(c: &Cluster, asked: u64, args: &[&str]) -> String {
     let mut cmd = std::process::Command::new(es_tests::broker::es_bin());
     cmd.args(["--broker", &c.node(asked).url]).args(args);
@@ -95,6 +118,10 @@ fn partitions_live_on_their_replicas_and_move_under_load() {
         });
         assert_eq!(got, acked, "node {id}");
     }
+    // An es-client consumer bootstrapped at node 1, no replica any more, is sent
+    // to the leader by its first fetch and reads every record from there.
+    let read = read_with_es_client(c.node(1).binary_addr.clone(), acked.len());
+    assert_eq!(read, acked, "what es-client read through node 1");
     // The old replicas let go: they send readers to the new leader.
     for id in [1, 2] {
         eventually(ELECTION_WAIT, &format!("node {id} no longer serving partition 0"), || {

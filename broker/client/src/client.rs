@@ -1,7 +1,8 @@
 //! A pool of pipelined connections with typed calls, retries and backoff. In a
 //! cluster, a produce follows the partition's leader: a `NotLeader` answer names
 //! it (` leader=HOST:PORT`), the client remembers it for the partition and, for an
-//! idempotent batch, resends there at once.
+//! idempotent batch, resends there at once. Fetches and offset lookups follow it
+//! too (a node that does not replicate a partition refuses them).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -358,21 +359,55 @@ impl Client {
         })
     }
 
+    /// Fetches `partitions`, each from the broker its requests go to (the
+    /// bootstrap one, or the leader a `NotLeader` named): one Fetch per broker, all
+    /// at once, answers in the order asked. A partition a broker does not replicate
+    /// answers `NotLeader` (a cluster placing it on other nodes); the client then
+    /// learns its leader, so the next fetch goes there.
     pub async fn fetch(
         &self,
         max_wait_ms: u32,
         max_bytes: u32,
         partitions: Vec<FetchPartition>,
     ) -> Result<Vec<FetchResult>> {
-        let req = Request::Fetch { max_wait_ms, min_bytes: 1, max_bytes, partitions };
-        match self.call(req).await? {
-            Response::Fetch { partitions } => Ok(partitions),
-            _ => Err(ClientError::UnexpectedResponse("Fetch")),
+        let mut by_broker: std::collections::BTreeMap<Option<String>, Vec<usize>> = Default::default();
+        for (i, p) in partitions.iter().enumerate() {
+            by_broker.entry(self.leader_of(&p.topic, p.partition)).or_default().push(i);
         }
+        let calls = by_broker.into_values().map(|at| {
+            let asked: Vec<FetchPartition> = at.iter().map(|&i| partitions[i].clone()).collect();
+            async move {
+                let first = &asked[0];
+                let conn =
+                    self.connection_for(&first.topic, first.partition, first.partition as usize).await?;
+                let req = Request::Fetch { max_wait_ms, min_bytes: 1, max_bytes, partitions: asked };
+                match conn.request(req).await? {
+                    Response::Fetch { partitions } if partitions.len() == at.len() => Ok((at, partitions)),
+                    _ => Err(ClientError::UnexpectedResponse("Fetch")),
+                }
+            }
+        });
+        let mut out: Vec<Option<FetchResult>> = vec![None; partitions.len()];
+        for answer in futures_util::future::join_all(calls).await {
+            let (at, results) = answer?;
+            for (i, r) in at.into_iter().zip(results) {
+                out[i] = Some(r);
+            }
+        }
+        for (p, r) in partitions.iter().zip(&out) {
+            if r.as_ref().is_some_and(|r| r.error == ErrorCode::NotLeader) {
+                // The answer names the leader: the partition is routed there.
+                let _ = self.list_offsets(&p.topic, p.partition, OffsetSpec::Latest).await;
+            }
+        }
+        out.into_iter().map(|r| r.ok_or(ClientError::UnexpectedResponse("Fetch"))).collect()
     }
 
+    /// A partition's offset by `spec`, asked of its leader (a `NotLeader` answer
+    /// is followed to the broker it names).
     pub async fn list_offsets(&self, topic: &str, partition: u32, spec: OffsetSpec) -> Result<Option<u64>> {
-        match self.call(Request::ListOffsets { topic: topic.to_owned(), partition, spec }).await? {
+        let req = Request::ListOffsets { topic: topic.to_owned(), partition, spec };
+        match self.call_routed(topic, partition, req, true, true).await? {
             Response::ListOffsets { offset } => Ok(offset),
             _ => Err(ClientError::UnexpectedResponse("ListOffsets")),
         }

@@ -78,6 +78,11 @@ impl Consumer {
         let results = self.client.fetch(self.max_wait_ms, self.max_bytes, request).await?;
         let mut out = Vec::new();
         for (pos, result) in self.positions.iter_mut().zip(results) {
+            // Not replicated where it was asked: the client now routes it to its
+            // leader, and the next poll reads it there.
+            if result.error == ErrorCode::NotLeader {
+                continue;
+            }
             if result.error != ErrorCode::None {
                 return Err(ClientError::Broker {
                     code: result.error,

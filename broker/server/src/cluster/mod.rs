@@ -261,9 +261,27 @@ impl Cluster {
             self.replicate_async(Command::RemoveNode { id }).await?;
             return Ok(0);
         }
-        let moves = placement::without_node(id, &members, self.registry.topic_metas().iter());
-        let moved = moves.len();
-        for (name, partition, replicas) in &moves {
+        // Planned again until nothing names the node: a topic created or grown
+        // meanwhile may have been placed on it.
+        let mut moved = 0;
+        loop {
+            let moves = placement::without_node(id, &members, self.registry.topic_metas().iter());
+            if moves.is_empty() {
+                break;
+            }
+            moved += moves.len();
+            self.drain(id, &moves).await?;
+        }
+        // Refused on apply, on every node alike, if a placement still names it.
+        self.replicate_async(Command::RemoveNode { id }).await?;
+        Ok(moved)
+    }
+
+    /// Commits `moves` off node `id` and waits until each group's committed
+    /// membership shows it.
+    async fn drain(&self, id: u64, moves: &[(String, u32, Vec<u64>)]) -> Result<()> {
+        use crate::registry::metadata::Command;
+        for (name, partition, replicas) in moves {
             let command = Command::SetReplicas {
                 name: name.clone(),
                 partition: *partition,
@@ -274,7 +292,7 @@ impl Cluster {
         // The node leaves only once no group needs it: a joint change from a group
         // it replicates needs a majority of the old replicas, which may include it.
         let deadline = tokio::time::Instant::now() + REMOVE_MOVE_WAIT;
-        for (name, partition, replicas) in &moves {
+        for (name, partition, replicas) in moves {
             let want: std::collections::BTreeSet<u64> = replicas.iter().copied().collect();
             loop {
                 if self.settled_membership(name, *partition).await.is_some_and(|m| m == want) {
@@ -290,8 +308,7 @@ impl Cluster {
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
         }
-        self.replicate_async(Command::RemoveNode { id }).await?;
-        Ok(moved)
+        Ok(())
     }
 
     /// The committed membership of a partition's group as its leader answers it
@@ -343,10 +360,9 @@ impl Cluster {
         }
         let replicas = topic.meta.lock().expect("meta lock").replicas_of(partition)?.to_vec();
         let announced = self.directory.leader(group_id(&topic.id, partition));
-        let (leader, term) = match announced {
-            Some((l, t)) if replicas.contains(&l) => (Some(l), t),
-            _ => (None, 0),
-        };
+        // Any announced leader: while a partition moves to other nodes altogether,
+        // an old replica still leads it until the new ones take over.
+        let (leader, term) = announced.map_or((None, 0), |(l, t)| (Some(l), t));
         Some(Remote {
             leader,
             epoch: es_core::LeaderEpoch(i32::try_from(term).unwrap_or(i32::MAX)),
@@ -357,6 +373,19 @@ impl Cluster {
     /// Applies a committed membership command (`metadata.rs`): the members file
     /// first, then the peer links and the groups' target voters.
     async fn apply_membership(&self, command: &crate::registry::metadata::Command) -> Result<()> {
+        if let crate::registry::metadata::Command::RemoveNode { id } = command
+            && let Some(t) = self
+                .registry
+                .topic_metas()
+                .into_iter()
+                .find(|t| t.replicas.iter().flatten().any(|r| r.contains(id)))
+        {
+            return Err(BrokerError::InvalidRequest(format!(
+                "node {id} still replicates partitions of {:?}: es cluster remove-node moves them off it \
+                 first; run it again",
+                t.name
+            )));
+        }
         let mut members = self.members.read().expect("members lock").clone();
         let change = members.apply(command)?;
         if change != members::Change::Unchanged {
@@ -504,7 +533,23 @@ impl Cluster {
                         self.retiring.lock().expect("retiring lock").insert((topic.id, p));
                     }
                 }
-                (None, false) => {}
+                // Not placed here, but this node took part in the group (a vote on
+                // disk): a move away that a restart interrupted. It may still be a
+                // voter the move's joint change needs, so it rejoins until the
+                // leader's committed membership no longer names it.
+                (None, false) => {
+                    if log.read_raft_file(es_log::RaftFile::Vote)?.is_none() {
+                        continue;
+                    }
+                    let group = self
+                        .host
+                        .open_group(group_id(&topic.id, p), log.clone(), &[])
+                        .await
+                        .map_err(raft_error)?;
+                    group.set_target(target);
+                    self.groups.write().expect("groups lock").insert((topic.id, p), group);
+                    self.retiring.lock().expect("retiring lock").insert((topic.id, p));
+                }
                 (None, true) => {
                     // A partition moved here joins the group its first replicas formed.
                     let voters: Vec<u64> = match placed {

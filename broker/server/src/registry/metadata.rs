@@ -283,8 +283,11 @@ impl Metadata {
                 if let Some(t) = self.topics.get_mut(name)
                     && *count > t.partitions
                 {
+                    // A plan made for fewer partitions than the topic has now (two
+                    // grows at once) gives its last lists to the partitions new here.
                     if let (Some(have), Some(new)) = (t.replicas.as_mut(), replicas) {
-                        have.extend(new.iter().cloned());
+                        let wanted = (*count - t.partitions) as usize;
+                        have.extend(new.iter().skip(new.len().saturating_sub(wanted)).cloned());
                     }
                     t.partitions = *count;
                 }
@@ -440,6 +443,33 @@ mod tests {
         let delete = m.delete_topic("dlq").unwrap();
         m.apply(&delete);
         assert!(m.topic("dlq").is_none());
+    }
+
+    #[test]
+    fn placed_partitions_grow_and_move_with_their_replica_lists() {
+        let mut m = with(&["p"]);
+        let mut create = m.create_topic(Origin::Client, "q", 2, &BTreeMap::new(), 0, "id-q".into()).unwrap();
+        if let Command::CreateTopic(meta) = &mut create {
+            meta.replicas = Some(vec![vec![1, 2], vec![2, 3]]);
+        }
+        m.apply(&create);
+        // Two grows planned from 2 partitions at once: the second's plan is for
+        // partitions 2..5, of which only 4 is new when it applies.
+        let first = m.add_partitions("q", 4, Some(vec![vec![3, 1], vec![1, 2]])).unwrap();
+        let second = m.add_partitions("q", 5, Some(vec![vec![9], vec![9], vec![2, 3]])).unwrap();
+        m.apply(&first);
+        m.apply(&second);
+        let q = m.topic("q").unwrap();
+        assert_eq!(q.replicas, Some(vec![vec![1, 2], vec![2, 3], vec![3, 1], vec![1, 2], vec![2, 3]]));
+        m.apply(&Command::SetReplicas { name: "q".into(), partition: 1, replicas: vec![3, 4] });
+        let q = m.topic("q").unwrap();
+        assert_eq!(
+            (q.replicas_of(1), q.moved.iter().copied().collect::<Vec<_>>()),
+            (Some(&[3, 4][..]), vec![1])
+        );
+        // A topic without placement is left alone.
+        m.apply(&Command::SetReplicas { name: "p".into(), partition: 0, replicas: vec![3] });
+        assert_eq!((m.topic("p").unwrap().replicas.clone(), m.topic("p").unwrap().moved.len()), (None, 0));
     }
 
     #[test]
