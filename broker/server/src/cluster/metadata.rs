@@ -249,11 +249,11 @@ async fn apply_one(cluster: &Arc<Cluster>, value: &[u8]) -> Result<()> {
         cluster.blobs_wanted.notify_one();
     }
     match (applied, grows) {
-        (Applied::Created(topic) | Applied::Moved(topic, _), _) => cluster.open_groups(&topic).await,
+        (Applied::Created(topic) | Applied::Moved(topic, _), _) => cluster.open_groups(&topic, false).await,
         // Applied before (a retry after this node failed to open a group, or a
         // replay): the groups still missing are opened now.
         (Applied::Unchanged, Some(name)) => match cluster.registry.topic(&name) {
-            Ok(topic) => cluster.open_groups(&topic).await,
+            Ok(topic) => cluster.open_groups(&topic, false).await,
             Err(_) => Ok(()),
         },
         (Applied::Unchanged | Applied::Deleted(_), _) => Ok(()),

@@ -203,7 +203,7 @@ impl Cluster {
         let _ = slot.set(Arc::downgrade(&cluster));
         for topic in registry.list() {
             refuse_single_node_data(&topic)?;
-            cluster.open_groups(&topic).await?;
+            cluster.open_groups(&topic, true).await?;
         }
         internal::spawn_coordinator(&cluster);
         internal::spawn_schema_applier(&cluster);
@@ -514,8 +514,12 @@ impl Cluster {
     /// every partition placed here that is not open yet and points each group at
     /// its replicas (`Group::set_target`); a group open here for a partition no
     /// longer placed here is pointed at its new replicas too and let go once its
-    /// membership no longer names this node (`placement::retire`). Idempotent.
-    async fn open_groups(&self, topic: &Arc<Topic>) -> Result<()> {
+    /// membership no longer names this node (`placement::retire`). `starting`:
+    /// also rejoin, until then, a group this node has a vote in but whose
+    /// partition is no longer placed here (a move a restart interrupted; only a
+    /// restart loses the open group, so only start-up reads the vote files).
+    /// Idempotent.
+    async fn open_groups(&self, topic: &Arc<Topic>, starting: bool) -> Result<()> {
         if topic.kind == TopicKind::Internal {
             return Ok(());
         }
@@ -538,7 +542,7 @@ impl Cluster {
                 // voter the move's joint change needs, so it rejoins until the
                 // leader's committed membership no longer names it.
                 (None, false) => {
-                    if log.read_raft_file(es_log::RaftFile::Vote)?.is_none() {
+                    if !starting || log.read_raft_file(es_log::RaftFile::Vote)?.is_none() {
                         continue;
                     }
                     let group = self
