@@ -549,3 +549,33 @@ fn a_quiet_partitions_paused_leader_is_replaced_and_a_write_wakes_it() {
         quiet_everywhere(&c, "quiet")
     });
 }
+
+/// openraft counts nothing in a restarted node's log as flushed until its leader's
+/// next append reaches it, and refuses a leader transfer to it until then; a
+/// transferring leader sends no heartbeat and a quiet group none at all, so a
+/// transfer to a follower restarted since the last write stalled until an election
+/// replaced the leader (`es cluster remove-node` waited on it for ever). Now the
+/// leader first has the target answer an append: for topics created just before
+/// the kill and ones quiet for a while, the restarted follower takes the
+/// leadership at once when asked.
+#[test]
+fn a_follower_restarted_while_its_partition_is_idle_takes_the_leadership_when_asked() {
+    let mut c = Cluster::new(3, &["--cluster-leader-balance-ms", "0"], &[]);
+    for id in 1..=3 {
+        c.start_node(id);
+    }
+    for (i, quiet_first) in [false, true, false, true].into_iter().enumerate() {
+        let topic = format!("idle{i}");
+        c.create_topic_via(&[1, 2, 3], &topic);
+        let leader = leader_of(&c, &topic);
+        if quiet_first {
+            eventually(ELECTION_WAIT, "the new partition quiet", || quiet_everywhere(&c, &topic));
+        }
+        let victim = [1, 2, 3].into_iter().find(|n| *n != leader).expect("a follower");
+        c.kill9(victim);
+        c.start_node(victim);
+        assert_eq!(leader_of(&c, &topic), leader, "the restart alone moved no leadership");
+        let r = c.node(leader).post(&format!("/cluster/partitions/{topic}/0/leader"), &json!({"to": victim}));
+        assert_eq!((r.status, &r.body["leader"]), (200, &json!(victim)), "{:?}", r.body);
+    }
+}

@@ -56,6 +56,10 @@ pub enum ProposeError {
     /// A Raft control batch (blank, membership) cannot be proposed as data.
     #[error("a Raft control batch cannot be proposed as data")]
     ControlBatch,
+    /// A leader transfer's target did not answer the leader within an election
+    /// timeout (down, cut off, or still starting): nothing was transferred.
+    #[error("node {node} did not answer its leader within an election timeout (it may be down or starting)")]
+    Unanswered { node: u64 },
     /// The group failed (a storage error or a panic in openraft): it must be reopened.
     #[error("the group failed: {0}")]
     Failed(String),

@@ -10,6 +10,7 @@ use openraft::async_runtime::watch::WatchReceiver;
 use openraft::errors::ClientWriteError;
 
 use super::{Group, HostInner};
+use crate::error::ProposeError;
 use crate::limits;
 use crate::types::TypeConfig;
 
@@ -100,9 +101,20 @@ fn membership_step(
     // A leader that is no member hands over to a voter that stays; when none of
     // the voters stays (a partition moved to other nodes altogether), it makes the
     // change itself and steps down once it is committed.
+    // The successor is a connected one with every committed entry if there is
+    // one (the lowest), else the one furthest along: a transfer needs its log.
     let staying: Vec<u64> = voters.iter().copied().filter(|v| desired.contains(v)).collect();
+    let caught_up = |n: &u64| match (matched(*n), committed) {
+        (_, None) => true,
+        (Some(m), Some(c)) => m >= c,
+        (None, Some(_)) => false,
+    };
     if !desired.contains(&me) && !staying.is_empty() {
-        return match staying.into_iter().filter(|v| connected(*v)).min() {
+        let successor = staying
+            .into_iter()
+            .filter(|v| connected(*v))
+            .max_by_key(|v| (caught_up(v), matched(*v), std::cmp::Reverse(*v)));
+        return match successor {
             Some(to) => MembershipStep::HandOver(to),
             None => MembershipStep::Stuck,
         };
@@ -116,11 +128,6 @@ fn membership_step(
     if !missing.is_empty() {
         return MembershipStep::AddLearners(missing);
     }
-    let caught_up = |n: &u64| match (matched(*n), committed) {
-        (_, None) => true,
-        (Some(m), Some(c)) => m >= c,
-        (None, Some(_)) => false,
-    };
     if desired.difference(voters).all(caught_up) {
         MembershipStep::ReplaceVoters
     } else {
@@ -129,6 +136,57 @@ fn membership_step(
 }
 
 impl Group {
+    /// Asks openraft to hand leadership to `to`; returns once the transfer is
+    /// triggered (watch [`Group::watch_leader`] for the outcome). Only the leader.
+    ///
+    /// First `to` must answer an append sent now. openraft's target accepts a
+    /// transfer only once its flushed log reaches the leader's last entry, and a
+    /// restarted node counts nothing as flushed until its leader's next append
+    /// reaches it; a leader that is transferring sends no heartbeat, and a quiet
+    /// group none at all, so a transfer to a node restarted since the last write
+    /// would stall until an election replaced the leader.
+    pub async fn transfer_leader(&self, to: u64) -> Result<(), ProposeError> {
+        if !self.is_leader() {
+            return Err(ProposeError::NotLeader { leader: self.leader() });
+        }
+        self.wake();
+        self.answered_since_now(to).await?;
+        if !self.is_leader() {
+            return Err(ProposeError::NotLeader { leader: self.leader() });
+        }
+        self.inner.raft.trigger().transfer_leader(to).await.map_err(super::fatal)
+    }
+
+    /// Sends a heartbeat and waits, up to the shortest election timeout, until
+    /// `to` acknowledged an append (heartbeat or replication) sent from now on.
+    async fn answered_since_now(&self, to: u64) -> Result<(), ProposeError> {
+        let since = <openraft::type_config::alias::InstantOf<TypeConfig> as openraft::Instant>::now();
+        self.inner.raft.trigger().heartbeat().await.map_err(super::fatal)?;
+        let mut metrics = self.inner.raft.metrics();
+        let answered = |m: &openraft::RaftMetrics<TypeConfig>| {
+            m.heartbeat
+                .as_ref()
+                .and_then(|h| h.get(&to))
+                .and_then(Option::as_ref)
+                .is_some_and(|at| **at >= since)
+        };
+        let wait = Duration::from_millis(self.inner.raft.config().election_timeout_min);
+        let heard = tokio::time::timeout(wait, async {
+            while !answered(&metrics.borrow_watched()) {
+                if metrics.changed().await.is_err() {
+                    return false;
+                }
+            }
+            true
+        })
+        .await;
+        match heard {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(ProposeError::Shutdown),
+            Err(_) => Err(ProposeError::Unanswered { node: to }),
+        }
+    }
+
     /// The voters this group is brought to while this node leads it: `Some`, its
     /// own replicas (a partition placed on some of the nodes, or moved); `None`,
     /// the cluster's members. The reconciler takes the next step at once.
@@ -299,6 +357,10 @@ mod tests {
     fn a_leader_that_is_no_member_hands_over_to_a_reachable_member() {
         assert_eq!(step(3, &[1, 2, 4], &[1, 2, 3], &[], &[], &[1]), Step::HandOver(2));
         assert_eq!(step(3, &[1, 2], &[1, 2, 3], &[], &[], &[1, 2]), Step::Stuck);
+        // One with every committed entry goes first: a transfer to one behind fails.
+        assert_eq!(step(3, &[1, 2], &[1, 2, 3], &[], &[1], &[]), Step::HandOver(2));
+        assert_eq!(step(3, &[1, 2], &[1, 2, 3], &[], &[], &[]), Step::HandOver(1));
+        assert_eq!(step(3, &[1, 2], &[1, 2, 3], &[], &[1, 2], &[]), Step::HandOver(1));
     }
 
     #[test]

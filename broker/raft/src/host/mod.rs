@@ -791,16 +791,6 @@ impl Group {
         }
     }
 
-    /// Asks openraft to hand leadership to `to`; returns once the transfer is
-    /// triggered (watch [`Group::watch_leader`] for the outcome). Only the leader.
-    pub async fn transfer_leader(&self, to: u64) -> Result<(), ProposeError> {
-        if !self.is_leader() {
-            return Err(ProposeError::NotLeader { leader: self.leader() });
-        }
-        self.wake();
-        self.inner.raft.trigger().transfer_leader(to).await.map_err(fatal)
-    }
-
     pub fn log(&self) -> &Arc<PartitionLog> {
         &self.inner.log
     }
@@ -897,7 +887,7 @@ async fn watch_leader(raft: Raft, tx: watch::Sender<LeaderView>, figures: Arc<Gr
     }
 }
 
-fn fatal(e: Fatal<crate::types::TypeConfig>) -> ProposeError {
+pub(super) fn fatal(e: Fatal<crate::types::TypeConfig>) -> ProposeError {
     match e {
         Fatal::Stopped => ProposeError::Shutdown,
         Fatal::StorageError(_) | Fatal::Panicked => ProposeError::Failed(e.to_string()),

@@ -184,6 +184,10 @@ impl Service {
             es_raft::ProposeError::NotLeader { leader } => {
                 cluster.not_leader(topic.to_owned(), partition, leader)
             }
+            es_raft::ProposeError::Unanswered { node } => BrokerError::Timeout(format!(
+                "node {node} did not answer the leader of partition {partition} of {topic:?} in time \
+                 (it may be down, cut off or starting); nothing was transferred: retry once it is up"
+            )),
             other => BrokerError::Internal(format!("transferring the leadership: {other}")),
         })?;
         let moved = tokio::time::timeout(wait, leader.wait_for(|(l, _)| *l == Some(to))).await;
