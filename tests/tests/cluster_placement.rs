@@ -44,6 +44,12 @@ fn read_with_es_client(bootstrap: String, want: usize) -> BTreeMap<u64, String> 
     })
 }
 
+/// Whether node `id`'s scrape has partition 0 of `placed`'s size gauge.
+fn size_gauge(c: &Cluster, id: u64) -> bool {
+    let r = c.node(id).get("/metrics");
+    r.body.as_str().unwrap_or_default().contains(r#"es_partition_size_bytes{topic="placed",partition="0"} "#)
+}
+
 fn es(c: &Cluster, asked: u64, args: &[&str]) -> String {
     let mut cmd = std::process::Command::new(es_tests::broker::es_bin());
     cmd.args(["--broker", &c.node(asked).url]).args(args);
@@ -56,7 +62,8 @@ fn es(c: &Cluster, asked: u64, args: &[&str]) -> String {
 /// through any node lands. Then partition 0 moves to the two other nodes while an
 /// idempotent es-client producer (bootstrapped at a node that is no replica)
 /// writes to it: every acknowledged record is on the new replicas at its offset,
-/// and the old ones let go of it. A factor above the members is refused.
+/// and the old ones let go of it and discard their copies; moved back, they get
+/// the whole log again. A factor above the members is refused.
 #[test]
 fn partitions_live_on_their_replicas_and_move_under_load() {
     let mut c = Cluster::new(4, &[], &[]);
@@ -128,6 +135,32 @@ fn partitions_live_on_their_replicas_and_move_under_load() {
             let r = c.node(id).get("/topics/placed/partitions/0/records?offset=0");
             (r.status == 421).then_some(())
         });
+    }
+    // And discard their copies: no segment data, no Raft file, no gauge.
+    for id in [1, 2] {
+        let dir = c.root.path().join(format!("node{id}")).join("partitions").join("placed-0");
+        eventually(ELECTION_WAIT, &format!("node {id}'s copy of partition 0 discarded"), || {
+            let files: Vec<(String, u64)> = std::fs::read_dir(&dir)
+                .ok()?
+                .filter_map(|e| e.ok())
+                .map(|e| (e.file_name().to_string_lossy().into_owned(), e.metadata().map_or(0, |m| m.len())))
+                .collect();
+            let data: u64 = files.iter().filter(|(n, _)| n.ends_with(".log")).map(|(_, len)| len).sum();
+            let raft = files.iter().any(|(n, _)| n.starts_with("raft-"));
+            (data == 0 && !raft).then_some(())
+        });
+        assert!(!size_gauge(&c, id), "node {id} still reports a partition it holds no replica of");
+    }
+    assert!(size_gauge(&c, 3), "a replica reports its partition");
+    // Moved back, the discarded nodes join as new replicas and get the whole log.
+    let out = es(&c, 3, &["cluster", "move", "placed", "0", "--replicas", "1,2", "--timeout-s", "90"]);
+    assert!(out.contains("every partition is on its assigned replicas (4)"), "{out}");
+    for id in [1, 2] {
+        let got = eventually(ELECTION_WAIT, &format!("node {id} serving partition 0 again"), || {
+            let got = consume_all(c.node(id), "placed");
+            (got.len() >= acked.len()).then_some(got)
+        });
+        assert_eq!(got, acked, "node {id} after the move back");
     }
     // A removed node's place goes to the member holding the fewest replicas.
     let out = es(&c, 1, &["cluster", "remove-node", "4"]);

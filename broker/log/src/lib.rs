@@ -12,6 +12,7 @@ mod check;
 mod cold;
 mod compaction;
 mod config;
+mod discard;
 mod epochs;
 mod error;
 pub mod failpoint;

@@ -25,7 +25,7 @@ use crate::producers::{Check, ProducerSummary, ProducerTable};
 use crate::segment::{Segment, Trimmed};
 
 /// The producer-state snapshot file of a partition.
-const PRODUCER_STATE_FILE: &str = "producer-state";
+pub(crate) const PRODUCER_STATE_FILE: &str = "producer-state";
 
 /// The longest a Raft read or Raft file write waits for earlier appends to be durable.
 const DURABLE_WAIT_MAX: Duration = Duration::from_secs(60);

@@ -369,6 +369,19 @@ impl PartitionLog {
         }
     }
 
+    /// Removes a Raft file (for the committed id, its slot file too). Durable once
+    /// the caller syncs the directory.
+    pub(crate) fn remove_raft_file(&self, file: RaftFile) -> Result<()> {
+        let mut paths = vec![self.raft_file_path(file)];
+        if file == RaftFile::Committed {
+            paths.push(self.dir.join(COMMITTED_SLOTS));
+        }
+        for path in paths {
+            files::remove_if_exists(&path).ctx(|| format!("removing {}", path.display()))?;
+        }
+        Ok(())
+    }
+
     fn raft_file_path(&self, file: RaftFile) -> PathBuf {
         self.dir.join(file.name())
     }

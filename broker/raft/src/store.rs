@@ -47,6 +47,9 @@ struct Shared {
     /// (`persist_committed`, started lazily like `completions`).
     committed: watch::Sender<Option<LogId>>,
     committed_writer: OnceLock<()>,
+    /// True while `persist_committed` runs: a group closing waits for its last
+    /// write before the log is handed to anyone else (a discard, a new group).
+    writing: Arc<watch::Sender<bool>>,
     /// How far the committed id is on disk ([`CommitGate`]).
     durable: Arc<watch::Sender<Durable>>,
 }
@@ -130,6 +133,15 @@ async fn persist_committed(
     }
 }
 
+/// Clears `Shared::writing` when the writer task ends, however it ends.
+struct WritingFlag(Arc<watch::Sender<bool>>);
+
+impl Drop for WritingFlag {
+    fn drop(&mut self) {
+        self.0.send_replace(false);
+    }
+}
+
 fn write_file<T: Serialize>(log: &PartitionLog, file: RaftFile, value: &T) -> io::Result<()> {
     let bytes = serde_json::to_vec(value).map_err(io::Error::other)?;
     log.write_raft_file(file, &bytes).map_err(io)
@@ -175,9 +187,15 @@ impl LogStore {
             meta: Mutex::new(meta),
             completions: OnceLock::new(),
             committed_writer: OnceLock::new(),
+            writing: Arc::new(watch::Sender::new(false)),
             durable,
         };
         Ok(LogStore { shared: Arc::new(shared) })
+    }
+
+    /// Watches whether the committed-id writer still runs (see `Shared::writing`).
+    pub fn committed_writer(&self) -> watch::Receiver<bool> {
+        self.shared.writing.subscribe()
     }
 
     /// The gate the group's state machine applies through.
@@ -441,7 +459,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.shared.meta.lock().expect("raft meta lock").committed = committed;
         self.shared.committed_writer.get_or_init(|| {
             let saved = self.shared.committed.subscribe();
-            tokio::spawn(persist_committed(self.shared.log.clone(), saved, self.shared.durable.clone()));
+            self.shared.writing.send_replace(true);
+            let writing = WritingFlag(self.shared.writing.clone());
+            let (log, durable) = (self.shared.log.clone(), self.shared.durable.clone());
+            tokio::spawn(async move {
+                persist_committed(log, saved, durable).await;
+                drop(writing);
+            });
         });
         self.shared.committed.send_replace(committed);
         Ok(())

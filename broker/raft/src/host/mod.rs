@@ -179,6 +179,7 @@ impl RaftHost {
             return Err(RaftError::GroupOpen { group });
         }
         let store = LogStore::open(log.clone())?;
+        let writer = store.committed_writer();
         let fresh = store.state().next_index == 0 && log.read_raft_file(es_log::RaftFile::Vote)?.is_none();
         let sm = DataStateMachine::open(log.clone(), store.commit_gate())?;
         let factory = Factory { peer: self.inner.peer.clone(), group };
@@ -189,8 +190,8 @@ impl RaftHost {
         if fresh {
             self.initialize_fresh(&raft, group, voters).await?;
         }
-        let handle =
-            Group::new(group, node, raft, log, self.inner.liveness.clone(), self.inner.reconcile.clone());
+        let (liveness, reconcile) = (self.inner.liveness.clone(), self.inner.reconcile.clone());
+        let handle = Group::new(group, node, raft, log, writer, liveness, reconcile);
         let inserted = {
             let mut groups = self.inner.groups.write().expect("groups lock");
             let fresh_slot = !groups.contains_key(&group);
@@ -234,12 +235,14 @@ impl RaftHost {
         Ok(())
     }
 
-    /// Shuts one group down (tests, topic deletion); its `Group` handles answer
-    /// `Shutdown` from then on. Unknown groups are ignored.
-    pub async fn close_group(&self, group: u64) {
+    /// Shuts one group down (tests, topic deletion, a partition moved away); its
+    /// `Group` handles answer `Shutdown` from then on. Whether it stopped in time,
+    /// its last write to the log done (an unknown group: true).
+    pub async fn close_group(&self, group: u64) -> bool {
         let handle = self.inner.groups.write().expect("groups lock").remove(&group);
-        if let Some(g) = handle {
-            g.close().await;
+        match handle {
+            Some(g) => g.close().await,
+            None => true,
         }
     }
 
@@ -453,6 +456,8 @@ struct GroupInner {
     log: Arc<PartitionLog>,
     leader: watch::Receiver<LeaderView>,
     watcher: tokio::task::JoinHandle<()>,
+    /// Whether the store's committed-id writer still runs (`LogStore::committed_writer`).
+    writer: watch::Receiver<bool>,
     stopped: AtomicBool,
     /// A retention purge is under way (`purge_for_retention`).
     purging: AtomicBool,
@@ -511,6 +516,7 @@ impl Group {
         node: u64,
         raft: Raft,
         log: Arc<PartitionLog>,
+        writer: watch::Receiver<bool>,
         liveness: Arc<quiesce::Liveness>,
         reconcile: Arc<tokio::sync::Notify>,
     ) -> Group {
@@ -530,6 +536,7 @@ impl Group {
             log,
             leader: rx,
             watcher,
+            writer,
             stopped,
             purging,
             figures,
@@ -828,13 +835,21 @@ impl Group {
         self.inner.raft.trigger().purge_log(upto).await.map_err(fatal)
     }
 
-    async fn close(&self) {
+    /// Stops the group, then waits for its committed-id writer's last write
+    /// (bounded); whether both ended in time.
+    async fn close(&self) -> bool {
         self.inner.stopped.store(true, Ordering::Release);
-        let stop = self.inner.raft.shutdown();
-        if tokio::time::timeout(Duration::from_millis(limits::GROUP_SHUTDOWN_MS), stop).await.is_err() {
+        let mut writer = self.inner.writer.clone();
+        let stop = async {
+            let _ = self.inner.raft.shutdown().await;
+            writer.wait_for(|writing| !*writing).await.is_ok()
+        };
+        let stopped = tokio::time::timeout(Duration::from_millis(limits::GROUP_SHUTDOWN_MS), stop).await;
+        self.inner.watcher.abort();
+        if stopped.is_err() {
             tracing::warn!(group = self.inner.id, "the Raft group did not stop in time");
         }
-        self.inner.watcher.abort();
+        stopped.unwrap_or(false)
     }
 }
 

@@ -63,7 +63,7 @@ async fn open_one(
     name: &str,
 ) -> Result<Group> {
     let topic = registry.topic(name)?;
-    super::refuse_single_node_data(&topic)?;
+    super::refuse_single_node_data(&topic, host.node_id())?;
     let log = topic.partition(0)?.clone();
     host.open_group(internal_group_id(name), log, voters).await.map_err(raft_error)
 }

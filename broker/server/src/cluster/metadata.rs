@@ -228,10 +228,13 @@ async fn apply_one(cluster: &Arc<Cluster>, value: &[u8]) -> Result<()> {
     if matches!(command, Command::AddNode { .. } | Command::RemoveNode { .. }) {
         return cluster.apply_membership(&command).await;
     }
+    let mut placing = None;
     if let Command::DeleteTopic { name } = &command
         && let Ok(topic) = cluster.registry.topic(name)
     {
-        // The groups stop before their logs are deleted under them.
+        // The groups stop before their logs are deleted under them, and no
+        // moved-away replica's log is discarded meanwhile.
+        placing = Some(cluster.placing.lock().await);
         cluster.close_groups(&topic).await;
     }
     let grows = match &command {
@@ -244,6 +247,7 @@ async fn apply_one(cluster: &Arc<Cluster>, value: &[u8]) -> Result<()> {
     let applied = tokio::task::spawn_blocking(move || registry.apply_replicated(&command))
         .await
         .map_err(|e| BrokerError::Internal(format!("the metadata apply task failed: {e}")))??;
+    drop(placing);
     if uploads && !cluster.registry.plugins().missing_blobs().is_empty() {
         // The blob travels apart (`blobs.rs`); later commands do not wait for it.
         cluster.blobs_wanted.notify_one();

@@ -100,6 +100,10 @@ pub struct Cluster {
     /// Partitions moved away from this node whose groups are still open here
     /// (`placement::retire` closes them).
     retiring: Mutex<std::collections::BTreeSet<PartitionKey>>,
+    /// Held while groups are opened for a placement (`open_groups`), while a
+    /// moved-away replica is closed and its log discarded (`placement.rs`), and
+    /// while a topic is deleted: none of them acts on a log another is changing.
+    placing: tokio::sync::Mutex<()>,
     /// Who leads the partitions this node does not replicate, as their leaders
     /// announce it (`directory.rs`).
     directory: directory::Directory,
@@ -198,11 +202,12 @@ impl Cluster {
             turns: std::sync::atomic::AtomicU64::new(0),
             blobs_wanted: Arc::default(),
             retiring: Mutex::default(),
+            placing: tokio::sync::Mutex::new(()),
             directory: directory::Directory::default(),
         });
         let _ = slot.set(Arc::downgrade(&cluster));
         for topic in registry.list() {
-            refuse_single_node_data(&topic)?;
+            refuse_single_node_data(&topic, node_id)?;
             cluster.open_groups(&topic, true).await?;
         }
         internal::spawn_coordinator(&cluster);
@@ -523,6 +528,7 @@ impl Cluster {
         if topic.kind == TopicKind::Internal {
             return Ok(());
         }
+        let _placing = self.placing.lock().await;
         let meta = topic.meta.lock().expect("meta lock").clone();
         for (p, log) in topic.partitions.iter().enumerate() {
             let p = p as u32;
@@ -542,7 +548,13 @@ impl Cluster {
                 // voter the move's joint change needs, so it rejoins until the
                 // leader's committed membership no longer names it.
                 (None, false) => {
-                    if !starting || log.read_raft_file(es_log::RaftFile::Vote)?.is_none() {
+                    if !starting {
+                        continue;
+                    }
+                    if log.read_raft_file(es_log::RaftFile::Vote)?.is_none() {
+                        // No part in the group (never, or its copy was being
+                        // discarded when the node stopped): whatever is left goes.
+                        placement::discard_leftover(&topic.name(), p, log).await;
                         continue;
                     }
                     let group = self
@@ -555,6 +567,14 @@ impl Cluster {
                     self.retiring.lock().expect("retiring lock").insert((topic.id, p));
                 }
                 (None, true) => {
+                    // A copy without a vote is what an interrupted discard left: the
+                    // node joins as a new replica, with an empty log.
+                    if starting
+                        && meta.moved.contains(&p)
+                        && log.read_raft_file(es_log::RaftFile::Vote)?.is_none()
+                    {
+                        placement::discard_leftover(&topic.name(), p, log).await;
+                    }
                     // A partition moved here joins the group its first replicas formed.
                     let voters: Vec<u64> = match placed {
                         _ if meta.moved.contains(&p) => Vec::new(),
@@ -574,7 +594,8 @@ impl Cluster {
         Ok(())
     }
 
-    /// Closes the groups of a topic about to be deleted.
+    /// Closes the groups of a topic about to be deleted (the caller holds
+    /// `placing` until the deletion is applied).
     async fn close_groups(&self, topic: &Topic) {
         for p in 0..topic.partition_count() {
             let removed = self.groups.write().expect("groups lock").remove(&(topic.id, p));
@@ -668,8 +689,18 @@ fn start_members(
 /// A partition a single node wrote (records, but never a Raft vote) cannot become a
 /// Raft group: its batches have no Raft indexes and the other nodes do not have
 /// them. Refused at start, before openraft sees it.
-fn refuse_single_node_data(topic: &Topic) -> Result<()> {
-    for log in &topic.partitions {
+fn refuse_single_node_data(topic: &Topic, node_id: u64) -> Result<()> {
+    let meta = topic.meta.lock().expect("meta lock").clone();
+    for (p, log) in topic.partitions.iter().enumerate() {
+        // Placed elsewhere: what is left here is a moved-away copy, which
+        // `open_groups` discards.
+        // Moved here: a copy left by an interrupted discard, which `open_groups`
+        // discards before the node joins again.
+        if meta.replicas_of(p as u32).is_some_and(|r| !r.contains(&node_id))
+            || meta.moved.contains(&(p as u32))
+        {
+            continue;
+        }
         let voted = log.read_raft_file(es_log::RaftFile::Vote)?.is_some();
         if !voted && log.info().log_end_offset > 0 {
             return Err(BrokerError::InvalidConfig(format!(

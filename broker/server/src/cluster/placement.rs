@@ -138,8 +138,8 @@ pub fn without_node<'a>(
 const RETIRE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Closes the groups of partitions moved away from this node once their
-/// membership, as this node's log has it, no longer names it. Ends with the
-/// cluster.
+/// membership, as this node's log has it, no longer names it, and discards the
+/// copies they leave here. Ends with the cluster.
 pub(super) fn spawn_retirer(cluster: &std::sync::Arc<super::Cluster>) {
     let weak = std::sync::Arc::downgrade(cluster);
     tokio::spawn(async move {
@@ -152,42 +152,115 @@ pub(super) fn spawn_retirer(cluster: &std::sync::Arc<super::Cluster>) {
                 let group = cluster.groups.read().expect("groups lock").get(&key).cloned();
                 let done = match &group {
                     None => true,
-                    Some(g) => !g.membership_nodes().contains(&cluster.node_id) || left(&cluster, g).await,
+                    Some(g) => {
+                        !g.membership_nodes().contains(&cluster.node_id)
+                            || left(&cluster, g.id(), g.leader()).await
+                    }
                 };
-                if !done {
-                    continue;
-                }
-                cluster.retiring.lock().expect("retiring lock").remove(&key);
-                // Placed here again since (moved back): keep it.
-                if group.as_ref().and_then(|g| g.target()).is_some_and(|t| t.contains(&cluster.node_id)) {
-                    continue;
-                }
-                let removed = cluster.groups.write().expect("groups lock").remove(&key);
-                if let Some(g) = removed {
-                    cluster.host.close_group(g.id()).await;
-                    tracing::info!(
-                        group = g.id(),
-                        partition = key.1,
-                        "a partition moved away: its group is closed here"
-                    );
+                if done {
+                    retire(&cluster, key).await;
                 }
             }
         }
     });
 }
 
-/// Whether the group's leader (as this node's group or the leaders' announcements
-/// name it) has a committed membership without this node: the leader never sends
-/// a node the entry that removes it, so its own log may name it forever.
-async fn left(cluster: &super::Cluster, group: &es_raft::Group) -> bool {
+/// Closes a moved-away partition's group here and discards this node's copy of
+/// its log (Kafka's StopReplica with delete), unless it was placed here again
+/// since (moved back) or its topic is gone (its deletion closed the group). The
+/// copy goes only once the group stopped here and its leader's committed
+/// membership, asked again after that, still does not name this node: a move
+/// back that re-added it in between keeps it (it may count toward a majority).
+async fn retire(cluster: &super::Cluster, key: super::PartitionKey) {
+    let _placing = cluster.placing.lock().await;
+    cluster.retiring.lock().expect("retiring lock").remove(&key);
+    let Some(topic) = cluster.registry.topic_by_id(key.0) else { return };
+    let placed = topic.meta.lock().expect("meta lock").replicas_of(key.1).map(<[u64]>::to_vec);
+    if placed.is_none_or(|r| r.contains(&cluster.node_id)) {
+        return;
+    }
+    let group_id = super::group_id(&topic.id, key.1);
+    let removed = cluster.groups.write().expect("groups lock").remove(&key);
+    let local_leader = removed.as_ref().and_then(es_raft::Group::leader);
+    if removed.is_some() && !cluster.host.close_group(group_id).await {
+        tracing::warn!(topic = %topic.name(), partition = key.1, "a moved-away partition's group did not stop in time; its copy is kept until the next start");
+        return;
+    }
+    let Some(log) = topic.partitions.get(key.1 as usize) else { return };
+    let has_vote = log.read_raft_file(es_log::RaftFile::Vote).map(|v| v.is_some()).unwrap_or(true);
+    if has_vote && !left(cluster, group_id, local_leader).await {
+        // Asked again later (no group open: `done` at once, then this check).
+        cluster.retiring.lock().expect("retiring lock").insert(key);
+        return;
+    }
+    match discard(log).await {
+        Ok(bytes) => tracing::info!(
+            topic = %topic.name(),
+            partition = key.1,
+            bytes,
+            "a partition moved away: its group is closed here and this node's copy discarded"
+        ),
+        Err(e) => tracing::warn!(
+            topic = %topic.name(),
+            partition = key.1,
+            error = %e,
+            "a partition moved away but discarding this node's copy failed; the next start retries"
+        ),
+    }
+}
+
+/// At start: a partition not placed here in whose group this node holds no vote
+/// may still have a copy (the node stopped while discarding it): it goes. A
+/// failure is logged; the start goes on (the copy serves nobody).
+pub(super) async fn discard_leftover(
+    topic: &str,
+    partition: u32,
+    log: &std::sync::Arc<es_log::PartitionLog>,
+) {
+    match discard(log).await {
+        Ok(0) => {}
+        Ok(bytes) => {
+            tracing::info!(
+                topic,
+                partition,
+                bytes,
+                "a copy of a partition moved away from this node is discarded"
+            )
+        }
+        Err(e) => {
+            tracing::warn!(topic, partition, error = %e, "discarding a moved-away copy failed; the next start retries")
+        }
+    }
+}
+
+/// Discards `log`'s copy if it holds one; the bytes it held.
+async fn discard(log: &std::sync::Arc<es_log::PartitionLog>) -> Result<u64> {
+    let log = log.clone();
+    tokio::task::spawn_blocking(move || {
+        if !log.holds_replica_state()? {
+            return Ok(0);
+        }
+        let info = log.info();
+        log.discard_replica()?;
+        Ok(info.size_bytes + info.cold_size_bytes)
+    })
+    .await
+    .map_err(|e| BrokerError::Internal(format!("the discard task failed: {e}")))?
+}
+
+/// Whether group `id`'s leader (as this node's group last named it, or the
+/// leaders' announcements) has a committed membership without this node: the
+/// leader never sends a node the entry that removes it, so its own log may name
+/// it forever. Unknown (no leader answers): false.
+async fn left(cluster: &super::Cluster, id: u64, local_leader: Option<u64>) -> bool {
     let me = cluster.node_id;
     let mut asked = BTreeSet::new();
-    let candidates = [group.leader(), cluster.directory.leader(group.id()).map(|(l, _)| l)];
+    let candidates = [local_leader, cluster.directory.leader(id).map(|(l, _)| l)];
     for leader in candidates.into_iter().flatten() {
         if leader == me || !asked.insert(leader) {
             continue;
         }
-        if let Some(nodes) = super::directory::ask_membership(cluster, leader, group.id()).await {
+        if let Some(nodes) = super::directory::ask_membership(cluster, leader, id).await {
             return !nodes.contains(&me);
         }
     }

@@ -260,17 +260,23 @@ pub fn describe_log_dirs(
     let mut topics = Vec::new();
     for (name, wanted) in names {
         let Ok(d) = ctx.service.describe_topic(who, &name) else { continue };
-        let parts = d
+        let Ok(topic) = ctx.service.registry().topic(&name) else { continue };
+        // Only the partitions this node holds a replica of are in its log dir.
+        let parts: Vec<_> = d
             .partitions
             .iter()
             .enumerate()
             .filter(|(i, _)| wanted.as_ref().is_none_or(|w| w.contains(&(*i as i32))))
+            .filter(|(i, _)| ctx.service.registry().hosts(&topic, *i as u32))
             .map(|(i, info)| {
                 DescribeLogDirsPartition::default()
                     .with_partition_index(i as i32)
                     .with_partition_size(info.size_bytes as i64)
             })
             .collect();
+        if parts.is_empty() {
+            continue;
+        }
         topics.push(DescribeLogDirsTopic::default().with_name(topic_name(name)).with_partitions(parts));
     }
     let dir = ctx.service.registry().options().data_dir.join("partitions");

@@ -53,7 +53,7 @@ impl Collector for Exposition {
             .filter(|(name, _)| self.scope.topic(name))
             .collect();
         self.topic_traffic(&mut enc, &topics)?;
-        partitions(&mut enc, &topics)?;
+        partitions(&mut enc, &topics, &self.registry)?;
         self.raft_groups(&mut enc, &topics)?;
         plugins(&mut enc, &topics)?;
         self.group_lag(&mut enc)?;
@@ -320,13 +320,15 @@ const SECONDS: f64 = 1e-9;
 /// One figure of a partition's info.
 type InfoField = fn(&es_log::PartitionInfo) -> u64;
 
-fn partitions(enc: &mut DescriptorEncoder, topics: &[(String, Arc<Topic>)]) -> Fmt {
+/// The partitions this node holds a replica of (`Registry::hosts`).
+fn partitions(enc: &mut DescriptorEncoder, topics: &[(String, Arc<Topic>)], registry: &Registry) -> Fmt {
     let infos: Vec<(Labels, es_log::PartitionInfo)> = topics
         .iter()
         .flat_map(|(n, t)| {
             t.partitions
                 .iter()
                 .enumerate()
+                .filter(|(p, _)| registry.hosts(t, *p as u32))
                 .map(|(p, log)| (vec![("topic", n.clone()), ("partition", p.to_string())], log.info()))
         })
         .collect();

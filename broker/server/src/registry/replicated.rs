@@ -72,6 +72,15 @@ impl Registry {
         self.cluster.get().map(|c| c.node_id())
     }
 
+    /// Whether this node holds a replica of `topic`'s `partition`: always on a
+    /// single node and for a topic on every member (no placement); otherwise when
+    /// its placement names this node. A partition placed elsewhere keeps an empty
+    /// directory here, which DescribeLogDirs and the partition gauges leave out.
+    pub fn hosts(&self, topic: &Topic, partition: u32) -> bool {
+        let Some(me) = self.node_id() else { return true };
+        topic.meta.lock().expect("meta lock").replicas_of(partition).is_none_or(|r| r.contains(&me))
+    }
+
     /// True once this node is a cluster member.
     pub fn is_clustered(&self) -> bool {
         self.cluster.get().is_some()
