@@ -106,7 +106,14 @@ impl Service {
             && topic.kind != crate::registry::TopicKind::Internal
         {
             if let Some(group) = cluster.replica(topic, partition) {
-                return PartitionHandle::replicated(topic, partition, cluster, group);
+                // A replica the partition moved away from serves only while it
+                // still leads (the move hands leadership over once the new
+                // replicas caught up): as a follower its copy is about to be
+                // discarded, and a reader there would see the log go back to 0.
+                if group.is_leader() || self.registry.hosts(topic, partition) {
+                    return PartitionHandle::replicated(topic, partition, cluster, group);
+                }
+                return Err(cluster.not_leader(topic.name(), partition, group.leader()));
             }
             topic.partition(u64::from(partition))?;
             let leader = cluster.remote(topic, partition).and_then(|r| r.leader);
