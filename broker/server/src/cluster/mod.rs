@@ -692,10 +692,8 @@ fn start_members(
 fn refuse_single_node_data(topic: &Topic, node_id: u64) -> Result<()> {
     let meta = topic.meta.lock().expect("meta lock").clone();
     for (p, log) in topic.partitions.iter().enumerate() {
-        // Placed elsewhere: what is left here is a moved-away copy, which
-        // `open_groups` discards.
-        // Moved here: a copy left by an interrupted discard, which `open_groups`
-        // discards before the node joins again.
+        // Placed elsewhere, or moved here: what is left is a moved-away copy or
+        // one an interrupted discard left, which `open_groups` discards.
         if meta.replicas_of(p as u32).is_some_and(|r| !r.contains(&node_id))
             || meta.moved.contains(&(p as u32))
         {

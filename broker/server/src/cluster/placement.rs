@@ -175,8 +175,7 @@ async fn retire(cluster: &super::Cluster, key: super::PartitionKey) {
     let _placing = cluster.placing.lock().await;
     cluster.retiring.lock().expect("retiring lock").remove(&key);
     let Some(topic) = cluster.registry.topic_by_id(key.0) else { return };
-    let placed = topic.meta.lock().expect("meta lock").replicas_of(key.1).map(<[u64]>::to_vec);
-    if placed.is_none_or(|r| r.contains(&cluster.node_id)) {
+    if cluster.registry.hosts(&topic, key.1) {
         return;
     }
     let group_id = super::group_id(&topic.id, key.1);
