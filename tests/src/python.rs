@@ -88,12 +88,24 @@ fn run(cmd: &mut Command) -> anyhow::Result<()> {
 /// Runs a script of `tests/python/` with `args`, bounded by `timeout`; returns
 /// (success, stdout + stderr).
 pub fn run_script(script: &str, args: &[&str], timeout: Duration) -> (bool, String) {
+    spawn_script(script, args).finish(timeout)
+}
+
+/// A script of `tests/python/` running in the background: [`Script::finish`] waits
+/// for it (bounded) and returns what it printed.
+pub struct Script {
+    child: std::process::Child,
+    out_path: PathBuf,
+}
+
+/// Starts a script of `tests/python/` with `args`, its stdout and stderr to a file.
+pub fn spawn_script(script: &str, args: &[&str]) -> Script {
     // Tests of one binary run in parallel: each run gets its own log file.
     static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let out_path = std::env::temp_dir().join(format!("es-py-{}-{run}.log", std::process::id()));
     let out = std::fs::File::create(&out_path).expect("creating the script's log file");
-    let mut child = Command::new(python())
+    let child = Command::new(python())
         .arg(scripts_dir().join(script))
         .args(args)
         .stdin(Stdio::null())
@@ -101,22 +113,39 @@ pub fn run_script(script: &str, args: &[&str], timeout: Duration) -> (bool, Stri
         .stderr(out)
         .spawn()
         .expect("starting python");
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("polling python") {
-            break Some(status);
+    Script { child, out_path }
+}
+
+impl Script {
+    /// Waits for the script, killing it after `timeout`; returns (success, stdout +
+    /// stderr).
+    pub fn finish(mut self, timeout: Duration) -> (bool, String) {
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("polling python") {
+                break Some(status);
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut text = std::fs::read_to_string(&self.out_path).unwrap_or_default();
+        if status.is_none() {
+            text.push_str(&format!("\n(killed after {timeout:?})"));
         }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut text = std::fs::read_to_string(&out_path).unwrap_or_default();
-    let _ = std::fs::remove_file(&out_path);
-    if status.is_none() {
-        text.push_str(&format!("\n(killed after {timeout:?})"));
+        (status.is_some_and(|s| s.success()), text)
     }
-    (status.is_some_and(|s| s.success()), text)
+}
+
+impl Drop for Script {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let _ = std::fs::remove_file(&self.out_path);
+    }
 }

@@ -1,13 +1,14 @@
 //! The broker's internal partitions replicated across a three-node cluster
 //! (docs/cluster.md): a Kafka consumer group's committed offsets survive the
-//! SIGKILL of its coordinator (the leader of `__es_offsets`), and the schema
+//! SIGKILL of its coordinator (the leader of `__es_offsets`), and so does its
+//! membership (no rebalance; also across a single broker's restart), and the schema
 //! registry is readable on every node, writable through any (a follower forwards
 //! to the leader of `__es_schemas`) and intact after its leader is killed.
 
 use std::time::Duration;
 
 use es_tests::broker::{Broker, Client, Resp};
-use es_tests::cluster::{Cluster, ELECTION_WAIT, eventually};
+use es_tests::cluster::{Cluster, ELECTION_WAIT, eventually, free_port};
 use serde_json::{Value, json};
 
 /// Creates a one-partition topic and waits until every node has it.
@@ -93,6 +94,105 @@ fn a_kafka_group_resumes_from_its_commits_after_the_coordinator_is_killed() {
     assert_eq!(rest, (120..300).collect::<Vec<u64>>(), "resumed exactly at the commit");
     assert_eq!(committed, 300);
     assert_eq!(coordinator(&c, "g1", "events"), (new, Some(300)));
+}
+
+/// The group as the first of `nodes` that serves it describes it (the
+/// coordinator): (state, generation, member ids).
+fn described(nodes: &[&Broker], group: &str) -> (String, i64, Vec<String>) {
+    eventually(ELECTION_WAIT, "the coordinator describing the group", || {
+        let answer = nodes.iter().map(|b| b.get(&format!("/groups/{group}"))).find(|r| r.status == 200)?;
+        let b = &answer.body;
+        let members =
+            b["members"].as_array()?.iter().filter_map(|m| m["member_id"].as_str().map(str::to_owned));
+        Some((b["state"].as_str()?.to_owned(), b["generation"].as_i64()?, members.collect()))
+    })
+}
+
+fn live(c: &Cluster) -> Vec<&Broker> {
+    c.live().map(|(_, b)| b).collect()
+}
+
+/// The member script's run (kafka_group_stays.py, COUNT 200) after the fault:
+/// every record read once, in order; one assignment, no revocation, no loss; the
+/// member id the group held before the fault.
+fn kept_membership(script: es_tests::python::Script, member: &str) {
+    let (ok, out) = script.finish(Duration::from_secs(180));
+    assert!(ok, "kafka_group_stays.py failed:\n{out}");
+    let line = out.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no result:\n{out}"));
+    let r: Value = serde_json::from_str(line).unwrap();
+    eprintln!(
+        "member run: assigned {} revoked {} lost {} errors {}",
+        r["assigned"], r["revoked"], r["lost"], r["errors"]
+    );
+    let seen: Vec<u64> = r["seen"].as_array().unwrap().iter().map(|o| o.as_u64().unwrap()).collect();
+    assert_eq!(seen, (0..200).collect::<Vec<u64>>(), "every record once, in order");
+    let calls = (r["assigned"].as_u64(), r["revoked"].as_u64(), r["lost"].as_u64());
+    assert_eq!(calls, (Some(1), Some(0), Some(0)), "no rebalance: {r}");
+    assert_eq!(r["members"]["first"].as_str(), Some(member), "{r}");
+    assert_eq!(r["members"]["last"].as_str(), Some(member), "{r}");
+}
+
+/// A Kafka consumer keeps its membership through a coordinator kill (Kafka's
+/// design: the group's record is in the offsets log, and the new coordinator
+/// loads it): the member heartbeats on in its generation at the new coordinator.
+#[test]
+fn a_kafka_group_member_keeps_its_generation_when_the_coordinator_is_killed() {
+    let mut c = Cluster::start(3);
+    create_topic(&c, "stays");
+    produce(&c, "stays", 100);
+    let script =
+        es_tests::python::spawn_script("kafka_group_stays.py", &[&c.bootstrap(), "stays", "g-stays", "200"]);
+    let old = eventually(Duration::from_secs(90), "the member committing its first 100 records", || {
+        let (id, committed) = coordinator(&c, "g-stays", "stays");
+        (committed == Some(100)).then_some(id)
+    });
+    let (state, generation, members) = described(&live(&c), "g-stays");
+    assert_eq!((state.as_str(), members.len()), ("Stable", 1), "{members:?}");
+
+    c.kill9(old);
+    let (new, _) = coordinator(&c, "g-stays", "stays");
+    assert_ne!(new, old);
+    let loaded = described(&live(&c), "g-stays");
+    assert_eq!(loaded, (state, generation, members.clone()), "loaded from the log");
+    produce(&c, "stays", 100);
+    kept_membership(script, &members[0]);
+    // Its close left the group: empty, one generation on (as Kafka's).
+    let (state, at, left) = described(&live(&c), "g-stays");
+    assert_eq!((state.as_str(), at, left.len()), ("Empty", generation + 1, 0));
+}
+
+/// A single broker killed with SIGKILL and restarted on the same addresses loads
+/// the group's record too: its member goes on without a rebalance.
+#[test]
+fn a_kafka_group_member_keeps_its_generation_across_a_single_broker_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let ports = [free_port(), free_port(), free_port()].map(|p| format!("127.0.0.1:{p}"));
+    let start = || {
+        let mut cmd = std::process::Command::new(es_tests::broker::broker_bin());
+        cmd.arg("--data-dir")
+            .arg(dir.path())
+            .env("ES_PLUGIN_CACHE_DIR", es_tests::broker::shared_plugin_cache());
+        cmd.args(["--bind", &ports[0], "--bind-binary", &ports[1], "--bind-kafka", &ports[2]]);
+        Broker::spawn(cmd, dir.path())
+    };
+    let mut b = start();
+    b.create_topic("stays", 1);
+    let records = |from: usize| json!({"records": (from..from + 100).map(|i| json!({"value": format!("v{i}")})).collect::<Vec<_>>()});
+    assert_eq!(b.post("/topics/stays/records", &records(0)).status, 200);
+    let script =
+        es_tests::python::spawn_script("kafka_group_stays.py", &[&ports[2], "stays", "g-stays", "200"]);
+    eventually(Duration::from_secs(90), "the member committing its first 100 records", || {
+        let offsets = b.get("/groups/g-stays/offsets").body["offsets"].clone();
+        (offsets[0]["offset"].as_u64() == Some(100)).then_some(())
+    });
+    let before = described(&[&b], "g-stays");
+    assert_eq!((before.0.as_str(), before.2.len()), ("Stable", 1), "{before:?}");
+
+    b.kill9();
+    let b = start();
+    assert_eq!(described(&[&b], "g-stays"), before, "loaded from the log at start");
+    assert_eq!(b.post("/topics/stays/records", &records(100)).status, 200);
+    kept_membership(script, &before.2[0]);
 }
 
 /// Registers `schema` under `subject` on node `id`: (schema id, the leader's id

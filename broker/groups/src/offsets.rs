@@ -5,6 +5,10 @@
 //! In a cluster the broker sets an [`Appender`] that proposes the records to the
 //! partition's Raft group instead (visible once committed by a majority), and
 //! [`OffsetStore::reload`] rebuilds the table when this node becomes coordinator.
+//!
+//! The same log holds each Kafka group's record ([`StoredGroup`], key
+//! `{"group_metadata": <group>}`), as Kafka's `__consumer_offsets` does: the newest
+//! one of each group is what a coordinator loads.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -15,11 +19,16 @@ use es_core::{LeaderEpoch, Record};
 use es_log::{PartitionLog, ReplayError};
 use serde::{Deserialize, Serialize};
 
+use crate::classic::StoredGroup;
 use crate::error::{GroupError, Result};
 use crate::{GroupKind, TopicPartition};
 
 /// The leader epoch of every append until the partition handle supplies it.
 const EPOCH: LeaderEpoch = LeaderEpoch::INITIAL;
+
+/// Group records per append, in bytes (a batch closes once past it): half the
+/// default batch limit, so a batch of them fits.
+const GROUP_BATCH_BYTES: usize = es_core::limits::BATCH_BYTES_MAX_DEFAULT / 2;
 
 /// One committed position: the next offset to read, plus the client's metadata.
 /// `kind` and `leader_epoch` extend the original record: absent in old records (an
@@ -58,10 +67,24 @@ struct WireKey {
     partition: u32,
 }
 
+/// The key of a group's record.
+#[derive(Debug, Serialize, Deserialize)]
+struct GroupKey {
+    group_metadata: String,
+}
+
+/// What a record of the log is.
+enum Entry {
+    Offset(Key, Option<Committed>),
+    Group(String, Option<StoredGroup>),
+}
+
 #[derive(Debug, Default)]
 struct Table {
     /// The value and the log offset it was written at (newer writes win).
     entries: BTreeMap<Key, (Committed, u64)>,
+    /// Each Kafka group's newest record, with its log offset.
+    groups: BTreeMap<String, (StoredGroup, u64)>,
 }
 
 impl Table {
@@ -73,6 +96,23 @@ impl Table {
             Some(v) => self.entries.insert(key, (v, at)),
             None => self.entries.remove(&key),
         };
+    }
+
+    fn apply_group(&mut self, group: String, value: Option<StoredGroup>, at: u64) {
+        if self.groups.get(&group).is_some_and(|(_, seen)| *seen > at) {
+            return;
+        }
+        match value {
+            Some(v) => self.groups.insert(group, (v, at)),
+            None => self.groups.remove(&group),
+        };
+    }
+
+    fn apply_entry(&mut self, entry: Entry, at: u64) {
+        match entry {
+            Entry::Offset(key, value) => self.apply(key, value, at),
+            Entry::Group(group, value) => self.apply_group(group, value, at),
+        }
     }
 }
 
@@ -129,16 +169,7 @@ impl OffsetStore {
             return Ok(());
         }
         let records: Vec<Record> = entries.iter().map(|(tp, v)| encode(group, tp, v.as_ref())).collect();
-        let base_offset = match self.appender.get() {
-            Some(append) => append(records).await?,
-            None => {
-                let pending = {
-                    let _order = self.append_lock.lock().expect("append lock");
-                    self.log.append_records(&records, EPOCH)?
-                };
-                pending.durable().await?.base_offset
-            }
-        };
+        let base_offset = self.append(records).await?;
         // Newer offsets win in `apply`, so writes that finish out of order still
         // leave the table as the log has it.
         let mut table = self.table.lock().expect("offsets table");
@@ -146,6 +177,56 @@ impl OffsetStore {
             table.apply((group.to_owned(), tp), v, base_offset + i as u64);
         }
         Ok(())
+    }
+
+    /// Writes Kafka groups' records (None = the group was deleted) in one batch, in
+    /// order, and returns once they are durable (committed, in a cluster).
+    pub async fn write_groups(&self, groups: Vec<(String, Option<StoredGroup>)>) -> Result<()> {
+        if groups.is_empty() {
+            return Ok(());
+        }
+        let mut groups = groups.into_iter().peekable();
+        // A batch at most half the log's batch limit: many large groups at once
+        // take several appends, in order.
+        while groups.peek().is_some() {
+            let (mut chunk, mut records, mut bytes) = (Vec::new(), Vec::new(), 0);
+            while let Some((group, value)) =
+                groups.next_if(|_| records.is_empty() || bytes < GROUP_BATCH_BYTES)
+            {
+                let record = encode_group(&group, value.as_ref());
+                bytes +=
+                    record.key.as_ref().map_or(0, |k| k.len()) + record.value.as_ref().map_or(0, |v| v.len());
+                records.push(record);
+                chunk.push((group, value));
+            }
+            let base_offset = self.append(records).await?;
+            let mut table = self.table.lock().expect("offsets table");
+            for (i, (group, v)) in chunk.into_iter().enumerate() {
+                table.apply_group(group, v, base_offset + i as u64);
+            }
+        }
+        Ok(())
+    }
+
+    /// Every Kafka group's newest record, as the log holds it.
+    pub fn stored_groups(&self) -> Vec<(String, StoredGroup)> {
+        let table = self.table.lock().expect("offsets table");
+        table.groups.iter().map(|(g, (v, _))| (g.clone(), v.clone())).collect()
+    }
+
+    /// Appends records (through the appender in a cluster) and returns the base
+    /// offset once they are durable.
+    async fn append(&self, records: Vec<Record>) -> Result<u64> {
+        match self.appender.get() {
+            Some(append) => append(records).await,
+            None => {
+                let pending = {
+                    let _order = self.append_lock.lock().expect("append lock");
+                    self.log.append_records(&records, EPOCH)?
+                };
+                Ok(pending.durable().await?.base_offset)
+            }
+        }
     }
 
     /// The committed offsets of `group`.
@@ -180,8 +261,7 @@ impl OffsetStore {
 fn read_table(log: &PartitionLog) -> Result<Table> {
     let mut table = Table::default();
     log.replay(|r| {
-        let (key, value) = decode(r.key, r.value, r.offset)?;
-        table.apply(key, value, r.offset);
+        table.apply_entry(decode(r.key, r.value, r.offset)?, r.offset);
         Ok(())
     })
     .map_err(|e| match e {
@@ -201,12 +281,25 @@ fn encode(group: &str, tp: &TopicPartition, value: Option<&Committed>) -> Record
     }
 }
 
-fn decode(key: Option<&[u8]>, value: Option<&[u8]>, offset: u64) -> Result<(Key, Option<Committed>)> {
+fn encode_group(group: &str, value: Option<&StoredGroup>) -> Record {
+    let key = GroupKey { group_metadata: group.to_owned() };
+    Record {
+        key: Some(serde_json::to_vec(&key).expect("plain struct").into()),
+        value: value.map(|v| serde_json::to_vec(v).expect("plain struct").into()),
+        ..Record::default()
+    }
+}
+
+fn decode(key: Option<&[u8]>, value: Option<&[u8]>, offset: u64) -> Result<Entry> {
     let corrupt = |reason: String| GroupError::Corrupt { offset, reason };
     let key = key.ok_or_else(|| corrupt("a record without a key".into()))?;
+    if let Ok(k) = serde_json::from_slice::<GroupKey>(key) {
+        let v = value.map(serde_json::from_slice::<StoredGroup>).transpose();
+        return Ok(Entry::Group(k.group_metadata, v.map_err(|e| corrupt(e.to_string()))?));
+    }
     let k: WireKey = serde_json::from_slice(key).map_err(|e| corrupt(e.to_string()))?;
     let v = value.map(serde_json::from_slice::<Committed>).transpose().map_err(|e| corrupt(e.to_string()))?;
-    Ok(((k.group, TopicPartition::new(k.topic, k.partition)), v))
+    Ok(Entry::Offset((k.group, TopicPartition::new(k.topic, k.partition)), v))
 }
 
 #[cfg(test)]
@@ -242,6 +335,75 @@ mod tests {
         assert_eq!(store.groups(), vec!["g".to_owned()]);
         assert_eq!(store.kind("g"), Some(GroupKind::Es));
         assert_eq!(store.kind("h"), None);
+    }
+
+    #[tokio::test]
+    async fn group_records_beside_commits_survive_reopen_newest_first_and_tombstones_stick() {
+        let dir = tempfile::tempdir().unwrap();
+        let record = |generation| StoredGroup {
+            generation,
+            protocol_type: "consumer".into(),
+            protocol: None,
+            leader: None,
+            members: Vec::new(),
+        };
+        {
+            let (manager, store) = open(dir.path());
+            store
+                .write_groups(vec![("k".into(), Some(record(1))), ("gone".into(), Some(record(4)))])
+                .await
+                .unwrap();
+            store
+                .write("k", vec![(TopicPartition::new("t", 0), Some(Committed::new(5, String::new())))])
+                .await
+                .unwrap();
+            store.write_groups(vec![("k".into(), Some(record(2))), ("gone".into(), None)]).await.unwrap();
+            assert_eq!(store.stored_groups(), vec![("k".to_owned(), record(2))]);
+            manager.shutdown().unwrap();
+        }
+        let (_manager, store) = open(dir.path());
+        assert_eq!(store.stored_groups(), vec![("k".to_owned(), record(2))]);
+        assert_eq!(store.fetch("k")[&TopicPartition::new("t", 0)].offset, 5);
+        assert_eq!(store.groups(), vec!["k".to_owned()], "a group record is not a commit");
+        // Keys of the two kinds never read as each other.
+        let group_key = encode_group("k", None);
+        assert!(matches!(decode(group_key.key.as_deref(), None, 0), Ok(Entry::Group(g, None)) if g == "k"));
+        let offset_key = encode("k", &TopicPartition::new("t", 1), None);
+        assert!(matches!(decode(offset_key.key.as_deref(), None, 0), Ok(Entry::Offset(..))));
+        assert!(matches!(decode(Some(b"{}"), None, 7), Err(GroupError::Corrupt { offset: 7, .. })));
+    }
+
+    #[tokio::test]
+    async fn large_group_records_take_several_batches_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = |generation| StoredGroup {
+            generation,
+            protocol_type: "consumer".into(),
+            protocol: Some("range".into()),
+            leader: Some("m".into()),
+            members: vec![crate::classic::StoredMember {
+                member_id: "m".into(),
+                instance_id: None,
+                client_id: "c".into(),
+                client_host: String::new(),
+                session_timeout_ms: 10_000,
+                rebalance_timeout_ms: 30_000,
+                metadata: vec![7; 200 * 1024],
+                assignment: Vec::new(),
+            }],
+        };
+        let (manager, store) = open(dir.path());
+        let groups =
+            (0..5).map(|i| (format!("g{i}"), Some(big(i)))).chain([("g0".to_owned(), None)]).collect();
+        store.write_groups(groups).await.unwrap();
+        // Base64 makes each record about 270 KiB: more than the batch limit in all,
+        // which one append would have refused (BatchTooLarge).
+        assert_eq!(store.log.info().log_end_offset, 6);
+        manager.shutdown().unwrap();
+        let (_manager, store) = open(dir.path());
+        let names: Vec<String> =
+            store.stored_groups().into_iter().map(|(g, s)| format!("{g}@{}", s.generation)).collect();
+        assert_eq!(names, ["g1@1", "g2@2", "g3@3", "g4@4"]);
     }
 
     #[test]

@@ -8,35 +8,64 @@
 //! session, sync timeout), at most `CLASSIC_WAIT_TICK_MS_MAX`, runs `tick`, and goes
 //! back to waiting; in all it waits at most `CLASSIC_WAIT_MS_MAX`. Nothing runs
 //! while no call is parked, and state is still right then, since every call ticks
-//! first. No task outlives the calls, so shutdown has nothing to stop.
+//! first.
+//!
+//! Group records: what the coordinator asks to make durable (a generation's
+//! assignment before anyone gets it, an emptied or deleted group) goes, in order,
+//! to one writer task that writes whatever is queued as one batch to
+//! `__es_offsets` and reports the outcome back; a leader's SyncGroup is answered
+//! only then. The writer is the one task here; it ends when the groups are dropped.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use es_core::Clock;
 use es_groups::classic::{
     ClassicConfig, ClassicCoordinator, ClassicDescription, ClassicState, Completion, JoinGroup, JoinResult,
-    MemberRef, Outcome, SyncGroup, Synced,
+    MemberRef, Outcome, StoreRequest, StoredGroup, SyncGroup, Synced,
 };
 use es_groups::{GroupError, LeaderHint, Result};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::limits;
 
 type Key = (String, String);
 type Waiters<T> = BTreeMap<Key, oneshot::Sender<Result<T>>>;
 
+/// Makes group records durable, in one batch, in order (None: a deleted group).
+pub type GroupWriter = Arc<
+    dyn Fn(Vec<(String, Option<StoredGroup>)>) -> Pin<Box<dyn Future<Output = Result<()>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// A store the coordinator of `epoch` asked for.
+#[derive(Debug)]
+struct Job {
+    epoch: u64,
+    request: StoreRequest,
+}
+
 #[derive(Debug)]
 struct Inner {
     coordinator: ClassicCoordinator,
     joins: Waiters<JoinResult>,
     syncs: Waiters<Synced>,
+    /// Moves with each reset: the writer drops jobs and outcomes of an older one.
+    epoch: u64,
+    jobs: mpsc::UnboundedSender<Job>,
 }
 
 impl Inner {
-    /// Hands every completion to its parked call; one whose caller went away is dropped.
+    /// Hands every completion to its parked call (one whose caller went away is
+    /// dropped) and queues the stores asked for.
     fn dispatch(&mut self) {
+        for request in self.coordinator.take_stores() {
+            let _closed = self.jobs.send(Job { epoch: self.epoch, request });
+        }
         for c in self.coordinator.take_completions() {
             match c {
                 Completion::Join { group, member_id, result } => {
@@ -55,18 +84,42 @@ impl Inner {
 }
 
 /// Kafka's classic groups of one broker.
-#[derive(Debug)]
 pub struct ClassicGroups {
-    inner: Mutex<Inner>,
+    inner: Arc<Mutex<Inner>>,
     clock: Arc<dyn Clock>,
     config: ClassicConfig,
+    /// The writer's queue and function until its task starts (inside a runtime).
+    writer: Mutex<Option<(mpsc::UnboundedReceiver<Job>, GroupWriter)>>,
+}
+
+impl std::fmt::Debug for ClassicGroups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClassicGroups").field("inner", &self.inner).finish_non_exhaustive()
+    }
 }
 
 impl ClassicGroups {
-    pub fn new(clock: Arc<dyn Clock>, config: ClassicConfig) -> ClassicGroups {
+    pub fn new(clock: Arc<dyn Clock>, config: ClassicConfig, write: GroupWriter) -> ClassicGroups {
         let coordinator = ClassicCoordinator::new(clock.clone(), config);
-        let inner = Inner { coordinator, joins: BTreeMap::new(), syncs: BTreeMap::new() };
-        ClassicGroups { inner: Mutex::new(inner), clock, config }
+        let (jobs, queue) = mpsc::unbounded_channel();
+        let inner = Inner { coordinator, joins: BTreeMap::new(), syncs: BTreeMap::new(), epoch: 0, jobs };
+        let writer = Mutex::new(Some((queue, write)));
+        ClassicGroups { inner: Arc::new(Mutex::new(inner)), clock, config, writer }
+    }
+
+    /// Replaces every group with the records the log holds (a node starting, or
+    /// one that takes over as coordinator): members keep their generation and
+    /// assignment and go on heartbeating, with no rebalance.
+    pub fn load(&self, stored: Vec<(String, StoredGroup)>) {
+        let count = stored.len();
+        self.with(|c| c.load(stored));
+        if count > 0 {
+            tracing::info!(
+                groups = count,
+                "loaded Kafka groups' membership from {}",
+                crate::groups::OFFSETS_TOPIC
+            );
+        }
     }
 
     /// Forgets every group and member (a cluster node that stopped coordinating):
@@ -75,6 +128,7 @@ impl ClassicGroups {
     pub fn reset(&self, hint: Option<LeaderHint>) {
         let mut inner = self.lock();
         inner.coordinator = ClassicCoordinator::new(self.clock.clone(), self.config);
+        inner.epoch += 1;
         let gone = || GroupError::NotCoordinator { hint: hint.clone() };
         for (_, tx) in std::mem::take(&mut inner.joins) {
             let _gone = tx.send(Err(gone()));
@@ -85,7 +139,19 @@ impl ClassicGroups {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.start_writer();
         self.inner.lock().expect("classic groups lock")
+    }
+
+    /// Starts the writer task at the first call made inside a runtime.
+    fn start_writer(&self) {
+        let mut writer = self.writer.lock().expect("classic writer lock");
+        if writer.is_some()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+            && let Some((queue, write)) = writer.take()
+        {
+            runtime.spawn(write_records(Arc::downgrade(&self.inner), queue, write));
+        }
     }
 
     /// Runs a call on the coordinator and dispatches what it completed.
@@ -201,6 +267,48 @@ impl ClassicGroups {
     }
 }
 
+/// Most records written in one batch.
+const RECORDS_PER_WRITE_MAX: usize = 256;
+
+/// The writer: whatever is queued, in order, as one batch; then each awaited
+/// store's outcome goes back to the coordinator, and what that completes to its
+/// parked calls. Jobs of a coordinator that was reset meanwhile are dropped.
+async fn write_records(
+    inner: Weak<Mutex<Inner>>,
+    mut queue: mpsc::UnboundedReceiver<Job>,
+    write: GroupWriter,
+) {
+    let mut jobs = Vec::new();
+    while queue.recv_many(&mut jobs, RECORDS_PER_WRITE_MAX).await > 0 {
+        let Some(shared) = inner.upgrade() else { return };
+        let epoch = shared.lock().expect("classic groups lock").epoch;
+        jobs.retain(|j| j.epoch == epoch);
+        if jobs.is_empty() {
+            continue;
+        }
+        let records = jobs.iter().map(|j| (j.request.group.clone(), j.request.snapshot.clone())).collect();
+        drop(shared);
+        let outcome = match write(records).await {
+            Ok(()) => Ok(()),
+            Err(GroupError::NotCoordinator { hint }) => Err(hint),
+            Err(e) => {
+                tracing::warn!(error = %e, "writing Kafka groups' records failed; their members rejoin");
+                Err(None)
+            }
+        };
+        let Some(shared) = inner.upgrade() else { return };
+        let mut inner_now = shared.lock().expect("classic groups lock");
+        if inner_now.epoch == epoch {
+            for job in jobs.drain(..).filter(|j| j.request.awaited) {
+                let (group, generation) = (&job.request.group, job.request.generation);
+                inner_now.coordinator.stored(group, generation, outcome.clone());
+            }
+            inner_now.dispatch();
+        }
+        jobs.clear();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use es_core::SystemClock;
@@ -223,6 +331,20 @@ mod tests {
         }
     }
 
+    /// Records every write; fails none.
+    fn writer() -> (GroupWriter, Arc<Mutex<Vec<String>>>) {
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let seen = written.clone();
+        let write: GroupWriter = Arc::new(move |records| {
+            let seen = seen.clone();
+            Box::pin(async move {
+                seen.lock().unwrap().extend(records.into_iter().map(|(g, _)| g));
+                Ok(())
+            })
+        });
+        (write, written)
+    }
+
     fn sync(member: &str, generation: i32) -> SyncGroup {
         SyncGroup {
             group: "g".into(),
@@ -241,7 +363,7 @@ mod tests {
     async fn a_parked_join_completes_at_the_rebalance_timeout_on_its_own() {
         let config =
             ClassicConfig { initial_rebalance_delay_ms: 50, min_session_timeout_ms: 1, ..Default::default() };
-        let groups = ClassicGroups::new(Arc::new(SystemClock), config);
+        let groups = ClassicGroups::new(Arc::new(SystemClock), config, writer().0);
         let first = groups.join(join("", 300)).await.unwrap();
         assert_eq!((first.generation, first.leader.as_str()), (1, first.member_id.as_str()));
         groups.sync(sync(&first.member_id, 1)).await.unwrap();
@@ -263,7 +385,8 @@ mod tests {
     async fn a_parked_sync_is_answered_by_the_leaders() {
         let config =
             ClassicConfig { initial_rebalance_delay_ms: 50, min_session_timeout_ms: 1, ..Default::default() };
-        let groups = Arc::new(ClassicGroups::new(Arc::new(SystemClock), config));
+        let (write, written) = writer();
+        let groups = Arc::new(ClassicGroups::new(Arc::new(SystemClock), config, write));
         let (a, b) = tokio::join!(groups.join(join("", 5_000)), groups.join(join("", 5_000)));
         let (a, b) = (a.unwrap(), b.unwrap());
         let (leader, follower) = if a.leader == a.member_id { (a, b) } else { (b, a) };
@@ -281,5 +404,25 @@ mod tests {
         groups.sync(SyncGroup { assignments: plan, ..sync(&leader.member_id, 1) }).await.unwrap();
         let got = tokio::time::timeout(Duration::from_secs(10), waiting).await.unwrap().unwrap().unwrap();
         assert_eq!(got.assignment, b"F");
+        assert_eq!(*written.lock().unwrap(), vec!["g".to_owned()], "the record was written first");
+    }
+
+    /// A group record that cannot be written answers the leader's and the
+    /// followers' syncs NOT_COORDINATOR (their clients look the coordinator up and
+    /// rejoin) and the group rebalances.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_record_that_cannot_be_written_answers_the_syncs_not_coordinator() {
+        let config =
+            ClassicConfig { initial_rebalance_delay_ms: 0, min_session_timeout_ms: 1, ..Default::default() };
+        let failing: GroupWriter = Arc::new(|_| {
+            Box::pin(async { Err(GroupError::Storage(es_log::LogError::Failed("disk full".into()))) })
+        });
+        let groups = ClassicGroups::new(Arc::new(SystemClock), config, failing);
+        let first = groups.join(join("", 5_000)).await.unwrap();
+        let answer =
+            tokio::time::timeout(Duration::from_secs(10), groups.sync(sync(&first.member_id, 1))).await;
+        let e = answer.unwrap().unwrap_err();
+        assert!(matches!(e, GroupError::NotCoordinator { hint: None }), "{e:?}");
+        assert_eq!(groups.describe("g").unwrap().state, ClassicState::PreparingRebalance);
     }
 }

@@ -19,7 +19,7 @@ use es_groups::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::classic_groups::ClassicGroups;
+use crate::classic_groups::{ClassicGroups, GroupWriter};
 use crate::registry::Registry;
 use crate::service::error::{BrokerError, Result};
 
@@ -51,7 +51,7 @@ pub struct Groups {
     serving: RwLock<Serving>,
     /// Kafka's classic-protocol groups; a group id is in one coordinator or the other.
     pub(crate) classic: ClassicGroups,
-    pub(crate) offsets: OffsetStore,
+    pub(crate) offsets: Arc<OffsetStore>,
 }
 
 /// Where `reset` moves a group's committed offsets.
@@ -102,12 +102,19 @@ impl Groups {
         clock: Arc<dyn Clock>,
         kafka: ClassicConfig,
     ) -> Result<Groups> {
-        let offsets = OffsetStore::open(offsets_log)?;
+        let offsets = Arc::new(OffsetStore::open(offsets_log)?);
+        let store = offsets.clone();
+        let write: GroupWriter = Arc::new(move |records| {
+            let store = store.clone();
+            Box::pin(async move { store.write_groups(records).await })
+        });
+        let classic = ClassicGroups::new(clock.clone(), kafka, write);
+        classic.load(offsets.stored_groups());
         Ok(Groups {
             coordinator: Mutex::new(Coordinator::new(clock.clone())),
-            clock: clock.clone(),
+            clock,
             serving: RwLock::new(Serving::Local),
-            classic: ClassicGroups::new(clock, kafka),
+            classic,
             offsets,
         })
     }
@@ -138,10 +145,12 @@ impl Groups {
         self.drop_members(None);
     }
 
-    /// Rebuilds the committed offsets from the (committed) log and starts serving
-    /// as the coordinator of `term` (blocking reads).
+    /// Rebuilds the committed offsets and the Kafka groups' membership from the
+    /// (committed) log and starts serving as the coordinator of `term` (blocking
+    /// reads): the groups' members go on in their generation.
     pub fn finish_loading(&self, term: u64) -> Result<()> {
         self.offsets.reload()?;
+        self.classic.load(self.offsets.stored_groups());
         *self.serving.write().expect("serving lock") = Serving::Coordinator { term };
         Ok(())
     }

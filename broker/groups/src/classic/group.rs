@@ -5,10 +5,12 @@
 
 use std::collections::BTreeMap;
 
+use super::stored::{StoreRequest, StoredGroup, StoredMember};
 use super::{
     ClassicConfig, ClassicDescription, ClassicMember, ClassicState, Completion, JoinGroup, JoinResult,
-    JoinedMember, MemberRef, Protocol, SyncGroup, Synced, unknown,
+    JoinedMember, MemberRef, Outbox, Protocol, SyncGroup, Synced, unknown,
 };
+use crate::LeaderHint;
 use crate::error::{GroupError, Result};
 use crate::limits;
 
@@ -78,6 +80,9 @@ pub(super) struct Group {
     /// with member ids handed out but not used yet.
     initial: bool,
     last_protocol_type: String,
+    /// CompletingRebalance: the leader's assignments, waiting for the group's record
+    /// to be durable before any member gets its own (Kafka's storeGroup).
+    storing: Option<Vec<(String, Vec<u8>)>>,
 }
 
 impl Default for Group {
@@ -96,6 +101,7 @@ impl Default for Group {
             started_ms: 0,
             initial: false,
             last_protocol_type: String::new(),
+            storing: None,
         }
     }
 }
@@ -138,7 +144,7 @@ impl Group {
         sessions.chain(pending).chain(barrier).min()
     }
 
-    pub(super) fn tick(&mut self, name: &str, now: i64, out: &mut Vec<Completion>) {
+    pub(super) fn tick(&mut self, name: &str, now: i64, out: &mut Outbox) {
         self.pending.retain(|_, expires| *expires > now);
         let expired: Vec<String> = self
             .members
@@ -168,7 +174,7 @@ impl Group {
         fresh: Option<String>,
         now: i64,
         config: &ClassicConfig,
-        out: &mut Vec<Completion>,
+        out: &mut Outbox,
     ) -> Result<String> {
         self.check_protocols(name, &req)?;
         if let Some(instance) = req.instance_id.clone() {
@@ -241,7 +247,7 @@ impl Group {
         fresh: Option<String>,
         now: i64,
         config: &ClassicConfig,
-        out: &mut Vec<Completion>,
+        out: &mut Outbox,
     ) -> Result<String> {
         let holder = self.statics.get(&instance).cloned();
         match (holder, fresh) {
@@ -267,7 +273,7 @@ impl Group {
         id: String,
         req: JoinGroup,
         now: i64,
-        out: &mut Vec<Completion>,
+        out: &mut Outbox,
     ) -> Result<String> {
         let mut member = self.members.remove(&old).expect("a static member is a member");
         let instance = req.instance_id.clone().expect("static");
@@ -294,7 +300,18 @@ impl Group {
         }
         self.statics.insert(instance, id.clone());
         self.members.insert(id.clone(), member);
-        self.rejoin(name, id, req, now, out)
+        let joined = self.rejoin(name, id, req, now, out);
+        if self.state == ClassicState::Stable {
+            // No rebalance: the record must name the new id, or a coordinator that
+            // takes over would fence the member that replaced the old one.
+            out.store(StoreRequest {
+                group: name.to_owned(),
+                generation: self.generation,
+                snapshot: Some(self.snapshot(None)),
+                awaited: false,
+            });
+        }
+        joined
     }
 
     fn add(
@@ -304,7 +321,7 @@ impl Group {
         req: JoinGroup,
         now: i64,
         config: &ClassicConfig,
-        out: &mut Vec<Completion>,
+        out: &mut Outbox,
     ) -> Result<String> {
         self.check_room(name)?;
         self.members.insert(id.clone(), Member::new(req, now));
@@ -327,7 +344,7 @@ impl Group {
         id: String,
         req: JoinGroup,
         now: i64,
-        out: &mut Vec<Completion>,
+        out: &mut Outbox,
     ) -> Result<String> {
         let is_leader = self.leader.as_deref() == Some(id.as_str());
         let m = self.members.get_mut(&id).expect("known member");
@@ -363,13 +380,14 @@ impl Group {
     }
 
     /// Starts a barrier. Parked syncs of the old generation are told to rejoin.
-    fn prepare(&mut self, name: &str, now: i64, initial_delay_ms: u64, out: &mut Vec<Completion>) {
+    fn prepare(&mut self, name: &str, now: i64, initial_delay_ms: u64, out: &mut Outbox) {
         for (id, m) in self.members.iter_mut().filter(|(_, m)| m.awaiting_sync) {
             m.awaiting_sync = false;
             let result = Err(GroupError::RebalanceInProgress(name.to_owned()));
             out.push(Completion::Sync { group: name.to_owned(), member_id: id.clone(), result });
         }
         self.state = ClassicState::PreparingRebalance;
+        self.storing = None;
         self.started_ms = now;
         self.deadline_ms = now.saturating_add(self.rebalance_timeout_ms());
         self.not_before_ms = now.saturating_add(initial_delay_ms as i64).min(self.deadline_ms);
@@ -391,7 +409,7 @@ impl Group {
         self.members.values().all(|m| m.awaiting_join) && (self.initial || self.pending.is_empty())
     }
 
-    fn try_complete_join(&mut self, name: &str, now: i64, out: &mut Vec<Completion>) {
+    fn try_complete_join(&mut self, name: &str, now: i64, out: &mut Outbox) {
         if self.state != ClassicState::PreparingRebalance {
             return;
         }
@@ -402,7 +420,7 @@ impl Group {
 
     /// Closes the barrier: members that did not rejoin are out; a new generation with
     /// the protocol every member supports, in the leader's order of preference.
-    fn complete_join(&mut self, name: &str, now: i64, out: &mut Vec<Completion>) {
+    fn complete_join(&mut self, name: &str, now: i64, out: &mut Outbox) {
         let gone: Vec<String> =
             self.members.iter().filter(|(_, m)| !m.awaiting_join).map(|(id, _)| id.clone()).collect();
         for id in &gone {
@@ -416,6 +434,13 @@ impl Group {
         let Some(leader) = self.leader.clone() else {
             self.state = ClassicState::Empty;
             self.protocol = None;
+            // The generation outlives the members, as in Kafka.
+            out.store(StoreRequest {
+                group: name.to_owned(),
+                generation: self.generation,
+                snapshot: Some(self.snapshot(None)),
+                awaited: false,
+            });
             return;
         };
         let protocols = &self.members[&leader].protocols;
@@ -489,13 +514,7 @@ impl Group {
         Ok(())
     }
 
-    pub(super) fn sync(
-        &mut self,
-        name: &str,
-        req: SyncGroup,
-        now: i64,
-        out: &mut Vec<Completion>,
-    ) -> Result<()> {
+    pub(super) fn sync(&mut self, name: &str, req: SyncGroup, now: i64, out: &mut Outbox) -> Result<()> {
         self.member(name, &req.member_id, req.instance_id.as_deref())?;
         self.check_generation(name, req.generation)?;
         let protocol = self.protocol.clone().unwrap_or_default();
@@ -522,22 +541,128 @@ impl Group {
             }
             ClassicState::CompletingRebalance => {
                 m.awaiting_sync = true;
-                if self.leader.as_deref() == Some(req.member_id.as_str()) {
-                    self.distribute(name, req.assignments, now, out);
+                if self.leader.as_deref() == Some(req.member_id.as_str()) && self.storing.is_none() {
+                    // Nobody gets an assignment before the group's record holding it
+                    // is durable: a coordinator that takes over then knows it.
+                    out.store(StoreRequest {
+                        group: name.to_owned(),
+                        generation: self.generation,
+                        snapshot: Some(self.snapshot(Some(&req.assignments))),
+                        awaited: true,
+                    });
+                    self.storing = Some(req.assignments);
                 }
                 Ok(())
             }
         }
     }
 
-    /// The leader's SyncGroup: every member gets its assignment (none named: empty).
-    fn distribute(
+    /// The outcome of the store the leader's SyncGroup asked for in `generation`:
+    /// durable, every member gets its assignment; failed (`Err(hint)`: where the
+    /// coordinator is, if known), every waiting member is sent to find the
+    /// coordinator (NOT_COORDINATOR, as Kafka answers a failed store) and the group
+    /// rebalances. Stale outcomes (another barrier since) change nothing.
+    pub(super) fn stored(
         &mut self,
         name: &str,
-        assignments: Vec<(String, Vec<u8>)>,
+        generation: i32,
+        outcome: std::result::Result<(), Option<LeaderHint>>,
         now: i64,
-        out: &mut Vec<Completion>,
+        out: &mut Outbox,
     ) {
+        if self.state != ClassicState::CompletingRebalance || self.generation != generation {
+            return;
+        }
+        let Some(assignments) = self.storing.take() else { return };
+        match outcome {
+            Ok(()) => self.distribute(name, assignments, now, out),
+            Err(hint) => {
+                for (id, m) in self.members.iter_mut().filter(|(_, m)| m.awaiting_sync) {
+                    m.awaiting_sync = false;
+                    let result = Err(GroupError::NotCoordinator { hint: hint.clone() });
+                    out.push(Completion::Sync { group: name.to_owned(), member_id: id.clone(), result });
+                }
+                self.prepare(name, now, 0, out);
+            }
+        }
+    }
+
+    /// The group's record: members in join order, with `assignments` (the
+    /// leader's, about to be handed out) or the ones they hold.
+    pub(super) fn snapshot(&self, assignments: Option<&[(String, Vec<u8>)]>) -> StoredGroup {
+        let protocol = self.protocol.clone();
+        let chosen = protocol.clone().unwrap_or_default();
+        let given: Option<BTreeMap<&str, &Vec<u8>>> =
+            assignments.map(|a| a.iter().map(|(id, bytes)| (id.as_str(), bytes)).collect());
+        let members = self
+            .order
+            .iter()
+            .filter_map(|id| self.members.get(id).map(|m| (id, m)))
+            .map(|(id, m)| StoredMember {
+                member_id: id.clone(),
+                instance_id: m.instance_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                session_timeout_ms: m.session_timeout_ms,
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                metadata: m.metadata(&chosen),
+                assignment: match &given {
+                    Some(given) => given.get(id.as_str()).map(|b| (*b).clone()).unwrap_or_default(),
+                    None => m.assignment.clone(),
+                },
+            })
+            .collect();
+        StoredGroup {
+            generation: self.generation,
+            protocol_type: self.protocol_type(),
+            protocol,
+            leader: self.leader.clone().filter(|l| self.members.contains_key(l)),
+            members,
+        }
+    }
+
+    /// A group as its record has it, loaded by a coordinator at `now`: Stable with
+    /// its members (each with a fresh session, as a heartbeat just now), or Empty.
+    /// A member's protocols are its chosen one only (as Kafka loads them), so a
+    /// member rejoining with its full list starts a rebalance.
+    pub(super) fn restore(s: StoredGroup, now: i64) -> Group {
+        let protocol = s.protocol.clone().unwrap_or_default();
+        let mut group = Group {
+            generation: s.generation,
+            last_protocol_type: s.protocol_type.clone(),
+            ..Group::default()
+        };
+        for m in s.members {
+            if let Some(instance) = &m.instance_id {
+                group.statics.insert(instance.clone(), m.member_id.clone());
+            }
+            group.order.push(m.member_id.clone());
+            let member = Member {
+                instance_id: m.instance_id,
+                client_id: m.client_id,
+                client_host: m.client_host,
+                session_timeout_ms: m.session_timeout_ms,
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                protocol_type: s.protocol_type.clone(),
+                protocols: vec![Protocol { name: protocol.clone(), metadata: m.metadata }],
+                assignment: m.assignment,
+                last_seen_ms: now,
+                awaiting_join: false,
+                awaiting_sync: false,
+            };
+            group.members.insert(m.member_id, member);
+        }
+        if !group.members.is_empty() {
+            group.state = ClassicState::Stable;
+            group.protocol = s.protocol;
+            group.leader =
+                s.leader.filter(|l| group.members.contains_key(l)).or_else(|| group.order.first().cloned());
+        }
+        group
+    }
+
+    /// The leader's SyncGroup: every member gets its assignment (none named: empty).
+    fn distribute(&mut self, name: &str, assignments: Vec<(String, Vec<u8>)>, now: i64, out: &mut Outbox) {
         let mut given: BTreeMap<String, Vec<u8>> = assignments.into_iter().collect();
         let (kind, protocol) = (self.protocol_type(), self.protocol.clone().unwrap_or_default());
         for (id, m) in self.members.iter_mut() {
@@ -579,7 +704,7 @@ impl Group {
         name: &str,
         members: &[MemberRef],
         now: i64,
-        out: &mut Vec<Completion>,
+        out: &mut Outbox,
     ) -> Vec<Result<()>> {
         let mut answers = Vec::with_capacity(members.len());
         let mut gone = Vec::new();
@@ -613,7 +738,7 @@ impl Group {
 
     /// Removes members and starts a barrier if the group was settled; parked calls
     /// of removed members are answered UNKNOWN_MEMBER_ID.
-    fn remove_all(&mut self, name: &str, ids: &[String], now: i64, out: &mut Vec<Completion>) {
+    fn remove_all(&mut self, name: &str, ids: &[String], now: i64, out: &mut Outbox) {
         if ids.is_empty() {
             return;
         }

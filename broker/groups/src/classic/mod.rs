@@ -12,6 +12,7 @@
 
 pub mod consumer_protocol;
 mod group;
+pub mod stored;
 #[cfg(test)]
 mod tests;
 
@@ -22,9 +23,11 @@ use es_core::Clock;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
+use crate::LeaderHint;
 use crate::error::{GroupError, Result};
 use crate::limits;
 use group::Group;
+pub use stored::{StoreRequest, StoredGroup, StoredMember};
 
 /// The broker's settings for classic groups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,6 +141,24 @@ pub enum Completion {
     Sync { group: String, member_id: String, result: Result<Synced> },
 }
 
+/// What calls produce besides their own answer: parked calls' answers, and the
+/// group records to make durable ([`ClassicCoordinator::take_stores`]).
+#[derive(Debug, Default)]
+pub(crate) struct Outbox {
+    completions: Vec<Completion>,
+    stores: Vec<StoreRequest>,
+}
+
+impl Outbox {
+    fn push(&mut self, c: Completion) {
+        self.completions.push(c);
+    }
+
+    fn store(&mut self, r: StoreRequest) {
+        self.stores.push(r);
+    }
+}
+
 /// A member named in a LeaveGroup (v3+ names several, by id or instance id).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberRef {
@@ -198,7 +219,7 @@ pub struct ClassicCoordinator {
     clock: Arc<dyn Clock>,
     config: ClassicConfig,
     groups: BTreeMap<String, Group>,
-    outbox: Vec<Completion>,
+    outbox: Outbox,
     ids: rand::rngs::StdRng,
 }
 
@@ -211,7 +232,7 @@ impl std::fmt::Debug for ClassicCoordinator {
 impl ClassicCoordinator {
     pub fn new(clock: Arc<dyn Clock>, config: ClassicConfig) -> Self {
         let ids = rand::rngs::StdRng::from_os_rng();
-        ClassicCoordinator { clock, config, groups: BTreeMap::new(), outbox: Vec::new(), ids }
+        ClassicCoordinator { clock, config, groups: BTreeMap::new(), outbox: Outbox::default(), ids }
     }
 
     pub fn config(&self) -> ClassicConfig {
@@ -246,7 +267,36 @@ impl ClassicCoordinator {
 
     /// Answers of parked calls that are now complete.
     pub fn take_completions(&mut self) -> Vec<Completion> {
-        std::mem::take(&mut self.outbox)
+        std::mem::take(&mut self.outbox.completions)
+    }
+
+    /// Group records to make durable, in the order they must reach the log. An
+    /// awaited one holds its group's SyncGroup answers until [`Self::stored`].
+    pub fn take_stores(&mut self) -> Vec<StoreRequest> {
+        std::mem::take(&mut self.outbox.stores)
+    }
+
+    /// The outcome of an awaited store (`Err`: it failed; where the coordinator is,
+    /// if known). Answers the group's waiting SyncGroups.
+    pub fn stored(
+        &mut self,
+        group: &str,
+        generation: i32,
+        outcome: std::result::Result<(), Option<LeaderHint>>,
+    ) {
+        self.tick();
+        let now = self.now();
+        if let Some(g) = self.groups.get_mut(group) {
+            g.stored(group, generation, outcome, now, &mut self.outbox);
+        }
+    }
+
+    /// Replaces every group with the ones `stored` holds (a coordinator starting, or
+    /// taking over): members keep their ids, generation and assignment, and their
+    /// session timeouts start now.
+    pub fn load(&mut self, stored: Vec<(String, StoredGroup)>) {
+        let now = self.now();
+        self.groups = stored.into_iter().map(|(name, s)| (name, Group::restore(s, now))).collect();
     }
 
     pub fn join(&mut self, req: JoinGroup) -> Outcome<JoinResult> {
@@ -291,10 +341,10 @@ impl ClassicCoordinator {
     }
 
     fn own_join(&mut self, group: &str, member_id: String) -> Outcome<JoinResult> {
-        let at = self.outbox.iter().position(
+        let at = self.outbox.completions.iter().position(
             |c| matches!(c, Completion::Join { group: g, member_id: m, .. } if g == group && *m == member_id),
         );
-        match at.map(|i| self.outbox.remove(i)) {
+        match at.map(|i| self.outbox.completions.remove(i)) {
             Some(Completion::Join { result, .. }) => Outcome::Done(result),
             Some(other) => {
                 self.outbox.push(other);
@@ -305,10 +355,10 @@ impl ClassicCoordinator {
     }
 
     fn own_sync(&mut self, group: &str, member_id: String) -> Outcome<Synced> {
-        let at = self.outbox.iter().position(
+        let at = self.outbox.completions.iter().position(
             |c| matches!(c, Completion::Sync { group: g, member_id: m, .. } if g == group && *m == member_id),
         );
-        match at.map(|i| self.outbox.remove(i)) {
+        match at.map(|i| self.outbox.completions.remove(i)) {
             Some(Completion::Sync { result, .. }) => Outcome::Done(result),
             Some(other) => {
                 self.outbox.push(other);
@@ -400,6 +450,13 @@ impl ClassicCoordinator {
             Some(g) if g.state() != ClassicState::Empty => Err(GroupError::GroupNotEmpty(group.to_owned())),
             Some(_) => {
                 self.groups.remove(group);
+                let generation = -1;
+                self.outbox.store(StoreRequest {
+                    group: group.to_owned(),
+                    generation,
+                    snapshot: None,
+                    awaited: false,
+                });
                 Ok(())
             }
         }

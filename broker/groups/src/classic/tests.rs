@@ -15,6 +15,10 @@ const REBALANCE: u64 = 30_000;
 struct H {
     clock: Arc<ManualClock>,
     c: ClassicCoordinator,
+    /// Completions taken out of the coordinator by `sync_now`, for `joins`/`syncs`.
+    held: Vec<Completion>,
+    /// Every store the coordinator asked for, in order.
+    stores: Vec<StoreRequest>,
 }
 
 fn h() -> H {
@@ -24,7 +28,7 @@ fn h() -> H {
         min_session_timeout_ms: 1,
         max_session_timeout_ms: 100_000,
     };
-    H { c: ClassicCoordinator::new(clock.clone(), config), clock }
+    H { c: ClassicCoordinator::new(clock.clone(), config), clock, held: Vec::new(), stores: Vec::new() }
 }
 
 fn protos(names: &[&str], meta: &str) -> Vec<Protocol> {
@@ -82,9 +86,26 @@ impl H {
         }
     }
 
+    /// Completions so far, held ones first.
+    fn completions(&mut self) -> Vec<Completion> {
+        let mut all = std::mem::take(&mut self.held);
+        all.extend(self.c.take_completions());
+        all
+    }
+
+    /// Makes every store asked for durable (reports success for awaited ones).
+    fn settle_stores(&mut self) {
+        for s in self.c.take_stores() {
+            if s.awaited {
+                self.c.stored(&s.group, s.generation, Ok(()));
+            }
+            self.stores.push(s);
+        }
+    }
+
     fn joins(&mut self) -> BTreeMap<String, JoinResult> {
         let mut out = BTreeMap::new();
-        for c in self.c.take_completions() {
+        for c in self.completions() {
             match c {
                 Completion::Join { member_id, result, .. } => out.insert(member_id, result.unwrap()),
                 Completion::Sync { member_id, .. } => panic!("unexpected sync completion for {member_id}"),
@@ -95,7 +116,7 @@ impl H {
 
     fn syncs(&mut self) -> BTreeMap<String, Result<Synced>> {
         let mut out = BTreeMap::new();
-        for c in self.c.take_completions() {
+        for c in self.completions() {
             match c {
                 Completion::Sync { member_id, result, .. } => out.insert(member_id, result),
                 Completion::Join { member_id, .. } => panic!("unexpected join completion for {member_id}"),
@@ -104,11 +125,21 @@ impl H {
         out
     }
 
+    /// A sync answered at once, or (the leader's) once its store is durable.
     fn sync_now(&mut self, s: SyncGroup) -> Result<Synced> {
-        match self.c.sync(s) {
-            Outcome::Done(r) => r,
-            Outcome::Parked { member_id } => panic!("{member_id}'s sync parked"),
+        let member_id = match self.c.sync(s) {
+            Outcome::Done(r) => return r,
+            Outcome::Parked { member_id } => member_id,
+        };
+        self.settle_stores();
+        let mut mine = None;
+        for c in self.completions() {
+            match c {
+                Completion::Sync { member_id: m, result, .. } if m == member_id => mine = Some(result),
+                other => self.held.push(other),
+            }
         }
+        mine.unwrap_or_else(|| panic!("{member_id}'s sync parked"))
     }
 
     /// Two members through the first generation: (leader, follower).
@@ -534,4 +565,139 @@ fn a_new_join_answers_parked_syncs_of_the_old_generation() {
     assert!(matches!(syncs[&b], Err(GroupError::RebalanceInProgress(_))));
     let list = h.c.list();
     assert_eq!(list, vec![("g".to_owned(), ClassicState::PreparingRebalance, "consumer".to_owned())]);
+}
+
+/// Members a (leader) and b through the first join, b's sync parked and a's sync
+/// parked behind the store it asked for: (a, b, that store).
+fn storing_pair(h: &mut H) -> (String, String, StoreRequest) {
+    let (a, b) = (h.member_id(), h.member_id());
+    h.parked_join(req(&a, "a"));
+    h.parked_join(req(&b, "b"));
+    h.advance(DELAY);
+    h.joins();
+    assert!(matches!(h.c.sync(sync_req(&b, 1, vec![])), Outcome::Parked { .. }));
+    let assign = vec![(a.clone(), b"A".to_vec()), (b.clone(), b"B".to_vec())];
+    assert!(matches!(h.c.sync(sync_req(&a, 1, assign)), Outcome::Parked { .. }));
+    assert!(h.completions().is_empty(), "nobody is answered before the record is durable");
+    assert_eq!(h.state(), ClassicState::CompletingRebalance);
+    let mut stores = h.c.take_stores();
+    assert_eq!(stores.len(), 1, "{stores:?}");
+    (a, b, stores.remove(0))
+}
+
+#[test]
+fn a_loaded_record_keeps_the_members_in_their_generation_without_a_rebalance() {
+    let mut h = h();
+    let (a, b, store) = storing_pair(&mut h);
+    assert!(store.awaited);
+    let record = store.snapshot.clone().unwrap();
+    assert_eq!(
+        (record.generation, record.protocol.as_deref(), record.leader.as_deref()),
+        (1, Some("range"), Some(a.as_str()))
+    );
+    let members: Vec<(&str, &[u8], &[u8])> =
+        record.members.iter().map(|m| (m.member_id.as_str(), &m.metadata[..], &m.assignment[..])).collect();
+    assert_eq!(
+        members,
+        vec![(a.as_str(), &b"range:a"[..], &b"A"[..]), (b.as_str(), &b"range:b"[..], &b"B"[..])]
+    );
+    h.c.stored("g", 1, Ok(()));
+    let syncs = h.syncs();
+    assert_eq!(
+        (
+            syncs[&a].as_ref().unwrap().assignment.as_slice(),
+            syncs[&b].as_ref().unwrap().assignment.as_slice()
+        ),
+        (&b"A"[..], &b"B"[..])
+    );
+    assert_eq!(h.state(), ClassicState::Stable);
+
+    // Another coordinator (a restart, a failover) loads the record.
+    let mut k = self::h();
+    k.clock.advance_ms(5_000);
+    k.c.load(vec![("g".to_owned(), record)]);
+    let d = k.c.describe("g").unwrap();
+    assert_eq!(
+        (d.state, d.generation, d.leader.as_str(), d.protocol.as_str()),
+        (ClassicState::Stable, 1, a.as_str(), "range")
+    );
+    let held: Vec<(&str, &[u8])> =
+        d.members.iter().map(|m| (m.member_id.as_str(), &m.assignment[..])).collect();
+    assert_eq!(held, vec![(a.as_str(), &b"A"[..]), (b.as_str(), &b"B"[..])]);
+    k.c.heartbeat("g", &b, None, 1).unwrap();
+    k.c.check_commit("g", &a, None, 1).unwrap();
+    assert_eq!(k.sync_now(sync_req(&b, 1, vec![])).unwrap().assignment, b"B");
+    match k.c.join(req(&b, "b")) {
+        Outcome::Done(Ok(j)) => assert_eq!((j.generation, j.leader.as_str()), (1, a.as_str())),
+        other => panic!("an unchanged follower keeps the generation: {other:?}"),
+    }
+    assert!(k.c.take_stores().is_empty(), "nothing changed, nothing to store");
+    // Sessions started at the load: a member that stays silent still expires.
+    k.advance(SESSION - 1);
+    k.c.heartbeat("g", &b, None, 1).unwrap();
+    k.advance(1);
+    assert!(matches!(k.c.heartbeat("g", &a, None, 1), Err(GroupError::UnknownMember { .. })));
+    assert_eq!(k.state(), ClassicState::PreparingRebalance);
+}
+
+#[test]
+fn a_failed_store_sends_the_members_to_the_coordinator_and_rebalances() {
+    let mut h = h();
+    let (a, b, _store) = storing_pair(&mut h);
+    let hint = LeaderHint { http: "http://127.0.0.1:1".into(), binary: None };
+    h.c.stored("g", 1, Err(Some(hint.clone())));
+    let syncs = h.syncs();
+    for m in [&a, &b] {
+        match &syncs[m] {
+            Err(GroupError::NotCoordinator { hint: Some(h) }) => assert_eq!(*h, hint),
+            other => panic!("{m}: {other:?}"),
+        }
+    }
+    assert_eq!(h.state(), ClassicState::PreparingRebalance);
+    // A late outcome of the same store changes nothing.
+    h.c.stored("g", 1, Ok(()));
+    assert_eq!(h.state(), ClassicState::PreparingRebalance);
+    assert!(h.syncs().is_empty());
+}
+
+#[test]
+fn an_emptied_group_keeps_its_generation_and_a_deleted_one_leaves_a_tombstone() {
+    let mut h = h();
+    let (a, b) = h.stable_pair();
+    let refs = [a, b].map(|m| MemberRef { member_id: m, instance_id: None });
+    assert!(h.c.leave("g", &refs).iter().all(Result::is_ok));
+    h.settle_stores();
+    let last = h.stores.last().unwrap().clone();
+    let record = last.snapshot.unwrap();
+    assert!(!last.awaited);
+    assert_eq!((record.generation, record.members.len(), record.protocol_type.as_str()), (2, 0, "consumer"));
+    let mut k = self::h();
+    k.c.load(vec![("g".to_owned(), record)]);
+    assert_eq!(k.c.list(), vec![("g".to_owned(), ClassicState::Empty, "consumer".to_owned())]);
+    assert_eq!(k.c.describe("g").unwrap().generation, 2);
+    k.c.delete("g").unwrap();
+    let tombstone = k.c.take_stores();
+    assert_eq!(tombstone.len(), 1);
+    assert_eq!((tombstone[0].group.as_str(), &tombstone[0].snapshot), ("g", &None));
+}
+
+#[test]
+fn a_static_member_replaced_without_a_rebalance_is_stored_under_its_new_id() {
+    let mut h = h();
+    let (_a, b) = static_pair(&mut h);
+    h.settle_stores();
+    let b2 = match h.c.join(static_req("", "i-b", "b")) {
+        Outcome::Done(Ok(j)) => j.member_id,
+        other => panic!("{other:?}"),
+    };
+    let stores = h.c.take_stores();
+    assert_eq!(stores.len(), 1, "{stores:?}");
+    let record = stores[0].snapshot.clone().unwrap();
+    let ids: Vec<(&str, Option<&str>)> =
+        record.members.iter().map(|m| (m.member_id.as_str(), m.instance_id.as_deref())).collect();
+    assert!(ids.contains(&(b2.as_str(), Some("i-b"))) && !ids.iter().any(|(m, _)| *m == b), "{ids:?}");
+    let mut k = self::h();
+    k.c.load(vec![("g".to_owned(), record)]);
+    k.c.heartbeat("g", &b2, Some("i-b"), 1).unwrap();
+    assert!(matches!(k.c.heartbeat("g", &b, Some("i-b"), 1), Err(GroupError::FencedInstanceId { .. })));
 }
