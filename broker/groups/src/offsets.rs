@@ -190,14 +190,16 @@ impl OffsetStore {
         // take several appends, in order.
         while groups.peek().is_some() {
             let (mut chunk, mut records, mut bytes) = (Vec::new(), Vec::new(), 0);
-            while let Some((group, value)) =
-                groups.next_if(|_| records.is_empty() || bytes < GROUP_BATCH_BYTES)
-            {
-                let record = encode_group(&group, value.as_ref());
-                bytes +=
+            while let Some((group, value)) = groups.peek() {
+                let record = encode_group(group, value.as_ref());
+                let size =
                     record.key.as_ref().map_or(0, |k| k.len()) + record.value.as_ref().map_or(0, |v| v.len());
+                if !records.is_empty() && bytes + size > GROUP_BATCH_BYTES {
+                    break;
+                }
+                bytes += size;
                 records.push(record);
-                chunk.push((group, value));
+                chunk.push(groups.next().expect("peeked"));
             }
             let base_offset = self.append(records).await?;
             let mut table = self.table.lock().expect("offsets table");

@@ -47,7 +47,12 @@ pub type GroupWriter = Arc<
 struct Job {
     epoch: u64,
     request: StoreRequest,
+    /// A caller outside the coordinator waiting for it (a deleted group's tombstone).
+    done: Option<oneshot::Sender<WriteOutcome>>,
 }
+
+/// A write's outcome: `Err` names where the coordinator is, if known.
+type WriteOutcome = std::result::Result<(), Option<LeaderHint>>;
 
 #[derive(Debug)]
 struct Inner {
@@ -64,7 +69,7 @@ impl Inner {
     /// dropped) and queues the stores asked for.
     fn dispatch(&mut self) {
         for request in self.coordinator.take_stores() {
-            let _closed = self.jobs.send(Job { epoch: self.epoch, request });
+            let _closed = self.jobs.send(Job { epoch: self.epoch, request, done: None });
         }
         for c in self.coordinator.take_completions() {
             match c {
@@ -112,6 +117,8 @@ impl ClassicGroups {
     /// assignment and go on heartbeating, with no rebalance.
     pub fn load(&self, stored: Vec<(String, StoredGroup)>) {
         let count = stored.len();
+        // Calls parked meanwhile belong to the coordinator being replaced.
+        self.reset(None);
         self.with(|c| c.load(stored));
         if count > 0 {
             tracing::info!(
@@ -262,50 +269,94 @@ impl ClassicGroups {
         self.with(|c| c.list())
     }
 
-    pub fn delete(&self, group: &str) -> Result<()> {
-        self.with(|c| c.delete(group))
+    /// Forgets an empty group and writes its tombstone; returns once it is durable.
+    pub async fn delete(&self, group: &str) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut inner = self.lock();
+            let deleted = inner.coordinator.delete(group);
+            inner.dispatch();
+            deleted?;
+            let request = StoreRequest {
+                group: group.to_owned(),
+                seq: 0,
+                generation: -1,
+                snapshot: None,
+                awaited: false,
+            };
+            let _closed = inner.jobs.send(Job { epoch: inner.epoch, request, done: Some(tx) });
+        }
+        match rx.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(hint)) => Err(GroupError::NotCoordinator { hint }),
+            Err(_) => Err(GroupError::NotCoordinator { hint: None }),
+        }
     }
 }
 
 /// Most records written in one batch.
 const RECORDS_PER_WRITE_MAX: usize = 256;
+/// Records per write, in bytes (JSON): half the default batch limit.
+const BYTES_PER_WRITE_MAX: usize = es_core::limits::BATCH_BYTES_MAX_DEFAULT / 2;
 
-/// The writer: whatever is queued, in order, as one batch; then each awaited
+/// The writer: what is queued, in order, a batch at a time; then each awaited
 /// store's outcome goes back to the coordinator, and what that completes to its
-/// parked calls. Jobs of a coordinator that was reset meanwhile are dropped.
+/// parked calls. Before each write it checks the coordinator was not reset: jobs of
+/// an older one are dropped (their calls were answered by the reset), so nothing it
+/// asked for lands after a newer coordinator loaded the log.
 async fn write_records(
     inner: Weak<Mutex<Inner>>,
     mut queue: mpsc::UnboundedReceiver<Job>,
     write: GroupWriter,
 ) {
-    let mut jobs = Vec::new();
-    while queue.recv_many(&mut jobs, RECORDS_PER_WRITE_MAX).await > 0 {
-        let Some(shared) = inner.upgrade() else { return };
-        let epoch = shared.lock().expect("classic groups lock").epoch;
-        jobs.retain(|j| j.epoch == epoch);
-        if jobs.is_empty() {
-            continue;
-        }
-        let records = jobs.iter().map(|j| (j.request.group.clone(), j.request.snapshot.clone())).collect();
-        drop(shared);
-        let outcome = match write(records).await {
-            Ok(()) => Ok(()),
-            Err(GroupError::NotCoordinator { hint }) => Err(hint),
-            Err(e) => {
-                tracing::warn!(error = %e, "writing Kafka groups' records failed; their members rejoin");
-                Err(None)
+    let mut received = Vec::new();
+    while queue.recv_many(&mut received, RECORDS_PER_WRITE_MAX).await > 0 {
+        let mut pending: std::collections::VecDeque<Job> = received.drain(..).collect();
+        while !pending.is_empty() {
+            let Some(shared) = inner.upgrade() else { return };
+            let epoch = shared.lock().expect("classic groups lock").epoch;
+            drop(shared);
+            let (mut chunk, mut bytes) = (Vec::new(), 0);
+            while let Some(job) = pending.pop_front() {
+                if job.epoch != epoch {
+                    if let Some(done) = job.done {
+                        let _gone = done.send(Err(None));
+                    }
+                    continue;
+                }
+                let size =
+                    job.request.snapshot.as_ref().map_or(0, |s| serde_json::to_vec(s).map_or(0, |v| v.len()));
+                if !chunk.is_empty() && bytes + size > BYTES_PER_WRITE_MAX {
+                    pending.push_front(job);
+                    break;
+                }
+                bytes += size;
+                chunk.push(job);
             }
-        };
-        let Some(shared) = inner.upgrade() else { return };
-        let mut inner_now = shared.lock().expect("classic groups lock");
-        if inner_now.epoch == epoch {
-            for job in jobs.drain(..).filter(|j| j.request.awaited) {
-                let (group, generation) = (&job.request.group, job.request.generation);
-                inner_now.coordinator.stored(group, generation, outcome.clone());
+            if chunk.is_empty() {
+                continue;
             }
-            inner_now.dispatch();
+            let records =
+                chunk.iter().map(|j| (j.request.group.clone(), j.request.snapshot.clone())).collect();
+            let outcome: WriteOutcome = match write(records).await {
+                Ok(()) => Ok(()),
+                Err(GroupError::NotCoordinator { hint }) => Err(hint),
+                Err(e) => {
+                    tracing::warn!(error = %e, "writing Kafka groups' records failed; their members rejoin");
+                    Err(None)
+                }
+            };
+            let Some(shared) = inner.upgrade() else { return };
+            let mut now = shared.lock().expect("classic groups lock");
+            for job in chunk {
+                if let Some(done) = job.done {
+                    let _gone = done.send(outcome.clone());
+                } else if job.request.awaited && now.epoch == epoch {
+                    now.coordinator.stored(&job.request.group, job.request.seq, outcome.clone());
+                }
+            }
+            now.dispatch();
         }
-        jobs.clear();
     }
 }
 

@@ -109,7 +109,7 @@ impl Groups {
             Box::pin(async move { store.write_groups(records).await })
         });
         let classic = ClassicGroups::new(clock.clone(), kafka, write);
-        classic.load(offsets.stored_groups());
+        classic.load(loadable(&offsets));
         Ok(Groups {
             coordinator: Mutex::new(Coordinator::new(clock.clone())),
             clock,
@@ -150,7 +150,7 @@ impl Groups {
     /// reads): the groups' members go on in their generation.
     pub fn finish_loading(&self, term: u64) -> Result<()> {
         self.offsets.reload()?;
-        self.classic.load(self.offsets.stored_groups());
+        self.classic.load(loadable(&self.offsets));
         *self.serving.write().expect("serving lock") = Serving::Coordinator { term };
         Ok(())
     }
@@ -389,7 +389,7 @@ impl Groups {
         self.check_coordinator()?;
         let committed = self.offsets.fetch(group);
         if self.classic.knows(group) {
-            self.classic.delete(group)?;
+            self.classic.delete(group).await?;
         } else {
             let mut coordinator = self.coordinator();
             if committed.is_empty() && coordinator.describe(group).is_none() {
@@ -400,6 +400,14 @@ impl Groups {
         let tombstones = committed.into_keys().map(|tp| (tp, None)).collect();
         Ok(self.offsets.write(group, tombstones).await?)
     }
+}
+
+/// The Kafka groups' records a coordinator loads: an empty group without committed
+/// offsets is left out (Kafka drops such a group at its next offsets cleanup), so
+/// it does not come back in ListGroups after every restart.
+fn loadable(offsets: &OffsetStore) -> Vec<(String, es_groups::classic::StoredGroup)> {
+    let stored = offsets.stored_groups().into_iter();
+    stored.filter(|(g, s)| !s.members.is_empty() || !offsets.fetch(g).is_empty()).collect()
 }
 
 fn check_group_id(group: &str) -> Result<()> {

@@ -14,6 +14,9 @@ use crate::LeaderHint;
 use crate::error::{GroupError, Result};
 use crate::limits;
 
+/// The leader's SyncGroup assignments: member id, opaque bytes.
+type Assignments = Vec<(String, Vec<u8>)>;
+
 #[derive(Debug)]
 struct Member {
     instance_id: Option<String>,
@@ -81,8 +84,13 @@ pub(super) struct Group {
     initial: bool,
     last_protocol_type: String,
     /// CompletingRebalance: the leader's assignments, waiting for the group's record
-    /// to be durable before any member gets its own (Kafka's storeGroup).
-    storing: Option<Vec<(String, Vec<u8>)>>,
+    /// (store `seq`) to be durable before any member gets its own (Kafka's storeGroup).
+    storing: Option<(u64, Assignments)>,
+    /// JoinGroup answers of static members that replaced another without a
+    /// rebalance, held until the record naming them (store `seq`) is durable.
+    held_joins: Vec<(u64, Completion)>,
+    /// The last store's number.
+    last_seq: u64,
 }
 
 impl Default for Group {
@@ -102,6 +110,8 @@ impl Default for Group {
             initial: false,
             last_protocol_type: String::new(),
             storing: None,
+            held_joins: Vec::new(),
+            last_seq: 0,
         }
     }
 }
@@ -138,6 +148,8 @@ impl Group {
                 Some(self.not_before_ms.min(self.deadline_ms))
             }
             ClassicState::PreparingRebalance => Some(self.deadline_ms),
+            // Nobody is removed while the leader's record is being written.
+            ClassicState::CompletingRebalance if self.storing.is_some() => None,
             ClassicState::CompletingRebalance => Some(self.deadline_ms),
             ClassicState::Empty | ClassicState::Stable => None,
         };
@@ -155,7 +167,10 @@ impl Group {
         for id in &expired {
             tracing::info!(group = name, member = %id, "evicting a Kafka group member: session timeout");
         }
-        if self.state == ClassicState::CompletingRebalance && now >= self.deadline_ms {
+        if self.state == ClassicState::CompletingRebalance
+            && self.storing.is_none()
+            && now >= self.deadline_ms
+        {
             let unsynced = self.members.iter().filter(|(_, m)| !m.awaiting_sync).map(|(id, _)| id.clone());
             let unsynced: Vec<String> = unsynced.collect();
             tracing::info!(group = name, members = ?unsynced, "removing Kafka group members that never synced");
@@ -298,20 +313,48 @@ impl Group {
         if self.leader.as_deref() == Some(old.as_str()) {
             self.leader = Some(id.clone());
         }
+        // The group's protocol still offered with the same metadata is no change,
+        // whatever else the list holds (a member loaded from a record knows only
+        // the chosen protocol; Kafka compares the selected protocol here too).
+        if let Some(p) = &self.protocol
+            && req.protocols.iter().any(|q| q.name == *p && q.metadata == member.metadata(p))
+        {
+            member.protocols = req.protocols.clone();
+        }
         self.statics.insert(instance, id.clone());
         self.members.insert(id.clone(), member);
-        let joined = self.rejoin(name, id, req, now, out);
+        // The leader's assignment may already name the old id: rebalance (Kafka).
+        if self.state == ClassicState::CompletingRebalance {
+            self.prepare(name, now, 0, out);
+        }
+        let joined = self.rejoin(name, id.clone(), req, now, out);
         if self.state == ClassicState::Stable {
-            // No rebalance: the record must name the new id, or a coordinator that
-            // takes over would fence the member that replaced the old one.
-            out.store(StoreRequest {
-                group: name.to_owned(),
-                generation: self.generation,
-                snapshot: Some(self.snapshot(None)),
-                awaited: false,
-            });
+            // No rebalance: the member gets its answer once the record names its
+            // new id, or a coordinator that takes over would fence it.
+            let at = out
+                .completions
+                .iter()
+                .position(|c| matches!(c, Completion::Join { member_id, .. } if *member_id == id));
+            if let Some(answer) = at.map(|i| out.completions.remove(i)) {
+                let seq = self.ask_store(name, self.snapshot(None), true, out);
+                self.held_joins.push((seq, answer));
+            }
         }
         joined
+    }
+
+    /// Asks for `snapshot` to be made durable; returns the request's number.
+    fn ask_store(&mut self, name: &str, snapshot: StoredGroup, awaited: bool, out: &mut Outbox) -> u64 {
+        self.last_seq += 1;
+        let (seq, generation) = (self.last_seq, self.generation);
+        out.store(StoreRequest {
+            group: name.to_owned(),
+            seq,
+            generation,
+            snapshot: Some(snapshot),
+            awaited,
+        });
+        seq
     }
 
     fn add(
@@ -435,12 +478,7 @@ impl Group {
             self.state = ClassicState::Empty;
             self.protocol = None;
             // The generation outlives the members, as in Kafka.
-            out.store(StoreRequest {
-                group: name.to_owned(),
-                generation: self.generation,
-                snapshot: Some(self.snapshot(None)),
-                awaited: false,
-            });
+            self.ask_store(name, self.snapshot(None), false, out);
             return;
         };
         let protocols = &self.members[&leader].protocols;
@@ -544,36 +582,49 @@ impl Group {
                 if self.leader.as_deref() == Some(req.member_id.as_str()) && self.storing.is_none() {
                     // Nobody gets an assignment before the group's record holding it
                     // is durable: a coordinator that takes over then knows it.
-                    out.store(StoreRequest {
-                        group: name.to_owned(),
-                        generation: self.generation,
-                        snapshot: Some(self.snapshot(Some(&req.assignments))),
-                        awaited: true,
-                    });
-                    self.storing = Some(req.assignments);
+                    let seq = self.ask_store(name, self.snapshot(Some(&req.assignments)), true, out);
+                    self.storing = Some((seq, req.assignments));
                 }
                 Ok(())
             }
         }
     }
 
-    /// The outcome of the store the leader's SyncGroup asked for in `generation`:
-    /// durable, every member gets its assignment; failed (`Err(hint)`: where the
-    /// coordinator is, if known), every waiting member is sent to find the
-    /// coordinator (NOT_COORDINATOR, as Kafka answers a failed store) and the group
-    /// rebalances. Stale outcomes (another barrier since) change nothing.
+    /// The outcome of store `seq`. The leader's SyncGroup's: durable, every member
+    /// gets its assignment; failed (`Err(hint)`: where the coordinator is, if
+    /// known), every waiting member is sent to find the coordinator (NOT_COORDINATOR,
+    /// as Kafka answers a failed store) and the group rebalances. A replacing static
+    /// member's: its JoinGroup answer, or NOT_COORDINATOR and a rebalance (so the
+    /// next record names it). Stale outcomes (another barrier since) change nothing.
     pub(super) fn stored(
         &mut self,
         name: &str,
-        generation: i32,
+        seq: u64,
         outcome: std::result::Result<(), Option<LeaderHint>>,
         now: i64,
         out: &mut Outbox,
     ) {
-        if self.state != ClassicState::CompletingRebalance || self.generation != generation {
+        if let Some(i) = self.held_joins.iter().position(|(s, _)| *s == seq) {
+            let (_, answer) = self.held_joins.remove(i);
+            match (outcome, answer) {
+                (Ok(()), answer) => out.push(answer),
+                (Err(hint), Completion::Join { member_id, .. }) => {
+                    let result = Err(GroupError::NotCoordinator { hint });
+                    out.push(Completion::Join { group: name.to_owned(), member_id, result });
+                    if matches!(self.state, ClassicState::Stable | ClassicState::CompletingRebalance) {
+                        self.prepare(name, now, 0, out);
+                    }
+                }
+                (Err(_), other) => out.push(other),
+            }
             return;
         }
-        let Some(assignments) = self.storing.take() else { return };
+        if self.state != ClassicState::CompletingRebalance
+            || self.storing.as_ref().is_none_or(|(s, _)| *s != seq)
+        {
+            return;
+        }
+        let Some((_, assignments)) = self.storing.take() else { return };
         match outcome {
             Ok(()) => self.distribute(name, assignments, now, out),
             Err(hint) => {

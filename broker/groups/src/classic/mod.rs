@@ -276,18 +276,13 @@ impl ClassicCoordinator {
         std::mem::take(&mut self.outbox.stores)
     }
 
-    /// The outcome of an awaited store (`Err`: it failed; where the coordinator is,
-    /// if known). Answers the group's waiting SyncGroups.
-    pub fn stored(
-        &mut self,
-        group: &str,
-        generation: i32,
-        outcome: std::result::Result<(), Option<LeaderHint>>,
-    ) {
+    /// The outcome of awaited store `seq` of `group` (`Err`: it failed; where the
+    /// coordinator is, if known). Answers the calls that waited for it.
+    pub fn stored(&mut self, group: &str, seq: u64, outcome: std::result::Result<(), Option<LeaderHint>>) {
         self.tick();
         let now = self.now();
         if let Some(g) = self.groups.get_mut(group) {
-            g.stored(group, generation, outcome, now, &mut self.outbox);
+            g.stored(group, seq, outcome, now, &mut self.outbox);
         }
     }
 
@@ -442,7 +437,7 @@ impl ClassicCoordinator {
         self.groups.iter().map(|(n, g)| (n.clone(), g.state(), g.protocol_type())).collect()
     }
 
-    /// Forgets an empty group (its offsets are the caller's).
+    /// Forgets an empty group (its offsets and its record are the caller's).
     pub fn delete(&mut self, group: &str) -> Result<()> {
         self.tick();
         match self.groups.get(group) {
@@ -450,13 +445,6 @@ impl ClassicCoordinator {
             Some(g) if g.state() != ClassicState::Empty => Err(GroupError::GroupNotEmpty(group.to_owned())),
             Some(_) => {
                 self.groups.remove(group);
-                let generation = -1;
-                self.outbox.store(StoreRequest {
-                    group: group.to_owned(),
-                    generation,
-                    snapshot: None,
-                    awaited: false,
-                });
                 Ok(())
             }
         }

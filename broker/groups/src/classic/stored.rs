@@ -47,11 +47,14 @@ pub struct StoredMember {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreRequest {
     pub group: String,
+    /// Names this request in [`super::ClassicCoordinator::stored`] (per group).
+    pub seq: u64,
     pub generation: i32,
     /// None: the group was deleted (a tombstone).
     pub snapshot: Option<StoredGroup>,
-    /// The leader's SyncGroup waits for it: the caller reports the outcome with
-    /// [`super::ClassicCoordinator::stored`].
+    /// A call waits for it (the leader's SyncGroup handing out a generation, a
+    /// static member's JoinGroup that replaced another): the caller reports the
+    /// outcome with [`super::ClassicCoordinator::stored`].
     pub awaited: bool,
 }
 

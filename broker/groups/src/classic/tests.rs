@@ -97,7 +97,7 @@ impl H {
     fn settle_stores(&mut self) {
         for s in self.c.take_stores() {
             if s.awaited {
-                self.c.stored(&s.group, s.generation, Ok(()));
+                self.c.stored(&s.group, s.seq, Ok(()));
             }
             self.stores.push(s);
         }
@@ -383,13 +383,10 @@ fn static_pair(h: &mut H) -> (String, String) {
 fn a_restarted_static_member_keeps_its_slot_without_a_rebalance_and_fences_its_old_id() {
     let mut h = h();
     let (a, b) = static_pair(&mut h);
-    let b2 = match h.c.join(static_req("", "i-b", "b")) {
-        Outcome::Done(Ok(j)) => {
-            assert_eq!((j.generation, j.members.len(), j.skip_assignment), (1, 0, false));
-            j.member_id
-        }
-        other => panic!("{other:?}"),
-    };
+    let b2 = h.parked_join(static_req("", "i-b", "b"));
+    h.settle_stores();
+    let j = &h.joins()[&b2];
+    assert_eq!((j.generation, j.members.len(), j.skip_assignment), (1, 0, false));
     assert_ne!(b2, b);
     assert_eq!(h.state(), ClassicState::Stable);
     let s = SyncGroup { instance_id: Some("i-b".into()), ..sync_req(&b2, 1, vec![]) };
@@ -402,14 +399,12 @@ fn a_restarted_static_member_keeps_its_slot_without_a_rebalance_and_fences_its_o
     assert!(matches!(leave[0], Err(GroupError::FencedInstanceId { .. })));
     h.c.heartbeat("g", &b2, Some("i-b"), 1).unwrap();
     // The static leader restarting keeps the assignment too (JoinGroup v9 skip_assignment).
-    match h.c.join(static_req("", "i-a", "a")) {
-        Outcome::Done(Ok(j)) => {
-            assert!(j.skip_assignment);
-            assert_eq!((j.leader.as_str(), j.members.len()), (j.member_id.as_str(), 2));
-            assert_ne!(j.member_id, a);
-        }
-        other => panic!("{other:?}"),
-    }
+    let a2 = h.parked_join(static_req("", "i-a", "a"));
+    h.settle_stores();
+    let j = &h.joins()[&a2];
+    assert!(j.skip_assignment);
+    assert_eq!((j.leader.as_str(), j.members.len()), (j.member_id.as_str(), 2));
+    assert_ne!(j.member_id, a);
     assert_eq!(h.state(), ClassicState::Stable);
 }
 
@@ -601,7 +596,7 @@ fn a_loaded_record_keeps_the_members_in_their_generation_without_a_rebalance() {
         members,
         vec![(a.as_str(), &b"range:a"[..], &b"A"[..]), (b.as_str(), &b"range:b"[..], &b"B"[..])]
     );
-    h.c.stored("g", 1, Ok(()));
+    h.c.stored("g", store.seq, Ok(()));
     let syncs = h.syncs();
     assert_eq!(
         (
@@ -643,9 +638,9 @@ fn a_loaded_record_keeps_the_members_in_their_generation_without_a_rebalance() {
 #[test]
 fn a_failed_store_sends_the_members_to_the_coordinator_and_rebalances() {
     let mut h = h();
-    let (a, b, _store) = storing_pair(&mut h);
+    let (a, b, store) = storing_pair(&mut h);
     let hint = LeaderHint { http: "http://127.0.0.1:1".into(), binary: None };
-    h.c.stored("g", 1, Err(Some(hint.clone())));
+    h.c.stored("g", store.seq, Err(Some(hint.clone())));
     let syncs = h.syncs();
     for m in [&a, &b] {
         match &syncs[m] {
@@ -655,13 +650,13 @@ fn a_failed_store_sends_the_members_to_the_coordinator_and_rebalances() {
     }
     assert_eq!(h.state(), ClassicState::PreparingRebalance);
     // A late outcome of the same store changes nothing.
-    h.c.stored("g", 1, Ok(()));
+    h.c.stored("g", store.seq, Ok(()));
     assert_eq!(h.state(), ClassicState::PreparingRebalance);
     assert!(h.syncs().is_empty());
 }
 
 #[test]
-fn an_emptied_group_keeps_its_generation_and_a_deleted_one_leaves_a_tombstone() {
+fn an_emptied_group_keeps_its_generation() {
     let mut h = h();
     let (a, b) = h.stable_pair();
     let refs = [a, b].map(|m| MemberRef { member_id: m, instance_id: None });
@@ -676,28 +671,69 @@ fn an_emptied_group_keeps_its_generation_and_a_deleted_one_leaves_a_tombstone() 
     assert_eq!(k.c.list(), vec![("g".to_owned(), ClassicState::Empty, "consumer".to_owned())]);
     assert_eq!(k.c.describe("g").unwrap().generation, 2);
     k.c.delete("g").unwrap();
-    let tombstone = k.c.take_stores();
-    assert_eq!(tombstone.len(), 1);
-    assert_eq!((tombstone[0].group.as_str(), &tombstone[0].snapshot), ("g", &None));
+    assert!(k.c.take_stores().is_empty(), "a deleted group's tombstone is the caller's");
+}
+
+/// A static member restarting (instance id, no member id) in a settled group:
+/// (its new member id, the store its JoinGroup waits for).
+fn replace_b(h: &mut H, protocols: Vec<Protocol>) -> (String, StoreRequest) {
+    let parked = h.parked_join(JoinGroup { protocols, ..static_req("", "i-b", "b") });
+    assert!(h.completions().is_empty(), "no answer before the record names the new id");
+    let mut stores = h.c.take_stores();
+    assert_eq!(stores.len(), 1, "{stores:?}");
+    assert!(stores[0].awaited);
+    (parked, stores.remove(0))
 }
 
 #[test]
-fn a_static_member_replaced_without_a_rebalance_is_stored_under_its_new_id() {
+fn a_static_member_replaced_without_a_rebalance_is_answered_once_stored_under_its_new_id() {
     let mut h = h();
     let (_a, b) = static_pair(&mut h);
     h.settle_stores();
-    let b2 = match h.c.join(static_req("", "i-b", "b")) {
-        Outcome::Done(Ok(j)) => j.member_id,
-        other => panic!("{other:?}"),
-    };
-    let stores = h.c.take_stores();
-    assert_eq!(stores.len(), 1, "{stores:?}");
-    let record = stores[0].snapshot.clone().unwrap();
+    let (b2, store) = replace_b(&mut h, protos(&["range"], "b"));
+    let record = store.snapshot.clone().unwrap();
     let ids: Vec<(&str, Option<&str>)> =
         record.members.iter().map(|m| (m.member_id.as_str(), m.instance_id.as_deref())).collect();
     assert!(ids.contains(&(b2.as_str(), Some("i-b"))) && !ids.iter().any(|(m, _)| *m == b), "{ids:?}");
+    h.c.stored("g", store.seq, Ok(()));
+    assert_eq!(h.joins()[&b2].generation, 1);
+    assert_eq!(h.state(), ClassicState::Stable);
     let mut k = self::h();
     k.c.load(vec![("g".to_owned(), record)]);
     k.c.heartbeat("g", &b2, Some("i-b"), 1).unwrap();
     assert!(matches!(k.c.heartbeat("g", &b, Some("i-b"), 1), Err(GroupError::FencedInstanceId { .. })));
+
+    // After a load the member knows only the chosen protocol; a static restart
+    // offering more, with the same metadata for it, is still no change.
+    let (b3, store) = replace_b(&mut k, protos(&["range", "cooperative-sticky"], "b"));
+    k.c.stored("g", store.seq, Ok(()));
+    assert_eq!(k.joins()[&b3].generation, 1);
+    assert_eq!(k.state(), ClassicState::Stable);
+    // A failed store answers NOT_COORDINATOR and rebalances, so the next record names it.
+    let (b4, store) = replace_b(&mut k, protos(&["range"], "b"));
+    k.c.stored("g", store.seq, Err(None));
+    let joins = k.completions();
+    assert!(
+        matches!(&joins[..], [Completion::Join { member_id, result: Err(GroupError::NotCoordinator { .. }), .. }] if *member_id == b4),
+        "{joins:?}"
+    );
+    assert_eq!(k.state(), ClassicState::PreparingRebalance);
+}
+
+#[test]
+fn a_static_member_replaced_while_the_assignment_is_computed_rebalances() {
+    let mut h = h();
+    let a = h.parked_join(static_req("", "i-a", "a"));
+    let b = h.parked_join(static_req("", "i-b", "b"));
+    h.advance(DELAY);
+    h.joins();
+    assert_eq!(h.state(), ClassicState::CompletingRebalance);
+    let b2 = h.parked_join(static_req("", "i-b", "b"));
+    assert_ne!(b2, b);
+    assert_eq!(h.state(), ClassicState::PreparingRebalance, "the leader's plan may name the old id");
+    let leader = match h.c.join(static_req(&a, "i-a", "a")) {
+        Outcome::Done(Ok(j)) => j,
+        other => panic!("the barrier closes with the leader's join: {other:?}"),
+    };
+    assert_eq!((leader.generation, h.joins()[&b2].generation), (2, 2));
 }
