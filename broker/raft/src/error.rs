@@ -60,6 +60,12 @@ pub enum ProposeError {
     /// timeout (down, cut off, or still starting): nothing was transferred.
     #[error("node {node} did not answer its leader within an election timeout (it may be down or starting)")]
     Unanswered { node: u64 },
+    /// A leader transfer's target did not catch up with the leader's log in time
+    /// (twice the longest election timeout): nothing was transferred.
+    #[error(
+        "node {node} is behind its leader (it holds up to index {matched:?} of {last}); nothing was transferred"
+    )]
+    Behind { node: u64, matched: Option<u64>, last: u64 },
     /// The group failed (a storage error or a panic in openraft): it must be reopened.
     #[error("the group failed: {0}")]
     Failed(String),

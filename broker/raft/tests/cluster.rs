@@ -462,6 +462,39 @@ async fn an_idempotent_retry_answers_its_offsets_leadership_transfers_and_close_
     stop_all(&mut nodes).await;
 }
 
+/// A follower that was down while the leader took thousands of entries is asked
+/// to lead as soon as it is back: the transfer waits for it to hold the leader's
+/// log first (openraft's leader refuses proposals while a transfer is pending),
+/// then it leads, with every acknowledged entry, and takes proposals at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_transfer_to_a_follower_that_missed_entries_waits_until_it_caught_up() {
+    let (mut nodes, addrs) = cluster(&[6]).await;
+    let leader = leader_of(&nodes, 6).await;
+    let lead = node(&nodes, leader).groups[&6].clone();
+    let mut acked = propose_many(&lead, "before", 2, 10).await;
+    let to = VOTERS.into_iter().find(|v| *v != leader).unwrap();
+    {
+        let n = nodes.iter_mut().find(|n| n.id == to).unwrap();
+        n.host.take().unwrap().shutdown().await;
+        n.manager.take().unwrap().shutdown().unwrap();
+        n.groups.clear();
+    }
+    acked.extend(propose_many(&lead, "missed", 8, 400).await);
+    let listener = TcpListener::bind(&addrs[&to]).await.unwrap();
+    let n = nodes.iter_mut().find(|n| n.id == to).unwrap();
+    start(n, listener, &addrs, &[6]).await;
+    let started = std::time::Instant::now();
+    lead.transfer_leader(to).await.unwrap();
+    assert!(wait_until(WAIT, || node(&nodes, to).groups[&6].is_leader()).await, "{:?}", lead.status());
+    let new = node(&nodes, to).groups[&6].clone();
+    let answered = tokio::time::timeout(Duration::from_secs(5), new.propose(batch("after"))).await;
+    assert!(matches!(answered, Ok(Ok(_))), "the new leader takes proposals: {answered:?}");
+    eprintln!("transferred to the restarted follower in {:?}", started.elapsed());
+    acked.extend(propose_many(&new, "after", 2, 10).await);
+    check_replicas(&nodes, 6, &acked).await;
+    stop_all(&mut nodes).await;
+}
+
 /// Node 3 is a bare peer node (no Raft): what it sends a host's Raft kinds is
 /// refused with typed failures, and kinds >= 128 go to the broker's handlers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

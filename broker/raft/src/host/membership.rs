@@ -151,10 +151,41 @@ impl Group {
         }
         self.wake();
         self.answered_since_now(to).await?;
+        self.caught_up_to_now(to).await?;
         if !self.is_leader() {
             return Err(ProposeError::NotLeader { leader: self.leader() });
         }
         self.inner.raft.trigger().transfer_leader(to).await.map_err(super::fatal)
+    }
+
+    /// Waits, up to twice the longest election timeout, until `to` holds every
+    /// entry this leader's log held when it was asked: openraft's leader refuses
+    /// proposals from the moment it starts a transfer until the target has its whole
+    /// log (or an election), so a target far behind would stall the partition.
+    async fn caught_up_to_now(&self, to: u64) -> Result<(), ProposeError> {
+        let mut metrics = self.inner.raft.metrics();
+        let last = metrics.borrow_watched().last_log_index;
+        let matched = |m: &openraft::RaftMetrics<TypeConfig>| {
+            m.replication.as_ref().and_then(|r| r.get(&to)).and_then(Option::as_ref).map(|l| l.index)
+        };
+        let wait = Duration::from_millis(self.inner.raft.config().election_timeout_max.saturating_mul(2));
+        let caught_up = tokio::time::timeout(wait, async {
+            while matched(&metrics.borrow_watched()) < last {
+                if metrics.changed().await.is_err() {
+                    return false;
+                }
+            }
+            true
+        })
+        .await;
+        match caught_up {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(ProposeError::Shutdown),
+            Err(_) => {
+                let at = matched(&metrics.borrow_watched());
+                Err(ProposeError::Behind { node: to, matched: at, last: last.unwrap_or(0) })
+            }
+        }
     }
 
     /// Sends a heartbeat and waits, up to the shortest election timeout, until

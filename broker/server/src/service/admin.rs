@@ -188,6 +188,11 @@ impl Service {
                 "node {node} did not answer the leader of partition {partition} of {topic:?} in time \
                  (it may be down, cut off or starting); nothing was transferred: retry once it is up"
             )),
+            es_raft::ProposeError::Behind { node, matched, last } => BrokerError::Timeout(format!(
+                "node {node} is behind the leader of partition {partition} of {topic:?} (it holds up to \
+                 index {} of {last}); nothing was transferred: retry once it caught up",
+                matched.map_or("none".to_owned(), |m| m.to_string())
+            )),
             other => BrokerError::Internal(format!("transferring the leadership: {other}")),
         })?;
         let moved = tokio::time::timeout(wait, leader.wait_for(|(l, _)| *l == Some(to))).await;
