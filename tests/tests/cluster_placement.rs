@@ -174,3 +174,59 @@ fn partitions_live_on_their_replicas_and_move_under_load() {
     let (_, offsets) = c.produce_via(&[1, 2, 3], "placed", &["after-removal".to_owned()]);
     assert_eq!(offsets, [n], "the next offset after every acknowledged one");
 }
+
+/// A group's lag and an offset reset are computed on the group coordinator,
+/// which need not replicate the group's partitions: for one placed elsewhere it
+/// asks a replica for the partition's ends (before, it read its own empty copy:
+/// "latest" reset a group to offset 0).
+#[test]
+fn lag_and_offset_resets_on_the_coordinator_read_partitions_placed_elsewhere() {
+    let c = Cluster::start(3);
+    let body = json!({"name": "spread", "partitions": 3, "replication_factor": 1});
+    eventually(ELECTION_WAIT, "creating the topic", || match c.node(1).post("/topics", &body).status {
+        201 | 409 => Some(()),
+        421 | 500 | 503 | 504 => None,
+        other => panic!("creating the topic: {other}"),
+    });
+    // One replica per partition, round-robin: two of the three live off the coordinator.
+    for p in 0..3u64 {
+        let records: Vec<Value> =
+            (0..(p + 1) * 10).map(|i| json!({"value": format!("v{i}"), "partition": p})).collect();
+        let body = json!({ "records": records });
+        eventually(ELECTION_WAIT, &format!("producing to partition {p}"), || {
+            c.nodes.values().any(|b| b.post("/topics/spread/records", &body).status == 200).then_some(())
+        });
+    }
+    let coordinator =
+        eventually(ELECTION_WAIT, "a coordinator", || c.node(1).get("/cluster").body["coordinator"].as_u64());
+    let off_coordinator = (0..3u64)
+        .filter(|p| {
+            let seen = c.node(coordinator).get("/cluster").body;
+            let partitions = seen["partitions"].as_array().cloned().unwrap_or_default();
+            !partitions.iter().any(|q| {
+                q["topic"] == "spread" && q["partition"] == *p && ids(&q["replicas"]).contains(&coordinator)
+            })
+        })
+        .count();
+    assert!(off_coordinator >= 2, "{off_coordinator} partitions off the coordinator");
+    let b = c.node(coordinator);
+    let reset = |to: &str| {
+        let r = b.post("/groups/g-spread/reset-offsets", &json!({"topic": "spread", "to": to}));
+        assert_eq!(r.status, 200, "{to}: {:?}", r.body);
+        let offsets = r.body["offsets"].as_array().unwrap().iter().map(|o| o["offset"].as_u64().unwrap());
+        offsets.collect::<Vec<u64>>()
+    };
+    let described = || {
+        let r = b.get("/groups/g-spread");
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        let parts = r.body["partitions"].as_array().unwrap().clone();
+        parts
+            .iter()
+            .map(|p| (p["high_watermark"].as_u64().unwrap(), p["lag"].as_u64().unwrap()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(reset("latest"), vec![10, 20, 30]);
+    assert_eq!(described(), vec![(10, 0), (20, 0), (30, 0)]);
+    assert_eq!(reset("earliest"), vec![0, 0, 0]);
+    assert_eq!(described(), vec![(10, 10), (20, 20), (30, 30)]);
+}

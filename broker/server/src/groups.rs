@@ -20,6 +20,7 @@ use es_groups::{
 use serde::{Deserialize, Serialize};
 
 use crate::classic_groups::{ClassicGroups, GroupWriter};
+use crate::cluster::ends::PartitionEnds;
 use crate::registry::Registry;
 use crate::service::error::{BrokerError, Result};
 
@@ -299,12 +300,12 @@ impl Groups {
             .collect()
     }
 
-    /// State, members, and per partition the committed offset and lag.
-    pub fn describe(
+    /// State and members, with the committed offsets: what `describe` shows
+    /// besides each partition's ends (the caller's: `lags` computes the rest).
+    pub fn describe_state(
         &self,
-        registry: &Registry,
         group: &str,
-    ) -> Result<(GroupDescription, Vec<PartitionLag>)> {
+    ) -> Result<(GroupDescription, BTreeMap<TopicPartition, Committed>)> {
         self.check_coordinator()?;
         let committed = self.offsets.fetch(group);
         let description = match self.classic.describe(group) {
@@ -319,67 +320,70 @@ impl Groups {
             }
             None => return Err(BrokerError::Group(GroupError::GroupNotFound(group.to_owned()))),
         };
+        Ok((description, committed))
+    }
+
+    /// Per partition of each topic in `ends` (its partitions' ends, in order): the
+    /// committed offset, the high watermark, the lag and the owner.
+    pub fn lags(
+        description: &GroupDescription,
+        committed: &BTreeMap<TopicPartition, Committed>,
+        ends: &BTreeMap<String, Vec<PartitionEnds>>,
+    ) -> Vec<PartitionLag> {
         let owners: BTreeMap<&TopicPartition, &str> = description
             .members
             .iter()
             .flat_map(|m| m.assignment.iter().map(move |tp| (tp, m.member_id.as_str())))
             .collect();
-        let mut topics: BTreeSet<String> = description.topics.iter().cloned().collect();
-        topics.extend(committed.keys().map(|tp| tp.topic.clone()));
         let mut lags = Vec::new();
-        for topic in topics {
-            let Ok(t) = registry.topic(&topic) else { continue };
-            for (p, log) in t.partitions.iter().enumerate() {
+        for (topic, partitions) in ends {
+            for (p, end) in partitions.iter().enumerate() {
                 let tp = TopicPartition::new(topic.clone(), p as u32);
-                let info = log.info();
                 let c = committed.get(&tp);
-                let from = c.map_or(info.log_start_offset, |c| c.offset);
+                let from = c.map_or(end.log_start, |c| c.offset);
                 lags.push(PartitionLag {
                     topic: topic.clone(),
                     partition: p as u32,
                     committed: c.map(|c| c.offset),
                     metadata: c.map(|c| c.metadata.clone()),
-                    high_watermark: info.high_watermark,
-                    lag: info.high_watermark.saturating_sub(from),
+                    high_watermark: end.high_watermark,
+                    lag: end.high_watermark.saturating_sub(from),
                     owner: owners.get(&tp).map(|m| (*m).to_owned()),
                 });
             }
         }
-        Ok((description, lags))
+        lags
     }
 
-    /// Moves the committed offsets of `topic` (all or some partitions); refused while
-    /// the group has members, since they would overwrite it with their next commit.
-    pub async fn reset(
-        &self,
-        registry: &Registry,
-        group: &str,
-        topic: &str,
-        partitions: Option<Vec<u32>>,
-        to: ResetTo,
-    ) -> Result<Vec<CommittedOffset>> {
+    /// Refuses a reset of `group`'s offsets while it has members (they would
+    /// overwrite it with their next commit); answers the group's kind.
+    pub fn check_reset(&self, group: &str) -> Result<GroupKind> {
         self.check_coordinator()?;
         check_group_id(group)?;
-        let t = registry.topic(topic)?;
         let kafka_members = self.classic.describe(group).is_some_and(|d| !d.members.is_empty());
         if self.coordinator().is_active(group) || kafka_members {
             return Err(BrokerError::Group(GroupError::GroupNotEmpty(group.to_owned())));
         }
-        let kind = self.kind_of(group).unwrap_or(GroupKind::Es);
-        let partitions = partitions.unwrap_or_else(|| (0..t.partition_count()).collect());
-        let mut entries = Vec::new();
-        for p in partitions {
-            let log = t.partition(u64::from(p))?;
-            let info = log.info();
-            let offset = match to {
-                ResetTo::Earliest => info.log_start_offset,
-                ResetTo::Latest => info.high_watermark,
-                ResetTo::Timestamp(ts) => log.offset_for_timestamp(ts)?.unwrap_or(info.high_watermark),
-                ResetTo::Offset(o) => o.clamp(info.log_start_offset, info.high_watermark),
-            };
-            let value = Committed { kind, ..Committed::new(offset, String::new()) };
-            entries.push((TopicPartition::new(topic, p), Some(value)));
-        }
+        Ok(self.kind_of(group).unwrap_or(GroupKind::Es))
+    }
+
+    /// Commits `offsets` (partition, offset) of `topic` for a group `check_reset`
+    /// allowed; answers the topic's committed offsets afterwards.
+    pub async fn write_reset(
+        &self,
+        group: &str,
+        topic: &str,
+        kind: GroupKind,
+        offsets: Vec<(u32, u64)>,
+    ) -> Result<Vec<CommittedOffset>> {
+        self.check_reset(group)?;
+        let entries = offsets
+            .into_iter()
+            .map(|(p, offset)| {
+                let value = Committed { kind, ..Committed::new(offset, String::new()) };
+                (TopicPartition::new(topic, p), Some(value))
+            })
+            .collect();
         self.offsets.write(group, entries).await?;
         Ok(self.fetch(group)?.into_iter().filter(|c| c.topic == topic).collect())
     }

@@ -7,6 +7,7 @@
 mod balance;
 mod blobs;
 mod directory;
+pub mod ends;
 mod internal;
 mod members;
 mod metadata;

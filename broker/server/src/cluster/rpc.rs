@@ -1,5 +1,5 @@
 //! The broker's own peer RPCs, beside Raft's: a metadata change forwarded to the
-//! metadata leader, a plugin blob's chunk (`blobs.rs`), and each node's client addresses (so Metadata, 421 answers and
+//! metadata leader, a plugin blob's chunk (`blobs.rs`), a partition's ends (`ends.rs`), and each node's client addresses (so Metadata, 421 answers and
 //! NotLeader errors can name a leader clients can reach).
 
 use std::sync::{Arc, OnceLock, Weak};
@@ -22,6 +22,8 @@ const FORWARD_HTTP: u8 = 130;
 /// Asks for a chunk of a plugin blob by sha256 (`blobs.rs` has the payload);
 /// answers its total size and the bytes.
 pub(super) const FETCH_BLOB: u8 = 131;
+/// Asks a replica for a partition's ends (`ends.rs` has the payload).
+pub(super) const PARTITION_ENDS: u8 = 134;
 
 /// Failure codes of these RPCs (es-peer keeps codes below 256 for itself).
 const NOT_LEADER: u16 = 1001;
@@ -50,6 +52,7 @@ pub(super) fn handler(slot: Arc<OnceLock<Weak<Cluster>>>) -> Handler {
                     Err(Retry::Failed(e)) => Err(RpcError::new(FAILED, e.to_string())),
                 },
                 FETCH_BLOB => super::blobs::serve(&cluster, &payload).await,
+                PARTITION_ENDS => super::ends::serve(&cluster, &payload),
                 super::directory::ANNOUNCE_LEADERS => super::directory::serve(&cluster, from, &payload),
                 super::directory::ASK_MEMBERSHIP => super::directory::serve_membership(&cluster, &payload),
                 FORWARD_HTTP => crate::http::forward::serve(cluster.http_router(), from, &payload)

@@ -219,7 +219,7 @@ pub async fn describe(
     Caller(who): Caller,
     ApiPath(group): ApiPath<String>,
 ) -> Result<Json<GroupDescribed>> {
-    let (group, partitions) = state.service.describe_group(&who, &group)?;
+    let (group, partitions) = state.service.describe_group(&who, &group).await?;
     Ok(Json(GroupDescribed::new(group, partitions)))
 }
 

@@ -4,11 +4,15 @@
 //! resource through the one table before anything is looked up. Kafka's classic
 //! groups have their own calls in [`super::kafka_groups`].
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use es_groups::{GroupDescription, GroupKind, Joined, SyncResult};
 
 use super::authz::{authorize_topics, may_describe_group};
 use super::{Call, Principal, Resource, Result, Service};
+use crate::cluster::ends::PartitionEnds;
 use crate::groups::{CommittedOffset, PartitionLag, ResetTo};
+use crate::registry::Topic;
 
 /// A join request, as every protocol carries it.
 #[derive(Debug, Clone)]
@@ -86,13 +90,41 @@ impl Service {
 
     /// What `es group describe` shows, for either kind: state, members, and per
     /// partition the committed offset and lag.
-    pub fn describe_group(
+    pub async fn describe_group(
         &self,
         who: &Principal,
         group: &str,
     ) -> Result<(GroupDescription, Vec<PartitionLag>)> {
         self.authorize(who, Call::DescribeGroup, Resource::Group(group.to_owned()))?;
-        self.registry.groups().describe(&self.registry, group)
+        let (description, committed) = self.registry.groups().describe_state(group)?;
+        let mut topics: BTreeSet<String> = description.topics.iter().cloned().collect();
+        topics.extend(committed.keys().map(|tp| tp.topic.clone()));
+        let mut ends = BTreeMap::new();
+        for name in topics {
+            // A topic deleted since the commit: nothing to show for it.
+            let Ok(topic) = self.registry.topic(&name) else { continue };
+            let mut partitions = Vec::new();
+            for p in 0..topic.partition_count() {
+                partitions.push(self.partition_ends(&topic, p, None).await?);
+            }
+            ends.insert(name, partitions);
+        }
+        let lags = crate::groups::Groups::lags(&description, &committed, &ends);
+        Ok((description, lags))
+    }
+
+    /// A partition's ends: this node's copy, or in a cluster a replica's when the
+    /// partition is placed on other nodes (the coordinator need not replicate it).
+    async fn partition_ends(
+        &self,
+        topic: &Topic,
+        partition: u32,
+        timestamp: Option<i64>,
+    ) -> Result<PartitionEnds> {
+        match self.registry.cluster() {
+            Some(cluster) => cluster.partition_ends(topic, partition, timestamp).await,
+            None => crate::cluster::ends::local(topic, partition, timestamp),
+        }
     }
 
     /// Groups of both kinds the caller may describe; the others are left out, as
@@ -119,7 +151,27 @@ impl Service {
     ) -> Result<Vec<CommittedOffset>> {
         self.authorize(principal, Call::ResetGroupOffsets, Resource::Group(group.to_owned()))?;
         authorize_topics(self.registry.auth(), principal, [topic])?;
-        self.registry.groups().reset(&self.registry, group, topic, partitions, to).await
+        let groups = self.registry.groups();
+        let kind = groups.check_reset(group)?;
+        let t = self.registry.topic(topic)?;
+        let partitions = partitions.unwrap_or_else(|| (0..t.partition_count()).collect());
+        let timestamp = match to {
+            ResetTo::Timestamp(ts) => Some(ts),
+            ResetTo::Earliest | ResetTo::Latest | ResetTo::Offset(_) => None,
+        };
+        let mut offsets = Vec::new();
+        for p in partitions {
+            t.partition(u64::from(p))?;
+            let end = self.partition_ends(&t, p, timestamp).await?;
+            let offset = match to {
+                ResetTo::Earliest => end.log_start,
+                ResetTo::Latest => end.high_watermark,
+                ResetTo::Timestamp(_) => end.at_timestamp.unwrap_or(end.high_watermark),
+                ResetTo::Offset(o) => o.clamp(end.log_start, end.high_watermark),
+            };
+            offsets.push((p, offset));
+        }
+        groups.write_reset(group, topic, kind, offsets).await
     }
 
     /// Deletes an empty group (of either kind) with its committed offsets.

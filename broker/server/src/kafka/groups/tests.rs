@@ -171,7 +171,7 @@ async fn two_members_share_the_group_and_commits_show_in_es_group_describe() {
     assert_eq!(stale.topics[0].partitions[0].error_code, E::IllegalGeneration.code());
     encodes(&stale, 2);
 
-    let (described, lags) = svc.describe_group(WHO, "g").unwrap();
+    let (described, lags) = svc.describe_group(WHO, "g").await.unwrap();
     assert_eq!(described.kind, GroupKind::Kafka);
     assert_eq!(format!("{:?}", described.state), "Stable");
     assert_eq!(described.topics, vec!["t".to_owned()]);
@@ -252,7 +252,7 @@ async fn two_members_share_the_group_and_commits_show_in_es_group_describe() {
     assert_eq!(codes, vec![0, 0, E::UnknownMemberId.code()]);
     encodes(&r, 4);
     assert_eq!(offset_delete(&svc, WHO, 0, del).await.topics[0].partitions[0].error_code, 0);
-    assert!(svc.describe_group(WHO, "g").unwrap().1.iter().all(|p| p.committed.is_none()));
+    assert!(svc.describe_group(WHO, "g").await.unwrap().1.iter().all(|p| p.committed.is_none()));
     let r = delete_groups(&svc, WHO, 0, names).await;
     assert_eq!(r.results[0].error_code, 0);
     let d =
@@ -314,7 +314,7 @@ async fn a_group_id_is_one_kind_or_the_other() {
     };
     let e = svc.join_group(WHO, es_join.clone()).err().unwrap();
     assert_eq!(e.code(), "group_kind_mismatch", "{e}");
-    assert_eq!(svc.describe_group(WHO, "k").unwrap().0.kind, GroupKind::Kafka);
+    assert_eq!(svc.describe_group(WHO, "k").await.unwrap().0.kind, GroupKind::Kafka);
     // And an es-native group refuses Kafka members and commits.
     svc.join_group(WHO, crate::service::groups::JoinGroup { group: "e".into(), ..es_join }).unwrap();
     let r = join_group(&svc, WHO, 9, join_req("e", "m")).await;
@@ -343,7 +343,7 @@ async fn a_kafka_groups_kind_and_offsets_survive_a_restart() {
     let mut options = BrokerOptions::new(dir.path());
     options.kafka_groups.initial_rebalance_delay_ms = 100;
     let svc = Service::new(Registry::open(options).unwrap().0);
-    let (d, lags) = svc.describe_group(WHO, "k").unwrap();
+    let (d, lags) = svc.describe_group(WHO, "k").await.unwrap();
     assert_eq!((d.kind, format!("{:?}", d.state)), (GroupKind::Kafka, "Empty".to_owned()));
     assert_eq!(lags.iter().find(|p| p.partition == 1).unwrap().committed, Some(7));
     let es_join = crate::service::groups::JoinGroup {

@@ -1,0 +1,98 @@
+//! A partition's ends (log start, high watermark, the first offset at a timestamp)
+//! wherever it is placed: a group's lag and an offset reset are computed on the
+//! coordinator, which replicates `__es_offsets` but not necessarily the
+//! partitions the group reads. For one it does not replicate it asks a replica,
+//! the announced leader first, over the peer link (RPC kind 134).
+
+use bytes::Bytes;
+use es_peer::RpcError;
+use serde::{Deserialize, Serialize};
+
+use super::Cluster;
+use crate::registry::Topic;
+use crate::service::error::{BrokerError, Result};
+
+/// Failure code: the asked node does not replicate the partition (any more).
+const NOT_A_REPLICA: u16 = 1005;
+/// How long one call may take.
+const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A partition's ends as one of its replicas has them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionEnds {
+    pub log_start: u64,
+    pub high_watermark: u64,
+    /// The first offset with a timestamp at or after the one asked, if any.
+    pub at_timestamp: Option<u64>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Ask {
+    topic: String,
+    partition: u32,
+    timestamp: Option<i64>,
+}
+
+/// The ends of a partition this node holds.
+pub fn local(topic: &Topic, partition: u32, timestamp: Option<i64>) -> Result<PartitionEnds> {
+    let log = topic.partition(u64::from(partition))?;
+    let info = log.info();
+    let at_timestamp = timestamp.map(|ts| log.offset_for_timestamp(ts)).transpose()?.flatten();
+    Ok(PartitionEnds { log_start: info.log_start_offset, high_watermark: info.high_watermark, at_timestamp })
+}
+
+/// Answers a peer's [`Ask`] from this node's replica.
+pub(super) fn serve(cluster: &Cluster, payload: &[u8]) -> std::result::Result<Bytes, RpcError> {
+    let failed = |e: String| RpcError::new(super::rpc::FAILED, e);
+    let ask: Ask =
+        serde_json::from_slice(payload).map_err(|e| failed(format!("a malformed request: {e}")))?;
+    let topic = cluster.registry.topic(&ask.topic).map_err(|e| failed(e.to_string()))?;
+    if !cluster.registry.hosts(&topic, ask.partition) {
+        return Err(RpcError::new(
+            NOT_A_REPLICA,
+            format!("not a replica of {}-{}", ask.topic, ask.partition),
+        ));
+    }
+    let ends = local(&topic, ask.partition, ask.timestamp).map_err(|e| failed(e.to_string()))?;
+    serde_json::to_vec(&ends).map(Bytes::from).map_err(|e| failed(e.to_string()))
+}
+
+impl Cluster {
+    /// The ends of `topic`'s `partition`: this node's replica when it holds one,
+    /// else the first replica that answers, the announced leader first.
+    pub async fn partition_ends(
+        &self,
+        topic: &Topic,
+        partition: u32,
+        timestamp: Option<i64>,
+    ) -> Result<PartitionEnds> {
+        let Some(remote) = self.remote(topic, partition) else {
+            return local(topic, partition, timestamp);
+        };
+        let name = topic.name();
+        let ask = Ask { topic: name.clone(), partition, timestamp };
+        let payload =
+            Bytes::from(serde_json::to_vec(&ask).map_err(|e| BrokerError::Internal(e.to_string()))?);
+        let order = remote
+            .leader
+            .into_iter()
+            .chain(remote.replicas.iter().copied().filter(|r| Some(*r) != remote.leader));
+        let mut last = None;
+        for node in order {
+            match self.host.call(node, super::rpc::PARTITION_ENDS, payload.clone(), CALL_TIMEOUT).await {
+                Ok(answer) => {
+                    return serde_json::from_slice(&answer).map_err(|e| {
+                        BrokerError::Internal(format!(
+                            "node {node} answered the ends of {name}-{partition}: {e}"
+                        ))
+                    });
+                }
+                Err(e) => last = Some(format!("node {node}: {e}")),
+            }
+        }
+        Err(BrokerError::Timeout(format!(
+            "no replica of {name}-{partition} answered ({}); retry shortly",
+            last.unwrap_or_else(|| "none is known".into())
+        )))
+    }
+}
