@@ -112,12 +112,12 @@ fn live(c: &Cluster) -> Vec<&Broker> {
     c.live().map(|(_, b)| b).collect()
 }
 
-/// The member script's run (kafka_group_stays.py, COUNT 200) after the fault:
+/// The member script's run (kafka_group_failover.py, COUNT 200) after the fault:
 /// every record read once, in order; one assignment, no revocation, no loss; the
 /// member id the group held before the fault.
 fn kept_membership(script: es_tests::python::Script, member: &str) {
     let (ok, out) = script.finish(Duration::from_secs(180));
-    assert!(ok, "kafka_group_stays.py failed:\n{out}");
+    assert!(ok, "kafka_group_failover.py failed:\n{out}");
     let line = out.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no result:\n{out}"));
     let r: Value = serde_json::from_str(line).unwrap();
     eprintln!(
@@ -140,8 +140,10 @@ fn a_kafka_group_member_keeps_its_generation_when_the_coordinator_is_killed() {
     let mut c = Cluster::start(3);
     create_topic(&c, "stays");
     produce(&c, "stays", 100);
-    let script =
-        es_tests::python::spawn_script("kafka_group_stays.py", &[&c.bootstrap(), "stays", "g-stays", "200"]);
+    let script = es_tests::python::spawn_script(
+        "kafka_group_failover.py",
+        &[&c.bootstrap(), "stays", "g-stays", "200"],
+    );
     let old = eventually(Duration::from_secs(90), "the member committing its first 100 records", || {
         let (id, committed) = coordinator(&c, "g-stays", "stays");
         (committed == Some(100)).then_some(id)
@@ -180,7 +182,7 @@ fn a_kafka_group_member_keeps_its_generation_across_a_single_broker_restart() {
     let records = |from: usize| json!({"records": (from..from + 100).map(|i| json!({"value": format!("v{i}")})).collect::<Vec<_>>()});
     assert_eq!(b.post("/topics/stays/records", &records(0)).status, 200);
     let script =
-        es_tests::python::spawn_script("kafka_group_stays.py", &[&ports[2], "stays", "g-stays", "200"]);
+        es_tests::python::spawn_script("kafka_group_failover.py", &[&ports[2], "stays", "g-stays", "200"]);
     eventually(Duration::from_secs(90), "the member committing its first 100 records", || {
         let offsets = b.get("/groups/g-stays/offsets").body["offsets"].clone();
         (offsets[0]["offset"].as_u64() == Some(100)).then_some(())

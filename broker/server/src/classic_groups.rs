@@ -117,9 +117,13 @@ impl ClassicGroups {
     /// assignment and go on heartbeating, with no rebalance.
     pub fn load(&self, stored: Vec<(String, StoredGroup)>) {
         let count = stored.len();
-        // Calls parked meanwhile belong to the coordinator being replaced.
-        self.reset(None);
-        self.with(|c| c.load(stored));
+        // Calls parked meanwhile belong to the coordinator being replaced; one lock
+        // for both, so no call parks in between.
+        let mut inner = self.lock();
+        self.replace_coordinator(&mut inner, None);
+        inner.coordinator.load(stored);
+        inner.dispatch();
+        drop(inner);
         if count > 0 {
             tracing::info!(
                 groups = count,
@@ -134,6 +138,12 @@ impl ClassicGroups {
     /// up the new coordinator and rejoin there.
     pub fn reset(&self, hint: Option<LeaderHint>) {
         let mut inner = self.lock();
+        self.replace_coordinator(&mut inner, hint);
+    }
+
+    /// A fresh coordinator; the old one's parked calls answer NOT_COORDINATOR and
+    /// its queued records are dropped (a new epoch).
+    fn replace_coordinator(&self, inner: &mut Inner, hint: Option<LeaderHint>) {
         inner.coordinator = ClassicCoordinator::new(self.clock.clone(), self.config);
         inner.epoch += 1;
         let gone = || GroupError::NotCoordinator { hint: hint.clone() };

@@ -368,15 +368,15 @@ impl Groups {
     }
 
     /// Commits `offsets` (partition, offset) of `topic` for a group `check_reset`
-    /// allowed; answers the topic's committed offsets afterwards.
+    /// still allows (the caller computed them meanwhile); answers the topic's
+    /// committed offsets afterwards.
     pub async fn write_reset(
         &self,
         group: &str,
         topic: &str,
-        kind: GroupKind,
         offsets: Vec<(u32, u64)>,
     ) -> Result<Vec<CommittedOffset>> {
-        self.check_reset(group)?;
+        let kind = self.check_reset(group)?;
         let entries = offsets
             .into_iter()
             .map(|(p, offset)| {

@@ -89,8 +89,6 @@ pub(super) struct Group {
     /// JoinGroup answers of static members that replaced another without a
     /// rebalance, held until the record naming them (store `seq`) is durable.
     held_joins: Vec<(u64, Completion)>,
-    /// The last store's number.
-    last_seq: u64,
 }
 
 impl Default for Group {
@@ -111,7 +109,6 @@ impl Default for Group {
             last_protocol_type: String::new(),
             storing: None,
             held_joins: Vec::new(),
-            last_seq: 0,
         }
     }
 }
@@ -345,8 +342,10 @@ impl Group {
 
     /// Asks for `snapshot` to be made durable; returns the request's number.
     fn ask_store(&mut self, name: &str, snapshot: StoredGroup, awaited: bool, out: &mut Outbox) -> u64 {
-        self.last_seq += 1;
-        let (seq, generation) = (self.last_seq, self.generation);
+        // Numbered across the coordinator: a group deleted and created again
+        // never takes an old write's outcome for its own.
+        out.last_seq += 1;
+        let (seq, generation) = (out.last_seq, self.generation);
         out.store(StoreRequest {
             group: name.to_owned(),
             seq,
@@ -468,7 +467,7 @@ impl Group {
             self.members.iter().filter(|(_, m)| !m.awaiting_join).map(|(id, _)| id.clone()).collect();
         for id in &gone {
             tracing::info!(group = name, member = %id, "removing a Kafka group member that did not rejoin in time");
-            self.forget(id);
+            self.forget(name, id, out);
         }
         self.generation += 1;
         if !self.leader.as_ref().is_some_and(|l| self.members.contains_key(l)) {
@@ -810,7 +809,7 @@ impl Group {
                     });
                 }
             }
-            self.forget(id);
+            self.forget(name, id, out);
         }
         if matches!(self.state, ClassicState::Stable | ClassicState::CompletingRebalance) {
             self.prepare(name, now, 0, out);
@@ -818,11 +817,22 @@ impl Group {
         self.try_complete_join(name, now, out);
     }
 
-    fn forget(&mut self, id: &str) {
+    /// Removes a member; a JoinGroup answer held for it (a static replacement
+    /// being stored) becomes UNKNOWN_MEMBER_ID.
+    fn forget(&mut self, name: &str, id: &str, out: &mut Outbox) {
         if let Some(instance) = self.members.remove(id).and_then(|m| m.instance_id) {
             self.statics.remove(&instance);
         }
         self.order.retain(|o| o != id);
+        let held = |c: &Completion| matches!(c, Completion::Join { member_id, .. } if member_id == id);
+        if self.held_joins.iter().any(|(_, c)| held(c)) {
+            self.held_joins.retain(|(_, c)| !held(c));
+            out.push(Completion::Join {
+                group: name.to_owned(),
+                member_id: id.to_owned(),
+                result: Err(unknown(name, id)),
+            });
+        }
     }
 
     pub(super) fn check_commit(

@@ -147,6 +147,8 @@ pub enum Completion {
 pub(crate) struct Outbox {
     completions: Vec<Completion>,
     stores: Vec<StoreRequest>,
+    /// The last store's number ([`StoreRequest::seq`]), across every group.
+    last_seq: u64,
 }
 
 impl Outbox {

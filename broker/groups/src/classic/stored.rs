@@ -47,7 +47,7 @@ pub struct StoredMember {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreRequest {
     pub group: String,
-    /// Names this request in [`super::ClassicCoordinator::stored`] (per group).
+    /// Names this request in [`super::ClassicCoordinator::stored`] (unique in its coordinator).
     pub seq: u64,
     pub generation: i32,
     /// None: the group was deleted (a tombstone).

@@ -144,17 +144,22 @@ impl H {
 
     /// Two members through the first generation: (leader, follower).
     fn stable_pair(&mut self) -> (String, String) {
+        let (a, b) = self.first_generation_follower_waiting();
+        let assign = vec![(a.clone(), b"A".to_vec()), (b.clone(), b"B".to_vec())];
+        assert_eq!(self.sync_now(sync_req(&a, 1, assign)).unwrap().assignment, b"A");
+        assert_eq!(self.syncs()[&b].as_ref().unwrap().assignment, b"B");
+        (a, b)
+    }
+
+    /// Members a (the leader) and b through the first join, b's SyncGroup parked
+    /// for the leader's: (a, b).
+    fn first_generation_follower_waiting(&mut self) -> (String, String) {
         let (a, b) = (self.member_id(), self.member_id());
         self.parked_join(req(&a, "a"));
         self.parked_join(req(&b, "b"));
         self.advance(DELAY);
-        let joins = self.joins();
-        assert_eq!(joins.len(), 2);
-        let s = sync_req(&b, 1, vec![]);
-        assert!(matches!(self.c.sync(s), Outcome::Parked { .. }));
-        let assign = vec![(a.clone(), b"A".to_vec()), (b.clone(), b"B".to_vec())];
-        assert_eq!(self.sync_now(sync_req(&a, 1, assign)).unwrap().assignment, b"A");
-        assert_eq!(self.syncs()[&b].as_ref().unwrap().assignment, b"B");
+        self.joins();
+        assert!(matches!(self.c.sync(sync_req(&b, 1, vec![])), Outcome::Parked { .. }));
         (a, b)
     }
 
@@ -334,12 +339,7 @@ fn a_silent_member_is_evicted_after_its_session_timeout() {
 #[test]
 fn a_leader_that_never_syncs_is_removed_and_waiting_followers_told_to_rejoin() {
     let mut h = h();
-    let (a, b) = (h.member_id(), h.member_id());
-    h.parked_join(req(&a, "a"));
-    h.parked_join(req(&b, "b"));
-    h.advance(DELAY);
-    h.joins();
-    assert!(matches!(h.c.sync(sync_req(&b, 1, vec![])), Outcome::Parked { .. }));
+    let (_a, b) = h.first_generation_follower_waiting();
     h.advance(REBALANCE);
     let syncs = h.syncs();
     assert!(matches!(syncs[&b], Err(GroupError::RebalanceInProgress(_))), "{syncs:?}");
@@ -548,12 +548,7 @@ fn refused_joins_leave_no_group_behind_and_session_timeouts_are_checked() {
 #[test]
 fn a_new_join_answers_parked_syncs_of_the_old_generation() {
     let mut h = h();
-    let (a, b) = (h.member_id(), h.member_id());
-    h.parked_join(req(&a, "a"));
-    h.parked_join(req(&b, "b"));
-    h.advance(DELAY);
-    h.joins();
-    assert!(matches!(h.c.sync(sync_req(&b, 1, vec![])), Outcome::Parked { .. }));
+    let (_a, b) = h.first_generation_follower_waiting();
     let c = h.member_id();
     h.parked_join(req(&c, "c"));
     let syncs = h.syncs();
@@ -565,12 +560,7 @@ fn a_new_join_answers_parked_syncs_of_the_old_generation() {
 /// Members a (leader) and b through the first join, b's sync parked and a's sync
 /// parked behind the store it asked for: (a, b, that store).
 fn storing_pair(h: &mut H) -> (String, String, StoreRequest) {
-    let (a, b) = (h.member_id(), h.member_id());
-    h.parked_join(req(&a, "a"));
-    h.parked_join(req(&b, "b"));
-    h.advance(DELAY);
-    h.joins();
-    assert!(matches!(h.c.sync(sync_req(&b, 1, vec![])), Outcome::Parked { .. }));
+    let (a, b) = h.first_generation_follower_waiting();
     let assign = vec![(a.clone(), b"A".to_vec()), (b.clone(), b"B".to_vec())];
     assert!(matches!(h.c.sync(sync_req(&a, 1, assign)), Outcome::Parked { .. }));
     assert!(h.completions().is_empty(), "nobody is answered before the record is durable");
@@ -736,4 +726,24 @@ fn a_static_member_replaced_while_the_assignment_is_computed_rebalances() {
         other => panic!("the barrier closes with the leader's join: {other:?}"),
     };
     assert_eq!((leader.generation, h.joins()[&b2].generation), (2, 2));
+}
+
+#[test]
+fn a_held_static_join_is_answered_when_its_member_leaves_meanwhile() {
+    let mut h = h();
+    let (_a, _b) = static_pair(&mut h);
+    h.settle_stores();
+    let (b2, store) = replace_b(&mut h, protos(&["range"], "b"));
+    let leave = h.c.leave("g", &[MemberRef { member_id: String::new(), instance_id: Some("i-b".into()) }]);
+    assert!(leave[0].is_ok());
+    let joins = h.completions();
+    assert!(
+        joins.iter().any(|c| matches!(c, Completion::Join { member_id, result: Err(GroupError::UnknownMember { .. }), .. } if *member_id == b2)),
+        "{joins:?}"
+    );
+    // The write's late outcome answers nobody twice.
+    h.c.stored("g", store.seq, Ok(()));
+    assert!(
+        !h.completions().iter().any(|c| matches!(c, Completion::Join { member_id, .. } if *member_id == b2))
+    );
 }

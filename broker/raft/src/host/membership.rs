@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use openraft::RaftMetrics;
 use openraft::async_runtime::watch::WatchReceiver;
 use openraft::errors::ClientWriteError;
 
@@ -163,26 +164,24 @@ impl Group {
     /// proposals from the moment it starts a transfer until the target has its whole
     /// log (or an election), so a target far behind would stall the partition.
     async fn caught_up_to_now(&self, to: u64) -> Result<(), ProposeError> {
-        let mut metrics = self.inner.raft.metrics();
-        let last = metrics.borrow_watched().last_log_index;
-        let matched = |m: &openraft::RaftMetrics<TypeConfig>| {
+        let last = self.inner.raft.metrics().borrow_watched().last_log_index;
+        let matched = |m: &RaftMetrics<TypeConfig>| {
             m.replication.as_ref().and_then(|r| r.get(&to)).and_then(Option::as_ref).map(|l| l.index)
         };
         let wait = Duration::from_millis(self.inner.raft.config().election_timeout_max.saturating_mul(2));
-        let caught_up = tokio::time::timeout(wait, async {
-            while matched(&metrics.borrow_watched()) < last {
-                if metrics.changed().await.is_err() {
-                    return false;
-                }
-            }
-            true
-        })
-        .await;
+        let me = self.inner.node;
+        // A leader that loses its office meanwhile stops waiting (no replication
+        // state then) and says who leads.
+        let caught_up =
+            self.metrics_until(wait, |m| m.current_leader != Some(me) || matched(m) >= last).await;
+        if !self.is_leader() {
+            return Err(ProposeError::NotLeader { leader: self.leader() });
+        }
         match caught_up {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(ProposeError::Shutdown),
-            Err(_) => {
-                let at = matched(&metrics.borrow_watched());
+            Some(true) => Ok(()),
+            Some(false) => Err(ProposeError::Shutdown),
+            None => {
+                let at = matched(&self.inner.raft.metrics().borrow_watched());
                 Err(ProposeError::Behind { node: to, matched: at, last: last.unwrap_or(0) })
             }
         }
@@ -193,8 +192,7 @@ impl Group {
     async fn answered_since_now(&self, to: u64) -> Result<(), ProposeError> {
         let since = <openraft::type_config::alias::InstantOf<TypeConfig> as openraft::Instant>::now();
         self.inner.raft.trigger().heartbeat().await.map_err(super::fatal)?;
-        let mut metrics = self.inner.raft.metrics();
-        let answered = |m: &openraft::RaftMetrics<TypeConfig>| {
+        let answered = |m: &RaftMetrics<TypeConfig>| {
             m.heartbeat
                 .as_ref()
                 .and_then(|h| h.get(&to))
@@ -202,20 +200,30 @@ impl Group {
                 .is_some_and(|at| **at >= since)
         };
         let wait = Duration::from_millis(self.inner.raft.config().election_timeout_min);
-        let heard = tokio::time::timeout(wait, async {
-            while !answered(&metrics.borrow_watched()) {
+        match self.metrics_until(wait, answered).await {
+            Some(true) => Ok(()),
+            Some(false) => Err(ProposeError::Shutdown),
+            None => Err(ProposeError::Unanswered { node: to }),
+        }
+    }
+
+    /// Waits up to `wait` until `holds` is true of openraft's metrics: `Some(true)`;
+    /// `Some(false)` if the group stopped first; `None` when the time ran out.
+    async fn metrics_until(
+        &self,
+        wait: Duration,
+        holds: impl Fn(&RaftMetrics<TypeConfig>) -> bool,
+    ) -> Option<bool> {
+        let mut metrics = self.inner.raft.metrics();
+        let waited = tokio::time::timeout(wait, async {
+            while !holds(&metrics.borrow_watched()) {
                 if metrics.changed().await.is_err() {
                     return false;
                 }
             }
             true
-        })
-        .await;
-        match heard {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(ProposeError::Shutdown),
-            Err(_) => Err(ProposeError::Unanswered { node: to }),
-        }
+        });
+        waited.await.ok()
     }
 
     /// The voters this group is brought to while this node leads it: `Some`, its

@@ -47,7 +47,10 @@ pub(super) fn serve(cluster: &Cluster, payload: &[u8]) -> std::result::Result<By
     let ask: Ask =
         serde_json::from_slice(payload).map_err(|e| failed(format!("a malformed request: {e}")))?;
     let topic = cluster.registry.topic(&ask.topic).map_err(|e| failed(e.to_string()))?;
-    if !cluster.registry.hosts(&topic, ask.partition) {
+    // The Raft group, not the placement: while a partition moves to other nodes
+    // altogether, its old leader still leads (and is asked first) until the new
+    // replicas take over.
+    if cluster.replica(&topic, ask.partition).is_none() {
         return Err(RpcError::new(
             NOT_A_REPLICA,
             format!("not a replica of {}-{}", ask.topic, ask.partition),

@@ -103,10 +103,11 @@ impl Service {
         for name in topics {
             // A topic deleted since the commit: nothing to show for it.
             let Ok(topic) = self.registry.topic(&name) else { continue };
-            let mut partitions = Vec::new();
-            for p in 0..topic.partition_count() {
-                partitions.push(self.partition_ends(&topic, p, None).await?);
-            }
+            // Asked of their replicas all at once: a slow or down node costs one
+            // call timeout, not one per partition.
+            let asks = (0..topic.partition_count()).map(|p| self.partition_ends(&topic, p, None));
+            let partitions =
+                futures_util::future::join_all(asks).await.into_iter().collect::<Result<Vec<_>>>()?;
             ends.insert(name, partitions);
         }
         let lags = crate::groups::Groups::lags(&description, &committed, &ends);
@@ -152,7 +153,7 @@ impl Service {
         self.authorize(principal, Call::ResetGroupOffsets, Resource::Group(group.to_owned()))?;
         authorize_topics(self.registry.auth(), principal, [topic])?;
         let groups = self.registry.groups();
-        let kind = groups.check_reset(group)?;
+        groups.check_reset(group)?;
         let t = self.registry.topic(topic)?;
         let partitions = partitions.unwrap_or_else(|| (0..t.partition_count()).collect());
         let timestamp = match to {
@@ -171,7 +172,7 @@ impl Service {
             };
             offsets.push((p, offset));
         }
-        groups.write_reset(group, topic, kind, offsets).await
+        groups.write_reset(group, topic, offsets).await
     }
 
     /// Deletes an empty group (of either kind) with its committed offsets.
