@@ -143,9 +143,14 @@ impl Exposition {
         let mut rows: Vec<(Labels, i64)> = Vec::new();
         for (group, _, _) in groups.list().into_iter().filter(|(g, _, _)| self.scope.group(g)) {
             let mut lag: BTreeMap<String, u64> = BTreeMap::new();
-            // Only the coordinator reports a group's lag (one series per group in a cluster).
+            // Only the coordinator reports a group's lag (one series per group in a
+            // cluster), over the partitions it replicates: it has no high watermark
+            // of the others (`GET /groups/{group}` asks their replicas).
             for c in groups.fetch(&group).unwrap_or_default() {
                 let Ok(topic) = self.registry.topic(&c.topic) else { continue };
+                if !self.registry.hosts(&topic, c.partition) {
+                    continue;
+                }
                 let Ok(log) = topic.partition(u64::from(c.partition)) else { continue };
                 if self.scope.topic(&c.topic) {
                     let behind = log.high_watermark().saturating_sub(c.offset);
