@@ -95,6 +95,8 @@ pub struct ClassicGroups {
     config: ClassicConfig,
     /// The writer's queue and function until its task starts (inside a runtime).
     writer: Mutex<Option<(mpsc::UnboundedReceiver<Job>, GroupWriter)>>,
+    /// Set once the writer task runs: calls then skip the `writer` lock.
+    writer_started: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for ClassicGroups {
@@ -109,7 +111,13 @@ impl ClassicGroups {
         let (jobs, queue) = mpsc::unbounded_channel();
         let inner = Inner { coordinator, joins: BTreeMap::new(), syncs: BTreeMap::new(), epoch: 0, jobs };
         let writer = Mutex::new(Some((queue, write)));
-        ClassicGroups { inner: Arc::new(Mutex::new(inner)), clock, config, writer }
+        ClassicGroups {
+            inner: Arc::new(Mutex::new(inner)),
+            clock,
+            config,
+            writer,
+            writer_started: Default::default(),
+        }
     }
 
     /// Replaces every group with the records the log holds (a node starting, or
@@ -162,12 +170,16 @@ impl ClassicGroups {
 
     /// Starts the writer task at the first call made inside a runtime.
     fn start_writer(&self) {
+        use std::sync::atomic::Ordering;
+        if self.writer_started.load(Ordering::Acquire) {
+            return;
+        }
         let mut writer = self.writer.lock().expect("classic writer lock");
-        if writer.is_some()
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        if let Ok(runtime) = tokio::runtime::Handle::try_current()
             && let Some((queue, write)) = writer.take()
         {
             runtime.spawn(write_records(Arc::downgrade(&self.inner), queue, write));
+            self.writer_started.store(true, Ordering::Release);
         }
     }
 

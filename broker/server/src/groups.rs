@@ -411,7 +411,7 @@ impl Groups {
 /// it does not come back in ListGroups after every restart.
 fn loadable(offsets: &OffsetStore) -> Vec<(String, es_groups::classic::StoredGroup)> {
     let stored = offsets.stored_groups().into_iter();
-    stored.filter(|(g, s)| !s.members.is_empty() || !offsets.fetch(g).is_empty()).collect()
+    stored.filter(|(g, s)| !s.members.is_empty() || offsets.kind(g).is_some()).collect()
 }
 
 fn check_group_id(group: &str) -> Result<()> {
