@@ -21,7 +21,7 @@ pub fn record_since(hist: &mut Histogram<u64>, start: Instant) {
 }
 
 /// Percentiles of one row, in microseconds.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Latency {
     pub count: u64,
     pub mean_us: f64,

@@ -102,6 +102,10 @@ fn series_move_for_http_binary_and_kafka_traffic() {
     assert_eq!(sample(&text, "es_partition_high_watermark", &p0), Some(6.0));
     assert_eq!(sample(&text, "es_partition_segments", &p0), Some(1.0));
     assert!(sample(&text, "es_log_fsyncs_total", &[]).unwrap() >= 3.0);
+    assert!(sample(&text, "es_log_appended_bytes_total", &[]).unwrap() > 0.0);
+    for counter in ["es_log_direct_rounds_total", "es_log_checkpoint_fsyncs_total"] {
+        assert!(sample(&text, counter, &[]).is_some(), "{counter} missing");
+    }
     assert!(sample(&text, "es_log_group_commit_appends_count", &[]).unwrap() >= 1.0);
     assert!(sample(&text, "es_process_open_fds", &[]).unwrap() > 3.0);
     assert!(sample(&text, "es_process_resident_memory_bytes", &[]).unwrap() > 0.0);

@@ -140,6 +140,22 @@ impl SuiteRow {
         }
     }
 
+    /// The run with the median records/s of several rounds of one row, noting every
+    /// round's figure. `runs` is not empty.
+    pub fn median_of(mut runs: Vec<SuiteRow>) -> SuiteRow {
+        let listed: Vec<String> = runs.iter().map(|r| format!("{:.0}", r.records_per_s)).collect();
+        let n = runs.len();
+        runs.sort_by(|a, b| a.records_per_s.total_cmp(&b.records_per_s));
+        let mut row = runs.swap_remove(n / 2);
+        if n > 1 {
+            row.notes.push(format!(
+                "median of {n} rounds in alternating order; records/s by round: {}",
+                listed.join(", ")
+            ));
+        }
+        row
+    }
+
     pub fn set_target(&mut self, figure: &'static str, at_least: f64, value: f64) {
         self.target = Some(Target { figure, at_least, value, met: value >= at_least });
     }
@@ -147,4 +163,47 @@ impl SuiteRow {
 
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64().max(1e-9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(records_per_s: f64) -> SuiteRow {
+        let shape = Shape {
+            kind: "binary_produce",
+            connections: 8,
+            partitions: 1,
+            records_per_request: 500,
+            in_flight: 1,
+        };
+        SuiteRow {
+            label: "binary produce 1p x 8c".into(),
+            shape,
+            elapsed_s: 1.0,
+            requests: 0,
+            records: 0,
+            bytes: 0,
+            records_per_s,
+            mb_per_s: 0.0,
+            latency: Latency::default(),
+            vs_raw: None,
+            target: None,
+            mb_per_s_by_second: Vec::new(),
+            notes: Vec::new(),
+            load_before: String::new(),
+        }
+    }
+
+    #[test]
+    fn median_of_picks_the_middle_round_and_lists_every_round_in_run_order() {
+        let median = SuiteRow::median_of(vec![row(300.0), row(100.0), row(200.0)]);
+        assert_eq!(median.records_per_s, 200.0);
+        assert_eq!(
+            median.notes,
+            ["median of 3 rounds in alternating order; records/s by round: 300, 100, 200"]
+        );
+        let lone = SuiteRow::median_of(vec![row(5.0)]);
+        assert_eq!((lone.records_per_s, lone.notes.len()), (5.0, 0));
+    }
 }

@@ -271,6 +271,24 @@ impl Exposition {
         let one = |v: &std::sync::atomic::AtomicU64| vec![(Labels::new(), v.load(RELAXED))];
         counters(enc, "es_log_flush_rounds", "Group-commit rounds", one(&stats.rounds))?;
         counters(enc, "es_log_fsyncs", "fdatasync calls of group commit", one(&stats.fsyncs))?;
+        counters(
+            enc,
+            "es_log_direct_rounds",
+            "Group-commit rounds that synced their segments instead of the journal",
+            one(&stats.direct_rounds),
+        )?;
+        counters(
+            enc,
+            "es_log_checkpoint_fsyncs",
+            "Segment fdatasync calls of journal checkpoints",
+            one(&stats.checkpoint_fsyncs),
+        )?;
+        counters(
+            enc,
+            "es_log_appended_bytes",
+            "Bytes written and synced by group commit (journal records or segment data)",
+            one(&stats.bytes),
+        )?;
         self.cold(enc)
     }
 
