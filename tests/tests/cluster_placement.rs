@@ -230,3 +230,35 @@ fn lag_and_offset_resets_on_the_coordinator_read_partitions_placed_elsewhere() {
     assert_eq!(reset("earliest"), vec![0, 0, 0]);
     assert_eq!(described(), vec![(10, 10), (20, 20), (30, 30)]);
 }
+
+/// An HTTP produce spanning partitions that different nodes lead is refused whole:
+/// `421 not_leader` and nothing written, not even to the partition the asked node
+/// leads, so the es CLI may resend the request to the leader the 421 names.
+#[test]
+fn a_produce_spanning_partitions_led_elsewhere_is_refused_whole() {
+    let c = Cluster::start(3);
+    let body = json!({"name": "across", "partitions": 3, "replication_factor": 3});
+    eventually(ELECTION_WAIT, "creating the topic", || match c.node(1).post("/topics", &body).status {
+        201 | 409 => Some(()),
+        421 | 500 | 503 | 504 => None,
+        other => panic!("creating the topic: {other}"),
+    });
+    // The leader of partition 0, while another node leads some other partition.
+    let (asked, led) = eventually(ELECTION_WAIT, "partition leaders on two nodes or more", || {
+        let leaders: Vec<u64> = (0..3)
+            .map(|p| partition_seen(&c, 1, "across", p).and_then(|v| v["leader"].as_u64()))
+            .collect::<Option<_>>()?;
+        leaders.iter().any(|l| *l != leaders[0]).then_some(())?;
+        let led: Vec<u64> = (0..3).filter(|p| leaders[*p as usize] == leaders[0]).collect();
+        Some((leaders[0], led))
+    });
+    let records: Vec<Value> = (0..3).map(|p| json!({"value": format!("v{p}"), "partition": p})).collect();
+    let r = c.node(asked).post("/topics/across/records", &json!({ "records": records }));
+    assert_eq!((r.status, r.code()), (421, "not_leader"), "{:?}", r.body);
+    for p in led {
+        let one = json!({"records": [{"value": "marker", "partition": p}]});
+        let r = c.node(asked).post("/topics/across/records", &one);
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        assert_eq!(r.body["offsets"][0]["offset"], 0, "partition {p}: the refused request wrote nothing");
+    }
+}

@@ -38,12 +38,17 @@ pub(crate) fn io(e: LogError) -> std::io::Error {
 /// Why a proposal was not acknowledged.
 #[derive(Debug, thiserror::Error)]
 pub enum ProposeError {
-    /// This node does not lead the group (or stopped leading it before the batch
-    /// committed: the batch may or may not be in the log, and may still commit under
-    /// the next leader). The caller may retry at `leader`; an idempotent producer's
-    /// retry is answered with the original offsets.
+    /// This node does not lead the group, so the batch was not appended (openraft's
+    /// `ForwardToLeader`): the caller may resend it to `leader`.
     #[error("not the leader (leader: {leader:?})")]
     NotLeader { leader: Option<u64> },
+    /// The batch was handed to openraft and this node stopped leading (or was
+    /// fenced) before it committed: it may or may not be in the log, and may still
+    /// commit under the next leader (openraft's `LogEntryDiscarded`, or fencing).
+    /// A resend may write it twice unless it comes from an idempotent producer,
+    /// whose retry is answered with the original offsets.
+    #[error("leadership lost before the commit; the batch may or may not be written (leader: {leader:?})")]
+    LeadershipLost { leader: Option<u64> },
     /// Not committed within the proposal timeout; it may still commit.
     #[error("the proposal was not committed in time")]
     Timeout,

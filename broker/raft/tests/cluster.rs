@@ -406,7 +406,7 @@ async fn a_leader_without_a_quorum_is_fenced_within_a_lease_and_recovers() {
     let started = std::time::Instant::now();
     let err = lead.propose(batch("cut off")).await.unwrap_err();
     let waited = started.elapsed();
-    assert!(matches!(err, ProposeError::NotLeader { leader: None }), "{err:?}");
+    assert!(matches!(err, ProposeError::LeadershipLost { leader: None }), "{err:?}");
     let timeout = Duration::from_millis(es_raft::limits::PROPOSE_TIMEOUT_MS);
     assert!(waited < timeout / 2, "the fenced leader held the proposal {waited:?}");
     // Its links to both followers went down: fenced then, not a lease later.
@@ -418,7 +418,7 @@ async fn a_leader_without_a_quorum_is_fenced_within_a_lease_and_recovers() {
     let err = lead.propose(batch("still cut off")).await.unwrap_err();
     assert!(matches!(err, ProposeError::NotLeader { leader: None }), "{err:?}");
     assert!(refused.elapsed() < timeout / 2, "a fenced leader refuses at once: {:?}", refused.elapsed());
-    eprintln!("fenced: the in-flight proposal answered NotLeader after {waited:?}");
+    eprintln!("fenced: the in-flight proposal answered LeadershipLost after {waited:?}");
 
     for id in &followers {
         let listener = TcpListener::bind(&addrs[id]).await.unwrap();

@@ -557,9 +557,10 @@ impl Group {
     /// Proposes one encoded v2 data batch (unstamped, as the service appends
     /// locally) and resolves once a majority has it durably and it is committed,
     /// with the offsets it got. An idempotent producer's retry of a batch in the
-    /// log answers the original offsets once they are committed. Not the leader, or
-    /// leadership lost before the commit: `NotLeader` (the batch may or may not be in
-    /// the log then). Bounded by the proposal timeout.
+    /// log answers the original offsets once they are committed. Not the leader:
+    /// `NotLeader` (nothing appended); leadership lost before the commit:
+    /// `LeadershipLost` (the batch may or may not be in the log). Bounded by the
+    /// proposal timeout.
     pub async fn propose(&self, mut batch: Vec<u8>) -> Result<Appended, ProposeError> {
         if self.inner.stopped.load(Ordering::Acquire) {
             return Err(ProposeError::Shutdown);
@@ -597,9 +598,10 @@ impl Group {
     /// (a follower's answer), within the caller's deadline, while this node leads.
     ///
     /// A leader that loses its quorum gives up the batches it waits on once it is
-    /// fenced ([`Group::fenced`]): `NotLeader`, so clients look for the new leader
-    /// instead of waiting out the proposal timeout on a node that cannot commit.
-    /// A new leader that no follower answers within a lease gives up the same way.
+    /// fenced ([`Group::fenced`]): `LeadershipLost`, so clients look for the new
+    /// leader instead of waiting out the proposal timeout on a node that cannot
+    /// commit. A new leader that no follower answers within a lease refuses before
+    /// appending: `NotLeader`.
     async fn write(&self, batch: Bytes) -> Result<Appended, ProposeError> {
         let mut metrics = self.inner.raft.metrics();
         let heartbeat = Duration::from_millis(self.inner.raft.config().heartbeat_interval);
@@ -609,7 +611,7 @@ impl Group {
             let write = self.inner.raft.client_write(BatchData(batch.clone()));
             let result = tokio::select! {
                 r = write => r,
-                () = self.until_fenced(heartbeat) => return Err(ProposeError::NotLeader { leader: None }),
+                () = self.until_fenced(heartbeat) => return Err(ProposeError::LeadershipLost { leader: None }),
             };
             match result {
                 Ok(resp) => {
@@ -924,9 +926,8 @@ fn write_error(
 ) -> ProposeError {
     match e {
         openraft::errors::RaftError::APIError(api) => match api {
-            ClientWriteError::ForwardToLeader(f) | ClientWriteError::LogEntryDiscarded(f) => {
-                ProposeError::NotLeader { leader: f.leader_id }
-            }
+            ClientWriteError::ForwardToLeader(f) => ProposeError::NotLeader { leader: f.leader_id },
+            ClientWriteError::LogEntryDiscarded(f) => ProposeError::LeadershipLost { leader: f.leader_id },
             ClientWriteError::ChangeMembershipError(e) => ProposeError::Failed(e.to_string()),
             ClientWriteError::PreconditionFailed(e) => ProposeError::Failed(e.to_string()),
         },

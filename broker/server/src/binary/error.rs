@@ -12,7 +12,8 @@ use crate::service::error::BrokerError;
 /// as ` leader=HOST:PORT`, when it is known (docs/protocol.md): es-client follows it.
 pub fn response(e: &BrokerError) -> Response {
     let message = match e {
-        BrokerError::NotLeader { leader: Some(LeaderHint { binary: Some(addr), .. }), .. } => {
+        BrokerError::NotLeader { leader: Some(LeaderHint { binary: Some(addr), .. }), .. }
+        | BrokerError::LeadershipLost { leader: Some(LeaderHint { binary: Some(addr), .. }), .. } => {
             format!("{e} leader={addr}")
         }
         _ => e.to_string(),
@@ -22,7 +23,8 @@ pub fn response(e: &BrokerError) -> Response {
 
 pub fn code(e: &BrokerError) -> ErrorCode {
     match e {
-        BrokerError::NotLeader { .. } => ErrorCode::NotLeader,
+        // es-client resends an idempotent producer's batch on either; the message says which.
+        BrokerError::NotLeader { .. } | BrokerError::LeadershipLost { .. } => ErrorCode::NotLeader,
         BrokerError::Unauthorized { .. } => ErrorCode::Unauthorized,
         BrokerError::Throttled { .. } => ErrorCode::Throttled,
         BrokerError::Unauthenticated => ErrorCode::Unauthenticated,

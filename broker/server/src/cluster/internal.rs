@@ -98,7 +98,7 @@ fn appender(cluster: &Arc<Cluster>) -> Appender {
                 .map_err(|e| GroupError::InvalidRequest(e.to_string()))?;
             match group.propose(batch).await {
                 Ok(appended) => Ok(appended.base_offset),
-                Err(ProposeError::NotLeader { leader }) => {
+                Err(ProposeError::NotLeader { leader } | ProposeError::LeadershipLost { leader }) => {
                     let hint = weak.upgrade().and_then(|c| c.leader_hint(leader));
                     Err(GroupError::NotCoordinator { hint })
                 }

@@ -112,7 +112,7 @@ impl MetadataLog {
         .map_err(|e| Retry::Failed(BrokerError::Internal(e.to_string())))?;
         match self.group.propose(batch).await {
             Ok(appended) => Ok(appended.base_offset),
-            Err(ProposeError::NotLeader { .. }) => Err(Retry::NoLeader),
+            Err(ProposeError::NotLeader { .. } | ProposeError::LeadershipLost { .. }) => Err(Retry::NoLeader),
             Err(e) => {
                 Err(Retry::Failed(BrokerError::Internal(format!("replicating a metadata change: {e}"))))
             }

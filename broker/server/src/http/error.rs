@@ -16,6 +16,7 @@ impl BrokerError {
     pub fn code(&self) -> &'static str {
         match self {
             BrokerError::NotLeader { .. } => "not_leader",
+            BrokerError::LeadershipLost { .. } => "leadership_lost",
             BrokerError::Unauthorized { .. } => "unauthorized",
             BrokerError::Unauthenticated => "unauthenticated",
             BrokerError::KeyNotFound(_) => "key_not_found",
@@ -63,6 +64,9 @@ impl BrokerError {
     pub fn status(&self) -> StatusCode {
         match self {
             BrokerError::NotLeader { .. } => StatusCode::MISDIRECTED_REQUEST,
+            // Not 421: a 421 promises the request was not acted on, so a client may
+            // resend it to the leader as is; this one may have been written.
+            BrokerError::LeadershipLost { .. } => StatusCode::SERVICE_UNAVAILABLE,
             BrokerError::Unauthorized { .. } => StatusCode::FORBIDDEN,
             BrokerError::Unauthenticated => StatusCode::UNAUTHORIZED,
             BrokerError::KeyNotFound(_) => StatusCode::NOT_FOUND,
@@ -193,5 +197,29 @@ impl IntoResponse for BrokerError {
             response.headers_mut().insert(axum::http::header::WWW_AUTHENTICATE, challenge);
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use es_groups::LeaderHint;
+
+    fn hint() -> Option<LeaderHint> {
+        Some(LeaderHint { http: "http://127.0.0.1:9".into(), binary: Some("127.0.0.1:10".into()) })
+    }
+
+    /// A 421 promises the request was not acted on (clients resend it to the
+    /// header's leader); a write that may have landed is a 503 without the header.
+    #[test]
+    fn only_a_refusal_that_wrote_nothing_is_a_421_naming_the_leader() {
+        let refused =
+            BrokerError::NotLeader { topic: "t".into(), partition: 0, leader: hint() }.into_response();
+        assert_eq!(refused.status(), StatusCode::MISDIRECTED_REQUEST);
+        assert_eq!(refused.headers()[LEADER_HEADER], "http://127.0.0.1:9");
+        let lost = BrokerError::LeadershipLost { topic: "t".into(), partition: 0, leader: hint() };
+        assert_eq!((lost.code(), lost.status()), ("leadership_lost", StatusCode::SERVICE_UNAVAILABLE));
+        assert!(lost.to_string().contains("may or may not be written"), "{lost}");
+        assert!(lost.into_response().headers().get(LEADER_HEADER).is_none());
     }
 }

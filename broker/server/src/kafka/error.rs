@@ -66,7 +66,8 @@ pub mod code {
 pub fn kafka_code(e: &BrokerError) -> i16 {
     use code::*;
     match e {
-        BrokerError::NotLeader { .. } => NOT_LEADER_OR_FOLLOWER,
+        // Kafka answers both alike; its idempotent producers make the resend safe.
+        BrokerError::NotLeader { .. } | BrokerError::LeadershipLost { .. } => NOT_LEADER_OR_FOLLOWER,
         BrokerError::Unauthorized { .. } => TOPIC_AUTHORIZATION_FAILED,
         BrokerError::Unauthenticated => SASL_AUTHENTICATION_FAILED,
         BrokerError::Denied(missing) => denied_code(missing),
@@ -154,7 +155,7 @@ pub fn coordinator_code(e: &BrokerError) -> i16 {
     use code::*;
     match e {
         BrokerError::Unauthorized { .. } => GROUP_AUTHORIZATION_FAILED,
-        BrokerError::NotLeader { .. } => NOT_COORDINATOR,
+        BrokerError::NotLeader { .. } | BrokerError::LeadershipLost { .. } => NOT_COORDINATOR,
         BrokerError::ShuttingDown | BrokerError::Overloaded { .. } => COORDINATOR_NOT_AVAILABLE,
         BrokerError::InvalidRequest(m) if m.starts_with("commit metadata") => OFFSET_METADATA_TOO_LARGE,
         other => kafka_code(other),

@@ -12,6 +12,17 @@ pub enum BrokerError {
     /// address, for es-client to follow. (A single node always leads.)
     #[error("this broker does not lead partition {partition} of topic {topic:?}{}", leader_hint(.leader))]
     NotLeader { topic: String, partition: u32, leader: Option<LeaderHint> },
+    /// This broker led the partition and lost the leadership (or was fenced) after
+    /// the batch was proposed and before it committed: it may or may not be
+    /// written, and may still commit under the next leader. Unlike NotLeader, a
+    /// blind resend may write it twice; an idempotent producer's resend cannot.
+    #[error(
+        "this broker stopped leading partition {partition} of topic {topic:?} before the write committed, \
+         so it may or may not be written{}: read the partition before resending, or send with an \
+         idempotent producer, whose resend is never written twice",
+        leader_hint(.leader)
+    )]
+    LeadershipLost { topic: String, partition: u32, leader: Option<LeaderHint> },
     /// The caller may not do this to `resource`. Raised before any lookup, so the
     /// answer never says whether the resource exists.
     #[error("not authorized for {resource}")]

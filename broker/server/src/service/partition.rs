@@ -165,6 +165,11 @@ impl PartitionHandle {
             es_raft::ProposeError::NotLeader { leader } => {
                 replica.cluster.not_leader(self.topic.name(), self.partition, leader)
             }
+            es_raft::ProposeError::LeadershipLost { leader } => BrokerError::LeadershipLost {
+                topic: self.topic.name(),
+                partition: self.partition,
+                leader: replica.cluster.leader_hint(leader),
+            },
             // The leader cannot reach a majority (cut off, or the others are
             // down): the batch may still commit, as after any lost answer.
             es_raft::ProposeError::Timeout => BrokerError::Timeout(format!(

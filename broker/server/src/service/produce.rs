@@ -336,13 +336,20 @@ struct MainBatch {
 
 impl Plan {
     /// Appends in arrival order (the request's batches, then its dead letters);
-    /// the fsyncs of all of them overlap.
+    /// the fsyncs of all of them overlap. Every partition's leadership is checked
+    /// before the first append, so a NotLeader here means nothing was written.
     fn append(
         self,
         findings: Vec<Finding>,
         throttle: Throttle,
         timer: LatencyTimer,
     ) -> Result<PendingProduce> {
+        for m in self.main.iter().filter(|m| m.batch.is_some()) {
+            m.handle.check_leader()?;
+        }
+        for (_, p) in &self.dead {
+            p.handle.check_leader()?;
+        }
         let mut main = Vec::with_capacity(self.main.len());
         for m in self.main {
             let pending = m.batch.map(|b| m.handle.append(b)).transpose()?;
@@ -358,18 +365,30 @@ impl Plan {
 
 impl PendingProduce {
     /// Phase two: resolves once every append of the request is durable.
+    ///
+    /// A NotLeader of one append (leadership moved between the check and the
+    /// proposal) becomes LeadershipLost when the request made others, which may be
+    /// written: a NotLeader (HTTP 421) promises that nothing was, so that a client
+    /// may resend the whole request to the leader.
     pub async fn durable(self) -> Result<ProduceAck> {
+        let appends = self.main.iter().filter(|m| m.2.is_some()).count() + self.dead.len();
+        let settle = |e: BrokerError| match e {
+            BrokerError::NotLeader { topic, partition, leader } if appends > 1 => {
+                BrokerError::LeadershipLost { topic, partition, leader }
+            }
+            other => other,
+        };
         let mut partitions = Vec::with_capacity(self.main.len());
         for (partition, ids, pending, high_watermark) in self.main {
             let written = match pending {
-                Some(p) => Some(p.durable().await?),
+                Some(p) => Some(p.durable().await.map_err(settle)?),
                 None => None,
             };
             partitions.push(PartitionAck { partition, written, ids, high_watermark });
         }
         let mut dead_letters = Vec::new();
         for (topic, partition, ids, pending) in self.dead {
-            let appended = pending.durable().await?;
+            let appended = pending.durable().await.map_err(settle)?;
             for (i, id) in ids.into_iter().enumerate() {
                 let offset = appended.base_offset + i as u64;
                 dead_letters.push(DeadLettered { id, topic: topic.clone(), partition, offset });

@@ -73,12 +73,12 @@ impl Client {
     }
 
     /// Sends one JSON request. A cluster follower that answers `421` with the
-    /// leader's URL (`es-leader`) did not act on the request, so it is sent to that
-    /// leader, at most [`LEADER_HOPS_MAX`] times. A produce is not resent: the old
-    /// leader may have appended it before losing its leadership.
+    /// leader's URL (`es-leader`) did not act on the request (a produce included:
+    /// the broker answers 421 only when it wrote none of it, and `503
+    /// leadership_lost` when it may have), so it is sent to that leader, at most
+    /// [`LEADER_HOPS_MAX`] times.
     fn send(&self, method: &str, path: &str, body: Option<&Value>) -> anyhow::Result<Value> {
         let body = body.map(Value::to_string).unwrap_or_default();
-        let follows = !(method == "POST" && path.ends_with("/records"));
         let mut base = self.base.clone();
         for hop in 0..=LEADER_HOPS_MAX {
             let url = format!("{base}{path}");
@@ -96,7 +96,7 @@ impl Client {
                 }
             };
             let leader = match &sent {
-                Ok(r) if follows && hop < LEADER_HOPS_MAX && r.status() == 421 => {
+                Ok(r) if hop < LEADER_HOPS_MAX && r.status() == 421 => {
                     r.headers().get("es-leader").and_then(|v| v.to_str().ok()).map(base_url)
                 }
                 _ => None,
