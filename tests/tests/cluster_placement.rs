@@ -243,15 +243,18 @@ fn a_produce_spanning_partitions_led_elsewhere_is_refused_whole() {
         421 | 500 | 503 | 504 => None,
         other => panic!("creating the topic: {other}"),
     });
-    // The leader of partition 0, while another node leads some other partition.
-    let (asked, led) = eventually(ELECTION_WAIT, "partition leaders on two nodes or more", || {
-        let leaders: Vec<u64> = (0..3)
-            .map(|p| partition_seen(&c, 1, "across", p).and_then(|v| v["leader"].as_u64()))
-            .collect::<Option<_>>()?;
-        leaders.iter().any(|l| *l != leaders[0]).then_some(())?;
-        let led: Vec<u64> = (0..3).filter(|p| leaders[*p as usize] == leaders[0]).collect();
-        Some((leaders[0], led))
+    // The leader of partition 0, once each node leads one partition (balanced, so
+    // the balancer moves nothing more), as that node itself sees it.
+    let leaders_seen_by = |id: u64| -> Option<Vec<u64>> {
+        (0..3).map(|p| partition_seen(&c, id, "across", p).and_then(|v| v["leader"].as_u64())).collect()
+    };
+    let asked = eventually(ELECTION_WAIT, "one partition led by each node", || {
+        let leaders = leaders_seen_by(1)?;
+        let mut sorted = leaders.clone();
+        sorted.sort_unstable();
+        (sorted == [1, 2, 3] && leaders_seen_by(leaders[0])? == leaders).then_some(leaders[0])
     });
+    let led = [0u64];
     let records: Vec<Value> = (0..3).map(|p| json!({"value": format!("v{p}"), "partition": p})).collect();
     let r = c.node(asked).post("/topics/across/records", &json!({ "records": records }));
     assert_eq!((r.status, r.code()), (421, "not_leader"), "{:?}", r.body);

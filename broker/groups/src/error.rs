@@ -43,6 +43,15 @@ pub enum GroupError {
     /// group; `hint` names the node that does, when known (Kafka's NOT_COORDINATOR).
     #[error("this node is not the group coordinator{}", hint.as_ref().map(|h| format!("; the coordinator is {}", h.http)).unwrap_or_default())]
     NotCoordinator { hint: Option<LeaderHint> },
+    /// In a cluster: this node stopped coordinating groups (it lost the leadership
+    /// of `__es_offsets`, or was fenced) after it proposed a write and before the
+    /// write committed: it may or may not be written. Unlike NotCoordinator, which
+    /// promises nothing was, a blind resend may act twice.
+    #[error(
+        "this node stopped coordinating groups before the write committed, so it may or may not be written{}: read the group before retrying",
+        hint.as_ref().map(|h| format!("; the coordinator is {}", h.http)).unwrap_or_default()
+    )]
+    CoordinatorLost { hint: Option<LeaderHint> },
     /// In a cluster: this node just became the coordinator and is rebuilding group
     /// state from the committed log (Kafka's COORDINATOR_LOAD_IN_PROGRESS); retry.
     #[error("the group coordinator is loading committed offsets; retry shortly")]

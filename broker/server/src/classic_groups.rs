@@ -308,10 +308,12 @@ impl ClassicGroups {
             };
             let _closed = inner.jobs.send(Job { epoch: inner.epoch, request, done: Some(tx) });
         }
+        // The group is gone from memory here and its tombstone may have been
+        // appended: a failure is not a promise that nothing was done.
         match rx.await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(hint)) => Err(GroupError::NotCoordinator { hint }),
-            Err(_) => Err(GroupError::NotCoordinator { hint: None }),
+            Ok(Err(hint)) => Err(GroupError::CoordinatorLost { hint }),
+            Err(_) => Err(GroupError::CoordinatorLost { hint: None }),
         }
     }
 }
@@ -362,7 +364,7 @@ async fn write_records(
                 chunk.iter().map(|j| (j.request.group.clone(), j.request.snapshot.clone())).collect();
             let outcome: WriteOutcome = match write(records).await {
                 Ok(()) => Ok(()),
-                Err(GroupError::NotCoordinator { hint }) => Err(hint),
+                Err(GroupError::NotCoordinator { hint } | GroupError::CoordinatorLost { hint }) => Err(hint),
                 Err(e) => {
                     tracing::warn!(error = %e, "writing Kafka groups' records failed; their members rejoin");
                     Err(None)

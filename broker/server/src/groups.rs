@@ -385,7 +385,17 @@ impl Groups {
             })
             .collect();
         self.offsets.write(group, entries).await?;
-        Ok(self.fetch(group)?.into_iter().filter(|c| c.topic == topic).collect())
+        // Written: answer from the table, with no second coordinator check (a 421
+        // now would have the caller resend a reset that is done).
+        let written = self.offsets.fetch(group).into_iter().filter(|(tp, _)| tp.topic == topic);
+        Ok(written
+            .map(|(tp, c)| CommittedOffset {
+                topic: tp.topic,
+                partition: tp.partition,
+                offset: c.offset,
+                metadata: c.metadata,
+            })
+            .collect())
     }
 
     /// Deletes an empty group and its committed offsets (tombstones, fsynced).
@@ -394,6 +404,13 @@ impl Groups {
         let committed = self.offsets.fetch(group);
         if self.classic.knows(group) {
             self.classic.delete(group).await?;
+            // The group's tombstone is written: a refusal of the offsets' tombstones
+            // must not read as "nothing was done".
+            let tombstones = committed.into_keys().map(|tp| (tp, None)).collect();
+            return self.offsets.write(group, tombstones).await.map_err(|e| match e {
+                GroupError::NotCoordinator { hint } => GroupError::CoordinatorLost { hint }.into(),
+                other => other.into(),
+            });
         } else {
             let mut coordinator = self.coordinator();
             if committed.is_empty() && coordinator.describe(group).is_none() {
@@ -488,6 +505,9 @@ impl From<GroupError> for BrokerError {
             GroupError::NotCoordinator { hint } => {
                 BrokerError::NotLeader { topic: OFFSETS_TOPIC.to_owned(), partition: 0, leader: hint }
             }
+            GroupError::CoordinatorLost { hint } => {
+                BrokerError::LeadershipLost { topic: OFFSETS_TOPIC.to_owned(), partition: 0, leader: hint }
+            }
             other => BrokerError::Group(other),
         }
     }
@@ -512,6 +532,7 @@ pub fn error_code(e: &GroupError) -> &'static str {
         | GroupError::GroupFull { .. }
         | GroupError::SubscribedToTopic { .. } => "invalid_request",
         GroupError::NotCoordinator { .. } => "not_leader",
+        GroupError::CoordinatorLost { .. } => "leadership_lost",
         GroupError::CoordinatorLoading => "coordinator_loading",
         GroupError::Storage(_) => "storage_error",
         GroupError::Corrupt { .. } => "internal_error",
@@ -531,7 +552,9 @@ pub fn error_status(e: &GroupError) -> axum::http::StatusCode {
         | GroupError::SubscribedToTopic { .. } => StatusCode::BAD_REQUEST,
         GroupError::Storage(_) | GroupError::Corrupt { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         GroupError::NotCoordinator { .. } => StatusCode::MISDIRECTED_REQUEST,
-        GroupError::CoordinatorLoading => StatusCode::SERVICE_UNAVAILABLE,
+        GroupError::CoordinatorLoading | GroupError::CoordinatorLost { .. } => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
         GroupError::UnknownMember { .. }
         | GroupError::IllegalGeneration { .. }
         | GroupError::RebalanceInProgress(_)

@@ -112,7 +112,7 @@ fn group_code(e: &GroupError) -> ErrorCode {
         | GroupError::GroupFull { .. }
         | GroupError::SubscribedToTopic { .. }
         | GroupError::InvalidRequest(_) => ErrorCode::InvalidRequest,
-        GroupError::NotCoordinator { .. } => ErrorCode::NotLeader,
+        GroupError::NotCoordinator { .. } | GroupError::CoordinatorLost { .. } => ErrorCode::NotLeader,
         // Retriable, like a shutting-down broker: the coordinator serves shortly.
         GroupError::CoordinatorLoading => ErrorCode::ShuttingDown,
         GroupError::Storage(l) => log_code(l),

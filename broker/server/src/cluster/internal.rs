@@ -98,9 +98,13 @@ fn appender(cluster: &Arc<Cluster>) -> Appender {
                 .map_err(|e| GroupError::InvalidRequest(e.to_string()))?;
             match group.propose(batch).await {
                 Ok(appended) => Ok(appended.base_offset),
-                Err(ProposeError::NotLeader { leader } | ProposeError::LeadershipLost { leader }) => {
+                Err(ProposeError::NotLeader { leader }) => {
                     let hint = weak.upgrade().and_then(|c| c.leader_hint(leader));
                     Err(GroupError::NotCoordinator { hint })
+                }
+                Err(ProposeError::LeadershipLost { leader }) => {
+                    let hint = weak.upgrade().and_then(|c| c.leader_hint(leader));
+                    Err(GroupError::CoordinatorLost { hint })
                 }
                 Err(e) => Err(GroupError::Storage(es_log::LogError::Failed(format!(
                     "replicating to {OFFSETS_TOPIC}: {e}"

@@ -71,11 +71,20 @@ pub async fn registry_writes(State(state): State<AppState>, req: Request, next: 
                 r.headers_mut().insert(SERVED_BY, HeaderValue::from(leader));
                 r
             }
-            None => not_leader(Some(leader)).into_response(),
+            None => outcome_unknown(leader, "its answer did not decode").into_response(),
         },
-        Err(e) => {
+        // Never sent: the caller may resend it anywhere (421 promises nothing was done).
+        Err(
+            e @ (es_peer::PeerError::Unavailable(_)
+            | es_peer::PeerError::UnknownNode(_)
+            | es_peer::PeerError::SelfCall),
+        ) => {
             tracing::debug!(leader, error = %e, "forwarding a registry write failed");
             not_leader(Some(leader)).into_response()
+        }
+        Err(e) => {
+            tracing::debug!(leader, error = %e, "forwarding a registry write failed");
+            outcome_unknown(leader, &e.to_string()).into_response()
         }
     }
 }
@@ -149,4 +158,13 @@ mod tests {
             assert!(decode(&wire[..cut]).is_none(), "cut at {cut}");
         }
     }
+}
+
+/// A forwarded write whose outcome is not known (sent, then no usable answer): not
+/// a 421, since the leader may have done it.
+fn outcome_unknown(leader: u64, why: &str) -> BrokerError {
+    BrokerError::Timeout(format!(
+        "node {leader}, the schema registry's leader, took this write but gave no usable answer ({why}): \
+         it may or may not be done; read the subject before retrying"
+    ))
 }

@@ -32,8 +32,9 @@ use crate::service::produce::{self, PartitionBatch, ProduceTarget};
         (status = 403, description = "internal_topic: the broker's internal topics take no client writes", body = ErrorBody),
         (status = 409, description = "out_of_order_sequence, producer_fenced, unknown_producer_id: an idempotent producer's batch is out of sequence, its epoch is stale, or its id was never issued", body = ErrorBody),
         (status = 413, description = "batch_too_large, record_too_large, request_too_large", body = ErrorBody),
+        (status = 421, description = "not_leader: in a cluster, this node does not lead every partition of the request; nothing was written: resend it to the leader in the es-leader header", body = ErrorBody),
         (status = 422, description = "validation_failed: the topic's validators refused records; nothing was written", body = ErrorBody),
-        (status = 503, description = "shutting_down, overloaded, plugin_failed", body = ErrorBody)))]
+        (status = 503, description = "shutting_down, overloaded, plugin_failed; leadership_lost: the leader lost its leadership before the write committed, which may or may not be written", body = ErrorBody)))]
 pub async fn produce(
     State(state): State<AppState>,
     Caller(who): Caller,

@@ -180,7 +180,7 @@ fn group_code(e: &GroupError) -> i16 {
         GroupError::InvalidSessionTimeout { .. } => INVALID_SESSION_TIMEOUT,
         GroupError::GroupFull { .. } => GROUP_MAX_SIZE_REACHED,
         GroupError::SubscribedToTopic { .. } => GROUP_SUBSCRIBED_TO_TOPIC,
-        GroupError::NotCoordinator { .. } => NOT_COORDINATOR,
+        GroupError::NotCoordinator { .. } | GroupError::CoordinatorLost { .. } => NOT_COORDINATOR,
         GroupError::CoordinatorLoading => COORDINATOR_LOAD_IN_PROGRESS,
         GroupError::Storage(l) => log_code(l),
         GroupError::Corrupt { .. } => UNKNOWN_SERVER_ERROR,

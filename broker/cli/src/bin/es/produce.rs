@@ -306,13 +306,15 @@ fn produce_stdin(
         if !batch.is_empty() && (full || idle) {
             let count = batch.len();
             let body = json!({"encoding": "base64", "records": std::mem::take(&mut batch)});
-            let v = client.post(path, &body).map_err(|e| numbered_from(e, sent)).with_context(|| {
-                format!(
-                    "sending stdin records {}..{} (nothing of this batch was written)",
-                    sent,
-                    sent + count - 1
-                )
-            })?;
+            let v = match client.post(path, &body) {
+                Ok(v) => v,
+                Err(e) => {
+                    let what = batch_outcome(&e);
+                    let last = sent + count - 1;
+                    return Err(numbered_from(e, sent)
+                        .context(format!("sending stdin records {sent}..{last} ({what})")));
+                }
+            };
             report.add(topic, &v, sent);
             sent += count;
             if json_out {
@@ -330,6 +332,17 @@ fn produce_stdin(
 }
 
 /// A refusal's record numbers count from the batch; make them count from the input.
+/// What a failed produce request left behind: a refusal (4xx but a timeout) wrote
+/// nothing; a 5xx, a timeout or a lost connection may have written the batch.
+fn batch_outcome(e: &anyhow::Error) -> &'static str {
+    match e.downcast_ref::<ApiError>() {
+        Some(api) if (400..500).contains(&api.status) && api.status != 408 => {
+            "nothing of this batch was written"
+        }
+        _ => "this batch may or may not be written: read the topic before sending it again",
+    }
+}
+
 fn numbered_from(e: anyhow::Error, first: usize) -> anyhow::Error {
     match e.downcast::<ApiError>() {
         Ok(api) if first > 0 => api.renumbered(first).into(),
