@@ -142,6 +142,15 @@ fn decode(payload: &[u8]) -> Option<(Head, Bytes)> {
     Some((head, Bytes::copy_from_slice(&payload[4 + len..])))
 }
 
+/// A forwarded write whose outcome is not known (sent, then no usable answer): not
+/// a 421, since the leader may have done it.
+fn outcome_unknown(leader: u64, why: &str) -> BrokerError {
+    BrokerError::Timeout(format!(
+        "node {leader}, the schema registry's leader, took this write but gave no usable answer ({why}): \
+         it may or may not be done; read the subject before retrying"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,13 +167,4 @@ mod tests {
             assert!(decode(&wire[..cut]).is_none(), "cut at {cut}");
         }
     }
-}
-
-/// A forwarded write whose outcome is not known (sent, then no usable answer): not
-/// a 421, since the leader may have done it.
-fn outcome_unknown(leader: u64, why: &str) -> BrokerError {
-    BrokerError::Timeout(format!(
-        "node {leader}, the schema registry's leader, took this write but gave no usable answer ({why}): \
-         it may or may not be done; read the subject before retrying"
-    ))
 }
