@@ -260,17 +260,20 @@ impl Groups {
     /// (NOT_COORDINATOR elsewhere), since a follower's copy may trail the leader's.
     pub fn fetch(&self, group: &str) -> Result<Vec<CommittedOffset>> {
         self.check_coordinator()?;
-        Ok(self
-            .offsets
-            .fetch(group)
-            .into_iter()
+        Ok(self.committed(group))
+    }
+
+    /// The group's committed offsets in this node's table, unchecked.
+    fn committed(&self, group: &str) -> Vec<CommittedOffset> {
+        let table = self.offsets.fetch(group).into_iter();
+        table
             .map(|(tp, c)| CommittedOffset {
                 topic: tp.topic,
                 partition: tp.partition,
                 offset: c.offset,
                 metadata: c.metadata,
             })
-            .collect())
+            .collect()
     }
 
     /// Groups of both kinds with members or committed offsets: (name, state, kind).
@@ -387,15 +390,7 @@ impl Groups {
         self.offsets.write(group, entries).await?;
         // Written: answer from the table, with no second coordinator check (a 421
         // now would have the caller resend a reset that is done).
-        let written = self.offsets.fetch(group).into_iter().filter(|(tp, _)| tp.topic == topic);
-        Ok(written
-            .map(|(tp, c)| CommittedOffset {
-                topic: tp.topic,
-                partition: tp.partition,
-                offset: c.offset,
-                metadata: c.metadata,
-            })
-            .collect())
+        Ok(self.committed(group).into_iter().filter(|c| c.topic == topic).collect())
     }
 
     /// Deletes an empty group and its committed offsets (tombstones, fsynced).
