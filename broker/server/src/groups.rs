@@ -265,8 +265,9 @@ impl Groups {
 
     /// The group's committed offsets in this node's table, unchecked.
     fn committed(&self, group: &str) -> Vec<CommittedOffset> {
-        let table = self.offsets.fetch(group).into_iter();
-        table
+        self.offsets
+            .fetch(group)
+            .into_iter()
             .map(|(tp, c)| CommittedOffset {
                 topic: tp.topic,
                 partition: tp.partition,
@@ -397,15 +398,9 @@ impl Groups {
     pub async fn delete(&self, group: &str) -> Result<()> {
         self.check_coordinator()?;
         let committed = self.offsets.fetch(group);
-        if self.classic.knows(group) {
+        let classic = self.classic.knows(group);
+        if classic {
             self.classic.delete(group).await?;
-            // The group's tombstone is written: a refusal of the offsets' tombstones
-            // must not read as "nothing was done".
-            let tombstones = committed.into_keys().map(|tp| (tp, None)).collect();
-            return self.offsets.write(group, tombstones).await.map_err(|e| match e {
-                GroupError::NotCoordinator { hint } => GroupError::CoordinatorLost { hint }.into(),
-                other => other.into(),
-            });
         } else {
             let mut coordinator = self.coordinator();
             if committed.is_empty() && coordinator.describe(group).is_none() {
@@ -414,7 +409,12 @@ impl Groups {
             coordinator.delete(group)?;
         }
         let tombstones = committed.into_keys().map(|tp| (tp, None)).collect();
-        Ok(self.offsets.write(group, tombstones).await?)
+        // A Kafka group's own tombstone is written by now: a refusal of the
+        // offsets' tombstones must not read as "nothing was done".
+        self.offsets.write(group, tombstones).await.map_err(|e| match e {
+            GroupError::NotCoordinator { hint } if classic => GroupError::CoordinatorLost { hint }.into(),
+            other => other.into(),
+        })
     }
 }
 
