@@ -96,10 +96,14 @@ impl Registry {
     }
 
     /// Opens (creating when new) a log of the cluster's own under `partitions/`,
-    /// e.g. the metadata group's, with the default log config.
+    /// e.g. the metadata group's. It is kept whole: no retention by age or size.
+    /// The metadata group has no snapshot of the registry, so a node that joins
+    /// (or lags) learns every topic, grant and binding only by replaying the log
+    /// from its first command; a retention purge would hand it a snapshot that
+    /// carries none of them.
     pub fn open_cluster_log(&self, name: &str) -> Result<Arc<es_log::PartitionLog>> {
         let dir = format!("{CLUSTER_DIR_PREFIX}{name}");
-        let (log, recovery) = self.manager.open_partition(&dir, es_log::LogConfig::default())?;
+        let (log, recovery) = self.manager.open_partition(&dir, cluster_log_config())?;
         let mut repairs = Vec::new();
         super::describe_recovery(&dir, &recovery, &mut repairs);
         for repair in repairs {
@@ -186,6 +190,11 @@ impl Registry {
     }
 }
 
+/// The config of the cluster's own logs: everything kept, whatever its age.
+fn cluster_log_config() -> es_log::LogConfig {
+    es_log::LogConfig { retention_ms: -1, retention_bytes: -1, ..es_log::LogConfig::default() }
+}
+
 /// What applying a replicated command did, for the cluster to follow up (open or
 /// close the partitions' Raft groups).
 pub enum Applied {
@@ -213,5 +222,42 @@ fn command_name(command: &Command) -> &'static str {
         Command::RemoveNode { .. } => "RemoveNode",
         Command::PutPlugin { .. } => "PutPlugin",
         Command::RemovePlugin { .. } => "RemovePlugin",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::BrokerOptions;
+    use es_core::{LeaderEpoch, Record};
+
+    /// The metadata log outlives retention: a command from 1970 in a sealed segment
+    /// is kept, where a log with the default config beside it loses it.
+    #[test]
+    fn the_cluster_log_is_never_removed_by_retention() {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = Registry::open(BrokerOptions::new(dir.path())).unwrap().0;
+        let log = registry.open_cluster_log("metadata").unwrap();
+        assert_eq!((log.config().retention_ms, log.config().retention_bytes), (-1, -1));
+        let (control, _) =
+            registry.manager.open_partition("control-0", es_log::LogConfig::default()).unwrap();
+        let old = Record { value: Some(b"{}".to_vec().into()), timestamp: Some(1), ..Record::default() };
+        for l in [&log, &control] {
+            l.append_records(std::slice::from_ref(&old), LeaderEpoch::INITIAL).unwrap().wait().unwrap();
+            l.force_roll().unwrap();
+            l.append_records(&[Record::from_value(b"{}".to_vec())], LeaderEpoch::INITIAL)
+                .unwrap()
+                .wait()
+                .unwrap();
+        }
+        // The flusher seals a rolled segment on its own thread (bounded wait).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while control.housekeeping().unwrap().deleted_segments.is_empty() {
+            assert!(std::time::Instant::now() < deadline, "retention never removed the control's segment");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let report = log.housekeeping().unwrap();
+        assert!(report.deleted_segments.is_empty(), "{report:?}");
+        assert_eq!(log.info().log_start_offset, 0);
     }
 }
