@@ -9,8 +9,16 @@
 //! that save applies one command twice, which changes nothing the second time
 //! (`registry/replicated.rs`). The proposer waits for its own node's apply and
 //! answers its outcome, so a created topic is visible where it was created.
+//!
+//! A proposal whose answer was lost (its leader stepped down, the forwarded call
+//! timed out) is proposed again, so it can land twice. Each proposal carries an id
+//! (the record's key, the same for every attempt), and the applier applies a
+//! record whose id it applied within the last [`DEDUPE_WINDOW`] offsets as a no-op
+//! with the first one's outcome ([`Seen`]). The rule reads only the log, so every
+//! node skips the same records: a retried create that lands after a delete of the
+//! same topic does not bring it back on one node and not on another.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -30,6 +38,21 @@ pub(super) const APPLY_WAIT: Duration = Duration::from_secs(30);
 const OUTCOMES_KEPT: usize = 1024;
 /// Bytes read from the metadata log per step of the applier.
 const READ_BYTES: usize = 1 << 20;
+/// How many offsets back a record's proposal id is looked for. A retry lands
+/// within seconds of its first attempt (`LEADER_WAIT`); metadata commands come a
+/// few per second at most.
+pub(super) const DEDUPE_WINDOW: u64 = 65_536;
+
+/// A proposal's identity: the proposing node (8 bytes, big-endian) and a random
+/// number. The record's key; every attempt of one proposal carries the same.
+pub(super) type ProposalId = [u8; 16];
+
+fn new_proposal_id(node: u64) -> ProposalId {
+    let mut id = [0; 16];
+    id[..8].copy_from_slice(&node.to_be_bytes());
+    id[8..].copy_from_slice(&rand::random::<u64>().to_be_bytes());
+    id
+}
 
 /// The metadata group and this node's progress applying it.
 pub struct MetadataLog {
@@ -76,34 +99,46 @@ impl MetadataLog {
     }
 
     /// Appends `command` through the leader (forwarding it when that is another
-    /// node); answers its offset once committed.
+    /// node); answers its offset once committed. An attempt whose outcome is unknown
+    /// is made again with the same proposal id, which the applier applies once.
     pub(super) async fn propose(&self, cluster: &Cluster, command: &Command) -> Result<u64> {
         let value = serde_json::to_vec(command).map_err(|e| BrokerError::Internal(e.to_string()))?;
+        let id = new_proposal_id(cluster.node_id);
         let deadline = tokio::time::Instant::now() + LEADER_WAIT;
+        let mut may_have_landed = false;
         loop {
             let attempt = match self.group.leader() {
-                Some(leader) if leader == cluster.node_id => self.propose_here(&value).await,
-                Some(leader) => super::rpc::forward_metadata(cluster, leader, &value).await,
+                Some(leader) if leader == cluster.node_id => self.propose_here(&id, &value).await,
+                Some(leader) => super::rpc::forward_metadata(cluster, leader, &id, &value).await,
                 None => Err(Retry::NoLeader),
             };
-            match attempt {
+            let retry = match attempt {
                 Ok(offset) => return Ok(offset),
                 Err(Retry::Failed(e)) => return Err(e),
-                Err(Retry::NoLeader) if tokio::time::Instant::now() >= deadline => {
-                    return Err(BrokerError::NotLeader {
-                        topic: "__es_cluster_metadata".into(),
-                        partition: 0,
-                        leader: None,
-                    });
-                }
-                Err(Retry::NoLeader) => wait_for_leader(&self.group).await,
+                Err(retry) => retry,
+            };
+            may_have_landed |= matches!(retry, Retry::MayHaveLanded);
+            if tokio::time::Instant::now() >= deadline {
+                let (topic, partition) = ("__es_cluster_metadata".to_owned(), 0);
+                // 421 promises nothing was done; after an attempt that may have been
+                // committed, only "unknown" is true.
+                return Err(if may_have_landed {
+                    BrokerError::LeadershipLost { topic, partition, leader: None }
+                } else {
+                    BrokerError::NotLeader { topic, partition, leader: None }
+                });
             }
+            wait_for_leader(&self.group).await;
         }
     }
 
     /// Proposes a command's record here, as the leader.
-    pub(super) async fn propose_here(&self, value: &[u8]) -> std::result::Result<u64, Retry> {
-        let record = Record::from_value(value.to_vec());
+    pub(super) async fn propose_here(
+        &self,
+        id: &ProposalId,
+        value: &[u8],
+    ) -> std::result::Result<u64, Retry> {
+        let record = Record::keyed(id.to_vec(), value.to_vec());
         let batch = es_core::batch::encode(
             &[record],
             es_core::Clock::now_ms(&es_core::SystemClock),
@@ -112,7 +147,8 @@ impl MetadataLog {
         .map_err(|e| Retry::Failed(BrokerError::Internal(e.to_string())))?;
         match self.group.propose(batch).await {
             Ok(appended) => Ok(appended.base_offset),
-            Err(ProposeError::NotLeader { .. } | ProposeError::LeadershipLost { .. }) => Err(Retry::NoLeader),
+            Err(ProposeError::NotLeader { .. }) => Err(Retry::NoLeader),
+            Err(ProposeError::LeadershipLost { .. } | ProposeError::Timeout) => Err(Retry::MayHaveLanded),
             Err(e) => {
                 Err(Retry::Failed(BrokerError::Internal(format!("replicating a metadata change: {e}"))))
             }
@@ -129,6 +165,11 @@ impl MetadataLog {
             )));
         }
         self.outcomes.lock().expect("outcomes lock").remove(&offset).unwrap_or(Ok(()))
+    }
+
+    /// Takes the outcome recorded for `offset`, if nobody collected it yet.
+    fn take_outcome(&self, offset: u64) -> Option<Result<()>> {
+        self.outcomes.lock().expect("outcomes lock").remove(&offset)
     }
 
     fn record_outcome(&self, offset: u64, outcome: Result<()>) {
@@ -149,8 +190,66 @@ impl MetadataLog {
 
 /// Why a proposal did not land, and whether to try again.
 pub(super) enum Retry {
+    /// No leader took it: nothing was appended.
     NoLeader,
+    /// A leader took it and lost its answer (stepped down, or the call timed out):
+    /// it may be committed.
+    MayHaveLanded,
     Failed(BrokerError),
+}
+
+/// The proposal ids applied in the last [`DEDUPE_WINDOW`] offsets, by offset.
+/// Rebuilt from the log at start ([`Seen::rebuild`]), so it is the same on every
+/// node at the same offset.
+#[derive(Default)]
+pub(super) struct Seen {
+    at: HashMap<ProposalId, u64>,
+    order: VecDeque<(u64, ProposalId)>,
+}
+
+impl Seen {
+    /// Reads the ids of the records in the window before `next` (the next offset
+    /// to apply).
+    fn rebuild(log: &es_log::PartitionLog, next: u64) -> Result<Seen> {
+        let mut seen = Seen::default();
+        let mut offset = next.saturating_sub(DEDUPE_WINDOW).max(log.info().log_start_offset);
+        while offset < next {
+            let read = log.read(offset, READ_BYTES)?;
+            let before = offset;
+            for batch in read.batches() {
+                for r in batch.records() {
+                    let r = r.map_err(|e| BrokerError::Internal(format!("a metadata record: {e}")))?;
+                    if r.offset >= offset && r.offset < next {
+                        if let Some(id) = r.key.and_then(|k| ProposalId::try_from(k).ok()) {
+                            seen.insert(id, r.offset);
+                        }
+                        offset = r.offset + 1;
+                    }
+                }
+            }
+            if offset == before {
+                break;
+            }
+        }
+        Ok(seen)
+    }
+
+    /// Where `id` was applied, if within the window before `offset`.
+    fn first(&mut self, id: &ProposalId, offset: u64) -> Option<u64> {
+        while let Some((at, old)) = self.order.front() {
+            if at + DEDUPE_WINDOW >= offset {
+                break;
+            }
+            self.at.remove(old);
+            self.order.pop_front();
+        }
+        self.at.get(id).copied()
+    }
+
+    fn insert(&mut self, id: ProposalId, offset: u64) {
+        self.at.insert(id, offset);
+        self.order.push_back((offset, id));
+    }
 }
 
 async fn wait_for_leader(group: &Group) {
@@ -164,9 +263,10 @@ pub(super) fn spawn_applier(cluster: &Arc<Cluster>) {
     let weak = Arc::downgrade(cluster);
     let mut committed = cluster.metadata.group.log().subscribe();
     tokio::spawn(async move {
+        let mut seen = None;
         loop {
             let Some(cluster) = weak.upgrade() else { return };
-            if let Err(e) = apply_available(&cluster).await {
+            if let Err(e) = apply_available(&cluster, &mut seen).await {
                 tracing::error!(error = %e, "applying the metadata log failed; retrying");
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
@@ -180,9 +280,14 @@ pub(super) fn spawn_applier(cluster: &Arc<Cluster>) {
     });
 }
 
-/// Applies every committed record from the next offset to apply.
-async fn apply_available(cluster: &Arc<Cluster>) -> Result<()> {
+/// Applies every committed record from the next offset to apply; `seen` is built
+/// on the first call.
+async fn apply_available(cluster: &Arc<Cluster>, seen: &mut Option<Seen>) -> Result<()> {
     let log = cluster.metadata.group.log().clone();
+    let seen = match seen {
+        Some(seen) => seen,
+        None => seen.insert(Seen::rebuild(&log, *cluster.metadata.applied.borrow())?),
+    };
     loop {
         let next = *cluster.metadata.applied.borrow();
         if next >= log.high_watermark() {
@@ -194,14 +299,24 @@ async fn apply_available(cluster: &Arc<Cluster>) -> Result<()> {
             for r in batch.records() {
                 let r = r.map_err(|e| BrokerError::Internal(format!("a metadata record: {e}")))?;
                 if r.offset >= next {
-                    records.push((r.offset, r.value.map(<[u8]>::to_vec).unwrap_or_default()));
+                    let id = r.key.and_then(|k| ProposalId::try_from(k).ok());
+                    records.push((r.offset, id, r.value.map(<[u8]>::to_vec).unwrap_or_default()));
                 }
             }
         }
         if records.is_empty() {
             return Ok(());
         }
-        for (offset, value) in records {
+        for (offset, id, value) in records {
+            if let Some(first) = id.and_then(|id| seen.first(&id, offset)) {
+                // A retried proposal that landed twice: applied once, at `first`; its
+                // proposer, waiting on this offset, gets that outcome.
+                tracing::info!(offset, first, "a retried metadata proposal landed twice; applied once");
+                let outcome = cluster.metadata.take_outcome(first).unwrap_or(Ok(()));
+                cluster.metadata.record_outcome(offset, outcome);
+                cluster.metadata.save_applied(offset + 1)?;
+                continue;
+            }
             let outcome = apply_one(cluster, &value).await;
             match &outcome {
                 // This node could not do its part (a disk error): it must not skip the
@@ -213,6 +328,9 @@ async fn apply_available(cluster: &Arc<Cluster>) -> Result<()> {
                     tracing::info!(offset, error = %e, "a replicated metadata change was refused on apply")
                 }
                 Ok(()) => {}
+            }
+            if let Some(id) = id {
+                seen.insert(id, offset);
             }
             cluster.metadata.record_outcome(offset, outcome);
             cluster.metadata.save_applied(offset + 1)?;
@@ -261,5 +379,132 @@ async fn apply_one(cluster: &Arc<Cluster>, value: &[u8]) -> Result<()> {
             Err(_) => Ok(()),
         },
         (Applied::Unchanged | Applied::Deleted(_), _) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::BrokerOptions;
+
+    fn keyed(id: u8) -> ProposalId {
+        [id; 16]
+    }
+
+    #[test]
+    fn an_id_is_found_within_the_window_only() {
+        let mut seen = Seen::default();
+        seen.insert(keyed(1), 10);
+        seen.insert(keyed(2), 20);
+        assert_eq!(seen.first(&keyed(1), 10 + DEDUPE_WINDOW), Some(10));
+        assert_eq!(seen.first(&keyed(3), 11), None);
+        // Past the window the first id is forgotten, the second not yet.
+        assert_eq!(seen.first(&keyed(1), 11 + DEDUPE_WINDOW), None);
+        assert_eq!(seen.first(&keyed(2), 11 + DEDUPE_WINDOW), Some(20));
+        assert_eq!(seen.at.len(), 1);
+    }
+
+    /// What a restarted node rebuilds from its log is what the applier built going
+    /// along: the window before the next offset, records without an id left out.
+    #[test]
+    fn the_window_rebuilt_from_the_log_matches_the_one_built_applying() {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = crate::registry::Registry::open(BrokerOptions::new(dir.path())).unwrap().0;
+        let log = registry.open_cluster_log("metadata").unwrap();
+        let records: Vec<Record> = (0..40u8)
+            .map(|i| match i % 4 {
+                0 => Record::from_value(b"{}".to_vec()),
+                _ => Record::keyed(keyed(i).to_vec(), b"{}".to_vec()),
+            })
+            .collect();
+        for chunk in records.chunks(3) {
+            log.append_records(chunk, es_core::LeaderEpoch::INITIAL).unwrap().wait().unwrap();
+        }
+        let rebuilt = Seen::rebuild(&log, 31).unwrap();
+        let mut built = Seen::default();
+        for (offset, r) in records.iter().enumerate().take(31) {
+            if let Some(k) = &r.key {
+                built.insert(ProposalId::try_from(k.as_ref()).unwrap(), offset as u64);
+            }
+        }
+        assert_eq!(rebuilt.at, built.at);
+        assert_eq!(rebuilt.order, built.order);
+        assert_eq!(rebuilt.at.len(), 23, "31 records, 8 of them without an id");
+    }
+
+    async fn single_node(dir: &std::path::Path) -> Arc<Cluster> {
+        let registry = crate::registry::Registry::open(BrokerOptions::new(dir)).unwrap().0;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let options = super::super::ClusterOptions {
+            node_id: 1,
+            peers: BTreeMap::from([(1, addr.clone())]),
+            secrets: es_peer::Secrets::single(es_peer::Secret::new(1, vec![7; 32])),
+            timers: es_raft::Timers::default(),
+            addresses: super::super::NodeAddresses {
+                kafka_host: "127.0.0.1".into(),
+                kafka_port: 9092,
+                http: "http://127.0.0.1:8080".into(),
+                binary: "127.0.0.1:9093".into(),
+            },
+            leader_balance: None,
+            join: false,
+        };
+        let cluster = Cluster::start(registry, options, listener).await.unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while !cluster.metadata.caught_up() {
+            assert!(tokio::time::Instant::now() < deadline, "the metadata group elected no leader");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        cluster
+    }
+
+    fn create(name: &str) -> Vec<u8> {
+        serde_json::to_vec(&Command::CreateTopic(crate::store::TopicMeta {
+            name: name.into(),
+            partitions: 1,
+            config: crate::config::TopicConfig::default(),
+            created_ms: 0,
+            validators: Vec::new(),
+            topic_id: Some(crate::store::new_topic_id()),
+            replicas: Some(vec![vec![1]]),
+            moved: Default::default(),
+        }))
+        .unwrap()
+    }
+
+    async fn propose(cluster: &Cluster, id: &ProposalId, value: &[u8]) -> (u64, Result<()>) {
+        let Ok(offset) = cluster.metadata.propose_here(id, value).await else { panic!("not proposed") };
+        (offset, cluster.metadata.outcome(offset, APPLY_WAIT).await)
+    }
+
+    /// A create's retry that lands after the topic was deleted does not bring the
+    /// topic back, and a retry's proposer gets the first landing's outcome.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_proposal_that_lands_twice_is_applied_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let cluster = single_node(dir.path()).await;
+        let id = new_proposal_id(1);
+        let value = create("t");
+        let (first, outcome) = propose(&cluster, &id, &value).await;
+        assert!(outcome.is_ok(), "{outcome:?}");
+        assert!(cluster.registry.topic("t").is_ok());
+        cluster.replicate_async(Command::DeleteTopic { name: "t".into() }).await.unwrap();
+        assert!(cluster.registry.topic("t").is_err());
+        let (again, outcome) = propose(&cluster, &id, &value).await;
+        assert!(again > first);
+        assert!(outcome.is_ok(), "{outcome:?}");
+        assert!(cluster.registry.topic("t").is_err(), "the retried create brought the deleted topic back");
+
+        // The first landing refused (the topic exists) and its outcome never collected:
+        // the retry answers that refusal.
+        cluster.replicate_async(serde_json::from_slice(&create("u")).unwrap()).await.unwrap();
+        let id = new_proposal_id(1);
+        let value = create("u");
+        let Ok(first) = cluster.metadata.propose_here(&id, &value).await else { panic!("not proposed") };
+        let (_, outcome) = propose(&cluster, &id, &value).await;
+        assert!(matches!(outcome, Err(BrokerError::TopicExists(_))), "{outcome:?}");
+        assert!(cluster.metadata.take_outcome(first).is_none(), "the outcome moved to the retry");
+        cluster.shutdown().await;
     }
 }

@@ -8,12 +8,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use es_peer::{Handler, RpcError};
 
-use super::metadata::Retry;
+use super::metadata::{ProposalId, Retry};
 use super::{Cluster, NodeAddresses};
 use crate::service::error::BrokerError;
 
-/// A metadata command (JSON) for the leader to append; answers its offset (u64 BE).
-const FORWARD_METADATA: u8 = 128;
+/// A metadata command for the leader to append: its proposal id (16 bytes) and
+/// the command (JSON); answers its offset (u64 BE). (Kind 128, the command
+/// without an id, is retired: a node of an older build is answered "unknown".)
+const FORWARD_METADATA: u8 = 135;
 /// Answers this node's [`NodeAddresses`] (JSON).
 const NODE_ADDRESSES: u8 = 129;
 /// A schema-registry write a follower forwards to the leader of `__es_schemas`
@@ -29,6 +31,8 @@ pub(super) const PARTITION_ENDS: u8 = 134;
 const NOT_LEADER: u16 = 1001;
 pub(super) const FAILED: u16 = 1002;
 const STARTING: u16 = 1003;
+/// The leader took the command and lost its answer: it may be committed.
+const MAY_HAVE_LANDED: u16 = 1004;
 
 /// How long one forwarded call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -46,11 +50,19 @@ pub(super) fn handler(slot: Arc<OnceLock<Weak<Cluster>>>) -> Handler {
                 return Err(RpcError::new(STARTING, "this node is still starting"));
             };
             match kind {
-                FORWARD_METADATA => match cluster.metadata.propose_here(&payload).await {
-                    Ok(offset) => Ok(Bytes::copy_from_slice(&offset.to_be_bytes())),
-                    Err(Retry::NoLeader) => Err(RpcError::new(NOT_LEADER, "not the metadata leader")),
-                    Err(Retry::Failed(e)) => Err(RpcError::new(FAILED, e.to_string())),
-                },
+                FORWARD_METADATA => {
+                    let Some((id, value)) = payload.split_first_chunk::<16>() else {
+                        return Err(RpcError::new(FAILED, "a forwarded metadata command without its id"));
+                    };
+                    match cluster.metadata.propose_here(id, value).await {
+                        Ok(offset) => Ok(Bytes::copy_from_slice(&offset.to_be_bytes())),
+                        Err(Retry::NoLeader) => Err(RpcError::new(NOT_LEADER, "not the metadata leader")),
+                        Err(Retry::MayHaveLanded) => {
+                            Err(RpcError::new(MAY_HAVE_LANDED, "the metadata leader lost the answer"))
+                        }
+                        Err(Retry::Failed(e)) => Err(RpcError::new(FAILED, e.to_string())),
+                    }
+                }
                 FETCH_BLOB => super::blobs::serve(&cluster, &payload).await,
                 PARTITION_ENDS => super::ends::serve(&cluster, &payload),
                 super::directory::ANNOUNCE_LEADERS => super::directory::serve(&cluster, from, &payload),
@@ -70,9 +82,16 @@ pub(super) fn handler(slot: Arc<OnceLock<Weak<Cluster>>>) -> Handler {
 }
 
 /// Sends a metadata command to `leader`; answers the offset it got.
-pub(super) async fn forward_metadata(cluster: &Cluster, leader: u64, value: &[u8]) -> Result<u64, Retry> {
-    let payload = Bytes::copy_from_slice(value);
-    match cluster.host.call(leader, FORWARD_METADATA, payload, CALL_TIMEOUT).await {
+pub(super) async fn forward_metadata(
+    cluster: &Cluster,
+    leader: u64,
+    id: &ProposalId,
+    value: &[u8],
+) -> Result<u64, Retry> {
+    let mut payload = Vec::with_capacity(id.len() + value.len());
+    payload.extend_from_slice(id);
+    payload.extend_from_slice(value);
+    match cluster.host.call(leader, FORWARD_METADATA, Bytes::from(payload), CALL_TIMEOUT).await {
         Ok(bytes) => match <[u8; 8]>::try_from(bytes.as_ref()) {
             Ok(b) => Ok(u64::from_be_bytes(b)),
             Err(_) => Err(Retry::Failed(BrokerError::Internal("a malformed forwarding answer".into()))),
@@ -80,10 +99,20 @@ pub(super) async fn forward_metadata(cluster: &Cluster, leader: u64, value: &[u8
         Err(es_peer::PeerError::Remote(e)) if e.code == FAILED => {
             Err(Retry::Failed(BrokerError::Internal(format!("node {leader}: {}", e.message))))
         }
-        // Not the leader any more, unreachable or starting: look for the leader again.
-        Err(e) => {
+        // Never appended: not the leader any more, starting, or never sent.
+        Err(
+            e @ (es_peer::PeerError::Remote(_)
+            | es_peer::PeerError::Unavailable(_)
+            | es_peer::PeerError::UnknownNode(_)
+            | es_peer::PeerError::SelfCall),
+        ) if !matches!(&e, es_peer::PeerError::Remote(r) if r.code == MAY_HAVE_LANDED) => {
             tracing::debug!(leader, error = %e, "forwarding a metadata change failed; retrying");
             Err(Retry::NoLeader)
+        }
+        // Sent, and the answer lost: it may be committed; proposed again, same id.
+        Err(e) => {
+            tracing::debug!(leader, error = %e, "a forwarded metadata change's answer was lost; retrying");
+            Err(Retry::MayHaveLanded)
         }
     }
 }
