@@ -203,8 +203,12 @@ pub(super) enum Retry {
 /// node at the same offset.
 #[derive(Default)]
 pub(super) struct Seen {
+    /// Where each id in the window was first applied.
     at: HashMap<ProposalId, u64>,
     order: VecDeque<(u64, ProposalId)>,
+    /// Where each id last landed, its outcome moved there for its proposer (this
+    /// node's bookkeeping; no decision reads it).
+    latest: HashMap<ProposalId, u64>,
 }
 
 impl Seen {
@@ -220,7 +224,9 @@ impl Seen {
                 for r in batch.records() {
                     let r = r.map_err(|e| BrokerError::Internal(format!("a metadata record: {e}")))?;
                     if r.offset >= offset && r.offset < next {
-                        if let Some(id) = r.key.and_then(|k| ProposalId::try_from(k).ok()) {
+                        if let Some(id) = r.key.and_then(|k| ProposalId::try_from(k).ok())
+                            && seen.first(&id, r.offset).is_none()
+                        {
                             seen.insert(id, r.offset);
                         }
                         offset = r.offset + 1;
@@ -234,21 +240,31 @@ impl Seen {
         Ok(seen)
     }
 
-    /// Where `id` was applied, if within the window before `offset`.
+    /// Where `id` was first applied, if within the window before `offset`.
     fn first(&mut self, id: &ProposalId, offset: u64) -> Option<u64> {
         while let Some((at, old)) = self.order.front() {
             if at + DEDUPE_WINDOW >= offset {
                 break;
             }
-            self.at.remove(old);
+            if self.at.get(old) == Some(at) {
+                self.at.remove(old);
+                self.latest.remove(old);
+            }
             self.order.pop_front();
         }
-        self.at.get(id).copied()
+        self.at.get(id).copied().filter(|first| *first < offset)
     }
 
+    /// `id` applied at `offset`, its first landing.
     fn insert(&mut self, id: ProposalId, offset: u64) {
         self.at.insert(id, offset);
         self.order.push_back((offset, id));
+    }
+
+    /// `id` landed again at `offset`: answers where its outcome was until now.
+    fn landed_again(&mut self, id: ProposalId, offset: u64) -> Option<u64> {
+        let first = self.at.get(&id).copied();
+        self.latest.insert(id, offset).or(first)
     }
 }
 
@@ -293,6 +309,15 @@ async fn apply_available(cluster: &Arc<Cluster>, seen: &mut Option<Seen>) -> Res
         if next >= log.high_watermark() {
             return Ok(());
         }
+        let start = log.info().log_start_offset;
+        if next < start {
+            return Err(BrokerError::Internal(format!(
+                "this node applied the metadata log up to offset {next}, but its log starts at {start}: \
+                 the commands in between were purged (builds before 2026-12-05 kept it 7 days) \
+                 and no snapshot carries them; this node cannot catch up. Give it a copy of a \
+                 caught-up node's data directory, or start the cluster afresh"
+            )));
+        }
         let read = log.read(next, READ_BYTES)?;
         let mut records = Vec::new();
         for batch in read.batches() {
@@ -308,11 +333,16 @@ async fn apply_available(cluster: &Arc<Cluster>, seen: &mut Option<Seen>) -> Res
             return Ok(());
         }
         for (offset, id, value) in records {
-            if let Some(first) = id.and_then(|id| seen.first(&id, offset)) {
-                // A retried proposal that landed twice: applied once, at `first`; its
-                // proposer, waiting on this offset, gets that outcome.
+            if let Some((id, first)) = id.and_then(|id| Some((id, seen.first(&id, offset)?))) {
+                // A retried proposal that landed twice: applied once, at `first`. The
+                // outcome moves to this offset, where its proposer may be waiting (it
+                // waits on one landing only). One no longer kept (over
+                // `OUTCOMES_KEPT` commands ago) was an apply, refused or not: Ok.
                 tracing::info!(offset, first, "a retried metadata proposal landed twice; applied once");
-                let outcome = cluster.metadata.take_outcome(first).unwrap_or(Ok(()));
+                let outcome = seen
+                    .landed_again(id, offset)
+                    .and_then(|at| cluster.metadata.take_outcome(at))
+                    .unwrap_or(Ok(()));
                 cluster.metadata.record_outcome(offset, outcome);
                 cluster.metadata.save_applied(offset + 1)?;
                 continue;
@@ -411,9 +441,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let registry = crate::registry::Registry::open(BrokerOptions::new(dir.path())).unwrap().0;
         let log = registry.open_cluster_log("metadata").unwrap();
+        // Every fourth record has no id; every fifth lands again two records later.
         let records: Vec<Record> = (0..40u8)
-            .map(|i| match i % 4 {
-                0 => Record::from_value(b"{}".to_vec()),
+            .map(|i| match (i % 4, i % 5) {
+                (0, _) => Record::from_value(b"{}".to_vec()),
+                (_, 2) => Record::keyed(keyed(i - 2).to_vec(), b"{}".to_vec()),
                 _ => Record::keyed(keyed(i).to_vec(), b"{}".to_vec()),
             })
             .collect();
@@ -422,14 +454,20 @@ mod tests {
         }
         let rebuilt = Seen::rebuild(&log, 31).unwrap();
         let mut built = Seen::default();
+        let mut skipped = 0;
         for (offset, r) in records.iter().enumerate().take(31) {
-            if let Some(k) = &r.key {
-                built.insert(ProposalId::try_from(k.as_ref()).unwrap(), offset as u64);
+            let Some(id) = r.key.as_ref().map(|k| ProposalId::try_from(k.as_ref()).unwrap()) else {
+                continue;
+            };
+            match built.first(&id, offset as u64) {
+                Some(_) => skipped += 1,
+                None => built.insert(id, offset as u64),
             }
         }
         assert_eq!(rebuilt.at, built.at);
         assert_eq!(rebuilt.order, built.order);
-        assert_eq!(rebuilt.at.len(), 23, "31 records, 8 of them without an id");
+        assert_eq!(skipped, 3, "offsets 7, 17 and 27 land an id again");
+        assert_eq!(rebuilt.at.len(), 23 - skipped, "31 records, 8 of them without an id");
     }
 
     async fn single_node(dir: &std::path::Path) -> Arc<Cluster> {
@@ -496,15 +534,21 @@ mod tests {
         assert!(outcome.is_ok(), "{outcome:?}");
         assert!(cluster.registry.topic("t").is_err(), "the retried create brought the deleted topic back");
 
-        // The first landing refused (the topic exists) and its outcome never collected:
-        // the retry answers that refusal.
+        // The first landing refused (the topic exists) and its outcome never collected,
+        // nor the second's: the third answers that refusal.
         cluster.replicate_async(serde_json::from_slice(&create("u")).unwrap()).await.unwrap();
         let id = new_proposal_id(1);
         let value = create("u");
-        let Ok(first) = cluster.metadata.propose_here(&id, &value).await else { panic!("not proposed") };
+        let mut landed = Vec::new();
+        for _ in 0..2 {
+            let Ok(offset) = cluster.metadata.propose_here(&id, &value).await else { panic!("not proposed") };
+            landed.push(offset);
+        }
         let (_, outcome) = propose(&cluster, &id, &value).await;
         assert!(matches!(outcome, Err(BrokerError::TopicExists(_))), "{outcome:?}");
-        assert!(cluster.metadata.take_outcome(first).is_none(), "the outcome moved to the retry");
+        for offset in landed {
+            assert!(cluster.metadata.take_outcome(offset).is_none(), "the outcome moved to the last landing");
+        }
         cluster.shutdown().await;
     }
 }

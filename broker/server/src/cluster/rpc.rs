@@ -32,7 +32,7 @@ const NOT_LEADER: u16 = 1001;
 pub(super) const FAILED: u16 = 1002;
 const STARTING: u16 = 1003;
 /// The leader took the command and lost its answer: it may be committed.
-const MAY_HAVE_LANDED: u16 = 1004;
+const MAY_HAVE_LANDED: u16 = 1005;
 
 /// How long one forwarded call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -99,17 +99,25 @@ pub(super) async fn forward_metadata(
         Err(es_peer::PeerError::Remote(e)) if e.code == FAILED => {
             Err(Retry::Failed(BrokerError::Internal(format!("node {leader}: {}", e.message))))
         }
+        // Too large to send: it never will be.
+        Err(e @ es_peer::PeerError::FrameSize { .. }) => {
+            Err(Retry::Failed(BrokerError::Internal(format!("forwarding a metadata change: {e}"))))
+        }
         // Never appended: not the leader any more, starting, or never sent.
         Err(
-            e @ (es_peer::PeerError::Remote(_)
-            | es_peer::PeerError::Unavailable(_)
+            e @ (es_peer::PeerError::Unavailable(_)
             | es_peer::PeerError::UnknownNode(_)
             | es_peer::PeerError::SelfCall),
-        ) if !matches!(&e, es_peer::PeerError::Remote(r) if r.code == MAY_HAVE_LANDED) => {
+        ) => {
             tracing::debug!(leader, error = %e, "forwarding a metadata change failed; retrying");
             Err(Retry::NoLeader)
         }
-        // Sent, and the answer lost: it may be committed; proposed again, same id.
+        Err(es_peer::PeerError::Remote(e)) if e.code == NOT_LEADER || e.code == STARTING => {
+            tracing::debug!(leader, error = %e, "forwarding a metadata change failed; retrying");
+            Err(Retry::NoLeader)
+        }
+        // Sent, and the answer lost (or the handler failed midway): it may be
+        // committed; proposed again, same id.
         Err(e) => {
             tracing::debug!(leader, error = %e, "a forwarded metadata change's answer was lost; retrying");
             Err(Retry::MayHaveLanded)

@@ -39,7 +39,11 @@ impl Registry {
             // Committed perhaps, not applied here yet: this node may be the only one
             // holding the blob, so it stays staged (a restart sweeps it if no
             // manifest names it by then).
-            Err(e @ (BrokerError::Internal(_) | BrokerError::NotLeader { .. })) => return Err(e),
+            Err(
+                e @ (BrokerError::Internal(_)
+                | BrokerError::NotLeader { .. }
+                | BrokerError::LeadershipLost { .. }),
+            ) => return Err(e),
             // Refused alike on every node (a plugin of that name appeared meanwhile).
             Err(e) => {
                 self.plugins.unstage(&sha256)?;
