@@ -166,14 +166,22 @@ impl Service {
                 count: t.partition_count(),
             });
         };
+        let mut leader = group.watch_leader();
+        if group.status().leader.is_none() {
+            // A replica that has not heard from its group yet (just opened, catching
+            // up) knows neither leader nor voters: it waits to learn the leader.
+            let _ = tokio::time::timeout(wait.min(LEARN_LEADER_WAIT), leader.wait_for(|(l, _)| l.is_some()))
+                .await;
+        }
         let status = group.status();
-        if !status.voters.contains(&to) {
+        // Voters unknown here still: the placement stands in for them.
+        let voters =
+            if status.voters.is_empty() { assigned(cluster, &t, partition) } else { status.voters.clone() };
+        if !voters.contains(&to) {
             return Err(BrokerError::InvalidRequest(format!(
-                "node {to} is not a replica of partition {partition} of {topic:?}; its replicas are {:?}",
-                status.voters
+                "node {to} is not a replica of partition {partition} of {topic:?}; its replicas are {voters:?}"
             )));
         }
-        let mut leader = group.watch_leader();
         if status.leader == Some(to) {
             return Ok(leadership(status, assigned(cluster, &t, partition)));
         }
@@ -347,6 +355,9 @@ fn leadership_of(cluster: &crate::cluster::Cluster, topic: &Topic, partition: u3
 }
 
 /// Where `topic`'s `partition` is placed: its replicas, or every member.
+/// How long a transfer asked of a replica that knows no leader yet waits to learn it.
+const LEARN_LEADER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn assigned(cluster: &crate::cluster::Cluster, topic: &Topic, partition: u32) -> Vec<u64> {
     let placed = topic.meta.lock().expect("meta lock").replicas_of(partition).map(<[u64]>::to_vec);
     placed.unwrap_or_else(|| cluster.voters())
