@@ -341,16 +341,24 @@ impl PartitionLog {
     pub fn write_raft_file(&self, file: RaftFile, bytes: &[u8]) -> Result<()> {
         self.wait_appended_durable()?;
         if file == RaftFile::Committed {
-            let path = self.dir.join(COMMITTED_SLOTS);
-            let mut slots = self.raft_committed.lock().expect("committed slots lock");
-            let write = |slots: &mut Option<crate::slots::SlotFile>| match slots {
-                Some(f) => f.write(bytes),
-                None => slots.insert(crate::slots::SlotFile::open(&path)?).write(bytes),
-            };
-            return write(&mut slots).ctx(|| format!("writing {}", path.display()));
+            return self.write_committed_covered(bytes);
         }
         let path = self.raft_file_path(file);
         files::write_atomic(&path, bytes).ctx(|| format!("writing {}", path.display()))
+    }
+
+    /// Writes the committed id durably without waiting for the appends queued
+    /// now: the caller has seen every entry the id covers durable (es-raft orders
+    /// the write behind those entries' completions), and appends queued since
+    /// (entries past the id) need not hold it back.
+    pub fn write_committed_covered(&self, bytes: &[u8]) -> Result<()> {
+        let path = self.dir.join(COMMITTED_SLOTS);
+        let mut slots = self.raft_committed.lock().expect("committed slots lock");
+        let write = |slots: &mut Option<crate::slots::SlotFile>| match slots {
+            Some(f) => f.write(bytes),
+            None => slots.insert(crate::slots::SlotFile::open(&path)?).write(bytes),
+        };
+        write(&mut slots).ctx(|| format!("writing {}", path.display()))
     }
 
     /// The content of a Raft file, `None` if it was never written.

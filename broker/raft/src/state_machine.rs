@@ -2,7 +2,10 @@
 //! records are already in the log. It tracks the last applied log id, the
 //! membership and the high watermark (the end offset of the last applied data
 //! entry), which it sets as the log's committed offset: readers of any replica never
-//! see past it. A restart starts from the snapshot's offset; openraft re-applies
+//! see past it. An entry's proposer is answered as it is applied (it is committed);
+//! the high watermark follows once the committed id covering the entry is on disk
+//! ([`CommitGate`]), moved by a publisher task so the apply never waits for that
+//! write: later entries are answered meanwhile. A restart starts from the snapshot's offset; openraft re-applies
 //! the committed entries after it. Idempotent-producer state is not replicated here yet (docs/cluster.md).
 //!
 //! Snapshots are metadata only and are taken at the retention boundary, never at
@@ -13,7 +16,7 @@
 //! still read. (Purge does not delete segments: retention does, once purged.)
 
 use std::io::{self, Cursor};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use es_log::{PartitionLog, RaftFile};
 use futures_util::{Stream, StreamExt};
@@ -21,6 +24,7 @@ use openraft::OptionalSend;
 use openraft::entry::RaftEntry;
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine, Snapshot, SnapshotMeta};
 use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 
 use crate::error::{RaftError, io};
 use crate::store::CommitGate;
@@ -63,9 +67,12 @@ struct State {
 pub struct DataStateMachine {
     log: Arc<PartitionLog>,
     state: Arc<Mutex<State>>,
-    /// An entry is applied (readers may see it) once the committed id on disk
-    /// covers it.
+    /// Readers see an applied entry once the committed id on disk covers it.
     gate: CommitGate,
+    /// The last applied data entry's (Raft index, end offset), for the task that
+    /// publishes it as the high watermark once the gate covers it (started on the
+    /// first apply).
+    publish: Arc<OnceLock<watch::Sender<(u64, u64)>>>,
 }
 
 impl DataStateMachine {
@@ -83,7 +90,33 @@ impl DataStateMachine {
         }
         state.snapshot = snapshot;
         log.set_committed_offset(state.applied.high_watermark);
-        Ok(DataStateMachine { log, state: Arc::new(Mutex::new(state)), gate })
+        Ok(DataStateMachine { log, state: Arc::new(Mutex::new(state)), gate, publish: Arc::default() })
+    }
+
+    /// Moves the high watermark to `offset` once the committed id on disk covers
+    /// Raft index `index`. The task ends with the state machine, or when the
+    /// committed-id writer stops (the group closes, or the write failed: `apply`
+    /// then fails the group).
+    fn publish(&self, index: u64, offset: u64) {
+        let tx = self.publish.get_or_init(|| {
+            let (tx, mut rx) = watch::channel((index, offset));
+            let (log, gate) = (self.log.clone(), self.gate.clone());
+            tokio::spawn(async move {
+                loop {
+                    let (index, offset) = *rx.borrow_and_update();
+                    if gate.wait(index).await.is_err() {
+                        return;
+                    }
+                    // Readers of this replica may now see the entry (es-log Raft mode).
+                    log.set_committed_offset(offset);
+                    if rx.changed().await.is_err() {
+                        return;
+                    }
+                }
+            });
+            tx
+        });
+        tx.send_replace((index, offset));
     }
 
     pub fn applied(&self) -> AppliedState {
@@ -109,8 +142,7 @@ impl DataStateMachine {
         match entry.header() {
             Some(h) if !h.is_raft_control() => {
                 st.applied.high_watermark = h.next_offset();
-                // Readers of this replica may now see the entry (es-log Raft mode).
-                self.log.set_committed_offset(h.next_offset());
+                self.publish(log_id.index, h.next_offset());
                 Applied { base_offset: h.base_offset, next_offset: h.next_offset() }
             }
             _ => Applied { base_offset: st.applied.high_watermark, next_offset: st.applied.high_watermark },
@@ -211,9 +243,10 @@ impl RaftStateMachine<TypeConfig> for DataStateMachine {
     where
         Strm: Stream<Item = io::Result<EntryResponder<TypeConfig>>> + Unpin + OptionalSend,
     {
+        // A failed committed-id write stops the group, as a failed apply would.
+        self.gate.check()?;
         while let Some(item) = entries.next().await {
             let (entry, responder) = item?;
-            self.gate.wait(entry.index()).await?;
             let applied = self.apply_one(&entry);
             if let Some(r) = responder {
                 r.send(applied);

@@ -4,11 +4,12 @@
 //! An append hands each entry's bytes to the partition (the leader stamps base offset
 //! and term there; a follower's stamped bytes are checked), and a completion task
 //! calls `IOFlushed::io_completed` once the group commit made them durable, in
-//! submission order. Votes, purges and the committed id go to small files written
-//! only after every queued append is durable (es-log `write_raft_file`), so a vote
-//! never overtakes an append (openraft#1252). The committed id is written off
-//! openraft's core task ([`CommitGate`]), since the core awaits `save_committed`
-//! on every commit. Purge moves the Raft log start only:
+//! submission order. Votes and purges go to small files written only after every
+//! queued append is durable (es-log `write_raft_file`), so a vote never overtakes
+//! an append (openraft#1252). The committed id is written off openraft's core task
+//! ([`CommitGate`]), since the core awaits `save_committed` on every commit, and
+//! only behind the completions of the appends queued before it (the entries it
+//! covers), not of those queued since. Purge moves the Raft log start only:
 //! segments go by retention, never because Raft purged them (the snapshot trap);
 //! in Raft mode retention deletes only what was purged, and asks for the purge
 //! (`PartitionLog::retention_wants`, acted on by the host's purge task).
@@ -29,7 +30,14 @@ use crate::entry::EsEntry;
 use crate::error::{RaftError, io};
 use crate::types::{CommittedLeaderId, LogId, Term, TypeConfig, Vote};
 
-type Completion = (Vec<PendingAppend>, IOFlushed<TypeConfig>);
+/// What the completion task handles, in submission order.
+enum Completion {
+    /// Entries appended: reported durable to openraft once they are.
+    Appended(Vec<PendingAppend>, IOFlushed<TypeConfig>),
+    /// A committed id openraft saved: every entry it covers was appended before
+    /// it, so once the completions before it are through, it may be written.
+    Committed(Option<LogId>),
+}
 
 /// A partition's Raft log. Cheap to clone: clones share one state.
 #[derive(Clone)]
@@ -43,9 +51,10 @@ struct Shared {
     /// Feeds the task that reports appends durable, in order (started lazily, on
     /// the runtime openraft runs on).
     completions: OnceLock<mpsc::UnboundedSender<Completion>>,
-    /// The committed id openraft saved last, for the task that writes it
-    /// (`persist_committed`, started lazily like `completions`).
-    committed: watch::Sender<Option<LogId>>,
+    /// The committed id openraft saved last whose entries are durable, for the
+    /// task that writes it (`persist_committed`, started lazily like
+    /// `completions`, which feeds it).
+    committed: Arc<watch::Sender<Option<LogId>>>,
     committed_writer: OnceLock<()>,
     /// True while `persist_committed` runs: a group closing waits for its last
     /// write before the log is handed to anyone else (a discard, a new group).
@@ -65,15 +74,16 @@ enum Durable {
     Open,
 }
 
-/// Holds the state machine's apply until the committed id covering the entry is
-/// on disk. openraft awaits `save_committed` on its core task before each apply,
-/// and writing the id costs the appends' durability plus a file's fsyncs (about
-/// 2 ms here), during which the core neither appended, replicated nor answered:
-/// one commit at a time. So `save_committed` only hands the id to a writer task
-/// and returns, and the apply, which moves the high watermark readers see, waits
-/// here instead. What a reader saw is then always covered by the committed id on
-/// disk, which a restart restores before anything else (the watermark never moves
-/// back), while the core goes on with the next entries.
+/// Holds the high watermark readers see until the committed id covering the
+/// entry is on disk. openraft awaits `save_committed` on its core task before
+/// each apply, and writing the id costs a file's fsync (about 1-2 ms here),
+/// during which the core neither appended, replicated nor answered: one commit at
+/// a time. So `save_committed` only hands the id to a writer task and returns; the
+/// state machine applies and answers the proposer at once (the entry is
+/// committed), and its publisher moves the high watermark once this gate opens.
+/// What a reader saw is then always covered by the committed id on disk, which a
+/// restart restores before anything else (the watermark never moves back), while
+/// the core goes on with the next entries and proposers are not held by the write.
 #[derive(Clone)]
 pub struct CommitGate {
     durable: watch::Receiver<Durable>,
@@ -84,6 +94,14 @@ impl CommitGate {
     /// committed (openraft's storage Suite). Never for a running group.
     pub fn open() -> CommitGate {
         CommitGate { durable: watch::Sender::new(Durable::Open).subscribe() }
+    }
+
+    /// Fails once writing the committed id failed.
+    pub(crate) fn check(&self) -> io::Result<()> {
+        match &*self.durable.borrow() {
+            Durable::Failed(e) => Err(io::Error::other(format!("writing the committed id failed: {e}"))),
+            Durable::Upto(_) | Durable::Open => Ok(()),
+        }
     }
 
     /// Waits until the committed id on disk covers Raft index `index`.
@@ -106,9 +124,12 @@ impl CommitGate {
 }
 
 /// Writes the committed id openraft saves, the latest one each time (a write that
-/// finds several saved since the last one writes only the newest), after the
-/// entries it covers are durable (`write_raft_file`). Ends when the store is
-/// dropped, after writing the last id saved; stops at the first failure.
+/// finds several saved since the last one writes only the newest). The
+/// completion task hands it over once the entries it covers are durable, so the
+/// write does not wait for appends queued after it (`write_committed_covered`):
+/// under load those are the next round's, and waiting for them cost a round per
+/// commit. Ends when the store is dropped, after writing the last id saved;
+/// stops at the first failure.
 async fn persist_committed(
     log: Arc<PartitionLog>,
     mut saved: watch::Receiver<Option<LogId>>,
@@ -117,9 +138,12 @@ async fn persist_committed(
     while saved.changed().await.is_ok() {
         let committed = *saved.borrow_and_update();
         let log = log.clone();
-        let written = tokio::task::spawn_blocking(move || write_file(&log, RaftFile::Committed, &committed))
-            .await
-            .unwrap_or_else(|e| Err(io::Error::other(e.to_string())));
+        let written = tokio::task::spawn_blocking(move || {
+            let bytes = serde_json::to_vec(&committed).map_err(io::Error::other)?;
+            log.write_committed_covered(&bytes).map_err(io)
+        })
+        .await
+        .unwrap_or_else(|e| Err(io::Error::other(e.to_string())));
         match written {
             Ok(()) => {
                 durable.send_replace(Durable::Upto(committed.map(|c| c.index)));
@@ -183,7 +207,7 @@ impl LogStore {
         let durable = Arc::new(watch::Sender::new(Durable::Upto(meta.committed.map(|c| c.index))));
         let shared = Shared {
             log,
-            committed: watch::Sender::new(meta.committed),
+            committed: Arc::new(watch::Sender::new(meta.committed)),
             meta: Mutex::new(meta),
             completions: OnceLock::new(),
             committed_writer: OnceLock::new(),
@@ -231,15 +255,23 @@ impl LogStore {
     fn completions(&self) -> &mpsc::UnboundedSender<Completion> {
         self.shared.completions.get_or_init(|| {
             let (tx, mut rx) = mpsc::unbounded_channel::<Completion>();
+            let committed = self.shared.committed.clone();
             tokio::spawn(async move {
-                while let Some((pending, callback)) = rx.recv().await {
-                    let mut result = Ok(());
-                    for p in pending {
-                        if let Err(e) = p.durable().await {
-                            result = Err(io(e));
+                while let Some(completion) = rx.recv().await {
+                    match completion {
+                        Completion::Appended(pending, callback) => {
+                            let mut result = Ok(());
+                            for p in pending {
+                                if let Err(e) = p.durable().await {
+                                    result = Err(io(e));
+                                }
+                            }
+                            callback.io_completed(result);
+                        }
+                        Completion::Committed(id) => {
+                            committed.send_replace(id);
                         }
                     }
-                    callback.io_completed(result);
                 }
             });
             tx
@@ -467,8 +499,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 drop(writing);
             });
         });
-        self.shared.committed.send_replace(committed);
-        Ok(())
+        // Behind the completions of every append before it: written once they are durable.
+        self.completions()
+            .send(Completion::Committed(committed))
+            .map_err(|_| io::Error::other("the append completion task stopped"))
     }
 
     async fn read_committed(&mut self) -> io::Result<Option<LogId>> {
@@ -485,7 +519,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             pending.push(self.append_one(entry)?);
         }
         self.completions()
-            .send((pending, callback))
+            .send(Completion::Appended(pending, callback))
             .map_err(|_| io::Error::other("the append completion task stopped"))
     }
 

@@ -67,6 +67,15 @@ fn values(p: &PartitionLog) -> Vec<String> {
     out
 }
 
+/// Waits (bounded) until readers see `offset` as the high watermark: the state
+/// machine's publisher moves it once the committed id is on disk.
+async fn published(p: &PartitionLog, offset: u64) {
+    let mut rx = p.subscribe();
+    let reached =
+        tokio::time::timeout(Duration::from_secs(10), rx.wait_for(|_| p.high_watermark() >= offset));
+    assert!(matches!(reached.await, Ok(Ok(_))), "the high watermark stayed at {}", p.high_watermark());
+}
+
 async fn append(store: &mut LogStore, entries: Vec<crate::entry::EsEntry>) {
     let (tx, rx) = TypeConfig::oneshot();
     store.append(entries, openraft::storage::IOFlushed::signal(tx)).await.unwrap();
@@ -117,6 +126,7 @@ async fn installing_a_snapshot_never_drops_retained_records() {
     follower.save_committed(Some(log_id(1, 3))).await.unwrap();
     let apply = futures_util::stream::iter(left.into_iter().map(|e| Ok((e, None))));
     follower_sm.apply(apply).await.unwrap();
+    published(&follower_log, 2).await;
     assert_eq!(values(&follower_log), ["a", "b"], "every retained record is still served");
     // Even a purge at the applied index (what a naive snapshot would do) deletes
     // no record: purge moves the Raft log start, retention deletes segments.
@@ -223,6 +233,7 @@ async fn a_follower_behind_retention_starts_over_at_the_leaders_log_start() {
     follower.save_committed(Some(log_id(2, 3))).await.unwrap();
     let apply = futures_util::stream::iter(rest.into_iter().map(|e| Ok((e, None))));
     follower_sm.apply(apply).await.unwrap();
+    published(&follower_log, 3).await;
     assert_eq!(values(&follower_log), ["c"]);
     assert_eq!(follower_log.info().log_end_offset, leader_log.info().log_end_offset);
 }
@@ -266,12 +277,12 @@ async fn the_raft_log_survives_a_restart() {
     assert_eq!(before.0.iter().map(|e| e.log_id()).collect::<Vec<_>>(), [log_id(1, 1), log_id(3, 2)]);
 }
 
-/// The state machine applies an entry (readers may see it) only once the
-/// committed id covering it is on disk: `save_committed` returns at once, since
-/// openraft's core awaits it on every commit, and the apply waits for the store's
-/// writer task instead.
+/// Readers see an applied entry only once the committed id covering it is on
+/// disk: `save_committed` returns at once, since openraft's core awaits it on
+/// every commit; the apply (which answers the proposer) does not wait either; the
+/// high watermark waits for the store's writer task.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_entry_is_applied_only_once_its_commit_is_on_disk() {
+async fn an_entry_is_seen_only_once_its_commit_is_on_disk() {
     use crate::entry::EsEntry;
     let (_g, p) = open_partition();
     let mut store = LogStore::open(p.clone()).unwrap();
@@ -285,14 +296,13 @@ async fn an_entry_is_applied_only_once_its_commit_is_on_disk() {
     append(&mut store, entries).await;
     let stored = store.get_log_reader().await.try_get_log_entries(0..3).await.unwrap();
     let mut applier = sm.clone();
-    let mut applying = tokio::spawn(async move {
-        applier.apply(futures_util::stream::iter(stored.into_iter().map(|e| Ok((e, None))))).await
-    });
-    let early = tokio::time::timeout(Duration::from_millis(200), &mut applying).await;
-    assert!(early.is_err(), "applied before any committed id was on disk");
-    assert_eq!(p.high_watermark(), 0, "readers see nothing uncommitted");
+    let apply = applier.apply(futures_util::stream::iter(stored.into_iter().map(|e| Ok((e, None)))));
+    tokio::time::timeout(Duration::from_secs(10), apply).await.unwrap().unwrap();
+    assert_eq!(sm.applied().high_watermark, 2, "applied at once");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(p.high_watermark(), 0, "readers see nothing before a committed id is on disk");
     store.save_committed(Some(log_id(1, 2))).await.unwrap();
-    tokio::time::timeout(Duration::from_secs(10), applying).await.unwrap().unwrap().unwrap();
+    published(&p, 2).await;
     assert_eq!(values(&p), ["a", "b"]);
     // The id is on disk: a store opened over the log again reads it back.
     let mut reopened = LogStore::open(p.clone()).unwrap();
