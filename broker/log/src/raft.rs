@@ -352,6 +352,8 @@ impl PartitionLog {
     /// the write behind those entries' completions), and appends queued since
     /// (entries past the id) need not hold it back.
     pub fn write_committed_covered(&self, bytes: &[u8]) -> Result<()> {
+        // A log whose flusher failed holds no promise of durability any more.
+        self.progress.check()?;
         let path = self.dir.join(COMMITTED_SLOTS);
         let mut slots = self.raft_committed.lock().expect("committed slots lock");
         let write = |slots: &mut Option<crate::slots::SlotFile>| match slots {

@@ -15,6 +15,7 @@
 //! it and purges its log up to the snapshot never loses a record a consumer can
 //! still read. (Purge does not delete segments: retention does, once purged.)
 
+use std::collections::VecDeque;
 use std::io::{self, Cursor};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -24,7 +25,7 @@ use openraft::OptionalSend;
 use openraft::entry::RaftEntry;
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine, Snapshot, SnapshotMeta};
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
+use tokio::sync::mpsc;
 
 use crate::error::{RaftError, io};
 use crate::store::CommitGate;
@@ -69,10 +70,10 @@ pub struct DataStateMachine {
     state: Arc<Mutex<State>>,
     /// Readers see an applied entry once the committed id on disk covers it.
     gate: CommitGate,
-    /// The last applied data entry's (Raft index, end offset), for the task that
-    /// publishes it as the high watermark once the gate covers it (started on the
-    /// first apply).
-    publish: Arc<OnceLock<watch::Sender<(u64, u64)>>>,
+    /// Each applied data entry's (Raft index, end offset), for the task that
+    /// publishes them as the high watermark once the gate covers them (started on
+    /// the first apply).
+    publish: Arc<OnceLock<mpsc::UnboundedSender<(u64, u64)>>>,
 }
 
 impl DataStateMachine {
@@ -94,29 +95,52 @@ impl DataStateMachine {
     }
 
     /// Moves the high watermark to `offset` once the committed id on disk covers
-    /// Raft index `index`. The task ends with the state machine, or when the
-    /// committed-id writer stops (the group closes, or the write failed: `apply`
-    /// then fails the group).
+    /// Raft index `index`: the publisher takes every entry the id on disk covers
+    /// each time it moves, and publishes the last one's offset. It ends with the
+    /// state machine, or when the committed-id writer is gone (the group closed)
+    /// or failed (`apply` then fails the group); a closing group waits for it
+    /// (`CommitGate::hold`), so it never touches a log handed to someone else.
     fn publish(&self, index: u64, offset: u64) {
         let tx = self.publish.get_or_init(|| {
-            let (tx, mut rx) = watch::channel((index, offset));
-            let (log, gate) = (self.log.clone(), self.gate.clone());
+            let (tx, mut rx) = mpsc::unbounded_channel::<(u64, u64)>();
+            let (log, mut gate) = (self.log.clone(), self.gate.clone());
+            let hold = gate.hold();
             tokio::spawn(async move {
+                let _hold = hold;
+                let mut waiting: VecDeque<(u64, u64)> = VecDeque::new();
+                let mut taken = Vec::new();
                 loop {
-                    let (index, offset) = *rx.borrow_and_update();
-                    if gate.wait(index).await.is_err() {
-                        return;
+                    tokio::select! {
+                        biased;
+                        n = rx.recv_many(&mut taken, 1024) => {
+                            if n == 0 {
+                                return;
+                            }
+                            waiting.extend(taken.drain(..));
+                        }
+                        more = gate.changed() => {
+                            if !more {
+                                return;
+                            }
+                        }
                     }
-                    // Readers of this replica may now see the entry (es-log Raft mode).
-                    log.set_committed_offset(offset);
-                    if rx.changed().await.is_err() {
-                        return;
+                    let mut last = None;
+                    while let Some(&(index, offset)) = waiting.front() {
+                        if !gate.covers(index) {
+                            break;
+                        }
+                        last = Some(offset);
+                        waiting.pop_front();
+                    }
+                    if let Some(offset) = last {
+                        // Readers of this replica may now see the entries (es-log Raft mode).
+                        log.set_committed_offset(offset);
                     }
                 }
             });
             tx
         });
-        tx.send_replace((index, offset));
+        let _ = tx.send((index, offset));
     }
 
     pub fn applied(&self) -> AppliedState {
@@ -270,8 +294,9 @@ impl RaftStateMachine<TypeConfig> for DataStateMachine {
             };
             st.memberships = vec![meta.last_membership.clone()];
         }
-        self.log.set_committed_offset(file.next_offset);
+        // On disk before readers see its offset: a restart starts from it.
         self.keep(SnapshotFile { meta: meta.clone(), next_offset: file.next_offset })?;
+        self.log.set_committed_offset(file.next_offset);
         es_log::failpoint::hit("raft-snapshot-installed");
         Ok(())
     }

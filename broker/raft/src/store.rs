@@ -56,9 +56,11 @@ struct Shared {
     /// `completions`, which feeds it).
     committed: Arc<watch::Sender<Option<LogId>>>,
     committed_writer: OnceLock<()>,
-    /// True while `persist_committed` runs: a group closing waits for its last
-    /// write before the log is handed to anyone else (a discard, a new group).
-    writing: Arc<watch::Sender<bool>>,
+    /// How many tasks may still write to the log or its Raft files: the
+    /// committed-id writer (`persist_committed`) and the state machine's
+    /// high-watermark publisher. A group closing waits for none to be left before
+    /// the log is handed to anyone else (a discard, a new group).
+    writing: Arc<watch::Sender<usize>>,
     /// How far the committed id is on disk ([`CommitGate`]).
     durable: Arc<watch::Sender<Durable>>,
 }
@@ -87,37 +89,48 @@ enum Durable {
 #[derive(Clone)]
 pub struct CommitGate {
     durable: watch::Receiver<Durable>,
+    /// `Shared::writing`, for [`CommitGate::hold`] (`None` for an open gate).
+    writing: Option<Arc<watch::Sender<usize>>>,
 }
 
 impl CommitGate {
     /// A gate that never waits: for a state machine that applies entries no store
     /// committed (openraft's storage Suite). Never for a running group.
     pub fn open() -> CommitGate {
-        CommitGate { durable: watch::Sender::new(Durable::Open).subscribe() }
+        CommitGate { durable: watch::Sender::new(Durable::Open).subscribe(), writing: None }
     }
 
-    /// Fails once writing the committed id failed.
+    /// Counts a task that writes to the log as one a closing group waits for,
+    /// until the returned hold is dropped.
+    pub(crate) fn hold(&self) -> WritingHold {
+        WritingHold::new(self.writing.clone())
+    }
+
+    /// Whether the committed id on disk covers Raft index `index` now.
+    pub(crate) fn covers(&self, index: u64) -> bool {
+        match &*self.durable.borrow() {
+            Durable::Upto(upto) => upto.is_some_and(|u| u >= index),
+            Durable::Failed(_) => false,
+            Durable::Open => true,
+        }
+    }
+
+    /// Waits until the committed id on disk moves (or its write fails); `false`
+    /// once the writer is gone (the group closed). An open gate never moves.
+    pub(crate) async fn changed(&mut self) -> bool {
+        if matches!(*self.durable.borrow(), Durable::Open) {
+            return std::future::pending().await;
+        }
+        self.durable.changed().await.is_ok()
+    }
+
+    /// Fails once writing the committed id failed, or an append did (the
+    /// completion task then writes no committed id past it).
     pub(crate) fn check(&self) -> io::Result<()> {
         match &*self.durable.borrow() {
-            Durable::Failed(e) => Err(io::Error::other(format!("writing the committed id failed: {e}"))),
-            Durable::Upto(_) | Durable::Open => Ok(()),
-        }
-    }
-
-    /// Waits until the committed id on disk covers Raft index `index`.
-    pub(crate) async fn wait(&self, index: u64) -> io::Result<()> {
-        let covers = |d: &Durable| match d {
-            Durable::Upto(upto) => upto.is_some_and(|u| u >= index),
-            Durable::Failed(_) | Durable::Open => true,
-        };
-        if !covers(&self.durable.borrow()) {
-            let mut rx = self.durable.clone();
-            rx.wait_for(covers)
-                .await
-                .map_err(|_| io::Error::other("the committed-id writer stopped (the group is closing)"))?;
-        }
-        match &*self.durable.borrow() {
-            Durable::Failed(e) => Err(io::Error::other(format!("writing the committed id failed: {e}"))),
+            Durable::Failed(e) => {
+                Err(io::Error::other(format!("the committed id can no longer be written: {e}")))
+            }
             Durable::Upto(_) | Durable::Open => Ok(()),
         }
     }
@@ -125,8 +138,9 @@ impl CommitGate {
 
 /// Writes the committed id openraft saves, the latest one each time (a write that
 /// finds several saved since the last one writes only the newest). The
-/// completion task hands it over once the entries it covers are durable, so the
-/// write does not wait for appends queued after it (`write_committed_covered`):
+/// completion task hands it over once the appends queued before it (the entries
+/// it covers among them) are durable, so the write does not wait for appends
+/// queued after it (`write_committed_covered`):
 /// under load those are the next round's, and waiting for them cost a round per
 /// commit. Ends when the store is dropped, after writing the last id saved;
 /// stops at the first failure.
@@ -146,7 +160,14 @@ async fn persist_committed(
         .unwrap_or_else(|e| Err(io::Error::other(e.to_string())));
         match written {
             Ok(()) => {
-                durable.send_replace(Durable::Upto(committed.map(|c| c.index)));
+                // A failed append (the completion task) stops the group for good.
+                durable.send_if_modified(|d| match d {
+                    Durable::Failed(_) => false,
+                    _ => {
+                        *d = Durable::Upto(committed.map(|c| c.index));
+                        true
+                    }
+                });
             }
             Err(e) => {
                 tracing::error!(error = %e, "writing the Raft committed id failed; the group stops");
@@ -157,12 +178,23 @@ async fn persist_committed(
     }
 }
 
-/// Clears `Shared::writing` when the writer task ends, however it ends.
-struct WritingFlag(Arc<watch::Sender<bool>>);
+/// One task counted in `Shared::writing`, until dropped, however the task ends.
+pub(crate) struct WritingHold(Option<Arc<watch::Sender<usize>>>);
 
-impl Drop for WritingFlag {
+impl WritingHold {
+    fn new(writing: Option<Arc<watch::Sender<usize>>>) -> WritingHold {
+        if let Some(w) = &writing {
+            w.send_modify(|n| *n += 1);
+        }
+        WritingHold(writing)
+    }
+}
+
+impl Drop for WritingHold {
     fn drop(&mut self) {
-        self.0.send_replace(false);
+        if let Some(w) = &self.0 {
+            w.send_modify(|n| *n = n.saturating_sub(1));
+        }
     }
 }
 
@@ -211,20 +243,20 @@ impl LogStore {
             meta: Mutex::new(meta),
             completions: OnceLock::new(),
             committed_writer: OnceLock::new(),
-            writing: Arc::new(watch::Sender::new(false)),
+            writing: Arc::new(watch::Sender::new(0)),
             durable,
         };
         Ok(LogStore { shared: Arc::new(shared) })
     }
 
-    /// Watches whether the committed-id writer still runs (see `Shared::writing`).
-    pub fn committed_writer(&self) -> watch::Receiver<bool> {
+    /// Watches how many tasks may still write to the log (see `Shared::writing`).
+    pub fn committed_writer(&self) -> watch::Receiver<usize> {
         self.shared.writing.subscribe()
     }
 
     /// The gate the group's state machine applies through.
     pub fn commit_gate(&self) -> CommitGate {
-        CommitGate { durable: self.shared.durable.subscribe() }
+        CommitGate { durable: self.shared.durable.subscribe(), writing: Some(self.shared.writing.clone()) }
     }
 
     pub fn state(&self) -> StoreState {
@@ -255,8 +287,9 @@ impl LogStore {
     fn completions(&self) -> &mpsc::UnboundedSender<Completion> {
         self.shared.completions.get_or_init(|| {
             let (tx, mut rx) = mpsc::unbounded_channel::<Completion>();
-            let committed = self.shared.committed.clone();
+            let (committed, durable) = (self.shared.committed.clone(), self.shared.durable.clone());
             tokio::spawn(async move {
+                let mut failed = false;
                 while let Some(completion) = rx.recv().await {
                     match completion {
                         Completion::Appended(pending, callback) => {
@@ -266,8 +299,18 @@ impl LogStore {
                                     result = Err(io(e));
                                 }
                             }
+                            if let Err(e) = &result
+                                && !failed
+                            {
+                                // openraft may still commit entries after the lost
+                                // ones (a majority has them): no committed id past
+                                // a hole in this log is written, and the group stops.
+                                failed = true;
+                                durable.send_replace(Durable::Failed(format!("an append failed: {e}")));
+                            }
                             callback.io_completed(result);
                         }
+                        Completion::Committed(_) if failed => {}
                         Completion::Committed(id) => {
                             committed.send_replace(id);
                         }
@@ -491,8 +534,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.shared.meta.lock().expect("raft meta lock").committed = committed;
         self.shared.committed_writer.get_or_init(|| {
             let saved = self.shared.committed.subscribe();
-            self.shared.writing.send_replace(true);
-            let writing = WritingFlag(self.shared.writing.clone());
+            let writing = WritingHold::new(Some(self.shared.writing.clone()));
             let (log, durable) = (self.shared.log.clone(), self.shared.durable.clone());
             tokio::spawn(async move {
                 persist_committed(log, saved, durable).await;

@@ -258,7 +258,13 @@ async fn the_raft_log_survives_a_restart() {
         store.purge(log_id(1, 0)).await.unwrap();
         store.save_committed(Some(log_id(3, 2))).await.unwrap();
         // Written by the store's writer task: on disk once the gate opens for it.
-        store.commit_gate().wait(2).await.unwrap();
+        let mut gate = store.commit_gate();
+        let covered = async {
+            while !gate.covers(2) {
+                assert!(gate.changed().await, "the writer stopped");
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), covered).await.unwrap();
         let state = store.get_log_state().await.unwrap();
         (store.get_log_reader().await.try_get_log_entries(0..).await.unwrap(), state)
         // Dropped without a clean close: the journal replays what the segments lack.
@@ -304,6 +310,13 @@ async fn an_entry_is_seen_only_once_its_commit_is_on_disk() {
     store.save_committed(Some(log_id(1, 2))).await.unwrap();
     published(&p, 2).await;
     assert_eq!(values(&p), ["a", "b"]);
+    // A closing group waits for both tasks that write to the log: the committed-id
+    // writer and the publisher; both end once the store and state machine are gone.
+    let mut writing = store.committed_writer();
+    assert_eq!(*writing.borrow(), 2, "the writer and the publisher");
+    drop((store, sm, applier));
+    let ended = tokio::time::timeout(Duration::from_secs(10), writing.wait_for(|n| *n == 0)).await.is_ok();
+    assert!(ended, "{} tasks still write", *writing.borrow());
     // The id is on disk: a store opened over the log again reads it back.
     let mut reopened = LogStore::open(p.clone()).unwrap();
     assert_eq!(reopened.read_committed().await.unwrap(), Some(log_id(1, 2)));

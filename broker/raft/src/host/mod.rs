@@ -456,8 +456,8 @@ struct GroupInner {
     log: Arc<PartitionLog>,
     leader: watch::Receiver<LeaderView>,
     watcher: tokio::task::JoinHandle<()>,
-    /// Whether the store's committed-id writer still runs (`LogStore::committed_writer`).
-    writer: watch::Receiver<bool>,
+    /// How many of the store's writing tasks still run (`LogStore::committed_writer`).
+    writer: watch::Receiver<usize>,
     stopped: AtomicBool,
     /// A retention purge is under way (`purge_for_retention`).
     purging: AtomicBool,
@@ -516,7 +516,7 @@ impl Group {
         node: u64,
         raft: Raft,
         log: Arc<PartitionLog>,
-        writer: watch::Receiver<bool>,
+        writer: watch::Receiver<usize>,
         liveness: Arc<quiesce::Liveness>,
         reconcile: Arc<tokio::sync::Notify>,
     ) -> Group {
@@ -837,14 +837,14 @@ impl Group {
         self.inner.raft.trigger().purge_log(upto).await.map_err(fatal)
     }
 
-    /// Stops the group, then waits for its committed-id writer's last write
-    /// (bounded); whether both ended in time.
+    /// Stops the group, then waits for its committed-id writer's last write and
+    /// its high-watermark publisher (bounded); whether all ended in time.
     async fn close(&self) -> bool {
         self.inner.stopped.store(true, Ordering::Release);
         let mut writer = self.inner.writer.clone();
         let stop = async {
             let _ = self.inner.raft.shutdown().await;
-            writer.wait_for(|writing| !*writing).await.is_ok()
+            writer.wait_for(|writing| *writing == 0).await.is_ok()
         };
         let stopped = tokio::time::timeout(Duration::from_millis(limits::GROUP_SHUTDOWN_MS), stop).await;
         self.inner.watcher.abort();

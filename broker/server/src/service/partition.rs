@@ -151,12 +151,9 @@ impl PartitionHandle {
         if let Some(t) = turn.as_mut() {
             t.wait().await;
         }
-        if turn.is_some()
-            && let Some((base_offset, last_offset)) =
-                self.log.check_duplicate(&batch).map_err(|e| self.log_error(e))?
-        {
-            return Ok(Appended { base_offset, last_offset, duplicate: true });
-        }
+        // A retry of a batch in the log is answered by the group once the original
+        // is committed (`Group::propose`): one whose original timed out may still
+        // be uncommitted, and must not be acknowledged before it is.
         replica.group.propose(batch).await.map_err(|e| self.propose_error(&replica, e))
     }
 
