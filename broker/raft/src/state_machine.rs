@@ -74,6 +74,9 @@ pub struct DataStateMachine {
     /// publishes them as the high watermark once the gate covers them (started on
     /// the first apply).
     publish: Arc<OnceLock<mpsc::UnboundedSender<(u64, u64)>>>,
+    /// Counts the state machine, whose snapshot installs write to the log, among
+    /// the tasks a closing group waits for, until its last clone is dropped.
+    _hold: Arc<crate::store::WritingHold>,
 }
 
 impl DataStateMachine {
@@ -91,7 +94,14 @@ impl DataStateMachine {
         }
         state.snapshot = snapshot;
         log.set_committed_offset(state.applied.high_watermark);
-        Ok(DataStateMachine { log, state: Arc::new(Mutex::new(state)), gate, publish: Arc::default() })
+        let hold = Arc::new(gate.hold());
+        Ok(DataStateMachine {
+            log,
+            state: Arc::new(Mutex::new(state)),
+            gate,
+            publish: Arc::default(),
+            _hold: hold,
+        })
     }
 
     /// Moves the high watermark to `offset` once the committed id on disk covers

@@ -310,10 +310,11 @@ async fn an_entry_is_seen_only_once_its_commit_is_on_disk() {
     store.save_committed(Some(log_id(1, 2))).await.unwrap();
     published(&p, 2).await;
     assert_eq!(values(&p), ["a", "b"]);
-    // A closing group waits for both tasks that write to the log: the committed-id
-    // writer and the publisher; both end once the store and state machine are gone.
+    // A closing group waits for all that writes to the log: the committed-id writer,
+    // the state machine and its publisher; all end once the store and state
+    // machine are gone.
     let mut writing = store.committed_writer();
-    assert_eq!(*writing.borrow(), 2, "the writer and the publisher");
+    assert_eq!(*writing.borrow(), 3, "the writer, the state machine and the publisher");
     drop((store, sm, applier));
     let ended = tokio::time::timeout(Duration::from_secs(10), writing.wait_for(|n| *n == 0)).await.is_ok();
     assert!(ended, "{} tasks still write", *writing.borrow());
@@ -369,4 +370,35 @@ async fn key_log_ids_come_from_the_epoch_checkpoint() {
     }
     let all = crate::store::key_log_ids(&p.entry_epochs(), &(ids[0]..=ids[7])).unwrap();
     assert_eq!(all, [log_id(1, 1), log_id(2, 4), log_id(5, 6), log_id(6, 7)]);
+}
+
+/// A committed id that cannot be written fails the gate: the next apply fails
+/// (openraft then stops the group; an idle group is stopped by the host's
+/// `stop_on_commit_failure`), and readers never see what it would have covered.
+/// Here the slot file's path is a directory, so the write fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_committed_id_that_cannot_be_written_fails_the_gate() {
+    use crate::entry::EsEntry;
+    let (_g, p) = open_partition();
+    let mut store = LogStore::open(p.clone()).unwrap();
+    std::fs::create_dir(p.dir().join("raft-committed.slots")).unwrap();
+    let mut sm = DataStateMachine::open(p.clone(), store.commit_gate()).unwrap();
+    let membership = Membership::new_with_defaults(vec![[1u64].into()], []);
+    let entries =
+        vec![EsEntry::new_membership(log_id(1, 0), membership), EsEntry::new_normal(log_id(1, 1), data("a"))];
+    append(&mut store, entries).await;
+    store.save_committed(Some(log_id(1, 1))).await.unwrap();
+    let mut gate = store.commit_gate();
+    let failed = async {
+        while gate.check().is_ok() {
+            assert!(gate.changed().await, "the writer ended without failing");
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), failed).await.unwrap();
+    assert!(!gate.covers(1));
+    let stored = store.get_log_reader().await.try_get_log_entries(0..2).await.unwrap();
+    let applied = sm.apply(futures_util::stream::iter(stored.into_iter().map(|e| Ok((e, None))))).await;
+    assert!(applied.is_err(), "the apply goes on after the failure");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(p.high_watermark(), 0, "readers see nothing the failed id covers");
 }

@@ -180,6 +180,7 @@ impl RaftHost {
         }
         let store = LogStore::open(log.clone())?;
         let writer = store.committed_writer();
+        let gate = store.commit_gate();
         let fresh = store.state().next_index == 0 && log.read_raft_file(es_log::RaftFile::Vote)?.is_none();
         let sm = DataStateMachine::open(log.clone(), store.commit_gate())?;
         let factory = Factory { peer: self.inner.peer.clone(), group };
@@ -192,6 +193,7 @@ impl RaftHost {
         }
         let (liveness, reconcile) = (self.inner.liveness.clone(), self.inner.reconcile.clone());
         let handle = Group::new(group, node, raft, log, writer, liveness, reconcile);
+        tokio::spawn(stop_on_commit_failure(Arc::downgrade(&handle.inner), gate));
         let inserted = {
             let mut groups = self.inner.groups.write().expect("groups lock");
             let fresh_slot = !groups.contains_key(&group);
@@ -875,6 +877,22 @@ fn term_of(vote: &crate::types::Vote) -> LeaderEpoch {
 
 /// Follows openraft's server metrics (leader, vote, membership: they change on
 /// elections, not on every append) into the group's leader watch.
+/// Stops the group once its committed id can no longer be written (the write, or
+/// an append before it, failed). The next apply would stop it too, but an idle
+/// group applies nothing, and would keep leading with a high watermark frozen
+/// below what it acknowledged. Ends when the group closes.
+async fn stop_on_commit_failure(group: std::sync::Weak<GroupInner>, mut gate: crate::store::CommitGate) {
+    while gate.changed().await {
+        if let Err(e) = gate.check() {
+            let Some(inner) = group.upgrade() else { return };
+            tracing::error!(group = inner.id, error = %e, "the Raft group stops");
+            inner.stopped.store(true, Ordering::Release);
+            let _ = inner.raft.shutdown().await;
+            return;
+        }
+    }
+}
+
 async fn watch_leader(raft: Raft, tx: watch::Sender<LeaderView>, figures: Arc<GroupFigures>) {
     let mut m = raft.server_metrics();
     // The last (leader, term) counted: a leader known again in the same term is no change.
