@@ -218,23 +218,15 @@ impl Seen {
         let mut seen = Seen::default();
         let mut offset = next.saturating_sub(DEDUPE_WINDOW).max(log.info().log_start_offset);
         while offset < next {
-            let read = log.read(offset, READ_BYTES)?;
-            let before = offset;
-            for batch in read.batches() {
-                for r in batch.records() {
-                    let r = r.map_err(|e| BrokerError::Internal(format!("a metadata record: {e}")))?;
-                    if r.offset >= offset && r.offset < next {
-                        if let Some(id) = r.key.and_then(|k| ProposalId::try_from(k).ok())
-                            && seen.first(&id, r.offset).is_none()
-                        {
-                            seen.insert(id, r.offset);
-                        }
-                        offset = r.offset + 1;
-                    }
+            let records = read_commands(log, offset)?;
+            let Some(last) = records.last() else { break };
+            offset = last.0 + 1;
+            for (at, id, _) in records.into_iter().filter(|r| r.0 < next) {
+                if let Some(id) = id
+                    && seen.first(&id, at).is_none()
+                {
+                    seen.insert(id, at);
                 }
-            }
-            if offset == before {
-                break;
             }
         }
         Ok(seen)
@@ -318,17 +310,7 @@ async fn apply_available(cluster: &Arc<Cluster>, seen: &mut Option<Seen>) -> Res
                  caught-up node's data directory, or start the cluster afresh"
             )));
         }
-        let read = log.read(next, READ_BYTES)?;
-        let mut records = Vec::new();
-        for batch in read.batches() {
-            for r in batch.records() {
-                let r = r.map_err(|e| BrokerError::Internal(format!("a metadata record: {e}")))?;
-                if r.offset >= next {
-                    let id = r.key.and_then(|k| ProposalId::try_from(k).ok());
-                    records.push((r.offset, id, r.value.map(<[u8]>::to_vec).unwrap_or_default()));
-                }
-            }
-        }
+        let records = read_commands(&log, next)?;
         if records.is_empty() {
             return Ok(());
         }
@@ -366,6 +348,26 @@ async fn apply_available(cluster: &Arc<Cluster>, seen: &mut Option<Seen>) -> Res
             cluster.metadata.save_applied(offset + 1)?;
         }
     }
+}
+
+/// A committed record: its offset, proposal id (none for a record of a build
+/// before ids) and command.
+type CommandRecord = (u64, Option<ProposalId>, Vec<u8>);
+
+/// The committed records from `from` on (up to `READ_BYTES` of them).
+fn read_commands(log: &es_log::PartitionLog, from: u64) -> Result<Vec<CommandRecord>> {
+    let read = log.read(from, READ_BYTES)?;
+    let mut records = Vec::new();
+    for batch in read.batches() {
+        for r in batch.records() {
+            let r = r.map_err(|e| BrokerError::Internal(format!("a metadata record: {e}")))?;
+            if r.offset >= from {
+                let id = r.key.and_then(|k| ProposalId::try_from(k).ok());
+                records.push((r.offset, id, r.value.map(<[u8]>::to_vec).unwrap_or_default()));
+            }
+        }
+    }
+    Ok(records)
 }
 
 /// Applies one command: the registry's local part, then the partitions' groups.
