@@ -430,6 +430,117 @@ fn a_follower_down_past_retention_starts_over_at_the_leaders_log_start() {
     }
 }
 
+/// Every record of partition 0 of `topic` that `b` serves: offset -> (key, value).
+fn served_keyed(b: &es_tests::broker::Broker, topic: &str) -> BTreeMap<u64, (String, String)> {
+    let mut out = BTreeMap::new();
+    let mut next = 0;
+    loop {
+        let r = b.get(&format!("/topics/{topic}/partitions/0/records?offset={next}&max_records=10000"));
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        for rec in r.body["records"].as_array().unwrap() {
+            let text = |f: &str| rec[f].as_str().unwrap_or_default().to_owned();
+            out.insert(rec["offset"].as_u64().unwrap(), (text("key"), text("value")));
+        }
+        let after = r.body["next_offset"].as_u64().unwrap();
+        if after <= next || after >= r.body["high_watermark"].as_u64().unwrap() {
+            return out;
+        }
+        next = after;
+    }
+}
+
+/// Compaction in Raft mode is the leader's decision, applied by every replica
+/// (docs/storage.md, "Compaction in Raft mode"): with a follower killed while decisions are
+/// made and the leader compacts what the follower has not yet received, every
+/// node, the restarted one included, ends up serving far fewer records than were
+/// written, each an acknowledged record at its acknowledged offset, and the newest
+/// value of every key. The follower takes the leader's compacted batches (some
+/// emptied) as its log.
+#[test]
+fn compaction_is_decided_by_the_leader_and_applied_by_every_replica() {
+    let mut c = Cluster::new(3, &["--housekeeping-interval-ms", "200"], &[]);
+    for id in 1..=3 {
+        c.start_node(id);
+    }
+    let config = json!({"cleanup.policy": "compact", "segment.bytes": 4096});
+    c.create_topic_configured(&[1, 2, 3], "kv", &config);
+    let mut acked: BTreeMap<u64, (String, String)> = BTreeMap::new();
+    let pad = "x".repeat(200);
+    let produce = |c: &Cluster, round: usize, acked: &mut BTreeMap<u64, (String, String)>| {
+        let records: Vec<(String, String)> =
+            (0..8).map(|k| (format!("k{k}"), format!("r{round}-{pad}"))).collect();
+        let body = json!({"records": records.iter().map(|(k, v)| json!({"key": k, "value": v, "partition": 0})).collect::<Vec<_>>()});
+        let offsets = eventually(ELECTION_WAIT, "a leader accepting the produce", || {
+            c.live().find_map(|(_, b)| {
+                let r = b.post("/topics/kv/records", &body);
+                (r.status == 200).then(|| r.body["offsets"].as_array().unwrap().clone())
+            })
+        });
+        for (o, kv) in offsets.iter().zip(records) {
+            assert!(
+                acked.insert(o["offset"].as_u64().unwrap(), kv).is_none(),
+                "an offset acknowledged twice"
+            );
+        }
+    };
+    for round in 0..10 {
+        produce(&c, round, &mut acked);
+    }
+    let leader = leader_of(&c, "kv");
+    let victim = (1..=3).find(|id| *id != leader).unwrap();
+    c.kill9(victim);
+    for round in 10..40 {
+        produce(&c, round, &mut acked);
+    }
+    c.start_node(victim);
+    for round in 40..50 {
+        produce(&c, round, &mut acked);
+    }
+    let newest: BTreeMap<&str, u64> = acked.iter().map(|(o, (k, _))| (k.as_str(), *o)).collect();
+    for (id, b) in c.live() {
+        let got = eventually(Duration::from_secs(60), &format!("node {id} compacting"), || {
+            let got = served_keyed(b, "kv");
+            let complete = newest.values().all(|o| got.contains_key(o));
+            (complete && got.len() < acked.len() / 3).then_some(got)
+        });
+        for (o, kv) in &got {
+            assert_eq!(acked.get(o), Some(kv), "node {id} serves offset {o}, never acknowledged so");
+        }
+        for (k, o) in &newest {
+            let last = got.iter().rev().find(|(_, (key, _))| key == k).map(|(o, _)| *o);
+            assert_eq!(last, Some(*o), "node {id}: the newest value of {k}");
+        }
+        eprintln!("node {id} serves {} of {} records", got.len(), acked.len());
+    }
+    // Kafka clients read the compacted log, emptied batches and all, from the leader.
+    let leader = leader_of(&c, "kv");
+    let want = served_keyed(c.node(leader), "kv");
+    let (ok, out) = es_tests::python::run_script(
+        "kafka_read_compacted.py",
+        &[&c.node(leader).kafka_addr, "kv"],
+        Duration::from_secs(180),
+    );
+    assert!(ok, "kafka_read_compacted.py failed:\n{out}");
+    let line = out.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no result:\n{out}"));
+    let r: serde_json::Value = serde_json::from_str(line).unwrap();
+    for client in ["librdkafka", "kafka-python"] {
+        let read = &r[client];
+        assert_eq!(read["reached"], true, "{client} stopped before the end offset: {read}");
+        let got: BTreeMap<u64, (String, String)> = read["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m[0].as_u64().unwrap(),
+                    (m[1].as_str().unwrap().to_owned(), m[2].as_str().unwrap().to_owned()),
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "{client} reads what es serves");
+    }
+}
+
 /// The failover matrix's soak mode: rounds of one random fault each (kill -9 and
 /// restart a node, SIGSTOP one past the election timeout, isolate one, or stall
 /// the bytes sent towards one), at a random moment and for a random time, under an

@@ -34,6 +34,7 @@ impl PartitionLog {
         for file in [RaftFile::Vote, RaftFile::Committed, RaftFile::Purged, RaftFile::Snapshot] {
             self.remove_raft_file(file)?;
         }
+        self.compaction.clear(&self.dir)?;
         for name in [LOG_START_FILE, PRODUCER_STATE_FILE] {
             let path = self.dir.join(name);
             files::remove_if_exists(&path).ctx(|| format!("removing {}", path.display()))?;

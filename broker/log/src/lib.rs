@@ -37,6 +37,7 @@ mod snapshot;
 
 pub use check::{SegmentCheck, check_partition};
 pub use cold::{ColdOptions, ColdStatus, ColdStore, DirStore, Expect, Listed, S3Config, S3Store};
+pub use compaction::CompactionDecision;
 pub use config::{CleanupPolicy, LogConfig};
 pub use epochs::EpochStart;
 pub use error::{LogError, Result};

@@ -82,9 +82,11 @@ pub struct PartitionLog {
     /// Held by retention, tiering, compaction and DeleteRecords; true once the
     /// partition is being deleted, after which housekeeping never runs again.
     pub(crate) housekeeping: Mutex<bool>,
-    /// A Raft group stores its entries here: compaction, which may drop whole
-    /// batches (Raft entries), is off until it is a replicated decision.
+    /// A Raft group stores its entries here: compaction follows the group's
+    /// replicated decisions (`compaction.rs`).
     pub(crate) raft_mode: std::sync::atomic::AtomicBool,
+    /// Raft mode: the last compaction decision applied.
+    pub(crate) compaction: crate::compaction::RaftCompaction,
     /// Raft mode: the index after the group's purge point (0: nothing purged).
     /// Retention deletes only segments whose entries are all below it.
     pub(crate) raft_purged_next: std::sync::atomic::AtomicU64,
@@ -227,6 +229,7 @@ impl PartitionLog {
         epochs.truncate_from(next_offset, next_index)?;
         let producers = load_producers(&dir, cold.values().chain(segments.values()), next_offset)?;
         let start_floor = crate::log_start::load(&dir)?;
+        let compaction = crate::compaction::RaftCompaction::load(&dir);
         let log = Arc::new(PartitionLog {
             name,
             dir,
@@ -237,6 +240,7 @@ impl PartitionLog {
             shared,
             housekeeping: Mutex::new(false),
             raft_mode: std::sync::atomic::AtomicBool::new(false),
+            compaction,
             raft_purged_next: std::sync::atomic::AtomicU64::new(0),
             retention_wants: std::sync::atomic::AtomicU64::new(0),
             raft_committed: Mutex::new(None),
@@ -286,7 +290,7 @@ impl PartitionLog {
     /// The batch is checked (size, CRC, records) before any lock is taken; on a
     /// LogAppendTime topic the append time is set there too, as the CRC changes.
     pub fn append(&self, mut bytes: Vec<u8>, epoch: LeaderEpoch) -> Result<PendingAppend> {
-        let timestamp_type = self.check_batch(&bytes)?.1;
+        let timestamp_type = self.check_batch(&bytes, false)?.1;
         if timestamp_type == TimestampType::LogAppendTime {
             batch::set_log_append_time(&mut bytes, self.shared.clock.now_ms());
         }
@@ -297,13 +301,18 @@ impl PartitionLog {
     /// epoch, byte for byte. Its base offset must equal the log end offset.
     pub fn append_replica(&self, bytes: Vec<u8>) -> Result<PendingAppend> {
         let mut bytes = bytes;
-        let header = self.check_batch(&bytes)?.0;
+        let header = self.check_batch(&bytes, false)?.0;
         self.append_inner(&mut bytes, false, None, |_| (header.base_offset, header.leader_epoch))
     }
 
     /// Checks a batch against this partition's limits; returns its header and the
-    /// topic's timestamp type.
-    pub(crate) fn check_batch(&self, bytes: &[u8]) -> Result<(es_core::BatchHeader, TimestampType)> {
+    /// topic's timestamp type. `compacted`: the batch may have been rewritten by
+    /// compaction (a Raft follower's copy of its leader's entry).
+    pub(crate) fn check_batch(
+        &self,
+        bytes: &[u8],
+        compacted: bool,
+    ) -> Result<(es_core::BatchHeader, TimestampType)> {
         let cfg = self.config.read().expect("config lock");
         if bytes.len() > cfg.batch_bytes_max {
             return Err(LogError::BatchTooLarge { size: bytes.len(), max: cfg.batch_bytes_max });
@@ -317,7 +326,7 @@ impl PartitionLog {
         }
         // Compressed batches are checked in plain form but stored as sent.
         let plain = view.plain_records(es_core::limits::BATCH_BYTES_MAX_HARD)?;
-        let size = plain.validate_sizes()?;
+        let size = if compacted { plain.validate_sizes_compacted()? } else { plain.validate_sizes()? };
         if size > cfg.record_bytes_max {
             return Err(LogError::RecordTooLarge { size, max: cfg.record_bytes_max });
         }

@@ -65,7 +65,8 @@ pub struct EntryRange {
 }
 
 impl PartitionLog {
-    /// Marks this partition as a Raft group's log (compaction stops; see `raft_mode`).
+    /// Marks this partition as a Raft group's log (compaction then follows the
+    /// group's decisions; see `raft_mode`).
     /// From then on readers see only committed records: the committed offset starts
     /// at 0 and grows by [`PartitionLog::set_committed_offset`] (the state machine
     /// re-applies committed entries after a restart).
@@ -117,7 +118,7 @@ impl PartitionLog {
     /// Resolves, like any append, once the group commit made it durable.
     pub fn append_entry(&self, mut bytes: Vec<u8>, index: u64, stamp: EntryStamp) -> Result<PendingAppend> {
         self.set_raft_mode();
-        let (header, timestamp_type) = self.check_entry(&bytes)?;
+        let (header, timestamp_type) = self.check_entry(&bytes, matches!(stamp, EntryStamp::Follower(_)))?;
         match stamp {
             EntryStamp::Leader(epoch) => {
                 if timestamp_type == TimestampType::LogAppendTime && !header.is_raft_control() {
@@ -138,7 +139,9 @@ impl PartitionLog {
         }
     }
 
-    fn check_entry(&self, bytes: &[u8]) -> Result<(es_core::BatchHeader, TimestampType)> {
+    /// `from_leader`: a follower's copy, which compaction on the leader may have
+    /// rewritten (`compaction.rs`).
+    fn check_entry(&self, bytes: &[u8], from_leader: bool) -> Result<(es_core::BatchHeader, TimestampType)> {
         let header = es_core::BatchHeader::parse(bytes, usize::MAX)?;
         if header.is_raft_control() {
             // Control batches are es's own: only their shape is checked.
@@ -146,7 +149,7 @@ impl PartitionLog {
             batch::raft_control(&view)?;
             return Ok((header, TimestampType::CreateTime));
         }
-        self.check_batch(bytes)
+        self.check_batch(bytes, from_leader)
     }
 
     /// The entries with Raft indexes in `[from, to)`, whole and CRC-checked, up to

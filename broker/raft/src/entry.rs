@@ -1,6 +1,7 @@
 //! The Raft entry of an es partition: the stored v2 batch itself. Blank and
 //! membership payloads are encoded as Raft control batches (es-core
-//! `batch::raft`); a normal payload is the data batch. Reading the log back gives
+//! `batch::raft`); a normal payload is the data batch, or the leader's compaction
+//! decision (a control batch too). Reading the log back gives
 //! the same entry: the term is the batch's partitionLeaderEpoch and the index is
 //! es-log's Raft index of the batch.
 
@@ -36,7 +37,7 @@ impl EsEntry {
         BatchHeader::parse(&self.batch, usize::MAX).ok()
     }
 
-    fn control(&self) -> Option<RaftControl<'_>> {
+    pub(crate) fn control(&self) -> Option<RaftControl<'_>> {
         let view = BatchView::parse(&self.batch, usize::MAX).ok()?;
         batch::raft_control(&view).ok().flatten()
     }
@@ -47,6 +48,7 @@ impl fmt::Display for EsEntry {
         let kind = match self.control() {
             Some(RaftControl::Blank { .. }) => "blank",
             Some(RaftControl::Membership { .. }) => "membership",
+            Some(RaftControl::Compaction { .. }) => "compaction",
             None => "data",
         };
         write!(f, "{}-{}: {kind} batch of {} bytes", self.leader, self.index, self.batch.len())
@@ -58,15 +60,23 @@ impl fmt::Display for EsEntry {
 /// its bytes do not depend on when each one did.
 const CONTROL_TIMESTAMP: i64 = 0;
 
+fn control_batch(control: RaftControl<'_>) -> Bytes {
+    Bytes::from(batch::encode_raft_control(control, CONTROL_TIMESTAMP).expect("a control batch encodes"))
+}
+
 /// The control batch for a blank or membership entry at `index`.
-fn control_batch(index: u64, membership: Option<&Membership>) -> Bytes {
-    let now = CONTROL_TIMESTAMP;
+fn blank_or_membership(index: u64, membership: Option<&Membership>) -> Bytes {
     let payload = membership.map(|m| serde_json::to_vec(m).expect("a membership serializes"));
-    let control = match &payload {
-        Some(p) => RaftControl::Membership { index, payload: p },
-        None => RaftControl::Blank { index },
-    };
-    Bytes::from(batch::encode_raft_control(control, now).expect("a control batch encodes"))
+    match &payload {
+        Some(p) => control_batch(RaftControl::Membership { index, payload: p }),
+        None => control_batch(RaftControl::Blank { index }),
+    }
+}
+
+/// The compaction entry the leader proposes (its index is set when openraft
+/// gives it a log id).
+pub(crate) fn compaction_batch(horizon_ms: i64) -> Bytes {
+    control_batch(RaftControl::Compaction { index: 0, horizon_ms })
 }
 
 impl openraft::entry::RaftEntry for EsEntry {
@@ -75,11 +85,18 @@ impl openraft::entry::RaftEntry for EsEntry {
 
     fn new(log_id: LogId, payload: Payload) -> Self {
         let batch = match payload {
-            Payload::Blank => control_batch(log_id.index, None),
-            Payload::Membership(m) => control_batch(log_id.index, Some(&m)),
+            Payload::Blank => blank_or_membership(log_id.index, None),
+            Payload::Membership(m) => blank_or_membership(log_id.index, Some(&m)),
             Payload::Normal(BatchData(bytes)) => bytes,
         };
-        EsEntry { leader: log_id.leader_id, index: log_id.index, batch }
+        let mut entry = EsEntry { leader: log_id.leader_id, index: log_id.index, batch };
+        // A compaction entry is proposed as a normal payload and names its index too.
+        if let Some(RaftControl::Compaction { index, horizon_ms }) = entry.control()
+            && index != log_id.index
+        {
+            entry.batch = control_batch(RaftControl::Compaction { index: log_id.index, horizon_ms });
+        }
+        entry
     }
 
     fn log_id_parts(&self) -> (&CommittedLeaderId, u64) {
@@ -87,14 +104,17 @@ impl openraft::entry::RaftEntry for EsEntry {
     }
 
     fn set_log_id(&mut self, new: LogId) {
-        // A control batch names its index: re-encode it (blank and membership
-        // entries are rare and small).
+        // A control batch names its index: re-encode it (control entries are rare
+        // and small).
         if new.index != self.index {
             match self.control() {
-                Some(RaftControl::Blank { .. }) => self.batch = control_batch(new.index, None),
+                Some(RaftControl::Blank { .. }) => self.batch = blank_or_membership(new.index, None),
                 Some(RaftControl::Membership { .. }) => {
                     let m = self.get_membership();
-                    self.batch = control_batch(new.index, m.as_ref());
+                    self.batch = blank_or_membership(new.index, m.as_ref());
+                }
+                Some(RaftControl::Compaction { horizon_ms, .. }) => {
+                    self.batch = control_batch(RaftControl::Compaction { index: new.index, horizon_ms });
                 }
                 None => {}
             }
@@ -106,7 +126,7 @@ impl openraft::entry::RaftEntry for EsEntry {
     fn get_membership(&self) -> Option<Membership> {
         match self.control()? {
             RaftControl::Membership { payload, .. } => serde_json::from_slice(payload).ok(),
-            RaftControl::Blank { .. } => None,
+            RaftControl::Blank { .. } | RaftControl::Compaction { .. } => None,
         }
     }
 }

@@ -19,6 +19,7 @@ use std::collections::VecDeque;
 use std::io::{self, Cursor};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use es_core::batch::RaftControl;
 use es_log::{PartitionLog, RaftFile};
 use futures_util::{Stream, StreamExt};
 use openraft::OptionalSend;
@@ -179,7 +180,19 @@ impl DataStateMachine {
                 self.publish(log_id.index, h.next_offset());
                 Applied { base_offset: h.base_offset, next_offset: h.next_offset() }
             }
-            _ => Applied { base_offset: st.applied.high_watermark, next_offset: st.applied.high_watermark },
+            Some(h) => {
+                if let Some(RaftControl::Compaction { index, horizon_ms }) = entry.control() {
+                    // Committed: every replica compacts what comes before it the same
+                    // way. Not storing it only delays compaction to the next decision.
+                    if let Err(e) = self.log.apply_compaction(index, h.base_offset, horizon_ms) {
+                        tracing::warn!(log = self.log.name(), index, error = %e, "storing a compaction decision failed");
+                    }
+                }
+                Applied { base_offset: st.applied.high_watermark, next_offset: st.applied.high_watermark }
+            }
+            None => {
+                Applied { base_offset: st.applied.high_watermark, next_offset: st.applied.high_watermark }
+            }
         }
     }
 

@@ -39,6 +39,44 @@ pub fn encode_like<'r>(
     Ok(out)
 }
 
+/// What compaction writes for a batch that is a Raft entry and lost records: like
+/// [`encode_like`], but the batch keeps its offset span (`lastOffsetDelta`, as
+/// Kafka's cleaner keeps a batch's last offset), so the batches around it stay
+/// contiguous, and a batch that lost every record stays, as an empty batch (no
+/// records, uncompressed, its producer fields kept; timestamps -1, or the
+/// LogAppendTime), which Kafka clients step over as they do Kafka's own. The output
+/// depends only on `like` and `records`, and compacting its output again with the
+/// same survivors gives the same bytes.
+pub fn encode_compacted<'r>(
+    like: &BatchHeader,
+    records: impl IntoIterator<Item = (u32, &'r Record)> + Clone,
+) -> Result<Vec<u8>, CodecError> {
+    if records.clone().into_iter().next().is_none() {
+        let at = like.log_append_time().unwrap_or(-1);
+        let header = BatchHeader {
+            base_offset: like.base_offset,
+            batch_length: (HEADER_LEN - LENGTH_PREFIX) as u32,
+            leader_epoch: like.leader_epoch,
+            magic: MAGIC,
+            crc: 0,
+            attributes: like.attributes & (TRANSACTIONAL_BIT | CONTROL_BIT | TIMESTAMP_TYPE_BIT),
+            last_offset_delta: like.last_offset_delta,
+            base_timestamp: at,
+            max_timestamp: at,
+            producer: like.producer,
+            record_count: 0,
+        };
+        let mut buf = vec![0u8; HEADER_LEN];
+        write_header(&mut buf, &header);
+        write_crc(&mut buf);
+        return Ok(buf);
+    }
+    let mut out = encode_like(like, records)?;
+    out[LAST_DELTA_AT..BASE_TIMESTAMP_AT].copy_from_slice(&like.last_offset_delta.to_be_bytes());
+    write_crc(&mut out);
+    Ok(out)
+}
+
 pub(super) fn encode_plain<'r>(
     records: impl IntoIterator<Item = (u32, &'r Record)> + Clone,
     now_ms: i64,

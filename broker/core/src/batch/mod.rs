@@ -49,9 +49,13 @@ mod records;
 mod tests;
 
 pub use encode::{
-    compress, encode, encode_like, encode_with_deltas, recompress, set_log_append_time, set_producer, stamp,
+    compress, encode, encode_compacted, encode_like, encode_with_deltas, recompress, set_log_append_time,
+    set_producer, stamp,
 };
-pub use raft::{RAFT_BLANK_TYPE, RAFT_MEMBERSHIP_TYPE, RaftControl, encode_raft_control, raft_control};
+pub use raft::{
+    RAFT_BLANK_TYPE, RAFT_COMPACTION_TYPE, RAFT_MEMBERSHIP_TYPE, RaftControl, encode_raft_control,
+    raft_control,
+};
 pub use records::{RecordIter, RecordView};
 
 // Byte positions of the header fields.
@@ -353,6 +357,17 @@ impl<'a> PlainRecords<'a> {
     /// largest record's payload (key + value + header keys and values), so the log
     /// checks its record limit without walking the records twice.
     pub fn validate_sizes(&self) -> Result<usize, CodecError> {
+        self.check_records(true)
+    }
+
+    /// [`PlainRecords::validate_sizes`] for a batch compaction may have rewritten
+    /// (`batch::encode_compacted`): the records may end before `lastOffsetDelta`
+    /// and there may be none. What a follower accepts from its leader.
+    pub fn validate_sizes_compacted(&self) -> Result<usize, CodecError> {
+        self.check_records(false)
+    }
+
+    fn check_records(&self, whole_span: bool) -> Result<usize, CodecError> {
         let count = self.header.record_count as usize;
         if count > crate::limits::BATCH_RECORDS_MAX {
             return Err(CodecError::TooManyRecords { count, max: crate::limits::BATCH_RECORDS_MAX });
@@ -378,7 +393,7 @@ impl<'a> PlainRecords<'a> {
                 reason: "trailing bytes after the last record",
             });
         }
-        if last_delta != Some(self.header.last_offset_delta) {
+        if whole_span && last_delta != Some(self.header.last_offset_delta) {
             return Err(CodecError::BadRecord {
                 position: iter.position(),
                 reason: "lastOffsetDelta does not match the records",

@@ -12,6 +12,10 @@
 //! apart: replay of the journal uses it to know whether a control batch is held.
 //! `lastOffsetDelta` stays 0 on the wire, but [`BatchHeader::next_offset`] of a Raft
 //! control batch is its base offset: it spans no offset.
+//!
+//! A compaction entry (`0x4503`) is es's own: the leader's decision to compact every
+//! data batch before it, with the tombstone horizon (i64 ms, after the index) every
+//! replica applies, so they compact the same records the same way.
 
 use super::*;
 
@@ -19,20 +23,35 @@ use super::*;
 pub const RAFT_BLANK_TYPE: i16 = 0x4501;
 /// The control-record type of a Raft membership entry.
 pub const RAFT_MEMBERSHIP_TYPE: i16 = 0x4502;
+/// The control-record type of an es compaction decision.
+pub const RAFT_COMPACTION_TYPE: i16 = 0x4503;
 /// Kafka's control-key version.
 const CONTROL_KEY_VERSION: i16 = 0;
 
 /// What a Raft control batch holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RaftControl<'a> {
-    Blank { index: u64 },
-    Membership { index: u64, payload: &'a [u8] },
+    Blank {
+        index: u64,
+    },
+    Membership {
+        index: u64,
+        payload: &'a [u8],
+    },
+    /// Compact every data batch before this entry; tombstones older than
+    /// `horizon_ms` (record timestamp) go.
+    Compaction {
+        index: u64,
+        horizon_ms: i64,
+    },
 }
 
 impl RaftControl<'_> {
     pub fn index(&self) -> u64 {
         match self {
-            RaftControl::Blank { index } | RaftControl::Membership { index, .. } => *index,
+            RaftControl::Blank { index }
+            | RaftControl::Membership { index, .. }
+            | RaftControl::Compaction { index, .. } => *index,
         }
     }
 }
@@ -47,9 +66,14 @@ impl BatchHeader {
 /// Encodes a Raft control batch (base offset 0 and leader epoch -1, stamped at
 /// append like any batch) with timestamp `now_ms`.
 pub fn encode_raft_control(control: RaftControl<'_>, now_ms: i64) -> Result<Vec<u8>, CodecError> {
+    let horizon;
     let (kind, index, payload): (i16, u64, &[u8]) = match control {
         RaftControl::Blank { index } => (RAFT_BLANK_TYPE, index, &[]),
         RaftControl::Membership { index, payload } => (RAFT_MEMBERSHIP_TYPE, index, payload),
+        RaftControl::Compaction { index, horizon_ms } => {
+            horizon = horizon_ms.to_be_bytes();
+            (RAFT_COMPACTION_TYPE, index, &horizon)
+        }
     };
     let mut key = Vec::with_capacity(4);
     key.extend_from_slice(&CONTROL_KEY_VERSION.to_be_bytes());
@@ -86,6 +110,10 @@ pub fn raft_control<'a>(view: &BatchView<'a>) -> Result<Option<RaftControl<'a>>,
     match kind {
         RAFT_BLANK_TYPE => Ok(Some(RaftControl::Blank { index })),
         RAFT_MEMBERSHIP_TYPE => Ok(Some(RaftControl::Membership { index, payload: &value[8..] })),
+        RAFT_COMPACTION_TYPE => match <[u8; 8]>::try_from(&value[8..]) {
+            Ok(h) => Ok(Some(RaftControl::Compaction { index, horizon_ms: i64::from_be_bytes(h) })),
+            Err(_) => Err(bad("a Raft compaction record holds an index and an 8-byte horizon")),
+        },
         _ => Err(bad("unknown Raft control record type")),
     }
 }
@@ -106,6 +134,11 @@ mod tests {
         let blank = encode_raft_control(RaftControl::Blank { index: 9 }, 1_000).unwrap();
         let view = BatchView::parse(&blank, usize::MAX).unwrap();
         assert_eq!(raft_control(&view).unwrap().map(|c| c.index()), Some(9));
+        let decision = RaftControl::Compaction { index: 11, horizon_ms: -5 };
+        let bytes = encode_raft_control(decision, 0).unwrap();
+        let view = BatchView::parse(&bytes, usize::MAX).unwrap();
+        assert!(view.header.is_raft_control());
+        assert_eq!(raft_control(&view).unwrap(), Some(decision));
     }
 
     #[test]

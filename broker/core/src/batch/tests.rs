@@ -224,6 +224,43 @@ fn encode_like_keeps_what_compaction_must_keep() {
 }
 
 #[test]
+fn encode_compacted_keeps_the_span_and_an_emptied_batch_and_compacts_again_to_the_same_bytes() {
+    let records: Vec<Record> =
+        (0..4i64).map(|i| Record { timestamp: Some(T + i), ..Record::keyed("k", "v") }).collect();
+    let producer = ProducerInfo { producer_id: 5, producer_epoch: 2, base_sequence: 40 };
+    for codec in [Compression::None, Compression::Zstd] {
+        let mut original = compress(&encode(&records, T, producer).unwrap(), codec).unwrap();
+        stamp(&mut original, 500, LeaderEpoch(4));
+        let like = BatchView::parse(&original, MAX).unwrap().header;
+        let first_two = [(0u32, &records[0]), (1, &records[1])];
+        let out = encode_compacted(&like, first_two).unwrap();
+        let view = BatchView::parse(&out, MAX).unwrap();
+        let h = view.header;
+        assert_eq!((h.base_offset, h.leader_epoch, h.producer), (500, LeaderEpoch(4), producer));
+        assert_eq!((h.record_count, h.last_offset_delta, h.next_offset()), (2, 3, 504), "{codec:?}");
+        assert_eq!(h.compression().unwrap(), codec);
+        let plain = view.plain_records(MAX).unwrap();
+        assert!(plain.validate().is_err(), "a producer's batch must end at lastOffsetDelta");
+        plain.validate_sizes_compacted().unwrap();
+        // Compacting the output again with fewer survivors gives what compacting
+        // the original with them gives: replicas agree whatever they did before.
+        for survivors in [&first_two[..1], &[][..]] {
+            let twice = encode_compacted(&h, survivors.iter().copied()).unwrap();
+            assert_eq!(twice, encode_compacted(&like, survivors.iter().copied()).unwrap(), "{codec:?}");
+        }
+        let empty = encode_compacted(&like, std::iter::empty()).unwrap();
+        let view = BatchView::parse(&empty, MAX).unwrap();
+        let h = view.header;
+        assert_eq!((h.record_count, h.next_offset(), h.producer), (0, 504, producer));
+        assert_eq!((h.compression().unwrap(), h.max_timestamp), (Compression::None, -1));
+        let plain = view.plain_records(MAX).unwrap();
+        assert_eq!(plain.iter().count(), 0);
+        plain.validate_sizes_compacted().unwrap();
+        assert!(plain.validate().is_err());
+    }
+}
+
+#[test]
 fn recompress_changes_only_the_codec_and_keeps_every_record_and_field() {
     let records: Vec<Record> = (0..50).map(|i| Record::keyed(format!("k{i}"), "v".repeat(100))).collect();
     let producer = ProducerInfo { producer_id: 9, producer_epoch: 1, base_sequence: 7 };

@@ -33,16 +33,40 @@ impl PartitionLog {
             (candidates, log_start)
         };
         let mut data = Vec::new();
+        // Batches that compaction emptied (Raft mode keeps them: `compaction.rs`) are
+        // passed over while nothing else was found, so a reader is not answered
+        // batch after batch of nothing (librdkafka takes that for a record too
+        // large to fetch); the last one passed over is the answer if nothing follows
+        // within the scan budget, so the reader still moves on.
+        let (mut at, mut passed, mut scanned) = (offset, None, 0usize);
         if offset < hw {
-            for (seg, is_cold) in candidates {
+            'segments: for (seg, is_cold) in candidates {
                 if is_cold {
                     self.fetch_cold(&seg)?;
                 }
-                data = strip_raft_control(seg.read(offset, max_bytes, hw)?);
-                if !data.is_empty() {
-                    break;
+                while at < hw {
+                    let got = strip_raft_control(seg.read(at, max_bytes, hw)?);
+                    if got.is_empty() {
+                        break;
+                    }
+                    match emptied_only(&got) {
+                        Some((last, next)) if next > at && scanned < EMPTIED_SCAN_MAX_BYTES => {
+                            scanned += got.len();
+                            passed = Some(got[last..].to_vec());
+                            at = next;
+                        }
+                        _ => {
+                            data = got;
+                            break 'segments;
+                        }
+                    }
                 }
             }
+        }
+        if data.is_empty()
+            && let Some(last) = passed
+        {
+            data = last;
         }
         Ok(ReadResult { data: Bytes::from(data), high_watermark: hw, log_start_offset: log_start })
     }
@@ -91,6 +115,27 @@ impl PartitionLog {
             None => Ok(()),
         }
     }
+}
+
+/// How many bytes of emptied batches one read passes over before it answers the
+/// last of them.
+const EMPTIED_SCAN_MAX_BYTES: usize = 64 << 20;
+
+/// When every batch of `data` is a data batch compaction emptied (no records):
+/// where the last one starts, and the offset after it.
+fn emptied_only(data: &[u8]) -> Option<(usize, u64)> {
+    let (mut at, mut last) = (0, None);
+    while let Ok(h) = es_core::BatchHeader::parse(&data[at..], usize::MAX) {
+        if h.record_count > 0 || h.is_control() {
+            return None;
+        }
+        last = Some((at, h.next_offset()));
+        at += h.total_len();
+        if at >= data.len() {
+            break;
+        }
+    }
+    last
 }
 
 /// Drops Raft control batches from served bytes: they hold no records a reader may

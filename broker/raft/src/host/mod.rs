@@ -314,7 +314,8 @@ async fn initialize(raft: &Raft, group: u64, voters: &[u64]) -> Result<(), RaftE
 /// Every `RETENTION_PURGE_CHECK_MS`, each group whose retention waits for a purge
 /// (`PartitionLog::retention_wants`) snapshots at the retention boundary and purges
 /// its Raft log up to the snapshot; the next housekeeping round deletes the
-/// segments. A follower that still needs the purged entries is sent the snapshot
+/// segments. A leader whose log asks for a compaction decision appends one
+/// ([`Group::decide_compaction`]). A follower that still needs the purged entries is sent the snapshot
 /// and starts its log over at the leader's log start. Ends with the host.
 async fn purge_for_retention(host: std::sync::Weak<HostInner>) {
     let every = Duration::from_millis(limits::RETENTION_PURGE_CHECK_MS);
@@ -329,7 +330,7 @@ async fn purge_for_retention(host: std::sync::Weak<HostInner>) {
             .read()
             .expect("groups lock")
             .values()
-            .filter(|g| g.inner.log.retention_wants().is_some())
+            .filter(|g| g.inner.log.retention_wants().is_some() || g.wants_compaction())
             .filter(|g| !g.inner.purging.swap(true, Ordering::AcqRel))
             .cloned()
             .collect();
@@ -339,6 +340,12 @@ async fn purge_for_retention(host: std::sync::Weak<HostInner>) {
                     Ok(()) | Err(ProposeError::Shutdown) => {}
                     Err(e) => {
                         tracing::warn!(group = g.inner.id, error = %e, "purging the Raft log for retention failed")
+                    }
+                }
+                match g.decide_compaction().await {
+                    Ok(()) | Err(ProposeError::Shutdown) => {}
+                    Err(e) => {
+                        tracing::info!(group = g.inner.id, error = %e, "no compaction decision this round")
                     }
                 }
                 g.inner.purging.store(false, Ordering::Release);
@@ -461,7 +468,7 @@ struct GroupInner {
     /// How many of the store's writing tasks still run (`LogStore::committed_writer`).
     writer: watch::Receiver<usize>,
     stopped: AtomicBool,
-    /// A retention purge is under way (`purge_for_retention`).
+    /// A retention purge or a compaction decision is under way (`purge_for_retention`).
     purging: AtomicBool,
     figures: Arc<GroupFigures>,
     /// Where the group quiesced, while it is quiet (`quiesce.rs`).
@@ -837,6 +844,25 @@ impl Group {
             return Ok(());
         }
         self.inner.raft.trigger().purge_log(upto).await.map_err(fatal)
+    }
+
+    fn wants_compaction(&self) -> bool {
+        self.is_leader() && self.inner.log.compaction_wants().is_some()
+    }
+
+    /// As the leader, appends the compaction entry its log asks for
+    /// (`PartitionLog::compaction_wants`; es-log's compaction.rs says what every
+    /// replica does once it is applied) and waits for its commit. Bounded.
+    async fn decide_compaction(&self) -> Result<(), ProposeError> {
+        let Some(horizon) = self.inner.log.compaction_wants().filter(|_| self.is_leader()) else {
+            return Ok(());
+        };
+        self.wake();
+        let write = self.write(crate::entry::compaction_batch(horizon));
+        match tokio::time::timeout(Duration::from_millis(limits::PROPOSE_TIMEOUT_MS), write).await {
+            Err(_) => Err(ProposeError::Timeout),
+            Ok(result) => result.map(drop),
+        }
     }
 
     /// Stops the group, then waits for its committed-id writer's last write and
