@@ -253,7 +253,11 @@ impl PartitionLog {
     /// can move. Past it (the leader's retention removed the records in between,
     /// Kafka's "truncate fully and start at"), every record held is below the
     /// leader's log start: the log starts over at `offset`.
+    ///
+    /// Holds the housekeeping lock: compaction must not rename a rewritten segment
+    /// over one this removes.
     pub fn restart_entries_at(&self, index: u64, offset: u64) -> Result<()> {
+        let _housekeeping = self.housekeeping.lock().expect("housekeeping lock");
         let mut inner = self.inner.lock().expect("partition lock");
         let next = inner.next_index();
         if index <= next {
