@@ -467,8 +467,9 @@ fn compaction_is_decided_by_the_leader_and_applied_by_every_replica() {
     let mut acked: BTreeMap<u64, (String, String)> = BTreeMap::new();
     let pad = "x".repeat(200);
     let produce = |c: &Cluster, round: usize, acked: &mut BTreeMap<u64, (String, String)>| {
+        // Eight of eleven keys a round: batches lose some records, or all.
         let records: Vec<(String, String)> =
-            (0..8).map(|k| (format!("k{k}"), format!("r{round}-{pad}"))).collect();
+            (0..8).map(|i| (format!("k{}", (round + i) % 11), format!("r{round}-{pad}"))).collect();
         let body = json!({"records": records.iter().map(|(k, v)| json!({"key": k, "value": v, "partition": 0})).collect::<Vec<_>>()});
         let offsets = eventually(ELECTION_WAIT, "a leader accepting the produce", || {
             c.live().find_map(|(_, b)| {
@@ -497,24 +498,28 @@ fn compaction_is_decided_by_the_leader_and_applied_by_every_replica() {
         produce(&c, round, &mut acked);
     }
     let newest: BTreeMap<&str, u64> = acked.iter().map(|(o, (k, _))| (k.as_str(), *o)).collect();
+    // What a reader got from a compacted log: only acknowledged records at their
+    // offsets, and the newest value of every key last.
+    let check = |who: &str, got: &BTreeMap<u64, (String, String)>| {
+        for (o, kv) in got {
+            assert!(acked.get(o) == Some(kv), "{who} read offset {o} ({}), never acknowledged so", kv.0);
+        }
+        for (k, o) in &newest {
+            let last = got.iter().rev().find(|(_, (key, _))| key == k).map(|(o, _)| *o);
+            assert_eq!(last, Some(*o), "{who}: the newest value of {k}");
+        }
+    };
     for (id, b) in c.live() {
         let got = eventually(Duration::from_secs(60), &format!("node {id} compacting"), || {
             let got = served_keyed(b, "kv");
             let complete = newest.values().all(|o| got.contains_key(o));
             (complete && got.len() < acked.len() / 3).then_some(got)
         });
-        for (o, kv) in &got {
-            assert_eq!(acked.get(o), Some(kv), "node {id} serves offset {o}, never acknowledged so");
-        }
-        for (k, o) in &newest {
-            let last = got.iter().rev().find(|(_, (key, _))| key == k).map(|(o, _)| *o);
-            assert_eq!(last, Some(*o), "node {id}: the newest value of {k}");
-        }
+        check(&format!("node {id}"), &got);
         eprintln!("node {id} serves {} of {} records", got.len(), acked.len());
     }
     // Kafka clients read the compacted log, emptied batches and all, from the leader.
     let leader = leader_of(&c, "kv");
-    let want = served_keyed(c.node(leader), "kv");
     let (ok, out) = es_tests::python::run_script(
         "kafka_read_compacted.py",
         &[&c.node(leader).kafka_addr, "kv"],
@@ -525,7 +530,7 @@ fn compaction_is_decided_by_the_leader_and_applied_by_every_replica() {
     let r: serde_json::Value = serde_json::from_str(line).unwrap();
     for client in ["librdkafka", "kafka-python"] {
         let read = &r[client];
-        assert_eq!(read["reached"], true, "{client} stopped before the end offset: {read}");
+        assert_eq!(read["reached"], true, "{client} stopped before the end offset (at {})", read["end"]);
         let got: BTreeMap<u64, (String, String)> = read["records"]
             .as_array()
             .unwrap()
@@ -537,7 +542,8 @@ fn compaction_is_decided_by_the_leader_and_applied_by_every_replica() {
                 )
             })
             .collect();
-        assert_eq!(got, want, "{client} reads what es serves");
+        check(client, &got);
+        assert!(got.len() < acked.len() / 3, "{client} read {} records of a compacted log", got.len());
     }
 }
 

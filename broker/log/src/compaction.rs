@@ -83,6 +83,7 @@ impl RaftCompaction {
         let path = dir.join(DECISION_FILE);
         files::remove_if_exists(&path).ctx(|| format!("removing {}", path.display()))?;
         *self.decision.lock().expect("compaction decision lock") = None;
+        *self.done.lock().expect("compaction lock") = (0, BTreeSet::new());
         self.sealed_end.store(0, Ordering::Release);
         Ok(())
     }
@@ -134,7 +135,7 @@ impl PartitionLog {
         if !cfg.cleanup_policy.compacts() {
             return Ok(());
         }
-        if self.raft_mode.load(Ordering::Acquire) {
+        if self.is_raft_log() {
             return self.compact_raft(report);
         }
         let hw = self.high_watermark();
@@ -202,6 +203,11 @@ impl PartitionLog {
         Ok(())
     }
 
+    /// Renames `bytes`, written and synced aside, over `old`'s file and swaps in the
+    /// reopened segment. The rename happens under the partition lock, and only
+    /// while `old` is still the partition's: a Raft log that started over
+    /// (`restart_entries_at`) may have removed it meanwhile, and its file must not
+    /// come back.
     fn replace_segment(&self, old: &Arc<Segment>, bytes: &[u8]) -> Result<()> {
         let base = old.base_offset;
         let mut tmp = old.log_path.as_os_str().to_owned();
@@ -219,14 +225,32 @@ impl PartitionLog {
         // compaction gap for damage.
         let marker = files::segment_path(&self.dir, base, files::COMPACTED_EXT);
         files::write_atomic(&marker, b"").ctx(|| format!("writing {}", marker.display()))?;
-        std::fs::rename(&tmp, &old.log_path).ctx(|| format!("renaming {}", tmp.display()))?;
+        let current =
+            |inner: &crate::partition::Inner| inner.segments.get(&base).is_some_and(|s| Arc::ptr_eq(s, old));
+        {
+            let inner = self.inner.lock().expect("partition lock");
+            if !current(&inner) {
+                let gone = !inner.segments.contains_key(&base);
+                drop(inner);
+                let _ = std::fs::remove_file(&tmp);
+                if gone {
+                    files::remove_if_exists(&marker).ctx(|| format!("removing {}", marker.display()))?;
+                }
+                return Ok(());
+            }
+            std::fs::rename(&tmp, &old.log_path).ctx(|| format!("renaming {}", tmp.display()))?;
+            old.retire();
+        }
         files::fsync_dir(&self.dir).ctx(|| format!("syncing {}", self.dir.display()))?;
         let max = self.config().batch_bytes_max.max(es_core::limits::BATCH_BYTES_READ_FLOOR);
         let new =
             Segment::open_sealed(&self.dir, base, old.next_offset(), self.shared.open_files.clone(), max)?;
         let mut inner = self.inner.lock().expect("partition lock");
-        if inner.segments.get(&base).is_some_and(|s| Arc::ptr_eq(s, old)) {
+        if current(&inner) {
             inner.segments.insert(base, new);
+        } else if !inner.segments.contains_key(&base) {
+            // Removed after the rename: so are the files the reopening wrote.
+            crate::partition::remove_segment_files(&self.dir, base)?;
         }
         Ok(())
     }
@@ -521,16 +545,73 @@ mod tests {
         // Nothing to do again under the same decision.
         assert!(p.housekeeping().unwrap().compacted_segments.is_empty());
 
+        p.write_raft_file(crate::raft::RaftFile::Vote, b"{}").unwrap();
         drop(p);
         m.shutdown().unwrap();
         let m = manager(dir.path());
         let p = open(&m);
         assert_eq!(entries(&p), after, "the rewritten segment reopens with every entry");
+        // Before its group opens again the log is not in Raft mode, but it holds a
+        // vote: housekeeping must not compact it as a plain log (that would drop
+        // the emptied batches, Raft entries).
+        p.housekeeping().unwrap();
+        assert_eq!(entries(&p), after);
         assert_eq!(p.compaction_decision().map(|d| (d.index, d.offset, d.horizon_ms)), Some((6, 6, 0)));
         // A decision applied again after a restart, or an older one, changes nothing.
         p.apply_compaction(6, 6, 5_000).unwrap();
         p.apply_compaction(3, 3, 5_000).unwrap();
         assert_eq!(p.compaction_decision().map(|d| d.horizon_ms), Some(0));
+    }
+
+    /// A follower whose copy of the leader's compacted entries was only in the
+    /// journal when it crashed gets them back from the replay, emptied batches and
+    /// batches that end before their span included.
+    #[test]
+    fn a_follower_replays_compacted_entries_from_the_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path());
+        let leader = open(&m);
+        first_segments(&leader);
+        until_a_decision_is_wanted(&leader);
+        leader.apply_compaction(6, 6, 0).unwrap();
+        append(&leader, 7, keyed(&[("c", Some("2")), ("e", Some("1"))]));
+        append(&leader, 8, keyed(&[("e", Some("2"))]));
+        leader.force_roll().unwrap();
+        leader.housekeeping().unwrap();
+        append(&leader, 9, control(RaftControl::Compaction { index: 9, horizon_ms: 0 }));
+        leader.set_committed_offset(9);
+        until_a_decision_is_wanted(&leader);
+        leader.apply_compaction(9, 9, 0).unwrap();
+        leader.housekeeping().unwrap();
+        let want = entries(&leader);
+        let shape: Vec<(u32, u64)> = want
+            .iter()
+            .map(|(_, b)| BatchHeader::parse(b, usize::MAX).unwrap())
+            .filter(|h| !h.is_raft_control())
+            .map(|h| (h.record_count, h.next_offset()))
+            .collect();
+        assert!(shape.contains(&(0, 1)), "an emptied batch: {shape:?}");
+        assert!(shape.contains(&(1, 8)), "a batch that lost its last record keeps its span: {shape:?}");
+
+        let follower_dir = tempfile::tempdir().unwrap();
+        {
+            let m = crate::manager::journal_only(follower_dir.path());
+            let follower = open(&m);
+            for (index, bytes) in &want {
+                follower
+                    .append_entry(bytes.to_vec(), *index, EntryStamp::Follower(E1))
+                    .unwrap()
+                    .wait()
+                    .unwrap();
+            }
+            m.stop_without_checkpoint();
+        }
+        // The segment loses everything not checkpointed; the journal has it all.
+        let active = crate::files::segment_path(&follower_dir.path().join("t-0"), 0, crate::files::LOG_EXT);
+        std::fs::OpenOptions::new().write(true).open(&active).unwrap().set_len(0).unwrap();
+        let opts = ManagerOptions { housekeeping_interval: None, journal: true, ..ManagerOptions::default() };
+        let m = LogManager::new(follower_dir.path(), opts).unwrap();
+        assert_eq!(entries(&open(&m)), want);
     }
 
     /// Compacting under a later decision gives the same bytes whether an earlier one

@@ -298,10 +298,12 @@ impl PartitionLog {
     }
 
     /// Follower path: appends a batch that already carries its base offset and leader
-    /// epoch, byte for byte. Its base offset must equal the log end offset.
+    /// epoch, byte for byte. Its base offset must equal the log end offset. The batch
+    /// may be one compaction rewrote (a Raft follower's copy of its leader's entry,
+    /// replayed from the journal).
     pub fn append_replica(&self, bytes: Vec<u8>) -> Result<PendingAppend> {
         let mut bytes = bytes;
-        let header = self.check_batch(&bytes, false)?.0;
+        let header = self.check_batch(&bytes, true)?.0;
         self.append_inner(&mut bytes, false, None, |_| (header.base_offset, header.leader_epoch))
     }
 

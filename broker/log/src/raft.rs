@@ -77,6 +77,14 @@ impl PartitionLog {
         }
     }
 
+    /// Whether this is a Raft group's log: in Raft mode, or holding a vote while its
+    /// group has not opened (yet) since a restart. Housekeeping never treats such a
+    /// log as a plain one (retention would delete what the group did not purge,
+    /// plain compaction drop whole entries).
+    pub(crate) fn is_raft_log(&self) -> bool {
+        self.raft_mode.load(Ordering::Acquire) || self.raft_file_path(RaftFile::Vote).exists()
+    }
+
     /// Raft mode: records below `offset` are committed. Monotonic (a lower value is
     /// ignored); readers get min(durable end, committed), so it never exposes a
     /// record that is not on this replica's disk.
@@ -156,6 +164,16 @@ impl PartitionLog {
     /// `max_bytes` (at least one). Waits for the group commit when the range reaches
     /// entries not yet durable: a Raft reader only ever sees what is on disk.
     pub fn read_entries(&self, from: u64, to: u64, max_bytes: usize) -> Result<Vec<(u64, Bytes)>> {
+        match self.read_entries_once(from, to, max_bytes) {
+            // Compaction replaced a segment under this read (`Segment::retire`).
+            Err(LogError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                self.read_entries_once(from, to, max_bytes)
+            }
+            other => other,
+        }
+    }
+
+    fn read_entries_once(&self, from: u64, to: u64, max_bytes: usize) -> Result<Vec<(u64, Bytes)>> {
         let range = self.entry_range();
         let to = to.min(range.next);
         if from >= to {
@@ -253,11 +271,7 @@ impl PartitionLog {
     /// can move. Past it (the leader's retention removed the records in between,
     /// Kafka's "truncate fully and start at"), every record held is below the
     /// leader's log start: the log starts over at `offset`.
-    ///
-    /// Holds the housekeeping lock: compaction must not rename a rewritten segment
-    /// over one this removes.
     pub fn restart_entries_at(&self, index: u64, offset: u64) -> Result<()> {
-        let _housekeeping = self.housekeeping.lock().expect("housekeeping lock");
         let mut inner = self.inner.lock().expect("partition lock");
         let next = inner.next_index();
         if index <= next {

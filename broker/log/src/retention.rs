@@ -57,7 +57,7 @@ impl PartitionLog {
         // (the snapshot moved past it): a follower that still needs those entries is
         // sent the snapshot instead of a log with a hole. Tiering keeps the entries
         // readable, so it need not wait.
-        let raft = self.raft_mode.load(Ordering::Acquire) && !cfg.cold_tier;
+        let raft = self.is_raft_log() && !cfg.cold_tier;
         let purged_next = self.raft_purged_next.load(Ordering::Acquire);
         let mut wants = 0;
         for seg in sealed {
@@ -120,7 +120,7 @@ impl PartitionLog {
     fn enforce_cold_retention(&self, now: i64, report: &mut HousekeepingReport) -> Result<()> {
         let Some(tier) = &self.cold else { return Ok(()) };
         let mut expired = tier.expired(now);
-        if self.raft_mode.load(Ordering::Acquire) {
+        if self.is_raft_log() {
             // As for local segments: only what the group purged (oldest first).
             let purged_next = self.raft_purged_next.load(Ordering::Acquire);
             let inner = self.inner.lock().expect("partition lock");

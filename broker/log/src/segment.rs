@@ -82,6 +82,9 @@ pub(crate) struct Segment {
     /// segment was opened: a read verifies each batch once, not on every fetch.
     verified_to: AtomicU64,
     reader: Mutex<Option<Arc<File>>>,
+    /// Compaction renamed a rewritten file over this segment's: the path names
+    /// other bytes now, so a closed handle is never reopened (`retire`).
+    retired: std::sync::atomic::AtomicBool,
     pub(crate) last_used: AtomicU64,
     open_files: Arc<OpenFiles>,
     batch_bytes_max: usize,
@@ -124,6 +127,7 @@ impl Segment {
             trusted_from,
             verified_to: AtomicU64::new(0),
             reader: Mutex::new(None),
+            retired: std::sync::atomic::AtomicBool::new(false),
             last_used: AtomicU64::new(0),
             open_files,
             batch_bytes_max,
@@ -367,11 +371,23 @@ impl Segment {
         if let Some(f) = guard.as_ref() {
             return Ok(f.clone());
         }
+        if self.retired.load(Ordering::Acquire) {
+            let gone =
+                std::io::Error::new(std::io::ErrorKind::NotFound, "the segment was replaced by compaction");
+            return Err(gone).ctx(|| format!("opening {}", self.log_path.display()));
+        }
         let f = Arc::new(File::open(&self.log_path).ctx(|| format!("opening {}", self.log_path.display()))?);
         *guard = Some(f.clone());
         drop(guard);
         self.open_files.opened(self);
         Ok(f)
+    }
+
+    /// Marks the segment replaced: the handle it holds stays usable, but once closed
+    /// it is not reopened (its readers get `NotFound` and read again from the
+    /// partition's current segments).
+    pub(crate) fn retire(&self) {
+        self.retired.store(true, Ordering::Release);
     }
 
     /// Closes the read handle (readers holding a clone keep it until they finish).

@@ -90,8 +90,10 @@ impl openraft::entry::RaftEntry for EsEntry {
             Payload::Normal(BatchData(bytes)) => bytes,
         };
         let mut entry = EsEntry { leader: log_id.leader_id, index: log_id.index, batch };
-        // A compaction entry is proposed as a normal payload and names its index too.
-        if let Some(RaftControl::Compaction { index, horizon_ms }) = entry.control()
+        // A compaction entry is proposed as a normal payload and names its index too
+        // (the header first: a data batch is not CRC-checked again here).
+        if entry.header().is_some_and(|h| h.is_raft_control())
+            && let Some(RaftControl::Compaction { index, horizon_ms }) = entry.control()
             && index != log_id.index
         {
             entry.batch = control_batch(RaftControl::Compaction { index: log_id.index, horizon_ms });

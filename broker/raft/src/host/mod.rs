@@ -852,9 +852,18 @@ impl Group {
 
     /// As the leader, appends the compaction entry its log asks for
     /// (`PartitionLog::compaction_wants`; es-log's compaction.rs says what every
-    /// replica does once it is applied) and waits for its commit. Bounded.
+    /// replica does once it is applied) and waits for its commit. Bounded. Only a
+    /// leader that applied an entry of its own term does, so it applied every
+    /// earlier decision and its horizon is never below one: every replica then
+    /// compacts with the entry's horizon, whatever history it holds (one that
+    /// installed a snapshot knows no earlier decision).
     async fn decide_compaction(&self) -> Result<(), ProposeError> {
-        let Some(horizon) = self.inner.log.compaction_wants().filter(|_| self.is_leader()) else {
+        let caught_up = {
+            let m = self.inner.raft.metrics().borrow_watched().clone();
+            m.last_applied.as_ref().map(|l| l.leader_id.term) == Some(m.current_term)
+        };
+        let Some(horizon) = self.inner.log.compaction_wants().filter(|_| caught_up && self.is_leader())
+        else {
             return Ok(());
         };
         self.wake();
