@@ -231,6 +231,74 @@ fn lag_and_offset_resets_on_the_coordinator_read_partitions_placed_elsewhere() {
     assert_eq!(described(), vec![(10, 10), (20, 20), (30, 30)]);
 }
 
+/// The simple HTTP consumer session reads every partition assigned to its member
+/// through the node its client talks to, placed there or not: partitions on
+/// other nodes are read from a replica there (`cluster/reads.rs`). Every record
+/// comes once, later records arrive too, and leaving commits what was delivered.
+#[test]
+fn an_http_consumer_session_reads_partitions_placed_on_other_nodes() {
+    let c = Cluster::start(3);
+    let body = json!({"name": "spread", "partitions": 3, "replication_factor": 1});
+    eventually(ELECTION_WAIT, "creating the topic", || match c.node(1).post("/topics", &body).status {
+        201 | 409 => Some(()),
+        421 | 500 | 503 | 504 => None,
+        other => panic!("creating the topic: {other}"),
+    });
+    let produce = |p: u64, values: Vec<String>| {
+        let records: Vec<Value> = values.iter().map(|v| json!({"value": v, "partition": p})).collect();
+        let body = json!({ "records": records });
+        eventually(ELECTION_WAIT, &format!("producing to partition {p}"), || {
+            c.nodes.values().any(|b| b.post("/topics/spread/records", &body).status == 200).then_some(())
+        });
+    };
+    for p in 0..3u64 {
+        produce(p, (0..(p + 1) * 10).map(|i| format!("p{p}-v{i}")).collect());
+    }
+    // One replica per partition: node 1 holds one of them at most.
+    let here = (0..3u64)
+        .filter(|p| partition_seen(&c, 1, "spread", *p).is_some_and(|v| ids(&v["replicas"]) == [1]))
+        .count();
+    assert!(here <= 1, "{here} partitions on node 1");
+    let b = c.node(1);
+    let joined = b.post("/groups/s/members", &json!({"topics": ["spread"], "session_timeout_ms": 10000}));
+    assert_eq!(joined.status, 201, "{:?}", joined.body);
+    let member = joined.body["member_id"].as_str().unwrap().to_owned();
+    let poll = || {
+        let r = b.get(&format!("/groups/s/members/{member}/records?wait_ms=2000&max_records=25"));
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        r.body["records"].as_array().unwrap().clone()
+    };
+    let mut seen: BTreeMap<(u64, u64), String> = BTreeMap::new();
+    let take = |records: Vec<Value>, seen: &mut BTreeMap<(u64, u64), String>| {
+        for r in records {
+            let key = (r["partition"].as_u64().unwrap(), r["offset"].as_u64().unwrap());
+            let value = r["value"].as_str().unwrap().to_owned();
+            assert!(seen.insert(key, value).is_none(), "{key:?} delivered twice");
+        }
+    };
+    eventually(Duration::from_secs(30), "every record through node 1", || {
+        take(poll(), &mut seen);
+        (seen.len() >= 60).then_some(())
+    });
+    assert_eq!(seen.len(), 60);
+    for ((p, o), v) in &seen {
+        assert_eq!(v, &format!("p{p}-v{o}"));
+    }
+    // Records written after the member caught up arrive too, from whichever node
+    // holds them.
+    for p in 0..3u64 {
+        produce(p, vec![format!("late-{p}")]);
+    }
+    eventually(Duration::from_secs(30), "the late records", || {
+        take(poll(), &mut seen);
+        (seen.len() >= 63).then_some(())
+    });
+    assert_eq!(b.delete(&format!("/groups/s/members/{member}")).status, 204);
+    let v = b.get("/groups/s/offsets").body;
+    let total: u64 = v["offsets"].as_array().unwrap().iter().map(|o| o["offset"].as_u64().unwrap()).sum();
+    assert_eq!(total, 63, "leaving committed everything delivered: {v}");
+}
+
 /// An HTTP produce spanning partitions that different nodes lead is refused whole:
 /// `421 not_leader` and nothing written, not even to the partition the asked node
 /// leads, so the es CLI may resend the request to the leader the 421 names.

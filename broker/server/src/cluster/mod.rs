@@ -12,6 +12,7 @@ mod internal;
 mod members;
 mod metadata;
 pub mod placement;
+mod reads;
 mod rpc;
 
 use std::collections::{BTreeMap, HashMap};

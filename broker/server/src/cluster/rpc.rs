@@ -1,5 +1,6 @@
 //! The broker's own peer RPCs, beside Raft's: a metadata change forwarded to the
-//! metadata leader, a plugin blob's chunk (`blobs.rs`), a partition's ends (`ends.rs`), and each node's client addresses (so Metadata, 421 answers and
+//! metadata leader, a plugin blob's chunk (`blobs.rs`), a partition's ends (`ends.rs`) and records
+//! (`reads.rs`), and each node's client addresses (so Metadata, 421 answers and
 //! NotLeader errors can name a leader clients can reach).
 
 use std::sync::{Arc, OnceLock, Weak};
@@ -26,6 +27,8 @@ const FORWARD_HTTP: u8 = 130;
 pub(super) const FETCH_BLOB: u8 = 131;
 /// Asks a replica for a partition's ends (`ends.rs` has the payload).
 pub(super) const PARTITION_ENDS: u8 = 134;
+/// Asks a replica for a partition's records (`reads.rs` has the payload).
+pub(super) const PARTITION_READ: u8 = 136;
 
 /// Failure codes of these RPCs (es-peer keeps codes below 256 for itself).
 const NOT_LEADER: u16 = 1001;
@@ -65,6 +68,7 @@ pub(super) fn handler(slot: Arc<OnceLock<Weak<Cluster>>>) -> Handler {
                 }
                 FETCH_BLOB => super::blobs::serve(&cluster, &payload).await,
                 PARTITION_ENDS => super::ends::serve(&cluster, &payload),
+                PARTITION_READ => super::reads::serve(&cluster, &payload),
                 super::directory::ANNOUNCE_LEADERS => super::directory::serve(&cluster, from, &payload),
                 super::directory::ASK_MEMBERSHIP => super::directory::serve_membership(&cluster, &payload),
                 FORWARD_HTTP => crate::http::forward::serve(cluster.http_router(), from, &payload)

@@ -271,26 +271,33 @@ pub async fn poll(
     if s.auto_commit {
         commit_positions(&ctx, &key, &mut s).await?;
     }
-    start_positions(&ctx, &key.0, &mut s)?;
+    start_positions(&ctx, &key.0, &mut s).await?;
     let records = read(&state, &ctx, &mut s, max_records, q.encoding.unwrap_or_default(), wait_ms).await?;
     ctx.sessions.put(&key, &s);
     Ok(Json(SessionPoll { member_id: key.1, generation: s.generation, assignment: assignment(&s), records }))
 }
 
 /// Positions of newly assigned partitions: the committed offset, else earliest or latest.
-fn start_positions(ctx: &Ctx<'_>, group: &str, s: &mut Session) -> Result<()> {
+async fn start_positions(ctx: &Ctx<'_>, group: &str, s: &mut Session) -> Result<()> {
     let committed = ctx.service.fetch_offsets(ctx.who, group)?.into_iter();
     let committed: BTreeMap<(String, u32), u64> =
         committed.map(|c| ((c.topic, c.partition), c.offset)).collect();
-    for tp in &s.assigned {
-        if s.positions.contains_key(tp) {
-            continue;
-        }
-        let info = ctx.service.partition_info(ctx.who, &tp.topic, tp.partition)?;
+    let fresh: Vec<TopicPartition> =
+        s.assigned.iter().filter(|tp| !s.positions.contains_key(*tp)).cloned().collect();
+    for tp in fresh {
+        let (log_start, high_watermark) = match ctx.service.partition_info(ctx.who, &tp.topic, tp.partition) {
+            Ok(info) => (info.log_start_offset, info.high_watermark),
+            // Placed on other nodes: their ends, asked of a replica.
+            Err(BrokerError::NotLeader { .. }) => {
+                let ends = ctx.service.ends_elsewhere(ctx.who, &tp.topic, tp.partition).await?;
+                (ends.log_start, ends.high_watermark)
+            }
+            Err(e) => return Err(e),
+        };
         let start = match committed.get(&(tp.topic.clone(), tp.partition)) {
-            Some(o) => (*o).clamp(info.log_start_offset, info.high_watermark),
-            None if s.start_latest => info.high_watermark,
-            None => info.log_start_offset,
+            Some(o) => (*o).clamp(log_start, high_watermark),
+            None if s.start_latest => high_watermark,
+            None => log_start,
         };
         s.positions.insert(tp.clone(), start);
         if let Some(o) = committed.get(&(tp.topic.clone(), tp.partition)) {
@@ -300,8 +307,14 @@ fn start_positions(ctx: &Ctx<'_>, group: &str, s: &mut Session) -> Result<()> {
     Ok(())
 }
 
-/// Reads every assigned partition from its position through the service's one
-/// fetch (and its long poll: it waits up to `wait_ms` when nothing is there yet).
+/// How often a poll reads again the partitions placed on other nodes while
+/// nothing came back (a replica elsewhere has no long poll to park on).
+const ELSEWHERE_POLL_MS: u64 = 100;
+
+/// Reads every assigned partition from its position: those this node serves
+/// through the service's one fetch (and its long poll: it waits up to `wait_ms`
+/// when nothing is there yet), those placed on other nodes from a replica there
+/// (`Service::read_elsewhere`), again every `ELSEWHERE_POLL_MS` within the wait.
 async fn read(
     state: &AppState,
     ctx: &Ctx<'_>,
@@ -310,42 +323,88 @@ async fn read(
     encoding: Encoding,
     wait_ms: u64,
 ) -> Result<Vec<SessionRecord>> {
-    let mut partitions = Vec::new();
+    let (mut here, mut elsewhere) = (Vec::new(), Vec::new());
     for (tp, offset) in &s.positions {
-        let info = ctx.service.partition_info(ctx.who, &tp.topic, tp.partition)?;
-        // Retention may have removed records below the position: skip to the log start.
-        let offset = (*offset).max(info.log_start_offset);
-        let max_bytes = limits::CONSUME_BYTES_DEFAULT;
-        partitions.push(FetchPartition {
-            topic: tp.topic.clone(),
-            partition: tp.partition,
-            offset,
-            max_bytes,
-        });
+        match ctx.service.partition_info(ctx.who, &tp.topic, tp.partition) {
+            Ok(info) => here.push(FetchPartition {
+                topic: tp.topic.clone(),
+                partition: tp.partition,
+                // Retention may have removed records below the position: skip to the log start.
+                offset: (*offset).max(info.log_start_offset),
+                max_bytes: limits::CONSUME_BYTES_DEFAULT,
+            }),
+            Err(BrokerError::NotLeader { .. }) => elsewhere.push((tp.clone(), *offset)),
+            Err(e) => return Err(e),
+        }
     }
-    if partitions.is_empty() {
+    if here.is_empty() && elsewhere.is_empty() {
         // Nothing assigned yet: the poll still waits, so a client does not spin.
         let mut shutdown = state.shutdown.clone();
         let _ = tokio::time::timeout(Duration::from_millis(wait_ms), shutdown.wait_for(|s| *s)).await;
         return Ok(Vec::new());
     }
-    let req = FetchRequest {
-        partitions: partitions.clone(),
-        max_wait_ms: wait_ms,
-        min_bytes: 1,
-        max_bytes: limits::CONSUME_BYTES_MAX,
-    };
-    let reads = ctx.service.fetch(ctx.who, req).await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
+    let mut shutdown = state.shutdown.clone();
+    loop {
+        let asks = elsewhere.iter().map(|(tp, offset)| {
+            ctx.service.read_elsewhere(
+                ctx.who,
+                &tp.topic,
+                tp.partition,
+                *offset,
+                limits::CONSUME_BYTES_DEFAULT,
+            )
+        });
+        let mut reads: Vec<(TopicPartition, u64, es_log::ReadResult)> = Vec::new();
+        for ((tp, offset), read) in elsewhere.iter().zip(futures_util::future::join_all(asks).await) {
+            reads.push((tp.clone(), *offset, read?));
+        }
+        let found = reads.iter().any(|(.., r)| !r.data.is_empty());
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let step =
+            if elsewhere.is_empty() { left } else { left.min(Duration::from_millis(ELSEWHERE_POLL_MS)) };
+        if !here.is_empty() {
+            let wait = if found { Duration::ZERO } else { step };
+            let req = FetchRequest {
+                partitions: here.clone(),
+                max_wait_ms: wait.as_millis() as u64,
+                min_bytes: 1,
+                max_bytes: limits::CONSUME_BYTES_MAX,
+            };
+            let local = ctx.service.fetch(ctx.who, req).await?;
+            for (p, read) in here.iter().zip(local) {
+                reads.push((
+                    TopicPartition { topic: p.topic.clone(), partition: p.partition },
+                    p.offset,
+                    read?,
+                ));
+            }
+        } else if !found && !step.is_zero() {
+            let _ = tokio::time::timeout(step, shutdown.wait_for(|s| *s)).await;
+        }
+        let any = reads.iter().any(|(.., r)| !r.data.is_empty());
+        if any || tokio::time::Instant::now() >= deadline || *shutdown.borrow() {
+            return decode_reads(s, reads, max_records, encoding);
+        }
+    }
+}
+
+/// Hands out up to `max_records` of `reads` and moves each partition's position
+/// past what was read.
+fn decode_reads(
+    s: &mut Session,
+    reads: Vec<(TopicPartition, u64, es_log::ReadResult)>,
+    max_records: usize,
+    encoding: Encoding,
+) -> Result<Vec<SessionRecord>> {
     let mut out = Vec::new();
-    for (p, read) in partitions.into_iter().zip(reads) {
+    for (tp, offset, read) in reads {
         if out.len() >= max_records {
             break;
         }
-        let read = read?;
-        let tp = TopicPartition { topic: p.topic, partition: p.partition };
         let room = max_records - out.len();
         let position =
-            super::records::decode_read(&read, p.offset, room, |r| out.push(record_json(&tp, r, encoding)))?;
+            super::records::decode_read(&read, offset, room, |r| out.push(record_json(&tp, r, encoding)))?;
         s.positions.insert(tp, position);
     }
     Ok(out)

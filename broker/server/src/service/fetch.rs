@@ -103,6 +103,52 @@ impl Service {
         }
     }
 
+    /// One partition read for the one reader that does not follow leaders, the
+    /// HTTP consumer session, when the partition is not served here: authorized and
+    /// charged as a fetch, then read on a replica elsewhere (`cluster/reads.rs`),
+    /// from `offset` or that replica's log start. No long poll.
+    pub async fn read_elsewhere(
+        &self,
+        principal: &Principal,
+        topic: &str,
+        partition: u32,
+        offset: u64,
+        max_bytes: usize,
+    ) -> Result<ReadResult> {
+        self.refuse_while_throttled(principal, Direction::Fetch)?;
+        let (topic, cluster) = self.placed_elsewhere(principal, topic)?;
+        let read = cluster.partition_read(&topic, partition, offset, max_bytes).await?;
+        let _ = self.quotas.charge(principal, Direction::Fetch, read.data.len());
+        Ok(read)
+    }
+
+    /// A partition's ends asked of a replica elsewhere, for the HTTP consumer
+    /// session (its start positions); authorized as a fetch.
+    pub async fn ends_elsewhere(
+        &self,
+        principal: &Principal,
+        topic: &str,
+        partition: u32,
+    ) -> Result<crate::cluster::ends::PartitionEnds> {
+        let (topic, cluster) = self.placed_elsewhere(principal, topic)?;
+        cluster.partition_ends(&topic, partition, None).await
+    }
+
+    fn placed_elsewhere(
+        &self,
+        principal: &Principal,
+        topic: &str,
+    ) -> Result<(std::sync::Arc<crate::registry::Topic>, std::sync::Arc<crate::cluster::Cluster>)> {
+        self.authorize(principal, Call::Fetch, Resource::Topic(topic.to_owned()))?;
+        let topic = self.topic(topic)?;
+        let cluster = self
+            .registry
+            .cluster()
+            .cloned()
+            .ok_or_else(|| BrokerError::Internal("a single node has no other replica".into()))?;
+        Ok((topic, cluster))
+    }
+
     /// Long polls parked now.
     pub fn parked_polls(&self) -> usize {
         self.polls.parked()

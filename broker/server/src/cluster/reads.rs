@@ -1,0 +1,110 @@
+//! A partition's records read from a replica over the peer link (RPC kind 136),
+//! for the one reader that does not follow leaders: the simple HTTP consumer
+//! session, which reads every partition assigned to its member through the node
+//! the client is connected to, placed there or not. Kafka and binary clients go
+//! to a replica themselves (NOT_LEADER_OR_FOLLOWER, NotLeader), so they never
+//! come here.
+//!
+//! ```text
+//! ask:    JSON {topic, partition, offset, max_bytes}
+//! answer: high watermark u64 BE, log start u64 BE, then the batches read
+//! ```
+//!
+//! A replica answers from its own copy, up to its high watermark, from
+//! max(offset, its log start) (retention may have removed records below the
+//! position, as a local read skips to the log start).
+
+use bytes::{BufMut, Bytes, BytesMut};
+use es_peer::RpcError;
+use serde::{Deserialize, Serialize};
+
+use super::Cluster;
+use crate::registry::Topic;
+use crate::service::error::{BrokerError, Result};
+
+/// Failure code: the asked node does not replicate the partition (any more).
+const NOT_A_REPLICA: u16 = 1005;
+/// How long one call may take.
+const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// The most one answer carries, whatever was asked.
+const READ_BYTES_MAX: usize = crate::limits::CONSUME_BYTES_MAX;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Ask {
+    topic: String,
+    partition: u32,
+    offset: u64,
+    max_bytes: usize,
+}
+
+/// Answers a peer's [`Ask`] from this node's replica.
+pub(super) fn serve(cluster: &Cluster, payload: &[u8]) -> std::result::Result<Bytes, RpcError> {
+    let failed = |e: String| RpcError::new(super::rpc::FAILED, e);
+    let ask: Ask =
+        serde_json::from_slice(payload).map_err(|e| failed(format!("a malformed request: {e}")))?;
+    let topic = cluster.registry.topic(&ask.topic).map_err(|e| failed(e.to_string()))?;
+    if cluster.replica(&topic, ask.partition).is_none() {
+        return Err(RpcError::new(
+            NOT_A_REPLICA,
+            format!("not a replica of {}-{}", ask.topic, ask.partition),
+        ));
+    }
+    let log = topic.partition(u64::from(ask.partition)).map_err(|e| failed(e.to_string()))?;
+    let info = log.info();
+    let offset = ask.offset.max(info.log_start_offset).min(info.high_watermark);
+    let read = log.read(offset, ask.max_bytes.clamp(1, READ_BYTES_MAX)).map_err(|e| failed(e.to_string()))?;
+    let mut out = BytesMut::with_capacity(16 + read.data.len());
+    out.put_u64(read.high_watermark);
+    out.put_u64(read.log_start_offset);
+    out.put_slice(&read.data);
+    Ok(out.freeze())
+}
+
+impl Cluster {
+    /// Reads `topic`'s `partition` from `offset` (or its log start, if higher) on
+    /// one of its replicas: the announced leader first, then the others. No long
+    /// poll: nothing there yet answers no batches.
+    pub async fn partition_read(
+        &self,
+        topic: &Topic,
+        partition: u32,
+        offset: u64,
+        max_bytes: usize,
+    ) -> Result<es_log::ReadResult> {
+        let name = topic.name();
+        let ask = Ask { topic: name.clone(), partition, offset, max_bytes };
+        let payload =
+            Bytes::from(serde_json::to_vec(&ask).map_err(|e| BrokerError::Internal(e.to_string()))?);
+        let me = self.host.node_id();
+        let mut last = None;
+        for node in self.replicas_to_ask(topic, partition).into_iter().filter(|n| *n != me) {
+            match self.host.call(node, super::rpc::PARTITION_READ, payload.clone(), CALL_TIMEOUT).await {
+                Ok(answer) if answer.len() >= 16 => {
+                    let word =
+                        |at: usize| u64::from_be_bytes(answer[at..at + 8].try_into().expect("8 bytes"));
+                    return Ok(es_log::ReadResult {
+                        high_watermark: word(0),
+                        log_start_offset: word(8),
+                        data: answer.slice(16..),
+                    });
+                }
+                Ok(_) => last = Some(format!("node {node}: a malformed answer")),
+                Err(e) => last = Some(format!("node {node}: {e}")),
+            }
+        }
+        Err(BrokerError::Timeout(format!(
+            "no replica of {name}-{partition} answered a read ({}); retry shortly",
+            last.unwrap_or_else(|| "none is known".into())
+        )))
+    }
+
+    /// The nodes to ask about a partition: the announced leader, then every
+    /// replica the placement names.
+    fn replicas_to_ask(&self, topic: &Topic, partition: u32) -> Vec<u64> {
+        let leader = self.directory.leader(super::group_id(&topic.id, partition)).map(|(l, _)| l);
+        let placed = topic.meta.lock().expect("meta lock").replicas_of(partition).map(|r| r.to_vec());
+        let mut order: Vec<u64> = leader.into_iter().collect();
+        order.extend(placed.unwrap_or_default().into_iter().filter(|r| Some(*r) != leader));
+        order
+    }
+}
