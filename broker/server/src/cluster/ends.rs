@@ -13,7 +13,7 @@ use crate::registry::Topic;
 use crate::service::error::{BrokerError, Result};
 
 /// Failure code: the asked node does not replicate the partition (any more).
-const NOT_A_REPLICA: u16 = 1005;
+const NOT_A_REPLICA: u16 = 1006;
 /// How long one call may take.
 const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -41,21 +41,30 @@ pub fn local(topic: &Topic, partition: u32, timestamp: Option<i64>) -> Result<Pa
     Ok(PartitionEnds { log_start: info.log_start_offset, high_watermark: info.high_watermark, at_timestamp })
 }
 
+/// The topic of a partition a peer asks this node about, if this node serves it
+/// as [`crate::service::Service`] would: a replica that leads it or is placed
+/// here. The Raft group, not the placement alone: while a partition moves to
+/// other nodes altogether, its old leader still leads (and is asked first) until
+/// the new replicas take over; a follower it moved away from has left the group
+/// and its copy no longer moves.
+pub(super) fn served_here(
+    cluster: &Cluster,
+    topic: &str,
+    partition: u32,
+) -> std::result::Result<std::sync::Arc<Topic>, RpcError> {
+    let t = cluster.registry.topic(topic).map_err(|e| RpcError::new(super::rpc::FAILED, e.to_string()))?;
+    match cluster.replica(&t, partition) {
+        Some(group) if group.is_leader() || cluster.registry.hosts(&t, partition) => Ok(t),
+        _ => Err(RpcError::new(NOT_A_REPLICA, format!("not a replica of {topic}-{partition}"))),
+    }
+}
+
 /// Answers a peer's [`Ask`] from this node's replica.
 pub(super) fn serve(cluster: &Cluster, payload: &[u8]) -> std::result::Result<Bytes, RpcError> {
     let failed = |e: String| RpcError::new(super::rpc::FAILED, e);
     let ask: Ask =
         serde_json::from_slice(payload).map_err(|e| failed(format!("a malformed request: {e}")))?;
-    let topic = cluster.registry.topic(&ask.topic).map_err(|e| failed(e.to_string()))?;
-    // The Raft group, not the placement: while a partition moves to other nodes
-    // altogether, its old leader still leads (and is asked first) until the new
-    // replicas take over.
-    if cluster.replica(&topic, ask.partition).is_none() {
-        return Err(RpcError::new(
-            NOT_A_REPLICA,
-            format!("not a replica of {}-{}", ask.topic, ask.partition),
-        ));
-    }
+    let topic = served_here(cluster, &ask.topic, ask.partition)?;
     let ends = local(&topic, ask.partition, ask.timestamp).map_err(|e| failed(e.to_string()))?;
     serde_json::to_vec(&ends).map(Bytes::from).map_err(|e| failed(e.to_string()))
 }
@@ -72,14 +81,33 @@ impl Cluster {
         let Some(remote) = self.remote(topic, partition) else {
             return local(topic, partition, timestamp);
         };
-        let name = topic.name();
-        let ask = Ask { topic: name.clone(), partition, timestamp };
-        let payload =
-            Bytes::from(serde_json::to_vec(&ask).map_err(|e| BrokerError::Internal(e.to_string()))?);
         let order = remote
             .leader
             .into_iter()
             .chain(remote.replicas.iter().copied().filter(|r| Some(*r) != remote.leader));
+        self.ask_ends(topic, partition, timestamp, order.collect()).await
+    }
+
+    /// The ends of a partition this node does not serve (the HTTP consumer
+    /// session's start positions), asked of the other nodes only: this node's own
+    /// copy, if any, is one it no longer follows, or not yet.
+    pub async fn partition_ends_elsewhere(&self, topic: &Topic, partition: u32) -> Result<PartitionEnds> {
+        let me = self.host.node_id();
+        let order = self.replicas_to_ask(topic, partition).into_iter().filter(|n| *n != me).collect();
+        self.ask_ends(topic, partition, None, order).await
+    }
+
+    async fn ask_ends(
+        &self,
+        topic: &Topic,
+        partition: u32,
+        timestamp: Option<i64>,
+        order: Vec<u64>,
+    ) -> Result<PartitionEnds> {
+        let name = topic.name();
+        let ask = Ask { topic: name.clone(), partition, timestamp };
+        let payload =
+            Bytes::from(serde_json::to_vec(&ask).map_err(|e| BrokerError::Internal(e.to_string()))?);
         let mut last = None;
         for node in order {
             match self.host.call(node, super::rpc::PARTITION_ENDS, payload.clone(), CALL_TIMEOUT).await {

@@ -22,8 +22,6 @@ use super::Cluster;
 use crate::registry::Topic;
 use crate::service::error::{BrokerError, Result};
 
-/// Failure code: the asked node does not replicate the partition (any more).
-const NOT_A_REPLICA: u16 = 1005;
 /// How long one call may take.
 const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// The most one answer carries, whatever was asked.
@@ -37,22 +35,22 @@ struct Ask {
     max_bytes: usize,
 }
 
-/// Answers a peer's [`Ask`] from this node's replica.
-pub(super) fn serve(cluster: &Cluster, payload: &[u8]) -> std::result::Result<Bytes, RpcError> {
+/// Answers a peer's [`Ask`] from this node's replica, read on the blocking pool
+/// (a read may touch the disk or fetch a cold segment).
+pub(super) async fn serve(cluster: &Cluster, payload: &[u8]) -> std::result::Result<Bytes, RpcError> {
     let failed = |e: String| RpcError::new(super::rpc::FAILED, e);
     let ask: Ask =
         serde_json::from_slice(payload).map_err(|e| failed(format!("a malformed request: {e}")))?;
-    let topic = cluster.registry.topic(&ask.topic).map_err(|e| failed(e.to_string()))?;
-    if cluster.replica(&topic, ask.partition).is_none() {
-        return Err(RpcError::new(
-            NOT_A_REPLICA,
-            format!("not a replica of {}-{}", ask.topic, ask.partition),
-        ));
-    }
-    let log = topic.partition(u64::from(ask.partition)).map_err(|e| failed(e.to_string()))?;
-    let info = log.info();
-    let offset = ask.offset.max(info.log_start_offset).min(info.high_watermark);
-    let read = log.read(offset, ask.max_bytes.clamp(1, READ_BYTES_MAX)).map_err(|e| failed(e.to_string()))?;
+    let topic = super::ends::served_here(cluster, &ask.topic, ask.partition)?;
+    let log = topic.partition(u64::from(ask.partition)).map_err(|e| failed(e.to_string()))?.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        let info = log.info();
+        let offset = ask.offset.max(info.log_start_offset).min(info.high_watermark);
+        log.read(offset, ask.max_bytes.clamp(1, READ_BYTES_MAX))
+    })
+    .await
+    .map_err(|e| failed(e.to_string()))?
+    .map_err(|e| failed(e.to_string()))?;
     let mut out = BytesMut::with_capacity(16 + read.data.len());
     out.put_u64(read.high_watermark);
     out.put_u64(read.log_start_offset);
@@ -100,7 +98,7 @@ impl Cluster {
 
     /// The nodes to ask about a partition: the announced leader, then every
     /// replica the placement names.
-    fn replicas_to_ask(&self, topic: &Topic, partition: u32) -> Vec<u64> {
+    pub(super) fn replicas_to_ask(&self, topic: &Topic, partition: u32) -> Vec<u64> {
         let leader = self.directory.leader(super::group_id(&topic.id, partition)).map(|(l, _)| l);
         let placed = topic.meta.lock().expect("meta lock").replicas_of(partition).map(|r| r.to_vec());
         let mut order: Vec<u64> = leader.into_iter().collect();

@@ -68,7 +68,7 @@ pub(super) fn handler(slot: Arc<OnceLock<Weak<Cluster>>>) -> Handler {
                 }
                 FETCH_BLOB => super::blobs::serve(&cluster, &payload).await,
                 PARTITION_ENDS => super::ends::serve(&cluster, &payload),
-                PARTITION_READ => super::reads::serve(&cluster, &payload),
+                PARTITION_READ => super::reads::serve(&cluster, &payload).await,
                 super::directory::ANNOUNCE_LEADERS => super::directory::serve(&cluster, from, &payload),
                 super::directory::ASK_MEMBERSHIP => super::directory::serve_membership(&cluster, &payload),
                 FORWARD_HTTP => crate::http::forward::serve(cluster.http_router(), from, &payload)

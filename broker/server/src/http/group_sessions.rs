@@ -295,7 +295,7 @@ async fn start_positions(ctx: &Ctx<'_>, group: &str, s: &mut Session) -> Result<
             Err(e) => return Err(e),
         };
         let start = match committed.get(&(tp.topic.clone(), tp.partition)) {
-            Some(o) => (*o).clamp(log_start, high_watermark),
+            Some(o) => (*o).max(log_start).min(high_watermark),
             None if s.start_latest => high_watermark,
             None => log_start,
         };
@@ -310,11 +310,22 @@ async fn start_positions(ctx: &Ctx<'_>, group: &str, s: &mut Session) -> Result<
 /// How often a poll reads again the partitions placed on other nodes while
 /// nothing came back (a replica elsewhere has no long poll to park on).
 const ELSEWHERE_POLL_MS: u64 = 100;
+/// How long a replica elsewhere may take to answer a read, at least (a poll with
+/// no wait still gives it this long); one that takes longer gives nothing this
+/// round, and the session's other partitions are read all the same.
+const ELSEWHERE_ANSWER_MIN_MS: u64 = 1_000;
+/// The least a read of one partition elsewhere asks for, whatever the number of
+/// such partitions (all of them together ask for about `CONSUME_BYTES_MAX`).
+const ELSEWHERE_BYTES_MIN: usize = 64 * 1024;
+
+/// One partition's read in a poll: where it was read from, and what came.
+type PartitionRead = (TopicPartition, u64, es_log::ReadResult);
 
 /// Reads every assigned partition from its position: those this node serves
 /// through the service's one fetch (and its long poll: it waits up to `wait_ms`
 /// when nothing is there yet), those placed on other nodes from a replica there
 /// (`Service::read_elsewhere`), again every `ELSEWHERE_POLL_MS` within the wait.
+/// The fetch quota is checked once, before any read.
 async fn read(
     state: &AppState,
     ctx: &Ctx<'_>,
@@ -337,63 +348,89 @@ async fn read(
             Err(e) => return Err(e),
         }
     }
+    let mut shutdown = state.shutdown.clone();
     if here.is_empty() && elsewhere.is_empty() {
         // Nothing assigned yet: the poll still waits, so a client does not spin.
-        let mut shutdown = state.shutdown.clone();
         let _ = tokio::time::timeout(Duration::from_millis(wait_ms), shutdown.wait_for(|s| *s)).await;
         return Ok(Vec::new());
     }
+    ctx.service.check_fetch_quota(ctx.who)?;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
-    let mut shutdown = state.shutdown.clone();
+    let per_partition = (limits::CONSUME_BYTES_MAX / elsewhere.len().max(1))
+        .clamp(ELSEWHERE_BYTES_MIN, limits::CONSUME_BYTES_DEFAULT);
     loop {
-        let asks = elsewhere.iter().map(|(tp, offset)| {
-            ctx.service.read_elsewhere(
-                ctx.who,
-                &tp.topic,
-                tp.partition,
-                *offset,
-                limits::CONSUME_BYTES_DEFAULT,
-            )
-        });
-        let mut reads: Vec<(TopicPartition, u64, es_log::ReadResult)> = Vec::new();
-        for ((tp, offset), read) in elsewhere.iter().zip(futures_util::future::join_all(asks).await) {
-            reads.push((tp.clone(), *offset, read?));
-        }
+        let mut reads = read_elsewhere(ctx, &elsewhere, per_partition, deadline).await?;
         let found = reads.iter().any(|(.., r)| !r.data.is_empty());
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         let step =
             if elsewhere.is_empty() { left } else { left.min(Duration::from_millis(ELSEWHERE_POLL_MS)) };
         if !here.is_empty() {
-            let wait = if found { Duration::ZERO } else { step };
             let req = FetchRequest {
                 partitions: here.clone(),
-                max_wait_ms: wait.as_millis() as u64,
+                max_wait_ms: if found { 0 } else { step.as_millis() as u64 },
                 min_bytes: 1,
                 max_bytes: limits::CONSUME_BYTES_MAX,
             };
-            let local = ctx.service.fetch(ctx.who, req).await?;
-            for (p, read) in here.iter().zip(local) {
-                reads.push((
-                    TopicPartition { topic: p.topic.clone(), partition: p.partition },
-                    p.offset,
-                    read?,
-                ));
+            match ctx.service.fetch(ctx.who, req).await {
+                Ok(local) => {
+                    for (p, read) in here.iter().zip(local) {
+                        let tp = TopicPartition { topic: p.topic.clone(), partition: p.partition };
+                        reads.push((tp, p.offset, read?));
+                    }
+                }
+                // The reads elsewhere were charged first: hand them out, not drop them.
+                Err(BrokerError::Throttled { .. }) if found => {}
+                Err(e) => return Err(e),
             }
         } else if !found && !step.is_zero() {
             let _ = tokio::time::timeout(step, shutdown.wait_for(|s| *s)).await;
         }
         let any = reads.iter().any(|(.., r)| !r.data.is_empty());
         if any || tokio::time::Instant::now() >= deadline || *shutdown.borrow() {
+            // In partition order, as one fetch of them all would hand them out.
+            reads.sort_by(|a, b| a.0.cmp(&b.0));
             return decode_reads(s, reads, max_records, encoding);
         }
     }
+}
+
+/// One read of each partition placed elsewhere, all at once. A partition no
+/// replica answered in time (at least `ELSEWHERE_ANSWER_MIN_MS`, up to the
+/// poll's deadline) gives nothing this round; any other error fails the poll.
+async fn read_elsewhere(
+    ctx: &Ctx<'_>,
+    elsewhere: &[(TopicPartition, u64)],
+    max_bytes: usize,
+    deadline: tokio::time::Instant,
+) -> Result<Vec<PartitionRead>> {
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    let bound = left.max(Duration::from_millis(ELSEWHERE_ANSWER_MIN_MS));
+    let asks = elsewhere.iter().map(|(tp, offset)| {
+        let read = ctx.service.read_elsewhere(ctx.who, &tp.topic, tp.partition, *offset, max_bytes);
+        tokio::time::timeout(bound, read)
+    });
+    let mut reads = Vec::new();
+    for ((tp, offset), answer) in elsewhere.iter().zip(futures_util::future::join_all(asks).await) {
+        match answer {
+            // Below the replica's log start retention removed the records: move on.
+            Ok(Ok(read)) => reads.push((tp.clone(), (*offset).max(read.log_start_offset), read)),
+            Ok(Err(BrokerError::Timeout(why))) => {
+                tracing::debug!(topic = %tp.topic, partition = tp.partition, why, "no replica answered a session read")
+            }
+            Err(_) => {
+                tracing::debug!(topic = %tp.topic, partition = tp.partition, "a session read elsewhere timed out")
+            }
+            Ok(Err(e)) => return Err(e),
+        }
+    }
+    Ok(reads)
 }
 
 /// Hands out up to `max_records` of `reads` and moves each partition's position
 /// past what was read.
 fn decode_reads(
     s: &mut Session,
-    reads: Vec<(TopicPartition, u64, es_log::ReadResult)>,
+    reads: Vec<PartitionRead>,
     max_records: usize,
     encoding: Encoding,
 ) -> Result<Vec<SessionRecord>> {

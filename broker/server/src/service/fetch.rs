@@ -105,8 +105,9 @@ impl Service {
 
     /// One partition read for the one reader that does not follow leaders, the
     /// HTTP consumer session, when the partition is not served here: authorized and
-    /// charged as a fetch, then read on a replica elsewhere (`cluster/reads.rs`),
-    /// from `offset` or that replica's log start. No long poll.
+    /// charged as a fetch (the caller checks the quota once per poll, before any
+    /// read), then read on a replica elsewhere (`cluster/reads.rs`), from `offset`
+    /// or that replica's log start. No long poll.
     pub async fn read_elsewhere(
         &self,
         principal: &Principal,
@@ -115,11 +116,16 @@ impl Service {
         offset: u64,
         max_bytes: usize,
     ) -> Result<ReadResult> {
-        self.refuse_while_throttled(principal, Direction::Fetch)?;
         let (topic, cluster) = self.placed_elsewhere(principal, topic)?;
         let read = cluster.partition_read(&topic, partition, offset, max_bytes).await?;
         let _ = self.quotas.charge(principal, Direction::Fetch, read.data.len());
         Ok(read)
+    }
+
+    /// Refuses while the caller's fetch quota is in debt: what a reader that reads
+    /// partitions here and elsewhere in one poll checks once, before any read.
+    pub fn check_fetch_quota(&self, principal: &Principal) -> Result<()> {
+        self.refuse_while_throttled(principal, Direction::Fetch)
     }
 
     /// A partition's ends asked of a replica elsewhere, for the HTTP consumer
@@ -131,7 +137,7 @@ impl Service {
         partition: u32,
     ) -> Result<crate::cluster::ends::PartitionEnds> {
         let (topic, cluster) = self.placed_elsewhere(principal, topic)?;
-        cluster.partition_ends(&topic, partition, None).await
+        cluster.partition_ends_elsewhere(&topic, partition).await
     }
 
     fn placed_elsewhere(
