@@ -87,6 +87,9 @@ pub struct PartitionLog {
     pub(crate) raft_mode: std::sync::atomic::AtomicBool,
     /// Raft mode: the last compaction decision applied.
     pub(crate) compaction: crate::compaction::RaftCompaction,
+    /// The directory held a Raft vote when the log was opened: a Raft group's log
+    /// even before its group opens (`PartitionLog::is_raft_log`).
+    pub(crate) opened_with_vote: bool,
     /// Raft mode: the index after the group's purge point (0: nothing purged).
     /// Retention deletes only segments whose entries are all below it.
     pub(crate) raft_purged_next: std::sync::atomic::AtomicU64,
@@ -230,6 +233,7 @@ impl PartitionLog {
         let producers = load_producers(&dir, cold.values().chain(segments.values()), next_offset)?;
         let start_floor = crate::log_start::load(&dir)?;
         let compaction = crate::compaction::RaftCompaction::load(&dir);
+        let opened_with_vote = dir.join(crate::raft::RaftFile::Vote.name()).exists();
         let log = Arc::new(PartitionLog {
             name,
             dir,
@@ -241,6 +245,7 @@ impl PartitionLog {
             housekeeping: Mutex::new(false),
             raft_mode: std::sync::atomic::AtomicBool::new(false),
             compaction,
+            opened_with_vote,
             raft_purged_next: std::sync::atomic::AtomicU64::new(0),
             retention_wants: std::sync::atomic::AtomicU64::new(0),
             raft_committed: Mutex::new(None),

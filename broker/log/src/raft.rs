@@ -41,7 +41,7 @@ pub enum RaftFile {
 }
 
 impl RaftFile {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             RaftFile::Vote => "raft-vote",
             RaftFile::Purged => "raft-purged",
@@ -77,12 +77,12 @@ impl PartitionLog {
         }
     }
 
-    /// Whether this is a Raft group's log: in Raft mode, or holding a vote while its
-    /// group has not opened (yet) since a restart. Housekeeping never treats such a
-    /// log as a plain one (retention would delete what the group did not purge,
-    /// plain compaction drop whole entries).
+    /// Whether this is a Raft group's log: in Raft mode, or opened holding a vote
+    /// (its group has not opened yet since a restart). Housekeeping never treats
+    /// such a log as a plain one (retention would delete what the group did not
+    /// purge, plain compaction drop whole entries).
     pub(crate) fn is_raft_log(&self) -> bool {
-        self.raft_mode.load(Ordering::Acquire) || self.raft_file_path(RaftFile::Vote).exists()
+        self.opened_with_vote || self.raft_mode.load(Ordering::Acquire)
     }
 
     /// Raft mode: records below `offset` are committed. Monotonic (a lower value is

@@ -78,51 +78,59 @@ impl Cluster {
         partition: u32,
         timestamp: Option<i64>,
     ) -> Result<PartitionEnds> {
-        let Some(remote) = self.remote(topic, partition) else {
+        if self.remote(topic, partition).is_none() {
             return local(topic, partition, timestamp);
-        };
-        let order = remote
-            .leader
-            .into_iter()
-            .chain(remote.replicas.iter().copied().filter(|r| Some(*r) != remote.leader));
-        self.ask_ends(topic, partition, timestamp, order.collect()).await
+        }
+        self.ask_ends(topic, partition, timestamp).await
     }
 
     /// The ends of a partition this node does not serve (the HTTP consumer
     /// session's start positions), asked of the other nodes only: this node's own
     /// copy, if any, is one it no longer follows, or not yet.
     pub async fn partition_ends_elsewhere(&self, topic: &Topic, partition: u32) -> Result<PartitionEnds> {
-        let me = self.host.node_id();
-        let order = self.replicas_to_ask(topic, partition).into_iter().filter(|n| *n != me).collect();
-        self.ask_ends(topic, partition, None, order).await
+        self.ask_ends(topic, partition, None).await
     }
 
-    async fn ask_ends(
+    async fn ask_ends(&self, topic: &Topic, partition: u32, timestamp: Option<i64>) -> Result<PartitionEnds> {
+        let ask = Ask { topic: topic.name(), partition, timestamp };
+        let payload =
+            Bytes::from(serde_json::to_vec(&ask).map_err(|e| BrokerError::Internal(e.to_string()))?);
+        let (node, answer) =
+            self.ask_replicas(topic, partition, super::rpc::PARTITION_ENDS, payload, "its ends").await?;
+        serde_json::from_slice(&answer).map_err(|e| {
+            BrokerError::Internal(format!(
+                "node {node} answered the ends of {}-{partition}: {e}",
+                topic.name()
+            ))
+        })
+    }
+
+    /// Asks the replicas of `topic`'s `partition` other than this node, the
+    /// announced leader first, then every one the placement names, until one
+    /// answers RPC `kind`: that node and its answer. Each call is bounded.
+    pub(super) async fn ask_replicas(
         &self,
         topic: &Topic,
         partition: u32,
-        timestamp: Option<i64>,
-        order: Vec<u64>,
-    ) -> Result<PartitionEnds> {
-        let name = topic.name();
-        let ask = Ask { topic: name.clone(), partition, timestamp };
-        let payload =
-            Bytes::from(serde_json::to_vec(&ask).map_err(|e| BrokerError::Internal(e.to_string()))?);
+        kind: u8,
+        payload: Bytes,
+        what: &str,
+    ) -> Result<(u64, Bytes)> {
+        let me = self.host.node_id();
+        let leader = self.directory.leader(super::group_id(&topic.id, partition)).map(|(l, _)| l);
+        let placed = topic.meta.lock().expect("meta lock").replicas_of(partition).map(|r| r.to_vec());
+        let order =
+            leader.into_iter().chain(placed.unwrap_or_default().into_iter().filter(|r| Some(*r) != leader));
         let mut last = None;
-        for node in order {
-            match self.host.call(node, super::rpc::PARTITION_ENDS, payload.clone(), CALL_TIMEOUT).await {
-                Ok(answer) => {
-                    return serde_json::from_slice(&answer).map_err(|e| {
-                        BrokerError::Internal(format!(
-                            "node {node} answered the ends of {name}-{partition}: {e}"
-                        ))
-                    });
-                }
+        for node in order.filter(|n| *n != me) {
+            match self.host.call(node, kind, payload.clone(), CALL_TIMEOUT).await {
+                Ok(answer) => return Ok((node, answer)),
                 Err(e) => last = Some(format!("node {node}: {e}")),
             }
         }
         Err(BrokerError::Timeout(format!(
-            "no replica of {name}-{partition} answered ({}); retry shortly",
+            "no replica of {}-{partition} answered for {what} ({}); retry shortly",
+            topic.name(),
             last.unwrap_or_else(|| "none is known".into())
         )))
     }

@@ -22,8 +22,6 @@ use super::Cluster;
 use crate::registry::Topic;
 use crate::service::error::{BrokerError, Result};
 
-/// How long one call may take.
-const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// The most one answer carries, whatever was asked.
 const READ_BYTES_MAX: usize = crate::limits::CONSUME_BYTES_MAX;
 
@@ -69,40 +67,22 @@ impl Cluster {
         offset: u64,
         max_bytes: usize,
     ) -> Result<es_log::ReadResult> {
-        let name = topic.name();
-        let ask = Ask { topic: name.clone(), partition, offset, max_bytes };
+        let ask = Ask { topic: topic.name(), partition, offset, max_bytes };
         let payload =
             Bytes::from(serde_json::to_vec(&ask).map_err(|e| BrokerError::Internal(e.to_string()))?);
-        let me = self.host.node_id();
-        let mut last = None;
-        for node in self.replicas_to_ask(topic, partition).into_iter().filter(|n| *n != me) {
-            match self.host.call(node, super::rpc::PARTITION_READ, payload.clone(), CALL_TIMEOUT).await {
-                Ok(answer) if answer.len() >= 16 => {
-                    let word =
-                        |at: usize| u64::from_be_bytes(answer[at..at + 8].try_into().expect("8 bytes"));
-                    return Ok(es_log::ReadResult {
-                        high_watermark: word(0),
-                        log_start_offset: word(8),
-                        data: answer.slice(16..),
-                    });
-                }
-                Ok(_) => last = Some(format!("node {node}: a malformed answer")),
-                Err(e) => last = Some(format!("node {node}: {e}")),
-            }
+        let (node, answer) =
+            self.ask_replicas(topic, partition, super::rpc::PARTITION_READ, payload, "a read").await?;
+        if answer.len() < 16 {
+            return Err(BrokerError::Internal(format!(
+                "node {node} answered a read with {} bytes",
+                answer.len()
+            )));
         }
-        Err(BrokerError::Timeout(format!(
-            "no replica of {name}-{partition} answered a read ({}); retry shortly",
-            last.unwrap_or_else(|| "none is known".into())
-        )))
-    }
-
-    /// The nodes to ask about a partition: the announced leader, then every
-    /// replica the placement names.
-    pub(super) fn replicas_to_ask(&self, topic: &Topic, partition: u32) -> Vec<u64> {
-        let leader = self.directory.leader(super::group_id(&topic.id, partition)).map(|(l, _)| l);
-        let placed = topic.meta.lock().expect("meta lock").replicas_of(partition).map(|r| r.to_vec());
-        let mut order: Vec<u64> = leader.into_iter().collect();
-        order.extend(placed.unwrap_or_default().into_iter().filter(|r| Some(*r) != leader));
-        order
+        let word = |at: usize| u64::from_be_bytes(answer[at..at + 8].try_into().expect("8 bytes"));
+        Ok(es_log::ReadResult {
+            high_watermark: word(0),
+            log_start_offset: word(8),
+            data: answer.slice(16..),
+        })
     }
 }
