@@ -130,3 +130,97 @@ fn a_failed_node_is_replaced_under_load_and_nothing_is_lost() {
     assert!(!out.status.success() && stderr.contains("node 2 was removed from its cluster"), "{stderr}");
     every_node_serves(&c, "replaced", &acked, "every record after node 2 left");
 }
+
+/// The topics `b` lists, sorted.
+fn topics_of(b: &es_tests::broker::Broker) -> Vec<String> {
+    let mut names: Vec<String> = b.get("/topics").body["topics"]
+        .as_array()
+        .map(|ts| ts.iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// The first offset node `id`'s metadata log still holds (its oldest segment's base).
+fn metadata_log_start(c: &Cluster, id: u64) -> u64 {
+    let dir = c.root.path().join(format!("node{id}/partitions/__es_cluster_metadata"));
+    std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".log")?.parse::<u64>().ok())
+                .min()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0)
+}
+
+/// The metadata log is kept by size (`cluster.metadata_retention_bytes`, tiny
+/// here, with tiny segments): each node purges commands it applied. Node 3, down
+/// while the log was purged, and node 4, added afterwards, both find their next
+/// command gone from the leader's log; each installs the registry from a peer
+/// (topics created, deleted and altered meanwhile) and then applies the log on
+/// from there (a topic created afterwards).
+#[test]
+fn nodes_behind_the_purged_metadata_log_install_the_registry_from_a_peer() {
+    let flags = [
+        "--cluster-leader-balance-ms",
+        "0",
+        "--housekeeping-interval-ms",
+        "200",
+        "--cluster-metadata-segment-bytes",
+        "8192",
+        "--cluster-metadata-retention-bytes",
+        "8192",
+    ];
+    let mut c = Cluster::new(4, &flags, &[]);
+    for id in 1..=3 {
+        c.start_node_listing(id, &[1, 2, 3], &[]);
+    }
+    c.create_topic_via(&[1, 2, 3], "early");
+    c.kill9(3);
+    for i in 0..40 {
+        c.create_topic_via(&[1, 2], &format!("grow-{i:02}"));
+    }
+    for i in 0..10 {
+        let r = c.node(1).delete(&format!("/topics/grow-{i:02}"));
+        assert_eq!(r.status, 204, "deleting grow-{i:02}: {:?}", r.body);
+    }
+    let r = c.node(2).patch("/topics/early/config", &json!({"config": {"retention.ms": 3_600_000}}));
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let starts = eventually(Duration::from_secs(60), "both live nodes purging their metadata log", || {
+        let starts = [metadata_log_start(&c, 1), metadata_log_start(&c, 2)];
+        starts.iter().all(|s| *s > 0).then_some(starts)
+    });
+    let mut expected: Vec<String> = (10..40).map(|i| format!("grow-{i:02}")).collect();
+    expected.push("early".to_owned());
+    expected.sort();
+    assert_eq!(topics_of(c.node(1)), expected);
+
+    c.start_node_listing(3, &[1, 2, 3], &[]);
+    eventually(ELECTION_WAIT * 4, "node 3 listing the topics as they stand", || {
+        (topics_of(c.node(3)) == expected).then_some(())
+    });
+    assert!(
+        metadata_log_start(&c, 3) > 0,
+        "node 3's log starts over past its old end (leader's at {starts:?})"
+    );
+    let config = c.node(3).get("/topics/early/config");
+    assert_eq!(config.body["config"]["retention.ms"], 3_600_000, "{:?}", config.body);
+
+    c.start_node_listing(4, &[1, 2, 3, 4], &["--cluster-join"]);
+    let peer4 = c.peer_addr(4);
+    let out = es_cluster(&c, 1, &["add-node", "4", "--peer", &peer4]);
+    assert!(out.contains("node 4 added"), "{out}");
+    eventually(ELECTION_WAIT * 4, "node 4 listing the topics", || {
+        (topics_of(c.node(4)) == expected).then_some(())
+    });
+    // The log goes on from the image: a later command reaches both.
+    c.create_topic_via(&[1, 2], "after");
+    expected.push("after".to_owned());
+    expected.sort();
+    for id in [3, 4] {
+        eventually(ELECTION_WAIT, "a topic created after the install", || {
+            (topics_of(c.node(id)) == expected).then_some(())
+        });
+    }
+}

@@ -96,6 +96,9 @@ pub struct PartitionLog {
     /// Raft mode: the first index retention would keep if Raft had purged up to
     /// it (0: retention waits for nothing). The group snapshots and purges there.
     pub(crate) retention_wants: std::sync::atomic::AtomicU64,
+    /// Retention never removes a segment holding offsets at or past this
+    /// (`set_retention_floor`; `u64::MAX` by default: no floor).
+    pub(crate) retention_floor: std::sync::atomic::AtomicU64,
     /// Raft mode: the committed id's slot file, opened at its first write.
     pub(crate) raft_committed: Mutex<Option<crate::slots::SlotFile>>,
 }
@@ -248,6 +251,7 @@ impl PartitionLog {
             opened_with_vote,
             raft_purged_next: std::sync::atomic::AtomicU64::new(0),
             retention_wants: std::sync::atomic::AtomicU64::new(0),
+            retention_floor: std::sync::atomic::AtomicU64::new(u64::MAX),
             raft_committed: Mutex::new(None),
         });
         Ok((log, report))

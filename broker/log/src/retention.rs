@@ -37,6 +37,14 @@ impl PartitionLog {
         Ok(report)
     }
 
+    /// Retention keeps every segment holding an offset at or past `offset`,
+    /// whatever its config says: for a log whose reader must have consumed what
+    /// goes (the cluster's metadata log, whose records are applied to the
+    /// registry before they may be purged).
+    pub fn set_retention_floor(&self, offset: u64) {
+        self.retention_floor.store(offset, Ordering::Release);
+    }
+
     fn enforce_retention(&self, now: i64, report: &mut HousekeepingReport) -> Result<()> {
         let cfg = self.config();
         if !cfg.cleanup_policy.deletes() {
@@ -59,8 +67,12 @@ impl PartitionLog {
         // readable, so it need not wait.
         let raft = self.is_raft_log() && !cfg.cold_tier;
         let purged_next = self.raft_purged_next.load(Ordering::Acquire);
+        let floor = self.retention_floor.load(Ordering::Acquire);
         let mut wants = 0;
         for seg in sealed {
+            if seg.next_offset() > floor {
+                break;
+            }
             let size = seg.size();
             let by_size =
                 cfg.retention_bytes >= 0 && total.saturating_sub(size) >= cfg.retention_bytes as u64;

@@ -76,6 +76,30 @@ fn retention_by_size_keeps_the_partition_under_the_limit() {
     assert_eq!(r.batches().next().unwrap().header.base_offset, info.log_start_offset);
 }
 
+/// A log whose reader must consume records before they go (the cluster's
+/// metadata log) sets a floor: retention by size stops at the first segment
+/// holding an offset at or past it, and goes on once the floor moves.
+#[test]
+fn retention_keeps_every_segment_from_the_floor_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = manager(dir.path(), Arc::new(ManualClock::new(0)));
+    let (p, _) =
+        m.open_partition("t-0", LogConfig { retention_bytes: 10_000, retention_ms: -1, ..cfg() }).unwrap();
+    fill(&p, 600, 0);
+    p.flush().unwrap();
+    p.set_retention_floor(0);
+    assert!(p.housekeeping().unwrap().deleted_segments.is_empty(), "nothing below offset 0");
+    assert_eq!(p.info().log_start_offset, 0);
+    p.set_retention_floor(100);
+    p.housekeeping().unwrap();
+    let start = p.info().log_start_offset;
+    assert!(start > 0 && start <= 100, "only segments wholly below the floor go: start {start}");
+    p.set_retention_floor(u64::MAX);
+    p.housekeeping().unwrap();
+    let info = p.info();
+    assert!(info.log_start_offset > 100 && info.size_bytes <= 10_000 + 4096, "{info:?}");
+}
+
 #[test]
 fn cold_tier_serves_reads_below_the_local_start_and_survives_restart() {
     let dir = tempfile::tempdir().unwrap();

@@ -89,6 +89,7 @@ pub struct ClusterPlan {
     timers: es_raft::Timers,
     leader_balance: Option<std::time::Duration>,
     join: bool,
+    metadata_log: es_server::cluster::MetadataLogConfig,
 }
 
 /// How a setting's value was given, for messages: `--bind`, `ES_HTTP_BIND`,
@@ -205,7 +206,11 @@ fn cluster_plan(cfg: &Effective) -> anyhow::Result<Option<ClusterPlan>> {
     let balance_ms = cfg.int("cluster.leader_balance_ms").unwrap_or(30_000);
     let leader_balance = (balance_ms > 0).then(|| std::time::Duration::from_millis(balance_ms));
     let join = cfg.flag("cluster.join");
-    Ok(Some(ClusterPlan { node_id, peers, bind, secret, timers, leader_balance, join }))
+    let metadata_log = es_server::cluster::MetadataLogConfig {
+        segment_bytes: cfg.int("cluster.metadata_segment_bytes").unwrap_or(8 * 1024 * 1024),
+        retention_bytes: cfg.int("cluster.metadata_retention_bytes").unwrap_or(100 * 1024 * 1024),
+    };
+    Ok(Some(ClusterPlan { node_id, peers, bind, secret, timers, leader_balance, join, metadata_log }))
 }
 
 /// A port the settings table bounded to 1..=65535.
@@ -438,6 +443,7 @@ async fn join_cluster(
         addresses,
         leader_balance: plan.leader_balance,
         join: plan.join,
+        metadata_log: plan.metadata_log,
     };
     let cluster = es_server::cluster::Cluster::start(registry.clone(), options, listener)
         .await

@@ -364,15 +364,7 @@ impl Auth {
     /// stored, then swapped in. A command that does not fit the state (two nodes
     /// made the same change at once) is refused alike on every node and skipped.
     pub fn apply_replicated(&self, pepper: &str, commands: &[Command]) -> Result<()> {
-        if pepper != self.pepper.fingerprint() {
-            tracing::error!(
-                proposer = pepper,
-                here = %self.pepper.fingerprint(),
-                "an auth change was made on a node with another pepper: keys it made or rotated will not log \
-                 in here with the key itself or SASL PLAIN (SCRAM still works); give every node the same \
-                 auth.pepper_file"
-            );
-        }
+        self.check_pepper(pepper);
         let _write = self.writes.lock().expect("auth writes lock");
         let current = self.state();
         let mut next = (*current).clone();
@@ -391,6 +383,39 @@ impl Auth {
             }
         }
         Ok(())
+    }
+
+    /// The keys, grants, owners and quotas as they stand, with this node's pepper
+    /// fingerprint: what a node that lags past the metadata log's start installs.
+    pub fn image(&self) -> (String, AuthState) {
+        (self.pepper.fingerprint(), (*self.state()).clone())
+    }
+
+    /// Installs another node's [`Auth::image`] in place of this node's state (a
+    /// node that lagged past the metadata log's start; `cluster/image.rs`).
+    pub fn install_image(&self, pepper: &str, state: AuthState) -> Result<()> {
+        self.check_pepper(pepper);
+        let _write = self.writes.lock().expect("auth writes lock");
+        if *self.state() == state {
+            return Ok(());
+        }
+        let revoked: Vec<KeyId> = state.keys().filter(|k| !k.is_active()).map(|k| k.id.clone()).collect();
+        self.install(state)?;
+        let mut quotas = self.quotas.lock().expect("quotas lock");
+        revoked.iter().for_each(|id| quotas.forget(id));
+        Ok(())
+    }
+
+    fn check_pepper(&self, pepper: &str) {
+        if pepper != self.pepper.fingerprint() {
+            tracing::error!(
+                proposer = pepper,
+                here = %self.pepper.fingerprint(),
+                "an auth change was made on a node with another pepper: keys it made or rotated will not log \
+                 in here with the key itself or SASL PLAIN (SCRAM still works); give every node the same \
+                 auth.pepper_file"
+            );
+        }
     }
 
     /// Checks a bearer credential (the whole key text). Every path does the same

@@ -17,9 +17,22 @@
 //! with the first one's outcome ([`Seen`]). The rule reads only the log, so every
 //! node skips the same records: a retried create that lands after a delete of the
 //! same topic does not bring it back on one node and not on another.
+//!
+//! The log is kept by size (`cluster.metadata_retention_bytes`), never past what
+//! this node applied: every [`CHECKPOINT_EVERY`] commands, or sooner once the log
+//! outgrows its retention, the applier writes its dedupe window to
+//! `<data>/cluster/metadata-seen` and only then lets retention remove the
+//! segments before it ([`PartitionLog::set_retention_floor`]), so a restart
+//! rebuilds the same window from the checkpoint and the log. A node whose next
+//! offset to apply is below its log's start (it joined, or was down, after the
+//! leader purged) installs the registry of a peer that applied past it
+//! (`image.rs`) and goes on from there.
+//!
+//! [`PartitionLog::set_retention_floor`]: es_log::PartitionLog::set_retention_floor
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -42,6 +55,11 @@ const READ_BYTES: usize = 1 << 20;
 /// within seconds of its first attempt (`LEADER_WAIT`); metadata commands come a
 /// few per second at most.
 pub(super) const DEDUPE_WINDOW: u64 = 65_536;
+/// Commands applied between two checkpoints of the dedupe window (sooner when the
+/// log outgrows its retention).
+const CHECKPOINT_EVERY: u64 = 1024;
+/// The checkpoint's file name in `<data>/cluster`.
+const SEEN_FILE: &str = "metadata-seen";
 
 /// A proposal's identity: the proposing node (8 bytes, big-endian) and a random
 /// number. The record's key; every attempt of one proposal carries the same.
@@ -62,6 +80,12 @@ pub struct MetadataLog {
     applied: watch::Sender<u64>,
     /// The outcome of each applied command by offset, until its proposer takes it.
     outcomes: Mutex<BTreeMap<u64, Result<()>>>,
+    /// The applier's dedupe window (built on its first step), locked while it
+    /// applies: what is read under it (`image.rs`) matches `applied`.
+    pub(super) applying: tokio::sync::Mutex<Option<Seen>>,
+    seen_file: PathBuf,
+    /// The next offset of the last checkpoint of the window: retention's floor.
+    checkpointed: AtomicU64,
 }
 
 impl MetadataLog {
@@ -80,12 +104,24 @@ impl MetadataLog {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
             Err(e) => return Err(BrokerError::Internal(format!("reading {}: {e}", applied_file.display()))),
         };
+        let seen_file = dir.join(SEEN_FILE);
+        let checkpointed = load_checkpoint(&seen_file)?.map_or(0, |c| c.next);
+        // Nothing this node has not checkpointed leaves its log.
+        group.log().set_retention_floor(checkpointed);
         Ok(MetadataLog {
             group,
             applied_file,
             applied: watch::Sender::new(applied),
             outcomes: Mutex::default(),
+            applying: tokio::sync::Mutex::default(),
+            seen_file,
+            checkpointed: AtomicU64::new(checkpointed),
         })
+    }
+
+    /// The next offset this node applies.
+    pub(super) fn applied(&self) -> u64 {
+        *self.applied.borrow()
     }
 
     pub fn group(&self) -> &Group {
@@ -180,7 +216,31 @@ impl MetadataLog {
         }
     }
 
-    fn save_applied(&self, next: u64) -> Result<()> {
+    /// Writes the window as it stands before `next` (atomically), then lets
+    /// retention remove what precedes `next`.
+    pub(super) fn save_checkpoint(&self, seen: &Seen, next: u64) -> Result<()> {
+        let checkpoint = Checkpoint { next, entries: seen.entries(next) };
+        crate::store::write_durably(&self.seen_file, &checkpoint.encode())
+            .map_err(|e| BrokerError::Internal(format!("saving {}: {e}", self.seen_file.display())))?;
+        self.checkpointed.store(next, Ordering::Release);
+        self.group.log().set_retention_floor(next);
+        Ok(())
+    }
+
+    /// Checkpoints after [`CHECKPOINT_EVERY`] commands, or after any once the log
+    /// holds more than its retention.
+    fn maybe_checkpoint(&self, seen: &Seen) -> Result<()> {
+        let (next, last) = (self.applied(), self.checkpointed.load(Ordering::Acquire));
+        let log = self.group.log();
+        let retention = log.config().retention_bytes;
+        let full = retention >= 0 && log.info().size_bytes > retention as u64;
+        if next > last && (next - last >= CHECKPOINT_EVERY || full) {
+            self.save_checkpoint(seen, next)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn save_applied(&self, next: u64) -> Result<()> {
         crate::store::write_durably(&self.applied_file, next.to_string().as_bytes())
             .map_err(|e| BrokerError::Internal(format!("saving {}: {e}", self.applied_file.display())))?;
         self.applied.send_replace(next);
@@ -212,11 +272,27 @@ pub(super) struct Seen {
 }
 
 impl Seen {
-    /// Reads the ids of the records in the window before `next` (the next offset
-    /// to apply).
-    fn rebuild(log: &es_log::PartitionLog, next: u64) -> Result<Seen> {
+    /// The window before `next` (the next offset to apply): the records in it,
+    /// from this node's checkpoint below the checkpoint's offset and from the log
+    /// above it.
+    fn rebuild(log: &es_log::PartitionLog, next: u64, checkpoint: Option<Checkpoint>) -> Result<Seen> {
+        let from = next.saturating_sub(DEDUPE_WINDOW);
+        let mut offset = from;
         let mut seen = Seen::default();
-        let mut offset = next.saturating_sub(DEDUPE_WINDOW).max(log.info().log_start_offset);
+        if let Some(c) = checkpoint.filter(|c| c.next <= next) {
+            seen = Seen::from_entries(c.entries.into_iter().filter(|(at, _)| *at >= from && *at < c.next));
+            offset = offset.max(c.next);
+        }
+        let start = log.info().log_start_offset;
+        if start > offset {
+            tracing::warn!(
+                from = offset,
+                to = start,
+                "the metadata log no longer holds these offsets and no checkpoint covers them: a retried \
+                 proposal that first landed there would be applied again here"
+            );
+            offset = start;
+        }
         while offset < next {
             let records = read_commands(log, offset)?;
             let Some(last) = records.last() else { break };
@@ -230,6 +306,25 @@ impl Seen {
             }
         }
         Ok(seen)
+    }
+
+    /// A window of first landings, oldest first (a checkpoint's or an image's).
+    pub(super) fn from_entries(entries: impl IntoIterator<Item = (u64, ProposalId)>) -> Seen {
+        let mut seen = Seen::default();
+        for (at, id) in entries {
+            seen.insert(id, at);
+        }
+        seen
+    }
+
+    /// The first landings still in the window before `next`, oldest first.
+    pub(super) fn entries(&self, next: u64) -> Vec<(u64, ProposalId)> {
+        let from = next.saturating_sub(DEDUPE_WINDOW);
+        self.order
+            .iter()
+            .filter(|(at, id)| *at >= from && *at < next && self.at.get(id) == Some(at))
+            .copied()
+            .collect()
     }
 
     /// Where `id` was first applied, if within the window before `offset`.
@@ -260,6 +355,59 @@ impl Seen {
     }
 }
 
+/// The dedupe window before `next`, as `<data>/cluster/metadata-seen` holds it
+/// and an image carries it: `next` (u64 BE), then each first landing's offset
+/// (u64 BE) and proposal id (16 bytes), oldest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Checkpoint {
+    pub next: u64,
+    pub entries: Vec<(u64, ProposalId)>,
+}
+
+const ENTRY_BYTES: usize = 8 + 16;
+
+impl Checkpoint {
+    pub(super) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(8 + self.entries.len() * ENTRY_BYTES);
+        out.extend_from_slice(&self.next.to_be_bytes());
+        for (at, id) in &self.entries {
+            out.extend_from_slice(&at.to_be_bytes());
+            out.extend_from_slice(id);
+        }
+        out
+    }
+
+    pub(super) fn decode(bytes: &[u8]) -> std::result::Result<Checkpoint, String> {
+        let Some((next, rest)) = bytes.split_first_chunk::<8>() else {
+            return Err(format!("{} bytes, not a checkpoint", bytes.len()));
+        };
+        if rest.len() % ENTRY_BYTES != 0 {
+            return Err(format!("{} bytes of entries, not a multiple of {ENTRY_BYTES}", rest.len()));
+        }
+        let entries = rest
+            .chunks_exact(ENTRY_BYTES)
+            .map(|e| {
+                let (at, id) = e.split_at(8);
+                (u64::from_be_bytes(at.try_into().expect("8 bytes")), id.try_into().expect("16 bytes"))
+            })
+            .collect();
+        Ok(Checkpoint { next: u64::from_be_bytes(*next), entries })
+    }
+}
+
+fn load_checkpoint(path: &std::path::Path) -> Result<Option<Checkpoint>> {
+    match std::fs::read(path) {
+        Ok(bytes) => Checkpoint::decode(&bytes).map(Some).map_err(|e| {
+            BrokerError::Internal(format!(
+                "{} is damaged ({e}); remove it and the node rebuilds its window from the log",
+                path.display()
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(BrokerError::Internal(format!("reading {}: {e}", path.display()))),
+    }
+}
+
 async fn wait_for_leader(group: &Group) {
     let mut rx = group.watch_leader();
     let _ = tokio::time::timeout(Duration::from_millis(200), rx.changed()).await;
@@ -271,10 +419,9 @@ pub(super) fn spawn_applier(cluster: &Arc<Cluster>) {
     let weak = Arc::downgrade(cluster);
     let mut committed = cluster.metadata.group.log().subscribe();
     tokio::spawn(async move {
-        let mut seen = None;
         loop {
             let Some(cluster) = weak.upgrade() else { return };
-            if let Err(e) = apply_available(&cluster, &mut seen).await {
+            if let Err(e) = apply_available(&cluster).await {
                 tracing::error!(error = %e, "applying the metadata log failed; retrying");
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
@@ -288,28 +435,30 @@ pub(super) fn spawn_applier(cluster: &Arc<Cluster>) {
     });
 }
 
-/// Applies every committed record from the next offset to apply; `seen` is built
-/// on the first call.
-async fn apply_available(cluster: &Arc<Cluster>, seen: &mut Option<Seen>) -> Result<()> {
+/// Applies every committed record from the next offset to apply; the dedupe
+/// window is built on the first call. Below the log's start, installs a peer's
+/// registry first (`image.rs`).
+async fn apply_available(cluster: &Arc<Cluster>) -> Result<()> {
     let log = cluster.metadata.group.log().clone();
-    let seen = match seen {
-        Some(seen) => seen,
-        None => seen.insert(Seen::rebuild(&log, *cluster.metadata.applied.borrow())?),
-    };
     loop {
-        let next = *cluster.metadata.applied.borrow();
+        let mut guard = cluster.metadata.applying.lock().await;
+        let next = cluster.metadata.applied();
         if next >= log.high_watermark() {
             return Ok(());
         }
         let start = log.info().log_start_offset;
         if next < start {
-            return Err(BrokerError::Internal(format!(
-                "this node applied the metadata log up to offset {next}, but its log starts at {start}: \
-                 the commands in between were purged (builds before 2026-12-05 kept it 7 days) \
-                 and no snapshot carries them; this node cannot catch up. Give it a copy of a \
-                 caught-up node's data directory, or start the cluster afresh"
-            )));
+            drop(guard);
+            super::image::catch_up(cluster, next, start).await?;
+            continue;
         }
+        let seen = match &mut *guard {
+            Some(seen) => seen,
+            None => {
+                let checkpoint = load_checkpoint(&cluster.metadata.seen_file)?;
+                guard.insert(Seen::rebuild(&log, next, checkpoint)?)
+            }
+        };
         let records = read_commands(&log, next)?;
         if records.is_empty() {
             return Ok(());
@@ -347,6 +496,7 @@ async fn apply_available(cluster: &Arc<Cluster>, seen: &mut Option<Seen>) -> Res
             cluster.metadata.record_outcome(offset, outcome);
             cluster.metadata.save_applied(offset + 1)?;
         }
+        cluster.metadata.maybe_checkpoint(seen)?;
     }
 }
 
@@ -375,6 +525,11 @@ async fn apply_one(cluster: &Arc<Cluster>, value: &[u8]) -> Result<()> {
     let command: Command = serde_json::from_slice(value)
         // The same bytes on every node: refused alike everywhere, then skipped.
         .map_err(|e| BrokerError::InvalidRequest(format!("an unreadable metadata command: {e}")))?;
+    apply_command(cluster, command).await
+}
+
+/// Applies one command, from the log or made up to install an image (`image.rs`).
+pub(super) async fn apply_command(cluster: &Arc<Cluster>, command: Command) -> Result<()> {
     if matches!(command, Command::AddNode { .. } | Command::RemoveNode { .. }) {
         return cluster.apply_membership(&command).await;
     }
@@ -442,7 +597,9 @@ mod tests {
     fn the_window_rebuilt_from_the_log_matches_the_one_built_applying() {
         let dir = tempfile::tempdir().unwrap();
         let registry = crate::registry::Registry::open(BrokerOptions::new(dir.path())).unwrap().0;
-        let log = registry.open_cluster_log("metadata").unwrap();
+        let log = registry
+            .open_cluster_log("metadata", crate::cluster::MetadataLogConfig::default().log_config())
+            .unwrap();
         // Every fourth record has no id; every fifth lands again two records later.
         let records: Vec<Record> = (0..40u8)
             .map(|i| match (i % 4, i % 5) {
@@ -454,7 +611,7 @@ mod tests {
         for chunk in records.chunks(3) {
             log.append_records(chunk, es_core::LeaderEpoch::INITIAL).unwrap().wait().unwrap();
         }
-        let rebuilt = Seen::rebuild(&log, 31).unwrap();
+        let rebuilt = Seen::rebuild(&log, 31, None).unwrap();
         let mut built = Seen::default();
         let mut skipped = 0;
         for (offset, r) in records.iter().enumerate().take(31) {
@@ -470,6 +627,19 @@ mod tests {
         assert_eq!(rebuilt.order, built.order);
         assert_eq!(skipped, 3, "offsets 7, 17 and 27 land an id again");
         assert_eq!(rebuilt.at.len(), 23 - skipped, "31 records, 8 of them without an id");
+        // From a checkpoint at 20 (read back from its bytes) and the log after it:
+        // the same window, whatever the log still holds before 20.
+        let at_20 = Seen::rebuild(&log, 20, None).unwrap();
+        let checkpoint = Checkpoint { next: 20, entries: at_20.entries(20) };
+        let checkpoint = Checkpoint::decode(&checkpoint.encode()).unwrap();
+        assert_eq!(checkpoint.entries.len(), at_20.at.len());
+        let resumed = Seen::rebuild(&log, 31, Some(checkpoint.clone())).unwrap();
+        assert_eq!((resumed.at, resumed.order), (built.at, built.order));
+        // A checkpoint past the next offset (written by an install the applied
+        // offset never followed) is not used.
+        let ahead = Checkpoint { next: 40, entries: Vec::new() };
+        assert_eq!(Seen::rebuild(&log, 31, Some(ahead)).unwrap().at, rebuilt.at);
+        assert!(Checkpoint::decode(&[0; 9]).is_err(), "a torn entry is refused");
     }
 
     async fn single_node(dir: &std::path::Path) -> Arc<Cluster> {
@@ -489,6 +659,7 @@ mod tests {
             },
             leader_balance: None,
             join: false,
+            metadata_log: Default::default(),
         };
         let cluster = Cluster::start(registry, options, listener).await.unwrap();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);

@@ -8,6 +8,7 @@ mod balance;
 mod blobs;
 mod directory;
 pub mod ends;
+mod image;
 mod internal;
 mod members;
 mod metadata;
@@ -56,6 +57,35 @@ pub struct ClusterOptions {
     /// This node joins a running cluster (`--cluster-join`): it forms no group
     /// itself and waits to be added (`es cluster add-node`).
     pub join: bool,
+    pub metadata_log: MetadataLogConfig,
+}
+
+/// The metadata log's segments and retention (`cluster.metadata_segment_bytes`,
+/// `cluster.metadata_retention_bytes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetadataLogConfig {
+    pub segment_bytes: u64,
+    /// Bytes of applied commands kept before older segments go; 0 keeps all.
+    pub retention_bytes: u64,
+}
+
+impl MetadataLogConfig {
+    /// The log's config: kept by size only, never by age.
+    pub fn log_config(&self) -> es_log::LogConfig {
+        let retention_bytes = if self.retention_bytes == 0 { -1 } else { self.retention_bytes as i64 };
+        es_log::LogConfig {
+            segment_bytes: self.segment_bytes,
+            retention_ms: -1,
+            retention_bytes,
+            ..es_log::LogConfig::default()
+        }
+    }
+}
+
+impl Default for MetadataLogConfig {
+    fn default() -> MetadataLogConfig {
+        MetadataLogConfig { segment_bytes: 8 * 1024 * 1024, retention_bytes: 100 * 1024 * 1024 }
+    }
 }
 
 /// A partition whose group is on other nodes (`Cluster::remote`).
@@ -166,7 +196,8 @@ impl Cluster {
         options: ClusterOptions,
         listener: tokio::net::TcpListener,
     ) -> Result<Arc<Cluster>> {
-        let ClusterOptions { node_id, peers, secrets, timers, addresses, leader_balance, join } = options;
+        let ClusterOptions { node_id, peers, secrets, timers, addresses, leader_balance, join, metadata_log } =
+            options;
         let members = start_members(node_id, &peers, &cluster_dir(&registry))?;
         let voters: Vec<u64> = members.nodes.keys().copied().collect();
         let others =
@@ -185,7 +216,7 @@ impl Cluster {
             host.join();
         }
         host.set_members(members.ids());
-        let log = registry.open_cluster_log("metadata")?;
+        let log = registry.open_cluster_log("metadata", metadata_log.log_config())?;
         let group = host.open_group(0, log, &voters).await.map_err(raft_error)?;
         let metadata = MetadataLog::open(&registry, group)?;
         let internal = internal::open(&host, &registry, &voters).await?;

@@ -1,6 +1,7 @@
 //! The broker's own peer RPCs, beside Raft's: a metadata change forwarded to the
 //! metadata leader, a plugin blob's chunk (`blobs.rs`), a partition's ends (`ends.rs`) and records
-//! (`reads.rs`), and each node's client addresses (so Metadata, 421 answers and
+//! (`reads.rs`), the registry for a node past the metadata log's start
+//! (`image.rs`), and each node's client addresses (so Metadata, 421 answers and
 //! NotLeader errors can name a leader clients can reach).
 
 use std::sync::{Arc, OnceLock, Weak};
@@ -69,6 +70,7 @@ pub(super) fn handler(slot: Arc<OnceLock<Weak<Cluster>>>) -> Handler {
                 FETCH_BLOB => super::blobs::serve(&cluster, &payload).await,
                 PARTITION_ENDS => super::ends::serve(&cluster, &payload),
                 PARTITION_READ => super::reads::serve(&cluster, &payload).await,
+                super::image::METADATA_IMAGE => super::image::serve(&cluster, &payload).await,
                 super::directory::ANNOUNCE_LEADERS => super::directory::serve(&cluster, from, &payload),
                 super::directory::ASK_MEMBERSHIP => super::directory::serve_membership(&cluster, &payload),
                 FORWARD_HTTP => crate::http::forward::serve(cluster.http_router(), from, &payload)

@@ -213,6 +213,11 @@ impl Plugins {
         &self.engine
     }
 
+    /// The uploaded plugins' manifests as stored (no built-in one; nothing compiled).
+    pub fn uploaded(&self) -> Vec<Manifest> {
+        self.by_name.read().expect("plugins lock").values().filter(|m| !m.builtin).cloned().collect()
+    }
+
     pub fn list(&self) -> Result<Vec<Manifest>> {
         let names: Vec<String> = self.by_name.read().expect("plugins lock").keys().cloned().collect();
         names.iter().map(|name| self.get(name)).collect()

@@ -96,14 +96,15 @@ impl Registry {
     }
 
     /// Opens (creating when new) a log of the cluster's own under `partitions/`,
-    /// e.g. the metadata group's. It is kept whole: no retention by age or size.
-    /// The metadata group has no snapshot of the registry, so a node that joins
-    /// (or lags) learns every topic, grant and binding only by replaying the log
-    /// from its first command; a retention purge would hand it a snapshot that
-    /// carries none of them.
-    pub fn open_cluster_log(&self, name: &str) -> Result<Arc<es_log::PartitionLog>> {
+    /// e.g. the metadata group's, with `config` (the metadata log's retention
+    /// removes only what this node applied: `cluster/metadata.rs`).
+    pub fn open_cluster_log(
+        &self,
+        name: &str,
+        config: es_log::LogConfig,
+    ) -> Result<Arc<es_log::PartitionLog>> {
         let dir = format!("{CLUSTER_DIR_PREFIX}{name}");
-        let (log, recovery) = self.manager.open_partition(&dir, cluster_log_config())?;
+        let (log, recovery) = self.manager.open_partition(&dir, config)?;
         let mut repairs = Vec::new();
         super::describe_recovery(&dir, &recovery, &mut repairs);
         for repair in repairs {
@@ -190,11 +191,6 @@ impl Registry {
     }
 }
 
-/// The config of the cluster's own logs: everything kept, whatever its age.
-fn cluster_log_config() -> es_log::LogConfig {
-    es_log::LogConfig { retention_ms: -1, retention_bytes: -1, ..es_log::LogConfig::default() }
-}
-
 /// What applying a replicated command did, for the cluster to follow up (open or
 /// close the partitions' Raft groups).
 pub enum Applied {
@@ -231,14 +227,17 @@ mod tests {
     use crate::registry::BrokerOptions;
     use es_core::{LeaderEpoch, Record};
 
-    /// The metadata log outlives retention: a command from 1970 in a sealed segment
-    /// is kept, where a log with the default config beside it loses it.
+    /// The metadata log outlives retention by age: a command from 1970 in a sealed
+    /// segment is kept, where a log with the default config beside it loses it.
+    /// (Its retention by size removes only what the node applied: `cluster/metadata.rs`.)
     #[test]
-    fn the_cluster_log_is_never_removed_by_retention() {
+    fn the_cluster_log_is_never_removed_by_age() {
         let dir = tempfile::tempdir().unwrap();
         let registry = Registry::open(BrokerOptions::new(dir.path())).unwrap().0;
-        let log = registry.open_cluster_log("metadata").unwrap();
-        assert_eq!((log.config().retention_ms, log.config().retention_bytes), (-1, -1));
+        let log = registry
+            .open_cluster_log("metadata", crate::cluster::MetadataLogConfig::default().log_config())
+            .unwrap();
+        assert_eq!(log.config().retention_ms, -1);
         let (control, _) =
             registry.manager.open_partition("control-0", es_log::LogConfig::default()).unwrap();
         let old = Record { value: Some(b"{}".to_vec().into()), timestamp: Some(1), ..Record::default() };

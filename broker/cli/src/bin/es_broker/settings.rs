@@ -373,6 +373,12 @@ pub const SETTINGS: &[Setting] = &[
     Setting::new("cluster", "join", "cluster-join", Kind::Bool)
         .default(Default::Bool(false))
         .help("This node joins a running cluster: it forms no partition of its own and waits for `es cluster add-node` (asked of any member). Harmless to keep once it joined."),
+    Setting::new("cluster", "metadata_segment_bytes", "cluster-metadata-segment-bytes", Kind::Int { min: 4096, max: 1 << 30 })
+        .default(Default::Int(8 * 1024 * 1024))
+        .help("Segment size of the replicated metadata log (__es_cluster_metadata), in bytes; its retention removes whole segments."),
+    Setting::new("cluster", "metadata_retention_bytes", "cluster-metadata-retention-bytes", COUNT)
+        .default(Default::Int(100 * 1024 * 1024))
+        .help("How many bytes of applied metadata commands each node keeps before older segments go (as KRaft's metadata.max.retention.bytes); a node that needs what went is sent the registry as it stands. 0 keeps every command."),
     Setting::new("cluster", "heartbeat_ms", "cluster-heartbeat-ms", Kind::Int { min: 10, max: 60_000 })
         .default(Default::Int(300))
         .help("How often a Raft leader heartbeats its followers, in milliseconds."),
