@@ -177,6 +177,14 @@ fn nodes_behind_the_purged_metadata_log_install_the_registry_from_a_peer() {
         c.start_node_listing(id, &[1, 2, 3], &[]);
     }
     c.create_topic_via(&[1, 2, 3], "early");
+    // Each node's internal topics are its own; an install leaves them alone.
+    let internal_id = |c: &Cluster| {
+        let path = c.root.path().join("node3/topics/__es_offsets.json");
+        let meta: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        meta["topic_id"].clone()
+    };
+    let offsets_id = internal_id(&c);
+    assert!(offsets_id.is_string(), "{offsets_id}");
     c.kill9(3);
     for i in 0..40 {
         c.create_topic_via(&[1, 2], &format!("grow-{i:02}"));
@@ -200,10 +208,7 @@ fn nodes_behind_the_purged_metadata_log_install_the_registry_from_a_peer() {
     eventually(ELECTION_WAIT * 4, "node 3 listing the topics as they stand", || {
         (topics_of(c.node(3)) == expected).then_some(())
     });
-    assert!(
-        metadata_log_start(&c, 3) > 0,
-        "node 3's log starts over past its old end (leader's at {starts:?})"
-    );
+    assert_eq!(internal_id(&c), offsets_id, "node 3's __es_offsets was recreated");
     let config = c.node(3).get("/topics/early/config");
     assert_eq!(config.body["config"]["retention.ms"], 3_600_000, "{:?}", config.body);
 
@@ -223,4 +228,9 @@ fn nodes_behind_the_purged_metadata_log_install_the_registry_from_a_peer() {
             (topics_of(c.node(id)) == expected).then_some(())
         });
     }
+    // Node 3's log started over at the snapshot (at its first append since).
+    assert!(
+        metadata_log_start(&c, 3) > 0,
+        "node 3's log starts over at the leader's snapshot (leader's at {starts:?})"
+    );
 }

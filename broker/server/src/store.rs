@@ -236,7 +236,8 @@ impl MetadataStore for FileMetadataStore {
             | Command::SetReplicas { .. }
             | Command::SetConfig { .. }
             | Command::SetValidators { .. }
-            | Command::SetTopicId { .. } => {
+            | Command::SetTopicId { .. }
+            | Command::MarkMoved { .. } => {
                 let name = command.topic().expect("a topic command");
                 match after.topic(name) {
                     Some(meta) => self.topics.save(meta),

@@ -31,7 +31,7 @@ use super::Cluster;
 use super::members::Members;
 use super::metadata::{Checkpoint, Seen};
 use crate::plugins::Manifest;
-use crate::registry::metadata::Command;
+use crate::registry::metadata::{Command, is_internal};
 use crate::service::error::{BrokerError, Result};
 use crate::store::TopicMeta;
 
@@ -64,11 +64,9 @@ pub(super) async fn serve(cluster: &Cluster, payload: &[u8]) -> std::result::Res
         .try_into()
         .map(u64::from_be_bytes)
         .map_err(|_| failed(format!("an image request of {} bytes", payload.len())))?;
-    let guard = cluster.metadata.applying.lock().await;
+    let mut guard = cluster.metadata.applying.lock().await;
     let next = cluster.metadata.applied();
-    let Some(seen) = guard.as_ref() else {
-        return Err(failed("this node's metadata applier has not started".into()));
-    };
+    let seen = cluster.metadata.window(&mut guard).map_err(|e| failed(e.to_string()))?;
     if next < at_least {
         return Err(failed(format!(
             "this node applied the metadata log up to offset {next}, not yet {at_least}"
@@ -77,7 +75,8 @@ pub(super) async fn serve(cluster: &Cluster, payload: &[u8]) -> std::result::Res
     let (pepper, auth) = cluster.registry.auth().image();
     let image = Image {
         next,
-        topics: cluster.registry.topic_metas(),
+        // Each node's internal topics are its own (ids differ from node to node).
+        topics: cluster.registry.topic_metas().into_iter().filter(|t| !is_internal(&t.name)).collect(),
         pepper,
         auth,
         plugins: cluster.registry.plugins().uploaded(),
@@ -151,17 +150,31 @@ async fn install(cluster: &Arc<Cluster>, image: &Image) -> Result<()> {
         apply(cluster, Command::PutPlugin { manifest: manifest.clone(), replace: true }).await?;
     }
     let wanted: BTreeMap<&str, &TopicMeta> = image.topics.iter().map(|t| (t.name.as_str(), t)).collect();
-    for have in cluster.registry.topic_metas() {
+    let local_topics = || cluster.registry.topic_metas().into_iter().filter(|t| !is_internal(&t.name));
+    for have in local_topics() {
         if wanted.get(have.name.as_str()).is_none_or(|want| want.topic_id != have.topic_id) {
             apply(cluster, Command::DeleteTopic { name: have.name.clone() }).await?;
         }
     }
-    let have: BTreeMap<String, TopicMeta> =
-        cluster.registry.topic_metas().into_iter().map(|t| (t.name.clone(), t)).collect();
+    let have: BTreeMap<String, TopicMeta> = local_topics().map(|t| (t.name.clone(), t)).collect();
+    // Moved marks first: a partition's group opens (created, or grown) knowing it
+    // moved. Bindings last: one may name another topic as its dead-letter target.
+    let mut bindings = Vec::new();
     for want in &image.topics {
-        for command in topic_changes(have.get(&want.name), want) {
-            apply(cluster, command).await?;
+        if let Some(have) = have.get(&want.name)
+            && !want.moved.is_subset(&have.moved)
+        {
+            cluster.registry.mark_moved(&want.name, &want.moved)?;
         }
+        for command in topic_changes(have.get(&want.name), want) {
+            match command {
+                Command::SetValidators { .. } => bindings.push(command),
+                command => apply(cluster, command).await?,
+            }
+        }
+    }
+    for command in bindings {
+        apply(cluster, command).await?;
     }
     let kept: Vec<&str> = image.plugins.iter().map(|m| m.name.as_str()).collect();
     for manifest in cluster.registry.plugins().uploaded() {
@@ -169,7 +182,10 @@ async fn install(cluster: &Arc<Cluster>, image: &Image) -> Result<()> {
             apply(cluster, Command::RemovePlugin { name: manifest.name }).await?;
         }
     }
-    for id in local.nodes.keys().filter(|id| !image.members.nodes.contains_key(id)) {
+    // Only a removal the peer applied: a node not (yet) in the image's members
+    // may be one this node was started knowing (itself, joining), whose AddNode
+    // the log still holds.
+    for id in local.nodes.keys().filter(|id| image.members.removed.contains(id)) {
         apply(cluster, Command::RemoveNode { id: *id }).await?;
     }
     let mut members = cluster.members.read().expect("members lock").clone();
@@ -189,8 +205,10 @@ async fn apply(cluster: &Arc<Cluster>, command: Command) -> Result<()> {
     match super::metadata::apply_command(cluster, command).await {
         Err(e @ (BrokerError::Internal(_) | BrokerError::Storage(_))) => Err(e),
         Err(e) => {
+            // The image came from a registry these commands built: a refusal is a
+            // defect, and this node may now differ from the others.
             let command = &name[..name.len().min(200)];
-            tracing::warn!(error = %e, command, "installing the metadata image: a change was refused");
+            tracing::error!(error = %e, command, "installing the metadata image: a change was refused");
             Ok(())
         }
         Ok(()) => Ok(()),

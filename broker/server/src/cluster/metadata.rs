@@ -131,7 +131,9 @@ impl MetadataLog {
     /// Whether the group has a leader and this node applied everything it knows
     /// to be committed.
     pub(super) fn caught_up(&self) -> bool {
-        self.group.leader().is_some() && *self.applied.borrow() >= self.group.log().high_watermark()
+        let log = self.group.log();
+        let end = log.high_watermark().max(log.committed_offset().unwrap_or(0));
+        self.group.leader().is_some() && *self.applied.borrow() >= end
     }
 
     /// Appends `command` through the leader (forwarding it when that is another
@@ -216,6 +218,18 @@ impl MetadataLog {
         }
     }
 
+    /// The applier's dedupe window, built from the checkpoint and the log on
+    /// first use (by the applier, or by a peer's ask for an image).
+    pub(super) fn window<'g>(&self, guard: &'g mut Option<Seen>) -> Result<&'g mut Seen> {
+        match guard {
+            Some(seen) => Ok(seen),
+            None => {
+                let checkpoint = load_checkpoint(&self.seen_file)?;
+                Ok(guard.insert(Seen::rebuild(self.group.log(), self.applied(), checkpoint)?))
+            }
+        }
+    }
+
     /// Writes the window as it stands before `next` (atomically), then lets
     /// retention remove what precedes `next`.
     pub(super) fn save_checkpoint(&self, seen: &Seen, next: u64) -> Result<()> {
@@ -227,13 +241,14 @@ impl MetadataLog {
         Ok(())
     }
 
-    /// Checkpoints after [`CHECKPOINT_EVERY`] commands, or after any once the log
-    /// holds more than its retention.
+    /// Checkpoints after [`CHECKPOINT_EVERY`] commands, or after any once the
+    /// floor holds retention back (the log is over its retention by a segment).
     fn maybe_checkpoint(&self, seen: &Seen) -> Result<()> {
         let (next, last) = (self.applied(), self.checkpointed.load(Ordering::Acquire));
         let log = self.group.log();
-        let retention = log.config().retention_bytes;
-        let full = retention >= 0 && log.info().size_bytes > retention as u64;
+        let config = log.config();
+        let full = config.retention_bytes >= 0
+            && log.info().size_bytes >= config.retention_bytes as u64 + config.segment_bytes;
         if next > last && (next - last >= CHECKPOINT_EVERY || full) {
             self.save_checkpoint(seen, next)?;
         }
@@ -441,29 +456,22 @@ pub(super) fn spawn_applier(cluster: &Arc<Cluster>) {
 async fn apply_available(cluster: &Arc<Cluster>) -> Result<()> {
     let log = cluster.metadata.group.log().clone();
     loop {
-        let mut guard = cluster.metadata.applying.lock().await;
         let next = cluster.metadata.applied();
+        if let Some(at_least) = missing_here(&log, next) {
+            super::image::catch_up(cluster, next, at_least).await?;
+            continue;
+        }
         if next >= log.high_watermark() {
             return Ok(());
         }
-        let start = log.info().log_start_offset;
-        if next < start {
-            drop(guard);
-            super::image::catch_up(cluster, next, start).await?;
-            continue;
-        }
-        let seen = match &mut *guard {
-            Some(seen) => seen,
-            None => {
-                let checkpoint = load_checkpoint(&cluster.metadata.seen_file)?;
-                guard.insert(Seen::rebuild(&log, next, checkpoint)?)
-            }
-        };
         let records = read_commands(&log, next)?;
         if records.is_empty() {
             return Ok(());
         }
         for (offset, id, value) in records {
+            // Taken a command at a time: an image asked for meanwhile waits for one.
+            let mut guard = cluster.metadata.applying.lock().await;
+            let seen = cluster.metadata.window(&mut guard)?;
             if let Some((id, first)) = id.and_then(|id| Some((id, seen.first(&id, offset)?))) {
                 // A retried proposal that landed twice: applied once, at `first`. The
                 // outcome moves to this offset, where its proposer may be waiting (it
@@ -496,7 +504,24 @@ async fn apply_available(cluster: &Arc<Cluster>) -> Result<()> {
             cluster.metadata.record_outcome(offset, outcome);
             cluster.metadata.save_applied(offset + 1)?;
         }
+        let mut guard = cluster.metadata.applying.lock().await;
+        let seen = cluster.metadata.window(&mut guard)?;
         cluster.metadata.maybe_checkpoint(seen)?;
+    }
+}
+
+/// The lowest image offset this node needs when its next command to apply is not
+/// in its log: below the log's start, or past its end while the group committed
+/// further (a snapshot was installed; the log starts over at its next append).
+fn missing_here(log: &es_log::PartitionLog, next: u64) -> Option<u64> {
+    let info = log.info();
+    let committed = log.committed_offset().unwrap_or(0);
+    if next < info.log_start_offset {
+        Some(info.log_start_offset)
+    } else if next >= info.log_end_offset && committed > next {
+        Some(committed)
+    } else {
+        None
     }
 }
 

@@ -63,6 +63,12 @@ pub enum Command {
         name: String,
         id: String,
     },
+    /// Marks partitions of a topic as moved (`TopicMeta::moved`): made up by a
+    /// node installing a peer's registry (`cluster/image.rs`), never in the log.
+    MarkMoved {
+        name: String,
+        partitions: std::collections::BTreeSet<u32>,
+    },
     /// Producer ids below `through` may be handed out.
     ReserveProducerIds {
         through: i64,
@@ -110,7 +116,8 @@ impl Command {
             | Command::SetReplicas { name, .. }
             | Command::SetConfig { name, .. }
             | Command::SetValidators { name, .. }
-            | Command::SetTopicId { name, .. } => Some(name),
+            | Command::SetTopicId { name, .. }
+            | Command::MarkMoved { name, .. } => Some(name),
             Command::ReserveProducerIds { .. }
             | Command::Auth { .. }
             | Command::AddNode { .. }
@@ -308,6 +315,11 @@ impl Metadata {
             Command::SetValidators { name, validators } => {
                 if let Some(t) = self.topics.get_mut(name) {
                     t.validators = validators.clone();
+                }
+            }
+            Command::MarkMoved { name, partitions } => {
+                if let Some(t) = self.topics.get_mut(name) {
+                    t.moved.extend(partitions);
                 }
             }
             Command::SetTopicId { name, id } => {

@@ -113,6 +113,18 @@ impl Registry {
         Ok(log)
     }
 
+    /// Marks `partitions` of `name` as moved, durably, before their groups open
+    /// (a node installing a peer's registry, `cluster/image.rs`): a fresh replica
+    /// of such a partition joins the group its first replicas formed.
+    pub fn mark_moved(&self, name: &str, partitions: &std::collections::BTreeSet<u32>) -> Result<()> {
+        let _admin = self.admin.lock().expect("admin lock");
+        let topic = self.topic(name)?;
+        let command = Command::MarkMoved { name: name.to_owned(), partitions: partitions.clone() };
+        let next = self.commit(&command)?.topic(name).expect("the topic just marked").clone();
+        *topic.meta.lock().expect("meta lock") = next;
+        Ok(())
+    }
+
     /// Applies a command the metadata group committed: the local part (partition
     /// directories, logs, the local metadata files). What it answers is the same on
     /// every node for the same log.
@@ -176,6 +188,7 @@ impl Registry {
             (
                 Command::SetValidators { .. }
                 | Command::SetTopicId { .. }
+                | Command::MarkMoved { .. }
                 | Command::ReserveProducerIds { .. }
                 | Command::Auth { .. }
                 | Command::AddNode { .. }
@@ -212,6 +225,7 @@ fn command_name(command: &Command) -> &'static str {
         Command::SetConfig { .. } => "SetConfig",
         Command::SetValidators { .. } => "SetValidators",
         Command::SetTopicId { .. } => "SetTopicId",
+        Command::MarkMoved { .. } => "MarkMoved",
         Command::ReserveProducerIds { .. } => "ReserveProducerIds",
         Command::Auth { .. } => "Auth",
         Command::AddNode { .. } => "AddNode",
