@@ -66,6 +66,11 @@ pub(super) async fn serve(cluster: &Cluster, payload: &[u8]) -> std::result::Res
         .map_err(|_| failed(format!("an image request of {} bytes", payload.len())))?;
     let mut guard = cluster.metadata.applying.lock().await;
     let next = cluster.metadata.applied();
+    if super::metadata::missing_here(cluster.metadata.group().log(), next).is_some() {
+        // Catching up itself (or cut short installing an image): its registry may
+        // be past `next`.
+        return Err(failed("this node is itself installing a peer's registry".into()));
+    }
     let seen = cluster.metadata.window(&mut guard).map_err(|e| failed(e.to_string()))?;
     if next < at_least {
         return Err(failed(format!(
@@ -108,6 +113,7 @@ pub(super) async fn catch_up(cluster: &Arc<Cluster>, next: u64, start: u64) -> R
     // The window first: a crash before the applied offset is saved installs again.
     cluster.metadata.save_checkpoint(&seen, image.next)?;
     cluster.metadata.save_applied(image.next)?;
+    cluster.metadata.installed(next, image.next);
     *guard = Some(seen);
     tracing::info!(next = image.next, topics = image.topics.len(), "installed the registry from a peer");
     Ok(())
@@ -164,7 +170,10 @@ async fn install(cluster: &Arc<Cluster>, image: &Image) -> Result<()> {
         if let Some(have) = have.get(&want.name)
             && !want.moved.is_subset(&have.moved)
         {
-            cluster.registry.mark_moved(&want.name, &want.moved)?;
+            let (registry, name, moved) = (cluster.registry.clone(), want.name.clone(), want.moved.clone());
+            tokio::task::spawn_blocking(move || registry.mark_moved(&name, &moved))
+                .await
+                .map_err(|e| BrokerError::Internal(format!("the metadata install task failed: {e}")))??;
         }
         for command in topic_changes(have.get(&want.name), want) {
             match command {

@@ -86,6 +86,8 @@ pub struct MetadataLog {
     seen_file: PathBuf,
     /// The next offset of the last checkpoint of the window: retention's floor.
     checkpointed: AtomicU64,
+    /// The offsets the last image install went past without applying them here.
+    installed_over: Mutex<std::ops::Range<u64>>,
 }
 
 impl MetadataLog {
@@ -116,6 +118,7 @@ impl MetadataLog {
             applying: tokio::sync::Mutex::default(),
             seen_file,
             checkpointed: AtomicU64::new(checkpointed),
+            installed_over: Mutex::new(0..0),
         })
     }
 
@@ -202,7 +205,22 @@ impl MetadataLog {
                 "the metadata change at offset {offset} was committed but not applied here within {wait:?}"
             )));
         }
-        self.outcomes.lock().expect("outcomes lock").remove(&offset).unwrap_or(Ok(()))
+        let outcome = self.outcomes.lock().expect("outcomes lock").remove(&offset);
+        outcome.unwrap_or_else(|| {
+            if self.installed_over.lock().expect("installed lock").contains(&offset) {
+                // Committed, and this node took a peer's registry past it: whether
+                // it was applied or refused is not known here.
+                let (topic, partition) = ("__es_cluster_metadata".to_owned(), 0);
+                return Err(BrokerError::LeadershipLost { topic, partition, leader: None });
+            }
+            Ok(())
+        })
+    }
+
+    /// Records that an image took this node from `from` to `to` without applying
+    /// the commands in between here.
+    pub(super) fn installed(&self, from: u64, to: u64) {
+        *self.installed_over.lock().expect("installed lock") = from..to;
     }
 
     /// Takes the outcome recorded for `offset`, if nobody collected it yet.
@@ -511,15 +529,19 @@ async fn apply_available(cluster: &Arc<Cluster>) -> Result<()> {
 }
 
 /// The lowest image offset this node needs when its next command to apply is not
-/// in its log: below the log's start, or past its end while the group committed
-/// further (a snapshot was installed; the log starts over at its next append).
-fn missing_here(log: &es_log::PartitionLog, next: u64) -> Option<u64> {
-    let info = log.info();
+/// in its log: the group committed past the log's end (a snapshot was installed;
+/// the log starts over at its next append, and what it holds until then may
+/// include entries no leader committed), or the next command is below its start.
+pub(super) fn missing_here(log: &es_log::PartitionLog, next: u64) -> Option<u64> {
+    // The committed offset first: an append committed between the two reads must
+    // not look like a commit past the log's end.
     let committed = log.committed_offset().unwrap_or(0);
-    if next < info.log_start_offset {
-        Some(info.log_start_offset)
-    } else if next >= info.log_end_offset && committed > next {
+    let info = log.info();
+    if committed > info.log_end_offset && committed > next {
+        // The local tail may hold entries the leader never committed: not applied.
         Some(committed)
+    } else if next < info.log_start_offset {
+        Some(info.log_start_offset)
     } else {
         None
     }
