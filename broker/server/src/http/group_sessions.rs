@@ -253,7 +253,9 @@ async fn commit_positions(ctx: &Ctx<'_>, key: &Key, s: &mut Session) -> Result<(
         (status = 400, description = "invalid_request", body = ErrorBody),
         (status = 404, description = "topic_not_found, partition_not_found (a subscribed topic was deleted)", body = ErrorBody),
         (status = 409, description = "unknown_member (no such session, or evicted), illegal_generation, rebalance_in_progress", body = ErrorBody),
-        (status = 503, description = "shutting_down", body = ErrorBody)))]
+        (status = 429, description = "throttled: the caller's fetch quota is spent (retry after `Retry-After`)", body = ErrorBody),
+        (status = 503, description = "shutting_down", body = ErrorBody),
+        (status = 504, description = "timeout: in a cluster, no replica of a partition placed on other nodes answered; retry", body = ErrorBody)))]
 pub async fn poll(
     State(state): State<AppState>,
     Caller(who): Caller,

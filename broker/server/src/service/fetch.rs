@@ -107,7 +107,8 @@ impl Service {
     /// HTTP consumer session, when the partition is not served here: authorized and
     /// charged as a fetch (the caller checks the quota once per poll, before any
     /// read), then read on a replica elsewhere (`cluster/reads.rs`), from `offset`
-    /// or that replica's log start. No long poll.
+    /// or that replica's log start, and counted in this node's per-topic fetch
+    /// series. No long poll.
     pub async fn read_elsewhere(
         &self,
         principal: &Principal,
@@ -119,6 +120,9 @@ impl Service {
         let (topic, cluster) = self.placed_elsewhere(principal, topic)?;
         let read = cluster.partition_read(&topic, partition, offset, max_bytes).await?;
         let _ = self.quotas.charge(principal, Direction::Fetch, read.data.len());
+        // Served to the client from here: counted here, as a local read is.
+        let (records, bytes) = topic.stats.measure(&read.data);
+        topic.stats.fetched(records, bytes);
         Ok(read)
     }
 
