@@ -210,14 +210,14 @@ async fn install(cluster: &Arc<Cluster>, image: &Image) -> Result<()> {
 /// Applies a made-up command as the log's are: this node failing to do its part
 /// fails the install (retried); a refusal is logged and the install goes on.
 async fn apply(cluster: &Arc<Cluster>, command: Command) -> Result<()> {
-    let name = format!("{command:?}");
+    let described = command.topic().map(str::to_owned);
     match super::metadata::apply_command(cluster, command).await {
         Err(e @ (BrokerError::Internal(_) | BrokerError::Storage(_))) => Err(e),
         Err(e) => {
             // The image came from a registry these commands built: a refusal is a
             // defect, and this node may now differ from the others.
-            let command = &name[..name.len().min(200)];
-            tracing::error!(error = %e, command, "installing the metadata image: a change was refused");
+            let topic = described.as_deref().unwrap_or("-");
+            tracing::error!(error = %e, topic, "installing the metadata image: a change was refused");
             Ok(())
         }
         Ok(()) => Ok(()),
