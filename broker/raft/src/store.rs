@@ -124,6 +124,15 @@ impl CommitGate {
         self.durable.changed().await.is_ok()
     }
 
+    /// The Raft index the committed id on disk covers (`Some(None)`: nothing
+    /// committed yet); `None` for an open gate or a failed write.
+    fn on_disk(&self) -> Option<Option<u64>> {
+        match &*self.durable.borrow() {
+            Durable::Upto(upto) => Some(*upto),
+            Durable::Failed(_) | Durable::Open => None,
+        }
+    }
+
     /// Fails once writing the committed id failed, or an append did (the
     /// completion task then writes no committed id past it).
     pub(crate) fn check(&self) -> io::Result<()> {
@@ -377,6 +386,40 @@ fn restore_committed_offset(log: &PartitionLog, index: u64) -> Result<(), RaftEr
     let h = es_core::BatchHeader::parse(&bytes, usize::MAX).map_err(LogError::InvalidBatch)?;
     log.set_committed_offset(if h.is_raft_control() { h.base_offset } else { h.next_offset() });
     Ok(())
+}
+
+/// Drops the entries a snapshot past the log's end leaves unmatched. openraft
+/// installs such a snapshot without comparing any entry held here with the
+/// leader's (it only truncates when it holds one at the snapshot's index), and
+/// purges them all; the log keeps them until its next append. Those after the
+/// committed id on disk may be an old leader's entries that never committed: read
+/// up to the snapshot's offset, or kept under it when the log continues at its own
+/// next offset, they would serve records no other replica has. Those at or below
+/// the committed id match the leader's (Raft's log matching) and are what readers
+/// may have seen, so they stay. Run after the snapshot is on disk (a restart in
+/// between runs it again on open, `DataStateMachine::open`) and before its offset
+/// is readable. An open gate (the Suite) knows no committed id: nothing is dropped.
+pub(crate) fn drop_unmatched_tail(
+    log: &PartitionLog,
+    snapshot: Option<LogId>,
+    gate: &CommitGate,
+) -> Result<(), LogError> {
+    let (Some(snapshot), Some(committed)) = (snapshot, gate.on_disk()) else {
+        return Ok(());
+    };
+    let range = log.entry_range();
+    if snapshot.index < range.next {
+        return Ok(());
+    }
+    let from = committed.map_or(range.first, |c| c + 1).max(range.first);
+    if from < range.next {
+        tracing::info!(
+            from,
+            to = range.next,
+            "a snapshot past the log's end: dropping the entries after the committed id, which no leader vouches for"
+        );
+    }
+    log.truncate_entries_from(from)
 }
 
 /// An entry read back from the log: its term is the batch's leader epoch.

@@ -238,6 +238,109 @@ async fn a_follower_behind_retention_starts_over_at_the_leaders_log_start() {
     assert_eq!(follower_log.info().log_end_offset, leader_log.info().log_end_offset);
 }
 
+/// A leader of term 2 whose retention removed indexes 0-3: membership and "a" (term
+/// 1, offset 0), "b" (term 2, offset 1) and a blank in the first segment, "c"
+/// (offset 2) at index 4 in the next. Its snapshot ends at index 3, offset 2.
+async fn leader_past_a_term_change() -> (Guard, Arc<PartitionLog>, LogStore, Snap) {
+    use crate::entry::EsEntry;
+    let (g, log) = open_partition();
+    let mut store = LogStore::open(log.clone()).unwrap();
+    let mut sm = DataStateMachine::open(log.clone(), store.commit_gate()).unwrap();
+    let membership = Membership::new_with_defaults(vec![[1u64].into()], []);
+    let first = vec![
+        EsEntry::new_membership(log_id(1, 0), membership),
+        EsEntry::new_normal(log_id(1, 1), data("a")),
+        EsEntry::new_normal(log_id(2, 2), data("b")),
+        EsEntry::new_blank(log_id(2, 3)),
+    ];
+    append(&mut store, first).await;
+    log.force_roll().unwrap();
+    append(&mut store, vec![EsEntry::new_normal(log_id(2, 4), data("c"))]).await;
+    apply_stored(&mut store, &mut sm, 5).await;
+    assert_eq!(retention_waits_for_a_purge(&log).await, 4);
+    let snap = sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
+    assert_eq!(snap.meta.last_log_id, Some(log_id(2, 3)));
+    store.purge(log_id(2, 3)).await.unwrap();
+    assert_eq!(log.housekeeping().unwrap().deleted_segments, [0]);
+    assert_eq!(log.info().log_start_offset, 2);
+    (g, log, store, snap)
+}
+
+type Snap =
+    openraft::storage::Snapshot<CommittedLeaderId, u64, openraft::impls::BasicNode, std::io::Cursor<Vec<u8>>>;
+
+/// A follower that led term 1: it holds the leader's membership and "a"
+/// (committed), then "x" at index 2, offset 1, which never committed (the leader of
+/// term 2 has "b" there).
+async fn follower_with_an_uncommitted_tail(log: &Arc<PartitionLog>) -> (LogStore, DataStateMachine) {
+    use crate::entry::EsEntry;
+    let (_g, early_log) = open_partition();
+    let mut early = LogStore::open(early_log).unwrap();
+    let membership = Membership::new_with_defaults(vec![[1u64].into()], []);
+    append(
+        &mut early,
+        vec![EsEntry::new_membership(log_id(1, 0), membership), EsEntry::new_normal(log_id(1, 1), data("a"))],
+    )
+    .await;
+    let mut store = LogStore::open(log.clone()).unwrap();
+    let mut sm = DataStateMachine::open(log.clone(), store.commit_gate()).unwrap();
+    append(&mut store, early.get_log_reader().await.try_get_log_entries(0..2).await.unwrap()).await;
+    apply_stored(&mut store, &mut sm, 2).await;
+    published(log, 1).await;
+    append(&mut store, vec![EsEntry::new_normal(log_id(1, 2), data("x"))]).await;
+    assert_eq!(values(log), ["a"]);
+    (store, sm)
+}
+
+/// openraft installs a snapshot past a follower's log end without comparing the
+/// entries the follower holds (it truncates only on a conflict at the snapshot's
+/// index). Those after the follower's committed id may be an old leader's that
+/// never committed: here "x" sits at offset 1, where the leader has "b", and the
+/// log would continue at offset 2 over it. The install drops them before the
+/// snapshot's offset is readable; the follower then starts over at the leader's
+/// log start and holds only what the leader holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_past_the_log_end_drops_the_uncommitted_tail() {
+    let (_g, leader_log, mut leader, snap) = leader_past_a_term_change().await;
+    let (_g2, follower_log) = open_partition();
+    let (mut follower, mut follower_sm) = follower_with_an_uncommitted_tail(&follower_log).await;
+
+    follower_sm.install_snapshot(&snap.meta, snap.snapshot).await.unwrap();
+    assert_eq!(values(&follower_log), ["a"], "the uncommitted \"x\" is never served");
+    assert_eq!(follower_log.entry_range().next, 2);
+    follower.purge(snap.meta.last_log_id.unwrap()).await.unwrap();
+    let rest = leader.get_log_reader().await.try_get_log_entries(4..5).await.unwrap();
+    append(&mut follower, rest.clone()).await;
+    follower.save_committed(Some(log_id(2, 4))).await.unwrap();
+    follower_sm.apply(futures_util::stream::iter(rest.into_iter().map(|e| Ok((e, None))))).await.unwrap();
+    published(&follower_log, 3).await;
+    assert_eq!(values(&follower_log), ["c"]);
+    assert_eq!(follower_log.info().log_start_offset, leader_log.info().log_start_offset);
+    let read = |p: &PartitionLog| p.read(2, 1 << 20).unwrap().data.to_vec();
+    assert_eq!(read(&follower_log), read(&leader_log), "byte-identical to the leader's");
+}
+
+/// A crash after the snapshot is kept and before the unmatched tail is dropped:
+/// reopening the group drops it, before anything is readable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_drops_the_tail_a_kept_snapshot_left_unmatched() {
+    let (_g, _leader_log, _leader, snap) = leader_past_a_term_change().await;
+    let (_g2, follower_log) = open_partition();
+    let (follower, follower_sm) = follower_with_an_uncommitted_tail(&follower_log).await;
+    let mut writing = follower.committed_writer();
+    drop((follower, follower_sm));
+    let ended = tokio::time::timeout(Duration::from_secs(10), writing.wait_for(|n| *n == 0)).await.is_ok();
+    assert!(ended, "{} tasks still write", *writing.borrow());
+    // What `install_snapshot` keeps on disk first: the snapshot as the leader sent it.
+    follower_log.write_raft_file(es_log::RaftFile::Snapshot, snap.snapshot.get_ref()).unwrap();
+
+    let store = LogStore::open(follower_log.clone()).unwrap();
+    let sm = DataStateMachine::open(follower_log.clone(), store.commit_gate()).unwrap();
+    assert_eq!(follower_log.entry_range().next, 2, "\"x\" is gone");
+    assert_eq!(values(&follower_log), ["a"]);
+    drop((store, sm));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_raft_log_survives_a_restart() {
     use crate::entry::EsEntry;
