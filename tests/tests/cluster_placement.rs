@@ -338,3 +338,42 @@ fn a_produce_spanning_partitions_led_elsewhere_is_refused_whole() {
         assert_eq!(r.body["offsets"][0]["offset"], 0, "partition {p}: the refused request wrote nothing");
     }
 }
+
+/// Records of `topic` node `b` handed to consumers (`es_records_fetched_total`).
+fn records_fetched(b: &es_tests::broker::Broker, topic: &str) -> u64 {
+    let text = b.get("/metrics").body.as_str().map(str::to_owned).unwrap_or_default();
+    let series = format!("es_records_fetched_total{{topic=\"{topic}\"}}");
+    text.lines().find_map(|l| l.strip_prefix(&series)).map_or(0, |v| v.trim().parse().unwrap_or(0))
+}
+
+/// Follower fetching (KIP-392): each node in a rack of its own (`cluster.rack`),
+/// listed in Metadata; a Java consumer whose `client.rack` is a follower's is sent
+/// there by the leader (`preferred_read_replica`) and reads every record from that
+/// follower, those written before and those written while it reads. The leader
+/// hands it none.
+#[test]
+fn a_kafka_consumer_reads_from_the_replica_in_its_rack() {
+    let mut c = Cluster::new(3, &["--cluster-leader-balance-ms", "0"], &[]);
+    for id in 1..=3 {
+        c.env = vec![("ES_CLUSTER_RACK".into(), format!("r{id}"))];
+        c.start_node(id);
+    }
+    c.create_topic_anywhere("racked");
+    let early: Vec<String> = (0..50).map(|i| format!("early-{i}")).collect();
+    let (leader, _) = c.produce_anywhere("racked", &early);
+    let near = (1..=3).find(|id| *id != leader).unwrap();
+    let bootstrap: Vec<String> = c.nodes.values().map(|b| b.kafka_addr.clone()).collect();
+    let rack = format!("r{near}");
+    let mut cmd = std::process::Command::new("java");
+    cmd.args(["-Xmx256m", "-cp", es_tests::peers::java_classpath(), "es.kafka.Scenarios"]);
+    cmd.args(["rack", &bootstrap.join(","), "racked", &rack, "50"]);
+    let out = es_tests::peers::run(&mut cmd, None, Duration::from_secs(180), "java Scenarios rack");
+    let line = out.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no result:\n{out}"));
+    let r: Value = serde_json::from_str(line).unwrap();
+    assert_eq!(r["racks"], "1=r1,2=r2,3=r3", "{r}");
+    assert_eq!((r["consumed"].as_u64(), &r["offsets_dense"]), (Some(100), &json!(true)), "{r}");
+    assert_eq!(r["last_value"], "late-49", "{r}");
+    assert!(c.node(near).kafka_answered("fetch") > 0, "node {near} (rack {rack}) served no fetch");
+    assert!(records_fetched(c.node(near), "racked") >= 100, "node {near} served the records");
+    assert_eq!(records_fetched(c.node(leader), "racked"), 0, "the leader sent the consumer to its rack");
+}

@@ -90,6 +90,8 @@ pub struct ClusterPlan {
     leader_balance: Option<std::time::Duration>,
     join: bool,
     metadata_log: es_server::cluster::MetadataLogConfig,
+    /// `cluster.rack`.
+    rack: Option<String>,
 }
 
 /// How a setting's value was given, for messages: `--bind`, `ES_HTTP_BIND`,
@@ -210,7 +212,8 @@ fn cluster_plan(cfg: &Effective) -> anyhow::Result<Option<ClusterPlan>> {
         segment_bytes: cfg.int("cluster.metadata_segment_bytes").unwrap_or(8 * 1024 * 1024),
         retention_bytes: cfg.int("cluster.metadata_retention_bytes").unwrap_or(100 * 1024 * 1024),
     };
-    Ok(Some(ClusterPlan { node_id, peers, bind, secret, timers, leader_balance, join, metadata_log }))
+    let rack = cfg.text("cluster.rack").filter(|r| !r.is_empty());
+    Ok(Some(ClusterPlan { node_id, peers, bind, secret, timers, leader_balance, join, metadata_log, rack }))
 }
 
 /// A port the settings table bounded to 1..=65535.
@@ -478,6 +481,7 @@ async fn serve(
                 kafka_port: u16::try_from(node.port).unwrap_or(0),
                 http: format!("{scheme}://{local}"),
                 binary: binary_local.to_string(),
+                rack: plan.rack.clone(),
             };
             Some(join_cluster(plan, &registry, addresses).await?)
         }

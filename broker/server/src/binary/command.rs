@@ -171,6 +171,7 @@ async fn fetch(
         max_wait_ms: u64::from(max_wait_ms),
         min_bytes: min_bytes as usize,
         max_bytes: max_bytes as usize,
+        leader_only: false,
     };
     let results = service.fetch(who, req).await?;
     let partitions = results

@@ -703,6 +703,7 @@ mod tests {
                 kafka_port: 9092,
                 http: "http://127.0.0.1:8080".into(),
                 binary: "127.0.0.1:9093".into(),
+                rack: None,
             },
             leader_balance: None,
             join: false,

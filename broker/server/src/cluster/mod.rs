@@ -13,6 +13,7 @@ mod internal;
 mod members;
 mod metadata;
 pub mod placement;
+mod racks;
 mod reads;
 mod rpc;
 
@@ -40,6 +41,9 @@ pub struct NodeAddresses {
     pub http: String,
     /// The binary protocol's `host:port`.
     pub binary: String,
+    /// The node's rack (`cluster.rack`, Kafka's `broker.rack`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rack: Option<String>,
 }
 
 /// How this node joins its cluster.

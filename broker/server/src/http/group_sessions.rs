@@ -372,6 +372,7 @@ async fn read(
                 max_wait_ms: if found { 0 } else { step.as_millis() as u64 },
                 min_bytes: 1,
                 max_bytes: limits::CONSUME_BYTES_MAX,
+                leader_only: false,
             };
             match ctx.service.fetch(ctx.who, req).await {
                 Ok(local) => {

@@ -153,8 +153,13 @@ pub async fn consume(
     let start = start_of(&q)?;
     let offset = state.service.start_offset(&principal, &name, partition, start).await?;
     let one = FetchPartition { topic: name.clone(), partition, offset, max_bytes };
-    let req =
-        FetchRequest { partitions: vec![one], max_wait_ms: q.wait_ms.unwrap_or(0), min_bytes: 1, max_bytes };
+    let req = FetchRequest {
+        partitions: vec![one],
+        max_wait_ms: q.wait_ms.unwrap_or(0),
+        min_bytes: 1,
+        max_bytes,
+        leader_only: false,
+    };
     let read =
         state.service.fetch(&principal, req).await?.pop().expect("one partition asked, one answered")?;
     let body = consume_body(&name, partition, &read, offset, max_records, q.encoding.unwrap_or_default())?;

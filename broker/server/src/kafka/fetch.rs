@@ -1,9 +1,16 @@
 //! Fetch (4-16): stored batches served as stored, whole, at least one even over
 //! `max_bytes` (KIP-74); records are never null (librdkafka fails a whole response
-//! on a null); `preferred_read_replica` -1; the long poll is the service's. No fetch
-//! sessions: session id 0 tells clients to send full fetches. Topics are named by
-//! id from v13. A fetch over its key's quota is served in full and answered with
-//! `throttle_time_ms`; the connection is then muted for as long (KIP-219).
+//! on a null); the long poll is the service's. No fetch sessions: session id 0
+//! tells clients to send full fetches. Topics are named by id from v13. A fetch
+//! over its key's quota is served in full and answered with `throttle_time_ms`;
+//! the connection is then muted for as long (KIP-219).
+//!
+//! Follower fetching (KIP-392): before v11 only a partition's leader serves it
+//! (NOT_LEADER_OR_FOLLOWER elsewhere); from v11 any replica serves consumers up to
+//! its high watermark, and a leader asked by a consumer that names its rack
+//! (`rack_id`, the client's `client.rack`) from another rack answers a partition
+//! with no records and `preferred_read_replica` set to an in-sync replica in that
+//! rack when there is one (`cluster/racks.rs`); otherwise it is -1.
 
 use es_kafka::kafka_protocol::messages::fetch_request::FetchTopic;
 use es_kafka::kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
@@ -16,23 +23,34 @@ use super::error::{code, kafka_code};
 use super::throttle::Mute;
 use crate::limits::WAIT_MS_MAX;
 use crate::service::error::BrokerError;
-use crate::service::fetch::{self, FetchPartition};
+use crate::service::fetch::{self, FetchPartition, ReadElsewhere};
 use crate::service::{Call, Principal, authz};
 
 /// One requested partition: where its answer goes, and what to read (or why not).
 struct Slot {
     topic: usize,
     index: i32,
-    read: Result<FetchPartition, i16>,
+    read: Todo,
 }
+
+enum Todo {
+    Read(FetchPartition),
+    Failed(i16),
+    /// Read on another replica (KIP-392).
+    Elsewhere(ReadElsewhere),
+}
+
+/// From this version a follower serves consumers and the consumer's rack is sent.
+const FOLLOWER_FETCH_VERSION: i16 = 11;
 
 pub async fn fetch(
     ctx: &Ctx,
     who: &Principal,
-    _version: i16,
+    version: i16,
     req: FetchRequest,
     mute: &Mute,
 ) -> FetchResponse {
+    let rack = (version >= FOLLOWER_FETCH_VERSION).then(|| req.rack_id.as_str()).filter(|r| !r.is_empty());
     let mut topics: Vec<FetchableTopicResponse> = Vec::with_capacity(req.topics.len());
     let mut slots = Vec::new();
     let auth = ctx.service.registry().auth();
@@ -44,25 +62,37 @@ pub async fn fetch(
             if t.topic_id != Uuid::nil() { code::UNKNOWN_TOPIC_ID } else { code::TOPIC_AUTHORIZATION_FAILED }
         });
         for p in &t.partitions {
-            let read = match refused {
-                Some(c) => Err(c),
-                None => target(&name, p),
+            let read = match refused.map_or_else(|| target(&name, p), Err) {
+                Err(c) => Todo::Failed(c),
+                Ok(at) => {
+                    match rack.and_then(|r| ctx.service.preferred_read_replica(&at.topic, at.partition, r)) {
+                        Some(elsewhere) => Todo::Elsewhere(elsewhere),
+                        None => Todo::Read(at),
+                    }
+                }
             };
             slots.push(Slot { topic: topics.len(), index: p.partition, read });
         }
         let topic = TopicName(t.topic.0.clone());
         topics.push(FetchableTopicResponse::default().with_topic(topic).with_topic_id(t.topic_id));
     }
-    let reads: Vec<FetchPartition> = slots.iter().filter_map(|s| s.read.clone().ok()).collect();
+    let reads: Vec<FetchPartition> = slots
+        .iter()
+        .filter_map(|s| match &s.read {
+            Todo::Read(at) => Some(at.clone()),
+            Todo::Failed(_) | Todo::Elsewhere(_) => None,
+        })
+        .collect();
     // A refusal of the whole fetch (its shape) answers every partition with its code.
-    let (mut results, whole) = match read(ctx, who, &req, reads).await {
+    let (mut results, whole) = match read(ctx, who, &req, reads, version).await {
         Ok(r) => (r.into_iter(), None),
         Err(e) => (Vec::new().into_iter(), Some(kafka_code(&e))),
     };
     for slot in slots {
         let data = match (slot.read, whole) {
-            (Err(c), _) | (Ok(_), Some(c)) => failed(slot.index, c),
-            (Ok(_), None) => match results.next() {
+            (Todo::Failed(c), _) | (Todo::Read(_), Some(c)) => failed(slot.index, c),
+            (Todo::Elsewhere(e), _) => elsewhere(slot.index, e),
+            (Todo::Read(_), None) => match results.next() {
                 Some(Ok(read)) => served(slot.index, read),
                 Some(Err(e)) => from_error(slot.index, &e),
                 None => failed(slot.index, code::UNKNOWN_SERVER_ERROR),
@@ -86,6 +116,7 @@ async fn read(
     who: &Principal,
     req: &FetchRequest,
     reads: Vec<FetchPartition>,
+    version: i16,
 ) -> crate::service::Result<fetch::Fetched> {
     if reads.is_empty() {
         return Ok(Vec::new());
@@ -98,6 +129,7 @@ async fn read(
         max_wait_ms: wait,
         min_bytes: usize::try_from(req.min_bytes).unwrap_or(0),
         max_bytes: usize::try_from(req.max_bytes).unwrap_or(0).max(1),
+        leader_only: version < FOLLOWER_FETCH_VERSION,
     };
     ctx.service.fetch(who, shape).await
 }
@@ -137,6 +169,16 @@ fn served(index: i32, read: ReadResult) -> PartitionData {
         .with_last_stable_offset(hw)
         .with_log_start_offset(read.log_start_offset as i64)
         .with_records(Some(read.data))
+}
+
+/// Sent to another replica: no records, the leader's watermarks (as Kafka answers).
+fn elsewhere(index: i32, e: ReadElsewhere) -> PartitionData {
+    let hw = e.high_watermark as i64;
+    base(index)
+        .with_high_watermark(hw)
+        .with_last_stable_offset(hw)
+        .with_log_start_offset(e.log_start as i64)
+        .with_preferred_read_replica(BrokerId(super::metadata::node_id(e.node)))
 }
 
 fn failed(index: i32, error: i16) -> PartitionData {

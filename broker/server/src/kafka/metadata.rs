@@ -85,19 +85,39 @@ fn with_topic_operations(auth: &Auth, who: &Principal, t: MetadataResponseTopic)
 fn brokers(ctx: &Ctx) -> Vec<MetadataResponseBroker> {
     nodes(ctx)
         .into_iter()
-        .map(|(id, host, port)| {
-            MetadataResponseBroker::default().with_node_id(BrokerId(id)).with_host(sb(host)).with_port(port)
+        .map(|n| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(n.id))
+                .with_host(sb(n.host))
+                .with_port(n.port)
+                .with_rack(n.rack.map(sb))
         })
         .collect()
 }
 
-/// (node id, advertised host, port) of every node clients can be sent to.
-fn nodes(ctx: &Ctx) -> Vec<(i32, String, i32)> {
+/// A node clients can be sent to, as it advertises itself.
+struct Node {
+    id: i32,
+    host: String,
+    port: i32,
+    /// `cluster.rack` (Kafka's `broker.rack`).
+    rack: Option<String>,
+}
+
+fn nodes(ctx: &Ctx) -> Vec<Node> {
     match ctx.service.cluster_nodes() {
-        None => vec![(ctx.node.node_id, ctx.node.host.clone(), ctx.node.port)],
-        Some(nodes) => {
-            nodes.into_iter().map(|(id, a)| (node_id(id), a.kafka_host, i32::from(a.kafka_port))).collect()
+        None => {
+            vec![Node { id: ctx.node.node_id, host: ctx.node.host.clone(), port: ctx.node.port, rack: None }]
         }
+        Some(nodes) => nodes
+            .into_iter()
+            .map(|(id, a)| Node {
+                id: node_id(id),
+                host: a.kafka_host,
+                port: i32::from(a.kafka_port),
+                rack: a.rack,
+            })
+            .collect(),
     }
 }
 
@@ -177,8 +197,12 @@ pub fn describe_cluster(
 ) -> DescribeClusterResponse {
     let brokers = nodes(ctx)
         .into_iter()
-        .map(|(id, host, port)| {
-            DescribeClusterBroker::default().with_broker_id(BrokerId(id)).with_host(sb(host)).with_port(port)
+        .map(|n| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(n.id))
+                .with_host(sb(n.host))
+                .with_port(n.port)
+                .with_rack(n.rack.map(sb))
         })
         .collect();
     DescribeClusterResponse::default()

@@ -106,7 +106,8 @@ async fn record_timestamp(
     offset: u64,
 ) -> Result<i64> {
     let at = FetchPartition { topic: topic.to_owned(), partition, offset, max_bytes: 1 };
-    let req = FetchRequest { partitions: vec![at], max_wait_ms: 0, min_bytes: 0, max_bytes: 1 };
+    let req =
+        FetchRequest { partitions: vec![at], max_wait_ms: 0, min_bytes: 0, max_bytes: 1, leader_only: true };
     let read =
         ctx.service.fetch(who, req).await?.pop().ok_or_else(|| BrokerError::Internal("no read".into()))??;
     let invalid =

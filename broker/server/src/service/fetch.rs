@@ -28,6 +28,20 @@ pub struct FetchRequest {
     pub min_bytes: usize,
     /// Budget over all partitions; the first partition with data gets a batch anyway.
     pub max_bytes: usize,
+    /// Only the partition's leader answers (a follower: NotLeader). Every replica
+    /// serves up to its committed high watermark, but Kafka clients before Fetch
+    /// v11 read only from leaders (a follower answers NOT_LEADER_OR_FOLLOWER, as
+    /// Kafka does); from v11 Kafka serves consumers on followers too (KIP-392), as
+    /// HTTP and the binary protocol always do.
+    pub leader_only: bool,
+}
+
+/// Where a consumer is sent to read a partition (KIP-392's preferred read replica).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadElsewhere {
+    pub node: u64,
+    pub high_watermark: u64,
+    pub log_start: u64,
 }
 
 /// Each partition's read, in request order; a failed partition does not fail the others.
@@ -73,7 +87,7 @@ impl Service {
         check_shape(&req)?;
         self.refuse_while_throttled(principal, Direction::Fetch)?;
         let handles: Vec<Result<PartitionHandle>> =
-            req.partitions.iter().map(|p| self.fetch_handle(principal, p)).collect();
+            req.partitions.iter().map(|p| self.fetch_handle(principal, p, req.leader_only)).collect();
         let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms);
         let mut shutdown = self.registry.shutdown_signal();
         loop {
@@ -164,16 +178,35 @@ impl Service {
         self.polls.parked()
     }
 
-    /// The partition a fetch reads. Every replica serves up to its committed high
-    /// watermark, but Kafka clients fetch from the leader (they follow Metadata; a
-    /// follower answers NOT_LEADER_OR_FOLLOWER, as Kafka does without KIP-392).
-    fn fetch_handle(&self, principal: &Principal, p: &FetchPartition) -> Result<PartitionHandle> {
+    /// The partition a fetch reads (`leader_only`: see [`FetchRequest`]).
+    fn fetch_handle(
+        &self,
+        principal: &Principal,
+        p: &FetchPartition,
+        leader_only: bool,
+    ) -> Result<PartitionHandle> {
         self.authorize(principal, Call::Fetch, Resource::Topic(p.topic.clone()))?;
         let handle = self.partition(&self.topic(&p.topic)?, p.partition)?;
-        if self.protocol == crate::metrics::Protocol::Kafka {
+        if leader_only {
             handle.check_leader()?;
         }
         Ok(handle)
+    }
+
+    /// KIP-392, for a Kafka fetch that names the consumer's rack: the in-sync
+    /// replica in that rack to read `partition` from, when this node leads it from
+    /// another rack, with the partition's high watermark and log start for the
+    /// answer. `None`: read here (or the partition's own error comes with the
+    /// read). The caller authorized the topic for fetching.
+    pub fn preferred_read_replica(&self, topic: &str, partition: u32, rack: &str) -> Option<ReadElsewhere> {
+        let handle = self.partition(&self.topic(topic).ok()?, partition).ok()?;
+        let node = handle.preferred_read_replica(rack)?;
+        let info = handle.info();
+        Some(ReadElsewhere {
+            node,
+            high_watermark: handle.high_watermark(),
+            log_start: info.log_start_offset,
+        })
     }
 }
 

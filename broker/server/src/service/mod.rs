@@ -150,7 +150,13 @@ mod tests {
 
     fn fetch_req(topic: &str, wait_ms: u64) -> FetchRequest {
         let p = FetchPartition { topic: topic.into(), partition: 0, offset: 0, max_bytes: 1 << 20 };
-        FetchRequest { partitions: vec![p], max_wait_ms: wait_ms, min_bytes: 1, max_bytes: 1 << 20 }
+        FetchRequest {
+            partitions: vec![p],
+            max_wait_ms: wait_ms,
+            min_bytes: 1,
+            max_bytes: 1 << 20,
+            leader_only: false,
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -188,8 +188,33 @@ impl PartitionHandle {
     }
 
     /// Whole batches from `offset`, at most `max_bytes` (at least one batch).
+    /// Whole batches from `offset`, never past the high watermark. A replica in a
+    /// cluster answers an offset past its high watermark that its log holds with
+    /// nothing yet, as Kafka does (past the log's end it is out of range): a
+    /// follower learns of a commit a round after its leader, and a new leader's
+    /// watermark waits for its first entry to commit, so a reader sent here with a
+    /// position another replica served waits for it rather than resetting.
     pub fn read(&self, offset: u64, max_bytes: usize) -> Result<ReadResult> {
-        self.log.read(offset, max_bytes).map_err(|e| self.log_error(e))
+        match self.log.read(offset, max_bytes) {
+            Err(es_log::LogError::OffsetOutOfRange { requested, log_start, high_watermark })
+                if self.replica.is_some()
+                    && requested >= log_start
+                    && requested <= self.log.info().log_end_offset =>
+            {
+                Ok(ReadResult { data: bytes::Bytes::new(), high_watermark, log_start_offset: log_start })
+            }
+            other => other.map_err(|e| self.log_error(e)),
+        }
+    }
+
+    /// KIP-392: the in-sync replica a consumer in `rack` should read from instead,
+    /// when this node leads the partition and is in another rack
+    /// (`cluster/racks.rs`); `None`: read here.
+    pub fn preferred_read_replica(&self, rack: &str) -> Option<u64> {
+        let (Role::Leader, Some(r)) = (self.role, &self.replica) else {
+            return None;
+        };
+        r.cluster.preferred_read_replica(rack, &r.group.status().in_sync, self.partition)
     }
 
     pub fn info(&self) -> PartitionInfo {

@@ -7,6 +7,7 @@
 //   java -cp ... es.kafka.Scenarios admin BOOTSTRAP TOPIC
 //   java -cp ... es.kafka.Scenarios epochs BOOTSTRAP TOPIC
 //   java -cp ... es.kafka.Scenarios failover BOOTSTRAP TOPIC MARKER
+//   java -cp ... es.kafka.Scenarios rack BOOTSTRAP TOPIC RACK COUNT
 //
 // Every wait is bounded; a scenario that cannot finish exits non-zero with the reason.
 package es.kafka;
@@ -72,6 +73,7 @@ public final class Scenarios {
             case "admin" -> out = admin(args[1], args[2]);
             case "epochs" -> out = epochs(args[1], args[2]);
             case "failover" -> out = failover(args[1], args[2], args[3]);
+            case "rack" -> out = rack(args[1], args[2], args[3], Integer.parseInt(args[4]));
             default -> {
                 System.err.println("unknown scenario " + args[0]);
                 System.exit(2);
@@ -516,6 +518,47 @@ public final class Scenarios {
         List<String> names = new ArrayList<>(errors.keySet());
         Collections.sort(names);
         j.put("errors", String.join(",", names));
+        return j.toString();
+    }
+
+    // ---- rack: a consumer that names its rack reads from the replica there (KIP-392) ----
+    //
+    // Partition 0 holds COUNT records. A consumer with client.rack=RACK reads them
+    // from offset 0, then COUNT more that a producer writes meanwhile (so it goes on
+    // fetching where it was sent). Printed: what it read, and each replica's rack as
+    // Metadata lists it; the test checks which broker served the fetches.
+
+    private static String rack(String bootstrap, String topic, String rack, int count) throws Exception {
+        Json j = new Json();
+        TopicPartition p0 = new TopicPartition(topic, 0);
+        Properties props = consumerProps(bootstrap, null);
+        props.put(ConsumerConfig.CLIENT_RACK_CONFIG, rack);
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
+            consumer.assign(List.of(p0));
+            consumer.seekToBeginning(List.of(p0));
+            List<ConsumerRecord<byte[], byte[]>> all = new ArrayList<>(pollUntil(consumer, count));
+            try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProps(bootstrap, "none"))) {
+                for (int i = 0; i < count; i++) {
+                    producer.send(new ProducerRecord<>(topic, 0, null, ("late-" + i).getBytes())).get(30, TimeUnit.SECONDS);
+                }
+            }
+            all.addAll(pollUntil(consumer, count));
+            j.put("consumed", all.size());
+            boolean dense = true;
+            for (int i = 0; i < all.size(); i++) {
+                dense &= all.get(i).offset() == i;
+            }
+            j.put("offsets_dense", dense);
+            j.put("last_value", all.isEmpty() ? "" : new String(all.get(all.size() - 1).value()));
+            List<String> racks = new ArrayList<>();
+            for (Node n : consumer.partitionsFor(topic).get(0).replicas()) {
+                racks.add(n.id() + "=" + n.rack());
+            }
+            Collections.sort(racks);
+            j.put("racks", String.join(",", racks));
+        } catch (Exception e) {
+            j.put("error", e.getClass().getSimpleName() + ": " + e.getMessage());
+        }
         return j.toString();
     }
 
