@@ -16,7 +16,7 @@ use super::error::{code, response};
 use crate::limits;
 use crate::plugins::binding::Outcome;
 use crate::service::error::{BrokerError, Result};
-use crate::service::fetch::{self, FetchRequest};
+use crate::service::fetch::{self, FetchRequest, Replicas};
 use crate::service::produce::{PartitionBatch, ProduceAck};
 use crate::service::{Principal, Service, admin, offsets};
 
@@ -171,7 +171,7 @@ async fn fetch(
         max_wait_ms: u64::from(max_wait_ms),
         min_bytes: min_bytes as usize,
         max_bytes: max_bytes as usize,
-        leader_only: false,
+        from: Replicas::Any,
     };
     let results = service.fetch(who, req).await?;
     let partitions = results

@@ -24,7 +24,7 @@ use crate::api::{Encoding, ErrorBody};
 use crate::groups::{CommittedOffset, REBALANCE_TIMEOUT_MS_DEFAULT, SESSION_TIMEOUT_MS_DEFAULT};
 use crate::limits;
 use crate::service::error::{BrokerError, Result};
-use crate::service::fetch::{FetchPartition, FetchRequest};
+use crate::service::fetch::{FetchPartition, FetchRequest, Replicas};
 use crate::service::groups::JoinGroup;
 use crate::service::{Principal, Service};
 
@@ -372,7 +372,7 @@ async fn read(
                 max_wait_ms: if found { 0 } else { step.as_millis() as u64 },
                 min_bytes: 1,
                 max_bytes: limits::CONSUME_BYTES_MAX,
-                leader_only: false,
+                from: Replicas::Any,
             };
             match ctx.service.fetch(ctx.who, req).await {
                 Ok(local) => {

@@ -18,7 +18,7 @@ use crate::api::{
 };
 use crate::limits;
 use crate::service::error::{BrokerError, Result};
-use crate::service::fetch::{FetchPartition, FetchRequest};
+use crate::service::fetch::{FetchPartition, FetchRequest, Replicas};
 use crate::service::offsets::{OffsetSpec, Start};
 use crate::service::produce::{self, PartitionBatch, ProduceTarget};
 
@@ -158,7 +158,7 @@ pub async fn consume(
         max_wait_ms: q.wait_ms.unwrap_or(0),
         min_bytes: 1,
         max_bytes,
-        leader_only: false,
+        from: Replicas::Any,
     };
     let read =
         state.service.fetch(&principal, req).await?.pop().expect("one partition asked, one answered")?;

@@ -23,7 +23,7 @@ use super::error::{code, kafka_code};
 use super::throttle::Mute;
 use crate::limits::WAIT_MS_MAX;
 use crate::service::error::BrokerError;
-use crate::service::fetch::{self, FetchPartition, ReadElsewhere};
+use crate::service::fetch::{self, FetchPartition, ReadElsewhere, Replicas};
 use crate::service::{Call, Principal, authz};
 
 /// One requested partition: where its answer goes, and what to read (or why not).
@@ -129,7 +129,10 @@ async fn read(
         max_wait_ms: wait,
         min_bytes: usize::try_from(req.min_bytes).unwrap_or(0),
         max_bytes: usize::try_from(req.max_bytes).unwrap_or(0).max(1),
-        leader_only: version < FOLLOWER_FETCH_VERSION,
+        from: match version < FOLLOWER_FETCH_VERSION {
+            true => Replicas::Leader,
+            false => Replicas::Led,
+        },
     };
     ctx.service.fetch(who, shape).await
 }

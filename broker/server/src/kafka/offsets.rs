@@ -19,7 +19,7 @@ use super::Ctx;
 use super::error::{code, kafka_code};
 use crate::service::Principal;
 use crate::service::error::{BrokerError, Result};
-use crate::service::fetch::{FetchPartition, FetchRequest};
+use crate::service::fetch::{FetchPartition, FetchRequest, Replicas};
 use crate::service::offsets::{EpochEnd, OffsetSpec};
 
 /// Kafka's "earliest local" spec (KIP-405).
@@ -106,8 +106,13 @@ async fn record_timestamp(
     offset: u64,
 ) -> Result<i64> {
     let at = FetchPartition { topic: topic.to_owned(), partition, offset, max_bytes: 1 };
-    let req =
-        FetchRequest { partitions: vec![at], max_wait_ms: 0, min_bytes: 0, max_bytes: 1, leader_only: true };
+    let req = FetchRequest {
+        partitions: vec![at],
+        max_wait_ms: 0,
+        min_bytes: 0,
+        max_bytes: 1,
+        from: Replicas::Leader,
+    };
     let read =
         ctx.service.fetch(who, req).await?.pop().ok_or_else(|| BrokerError::Internal("no read".into()))??;
     let invalid =

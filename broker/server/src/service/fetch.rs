@@ -28,12 +28,24 @@ pub struct FetchRequest {
     pub min_bytes: usize,
     /// Budget over all partitions; the first partition with data gets a batch anyway.
     pub max_bytes: usize,
-    /// Only the partition's leader answers (a follower: NotLeader). Every replica
-    /// serves up to its committed high watermark, but Kafka clients before Fetch
-    /// v11 read only from leaders (a follower answers NOT_LEADER_OR_FOLLOWER, as
-    /// Kafka does); from v11 Kafka serves consumers on followers too (KIP-392), as
-    /// HTTP and the binary protocol always do.
-    pub leader_only: bool,
+    /// Which replicas answer; the others refuse with NotLeader.
+    pub from: Replicas,
+}
+
+/// Which replicas of a partition serve a fetch. Every replica serves up to its
+/// committed high watermark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replicas {
+    /// The leader only: Kafka clients before Fetch v11 (a follower answers
+    /// NOT_LEADER_OR_FOLLOWER, as Kafka does) and ListOffsets.
+    Leader,
+    /// Any replica that knows a leader: Kafka consumers from Fetch v11 (KIP-392).
+    /// One that knows none (mid-election, or a fenced leader) refuses, so clients
+    /// refresh their metadata, and a fenced node sheds the connection
+    /// (`kafka/fenced.rs`).
+    Led,
+    /// Any replica: HTTP and the binary protocol.
+    Any,
 }
 
 /// Where a consumer is sent to read a partition (KIP-392's preferred read replica).
@@ -87,7 +99,7 @@ impl Service {
         check_shape(&req)?;
         self.refuse_while_throttled(principal, Direction::Fetch)?;
         let handles: Vec<Result<PartitionHandle>> =
-            req.partitions.iter().map(|p| self.fetch_handle(principal, p, req.leader_only)).collect();
+            req.partitions.iter().map(|p| self.fetch_handle(principal, p, req.from)).collect();
         let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms);
         let mut shutdown = self.registry.shutdown_signal();
         loop {
@@ -178,17 +190,20 @@ impl Service {
         self.polls.parked()
     }
 
-    /// The partition a fetch reads (`leader_only`: see [`FetchRequest`]).
+    /// The partition a fetch reads, on a replica `from` allows.
     fn fetch_handle(
         &self,
         principal: &Principal,
         p: &FetchPartition,
-        leader_only: bool,
+        from: Replicas,
     ) -> Result<PartitionHandle> {
         self.authorize(principal, Call::Fetch, Resource::Topic(p.topic.clone()))?;
         let handle = self.partition(&self.topic(&p.topic)?, p.partition)?;
-        if leader_only {
-            handle.check_leader()?;
+        match (from, handle.role) {
+            (Replicas::Leader, _) | (Replicas::Led, super::partition::Role::Follower { leader: None }) => {
+                handle.check_leader()?
+            }
+            (Replicas::Led | Replicas::Any, _) => {}
         }
         Ok(handle)
     }

@@ -132,7 +132,7 @@ mod tests {
 
     use super::*;
     use crate::registry::BrokerOptions;
-    use crate::service::fetch::{FetchPartition, FetchRequest};
+    use crate::service::fetch::{FetchPartition, FetchRequest, Replicas};
     use crate::service::produce::PartitionBatch;
 
     fn service(dir: &std::path::Path) -> Service {
@@ -155,7 +155,7 @@ mod tests {
             max_wait_ms: wait_ms,
             min_bytes: 1,
             max_bytes: 1 << 20,
-            leader_only: false,
+            from: Replicas::Any,
         }
     }
 
