@@ -241,10 +241,22 @@ impl PartitionLog {
             .find(|s| s.state.read().expect("segment state lock").raft.end() > index)
             .cloned()
             .expect("the active segment ends at the next index");
-        let (first, pos) = {
+        let (first, mut pos) = {
             let st = target.state.read().expect("segment state lock");
             (st.raft.first(), st.raft.position(index))
         };
+        let mut index = index;
+        let after_another = inner.segments.values().next().is_some_and(|s| !Arc::ptr_eq(s, &target));
+        if pos.is_none() && index < first && after_another {
+            // In a gap between two segments' indexes (the log continued past purged
+            // entries, `restart_entries_at`): nothing is held from `index` up to
+            // this segment's first, so cutting from there is the same cut.
+            if first >= inner.next_index() {
+                return Ok(());
+            }
+            index = first;
+            pos = target.state.read().expect("segment state lock").raft.position(first);
+        }
         let Some(cut) = pos else {
             // Below the local segments (cold tier) or before this segment's first.
             return Err(LogError::EntryOutOfRange { index, first, next: inner.next_index() });
@@ -607,6 +619,29 @@ mod tests {
         p.append_entry(blank(30), 30, EntryStamp::Leader(LeaderEpoch(3))).unwrap().wait().unwrap();
         assert_eq!(p.read_entries(30, 31, 1 << 20).unwrap().len(), 1);
         assert!(p.restart_entries_at(5, 2).is_err());
+    }
+
+    /// A log that continued past purged entries has a gap in its indexes; a
+    /// truncation from inside the gap cuts everything after it (a snapshot past the
+    /// log's end drops the entries after the committed id, es-raft's
+    /// `drop_unmatched_tail`, whose committed id may fall there).
+    #[test]
+    fn a_truncation_from_inside_an_index_gap_cuts_the_entries_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = manager(dir.path(), true);
+        let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+        fill(&p);
+        p.restart_entries_at(20, 2).unwrap();
+        p.append_entry(blank(20), 20, EntryStamp::Leader(LeaderEpoch(3))).unwrap().wait().unwrap();
+        p.append_entry(data("c"), 21, EntryStamp::Leader(LeaderEpoch(3))).unwrap().wait().unwrap();
+        assert_eq!(p.info().log_end_offset, 3);
+        p.truncate_entries_from(10).unwrap();
+        assert_eq!(p.entry_range().next, 20, "nothing from index 20 on");
+        assert_eq!(p.info().log_end_offset, 2);
+        assert_eq!(values(&p, 0), ["a", "b"], "what came before the gap stays");
+        p.truncate_entries_from(10).unwrap();
+        p.append_entry(blank(20), 20, EntryStamp::Leader(LeaderEpoch(4))).unwrap().wait().unwrap();
+        assert_eq!(p.entry_range().next, 21);
     }
 
     #[test]

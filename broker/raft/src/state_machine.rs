@@ -94,7 +94,7 @@ impl DataStateMachine {
             };
         }
         // A crash between keeping a snapshot and dropping the tail it left unmatched.
-        crate::store::drop_unmatched_tail(&log, state.applied.last_applied, &gate)?;
+        crate::store::drop_unmatched_tail(&log, state.applied.last_applied, None, &gate)?;
         state.snapshot = snapshot;
         log.set_committed_offset(state.applied.high_watermark);
         let hold = Arc::new(gate.hold());
@@ -311,18 +311,21 @@ impl RaftStateMachine<TypeConfig> for DataStateMachine {
     async fn install_snapshot(&mut self, meta: &Meta, snapshot: Cursor<Vec<u8>>) -> io::Result<()> {
         self.gate.check()?;
         let file: SnapshotFile = serde_json::from_slice(snapshot.get_ref()).map_err(io::Error::other)?;
-        {
+        let applied_before = {
             let mut st = self.lock();
+            let before = st.applied.last_applied;
             st.applied = AppliedState {
                 last_applied: meta.last_log_id,
                 membership: meta.last_membership.clone(),
                 high_watermark: file.next_offset,
             };
             st.memberships = vec![meta.last_membership.clone()];
-        }
+            before
+        };
         // On disk before readers see its offset: a restart starts from it.
         self.keep(SnapshotFile { meta: meta.clone(), next_offset: file.next_offset })?;
-        crate::store::drop_unmatched_tail(&self.log, meta.last_log_id, &self.gate).map_err(io)?;
+        crate::store::drop_unmatched_tail(&self.log, meta.last_log_id, applied_before, &self.gate)
+            .map_err(io)?;
         self.log.set_committed_offset(file.next_offset);
         es_log::failpoint::hit("raft-snapshot-installed");
         Ok(())

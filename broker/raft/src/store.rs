@@ -396,12 +396,16 @@ fn restore_committed_offset(log: &PartitionLog, index: u64) -> Result<(), RaftEr
 /// up to the snapshot's offset, or kept under it when the log continues at its own
 /// next offset, they would serve records no other replica has. Those at or below
 /// the committed id match the leader's (Raft's log matching) and are what readers
-/// may have seen, so they stay. Run after the snapshot is on disk (a restart in
-/// between runs it again on open, `DataStateMachine::open`) and before its offset
-/// is readable. An open gate (the Suite) knows no committed id: nothing is dropped.
+/// may have seen, so they stay, as do those up to `applied` (the state machine
+/// applied them: committed; an earlier snapshot may have made them readable before
+/// the committed id on disk covered them). Run after the snapshot is on disk (a
+/// restart in between runs it again on open, `DataStateMachine::open`) and before
+/// its offset is readable. An open gate (the Suite) knows no committed id: nothing
+/// is dropped.
 pub(crate) fn drop_unmatched_tail(
     log: &PartitionLog,
     snapshot: Option<LogId>,
+    applied: Option<LogId>,
     gate: &CommitGate,
 ) -> Result<(), LogError> {
     let (Some(snapshot), Some(committed)) = (snapshot, gate.on_disk()) else {
@@ -411,7 +415,8 @@ pub(crate) fn drop_unmatched_tail(
     if snapshot.index < range.next {
         return Ok(());
     }
-    let from = committed.map_or(range.first, |c| c + 1).max(range.first);
+    let matched = committed.max(applied.map(|a| a.index));
+    let from = matched.map_or(range.first, |c| c + 1).max(range.first);
     if from < range.next {
         tracing::info!(
             from,
