@@ -358,6 +358,15 @@ fn a_kafka_consumer_reads_from_the_replica_in_its_rack() {
         c.env = vec![("ES_CLUSTER_RACK".into(), format!("r{id}"))];
         c.start_node(id);
     }
+    // Each node learns the others' racks with their addresses, over the peer links.
+    for id in 1..=3 {
+        eventually(ELECTION_WAIT, "every node's rack known", || {
+            let nodes = c.node(id).get("/cluster").body["nodes"].clone();
+            let racks: Vec<String> =
+                nodes.as_array()?.iter().filter_map(|n| Some(n["rack"].as_str()?.to_owned())).collect();
+            (racks == ["r1", "r2", "r3"]).then_some(())
+        });
+    }
     c.create_topic_anywhere("racked");
     let early: Vec<String> = (0..50).map(|i| format!("early-{i}")).collect();
     let (leader, _) = c.produce_anywhere("racked", &early);

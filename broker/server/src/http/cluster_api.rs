@@ -52,6 +52,8 @@ pub struct ClusterNode {
     pub binary: String,
     /// The Kafka listener's advertised `host:port`.
     pub kafka: String,
+    /// Its `cluster.rack` (Kafka's `broker.rack`); null when it has none.
+    pub rack: Option<String>,
     /// Data partitions this node leads, as the answering node knows.
     pub leads: usize,
 }
@@ -116,6 +118,7 @@ pub async fn status(State(state): State<AppState>, Caller(who): Caller) -> Resul
             http: a.http.clone(),
             binary: a.binary.clone(),
             kafka: format!("{}:{}", a.kafka_host, a.kafka_port),
+            rack: a.rack.clone(),
             leads: leads(*id),
         })
         .collect();

@@ -187,8 +187,7 @@ impl PartitionHandle {
         }
     }
 
-    /// Whole batches from `offset`, at most `max_bytes` (at least one batch).
-    /// Whole batches from `offset`, never past the high watermark. A replica in a
+    /// Whole batches from `offset`, at most `max_bytes` (at least one batch), never past the high watermark. A replica in a
     /// cluster answers an offset past its high watermark that its log holds with
     /// nothing yet, as Kafka does (past the log's end it is out of range): a
     /// follower learns of a commit a round after its leader, and a new leader's

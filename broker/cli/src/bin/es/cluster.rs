@@ -245,10 +245,17 @@ fn status(client: &Client, json_out: bool) -> anyhow::Result<()> {
     let nodes: Vec<Vec<String>> = array(&v["nodes"])
         .iter()
         .map(|n| {
-            vec![text(&n["id"]), text(&n["leads"]), text(&n["http"]), text(&n["binary"]), text(&n["kafka"])]
+            vec![
+                text(&n["id"]),
+                text(&n["leads"]),
+                text(&n["http"]),
+                text(&n["binary"]),
+                text(&n["kafka"]),
+                text(&n["rack"]),
+            ]
         })
         .collect();
-    table(&["NODE", "LEADS", "HTTP", "BINARY", "KAFKA"], &nodes);
+    table(&["NODE", "LEADS", "HTTP", "BINARY", "KAFKA", "RACK"], &nodes);
     let members: Vec<String> =
         array(&v["members"]).iter().map(|m| format!("{}={}", text(&m["id"]), text(&m["peer"]))).collect();
     if !members.is_empty() {
