@@ -385,4 +385,37 @@ fn a_kafka_consumer_reads_from_the_replica_in_its_rack() {
     assert!(c.node(near).kafka_answered("fetch") > 0, "node {near} (rack {rack}) served no fetch");
     assert!(records_fetched(c.node(near), "racked") >= 100, "node {near} served the records");
     assert_eq!(records_fetched(c.node(leader), "racked"), 0, "the leader sent the consumer to its rack");
+
+    // On the wire: the leader names the replica for an offset it holds and answers
+    // one past its high watermark itself (so a consumer resets rather than going
+    // back and forth); a follower refuses consumers before Fetch v11 and serves
+    // them from v11.
+    let (at_leader, at_near) = (&c.node(leader).kafka_addr, &c.node(near).kafka_addr);
+    assert_eq!(raw_fetch(at_leader, 12, 0, &rack), (0, near as i32, 0), "sent to node {near}");
+    assert_eq!(raw_fetch(at_leader, 12, 1_000, &rack).0, 1, "OFFSET_OUT_OF_RANGE from the leader");
+    assert_eq!(raw_fetch(at_near, 10, 0, "").0, 6, "NOT_LEADER_OR_FOLLOWER before v11");
+    let served = raw_fetch(at_near, 12, 0, "");
+    assert_eq!((served.0, served.1), (0, -1));
+    assert!(served.2 > 0, "the follower served records");
+}
+
+/// One Fetch of partition 0 of `racked` at `offset` from a consumer in `rack`:
+/// (error code, preferred read replica, bytes of records).
+fn raw_fetch(addr: &str, version: i16, offset: i64, rack: &str) -> (i16, i32, usize) {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
+    let mut conn = es_tests::kafka_wire::KafkaConn::connect(addr).unwrap();
+    let partition = FetchPartition::default().with_fetch_offset(offset).with_partition_max_bytes(1 << 20);
+    let topic = FetchTopic::default()
+        .with_topic(TopicName("racked".to_owned().into()))
+        .with_partitions(vec![partition]);
+    let req = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![topic])
+        .with_rack_id(rack.to_owned().into());
+    let r = conn.call(version, &req).unwrap();
+    let p = &r.responses[0].partitions[0];
+    (p.error_code, p.preferred_read_replica.0, p.records.as_ref().map_or(0, |b| b.len()))
 }

@@ -719,6 +719,12 @@ impl Group {
             && self.leader() == Some(self.inner.node)
     }
 
+    /// Whether `node` answered this host's pings within an election timeout
+    /// (this node always has).
+    pub fn peer_alive(&self, node: u64) -> bool {
+        self.inner.liveness.alive(node)
+    }
+
     /// The leader this node knows of, if any: not itself while fenced.
     pub fn leader(&self) -> Option<u64> {
         let known = self.inner.leader.borrow().0;

@@ -65,7 +65,9 @@ pub async fn fetch(
             let read = match refused.map_or_else(|| target(&name, p), Err) {
                 Err(c) => Todo::Failed(c),
                 Ok(at) => {
-                    match rack.and_then(|r| ctx.service.preferred_read_replica(&at.topic, at.partition, r)) {
+                    match rack.and_then(|r| {
+                        ctx.service.preferred_read_replica(&at.topic, at.partition, at.offset, r)
+                    }) {
                         Some(elsewhere) => Todo::Elsewhere(elsewhere),
                         None => Todo::Read(at),
                     }
@@ -83,8 +85,10 @@ pub async fn fetch(
             Todo::Failed(_) | Todo::Elsewhere(_) => None,
         })
         .collect();
+    // A consumer sent elsewhere is told at once, as Kafka does: no long poll then.
+    let at_once = slots.iter().any(|s| matches!(s.read, Todo::Elsewhere(_)));
     // A refusal of the whole fetch (its shape) answers every partition with its code.
-    let (mut results, whole) = match read(ctx, who, &req, reads, version).await {
+    let (mut results, whole) = match read(ctx, who, &req, reads, version, at_once).await {
         Ok(r) => (r.into_iter(), None),
         Err(e) => (Vec::new().into_iter(), Some(kafka_code(&e))),
     };
@@ -117,13 +121,14 @@ async fn read(
     req: &FetchRequest,
     reads: Vec<FetchPartition>,
     version: i16,
+    at_once: bool,
 ) -> crate::service::Result<fetch::Fetched> {
     if reads.is_empty() {
         return Ok(Vec::new());
     }
     // A client's wait beyond the broker's bound is shortened, not refused: the answer
     // comes sooner than it allowed, which every client handles.
-    let wait = u64::try_from(req.max_wait_ms).unwrap_or(0).min(WAIT_MS_MAX);
+    let wait = if at_once { 0 } else { u64::try_from(req.max_wait_ms).unwrap_or(0).min(WAIT_MS_MAX) };
     let shape = fetch::FetchRequest {
         partitions: reads,
         max_wait_ms: wait,

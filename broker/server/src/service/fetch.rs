@@ -209,19 +209,26 @@ impl Service {
     }
 
     /// KIP-392, for a Kafka fetch that names the consumer's rack: the in-sync
-    /// replica in that rack to read `partition` from, when this node leads it from
-    /// another rack, with the partition's high watermark and log start for the
-    /// answer. `None`: read here (or the partition's own error comes with the
-    /// read). The caller authorized the topic for fetching.
-    pub fn preferred_read_replica(&self, topic: &str, partition: u32, rack: &str) -> Option<ReadElsewhere> {
+    /// replica in that rack to read `partition` from at `offset`, when this node
+    /// leads it from another rack, with the partition's high watermark and log
+    /// start for the answer. `None`: read here, as for an offset outside this
+    /// log's range, which the read answers OFFSET_OUT_OF_RANGE so the consumer
+    /// resets (a replica elsewhere would answer the same, and the consumer would
+    /// only come back here). The caller authorized the topic for fetching.
+    pub fn preferred_read_replica(
+        &self,
+        topic: &str,
+        partition: u32,
+        offset: u64,
+        rack: &str,
+    ) -> Option<ReadElsewhere> {
         let handle = self.partition(&self.topic(topic).ok()?, partition).ok()?;
+        let (log_start, high_watermark) = (handle.info().log_start_offset, handle.high_watermark());
+        if offset < log_start || offset > high_watermark {
+            return None;
+        }
         let node = handle.preferred_read_replica(rack)?;
-        let info = handle.info();
-        Some(ReadElsewhere {
-            node,
-            high_watermark: handle.high_watermark(),
-            log_start: info.log_start_offset,
-        })
+        Some(ReadElsewhere { node, high_watermark, log_start })
     }
 }
 

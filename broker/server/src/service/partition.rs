@@ -208,12 +208,16 @@ impl PartitionHandle {
 
     /// KIP-392: the in-sync replica a consumer in `rack` should read from instead,
     /// when this node leads the partition and is in another rack
-    /// (`cluster/racks.rs`); `None`: read here.
+    /// (`cluster/racks.rs`); `None`: read here. In sync means caught up to the
+    /// commit and answering pings: an idle partition's replica that died stays
+    /// caught up, and would be named until the next write.
     pub fn preferred_read_replica(&self, rack: &str) -> Option<u64> {
         let (Role::Leader, Some(r)) = (self.role, &self.replica) else {
             return None;
         };
-        r.cluster.preferred_read_replica(rack, &r.group.status().in_sync, self.partition)
+        let mut in_sync = r.group.status().in_sync;
+        in_sync.retain(|n| r.group.peer_alive(*n));
+        r.cluster.preferred_read_replica(rack, &in_sync, self.partition)
     }
 
     pub fn info(&self) -> PartitionInfo {
