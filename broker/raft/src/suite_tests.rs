@@ -320,6 +320,36 @@ async fn a_snapshot_past_the_log_end_drops_the_uncommitted_tail() {
     assert_eq!(read(&follower_log), read(&leader_log), "byte-identical to the leader's");
 }
 
+/// Entries the state machine applied are committed, whether or not the committed
+/// id on disk covers them yet: a snapshot past the log's end keeps them (an earlier
+/// snapshot may have made them readable already).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_past_the_log_end_keeps_the_applied_entries() {
+    use crate::entry::EsEntry;
+    let (_g, _leader_log, _leader, snap) = leader_past_a_term_change().await;
+    // The leader's first entries, stamped as it stamped them.
+    let (_g1, early_log) = open_partition();
+    let mut early = LogStore::open(early_log).unwrap();
+    let membership = Membership::new_with_defaults(vec![[1u64].into()], []);
+    let first = vec![
+        EsEntry::new_membership(log_id(1, 0), membership),
+        EsEntry::new_normal(log_id(1, 1), data("a")),
+        EsEntry::new_normal(log_id(2, 2), data("b")),
+    ];
+    append(&mut early, first).await;
+    let (_g2, follower_log) = open_partition();
+    let mut follower = LogStore::open(follower_log.clone()).unwrap();
+    let mut follower_sm = DataStateMachine::open(follower_log.clone(), follower.commit_gate()).unwrap();
+    let stored = early.get_log_reader().await.try_get_log_entries(0..3).await.unwrap();
+    append(&mut follower, stored.clone()).await;
+    // Applied, with no committed id on disk yet.
+    follower_sm.apply(futures_util::stream::iter(stored.into_iter().map(|e| Ok((e, None))))).await.unwrap();
+
+    follower_sm.install_snapshot(&snap.meta, snap.snapshot).await.unwrap();
+    assert_eq!(follower_log.entry_range().next, 3, "nothing applied is dropped");
+    assert_eq!(values(&follower_log), ["a", "b"]);
+}
+
 /// A crash after the snapshot is kept and before the unmatched tail is dropped:
 /// reopening the group drops it, before anything is readable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
