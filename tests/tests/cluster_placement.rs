@@ -349,8 +349,8 @@ fn records_fetched(b: &es_tests::broker::Broker, topic: &str) -> u64 {
 /// Follower fetching (KIP-392): each node in a rack of its own (`cluster.rack`),
 /// listed in Metadata; a Java consumer whose `client.rack` is a follower's is sent
 /// there by the leader (`preferred_read_replica`) and reads every record from that
-/// follower, those written before and those written while it reads. The leader
-/// hands it none.
+/// follower, those written before and those written while it reads; so does a
+/// librdkafka consumer (confluent-kafka). The leader hands them none.
 #[test]
 fn a_kafka_consumer_reads_from_the_replica_in_its_rack() {
     let mut c = Cluster::new(3, &["--cluster-leader-balance-ms", "0"], &[]);
@@ -385,6 +385,20 @@ fn a_kafka_consumer_reads_from_the_replica_in_its_rack() {
     assert!(c.node(near).kafka_answered("fetch") > 0, "node {near} (rack {rack}) served no fetch");
     assert!(records_fetched(c.node(near), "racked") >= 100, "node {near} served the records");
     assert_eq!(records_fetched(c.node(leader), "racked"), 0, "the leader sent the consumer to its rack");
+
+    // librdkafka follows the leader's pointer too.
+    let before = records_fetched(c.node(near), "racked");
+    let (ok, out) = es_tests::python::run_script(
+        "kafka_rack.py",
+        &[&bootstrap.join(","), "racked", &rack, "100"],
+        Duration::from_secs(120),
+    );
+    assert!(ok, "kafka_rack.py failed:\n{out}");
+    let line = out.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no result:\n{out}"));
+    let r: Value = serde_json::from_str(line).unwrap();
+    assert_eq!((r["consumed"].as_u64(), &r["offsets_dense"]), (Some(100), &json!(true)), "{r}");
+    assert!(records_fetched(c.node(near), "racked") >= before + 100, "node {near} served librdkafka");
+    assert_eq!(records_fetched(c.node(leader), "racked"), 0, "the leader sent librdkafka to its rack");
 
     // On the wire: the leader names the replica for an offset it holds and answers
     // one past its high watermark itself (so a consumer resets rather than going
