@@ -246,8 +246,13 @@ impl PartitionLog {
             (st.raft.first(), st.raft.position(index))
         };
         let mut index = index;
-        let after_another = inner.segments.values().next().is_some_and(|s| !Arc::ptr_eq(s, &target));
-        if pos.is_none() && index < first && after_another {
+        // The segment held before this one (cold tier included) ends at or before `index`.
+        let in_gap = pos.is_none() && index < first && {
+            let before =
+                inner.cold.values().chain(inner.segments.values()).take_while(|s| !Arc::ptr_eq(s, &target));
+            before.last().is_some_and(|s| s.state.read().expect("segment state lock").raft.end() <= index)
+        };
+        if in_gap {
             // In a gap between two segments' indexes (the log continued past purged
             // entries, `restart_entries_at`): nothing is held from `index` up to
             // this segment's first, so cutting from there is the same cut.

@@ -55,6 +55,11 @@ pub struct AppliedState {
 struct SnapshotFile {
     meta: Meta,
     next_offset: u64,
+    /// On a follower that installed it: the last entry its state machine had
+    /// applied before (committed, maybe readable), which a restart's
+    /// `drop_unmatched_tail` keeps too. Never sent (a leader's own snapshot has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    applied_before: Option<LogId>,
 }
 
 #[derive(Debug, Default)]
@@ -94,7 +99,8 @@ impl DataStateMachine {
             };
         }
         // A crash between keeping a snapshot and dropping the tail it left unmatched.
-        crate::store::drop_unmatched_tail(&log, state.applied.last_applied, None, &gate)?;
+        let applied_before = snapshot.as_ref().and_then(|s| s.applied_before);
+        crate::store::drop_unmatched_tail(&log, state.applied.last_applied, applied_before, &gate)?;
         state.snapshot = snapshot;
         log.set_committed_offset(state.applied.high_watermark);
         let hold = Arc::new(gate.hold());
@@ -238,7 +244,7 @@ impl DataStateMachine {
             (Some(_), Some((f, offset))) => Some((f - 1, offset)),
         };
         let Some((index, next_offset)) = at else {
-            return Ok(SnapshotFile { meta: Meta::default(), next_offset: 0 });
+            return Ok(SnapshotFile { meta: Meta::default(), next_offset: 0, applied_before: None });
         };
         let log_id = match applied.last_applied {
             Some(a) if a.index == index => Some(a),
@@ -251,7 +257,11 @@ impl DataStateMachine {
             .find(|m| m.log_id().is_some_and(|id| id.index <= index))
             .cloned()
             .unwrap_or_default();
-        Ok(SnapshotFile { meta: Meta { last_log_id: log_id, last_membership: membership }, next_offset })
+        Ok(SnapshotFile {
+            meta: Meta { last_log_id: log_id, last_membership: membership },
+            next_offset,
+            applied_before: None,
+        })
     }
 
     /// The term of the entry at `index`, from the leader-epoch checkpoint.
@@ -323,7 +333,7 @@ impl RaftStateMachine<TypeConfig> for DataStateMachine {
             before
         };
         // On disk before readers see its offset: a restart starts from it.
-        self.keep(SnapshotFile { meta: meta.clone(), next_offset: file.next_offset })?;
+        self.keep(SnapshotFile { meta: meta.clone(), next_offset: file.next_offset, applied_before })?;
         crate::store::drop_unmatched_tail(&self.log, meta.last_log_id, applied_before, &self.gate)
             .map_err(io)?;
         self.log.set_committed_offset(file.next_offset);
@@ -335,6 +345,7 @@ impl RaftStateMachine<TypeConfig> for DataStateMachine {
         let Some(s) = self.lock().snapshot.clone() else {
             return Ok(None);
         };
+        let s = SnapshotFile { applied_before: None, ..s };
         let bytes = serde_json::to_vec(&s).map_err(io::Error::other)?;
         Ok(Some(Snapshot { meta: s.meta, snapshot: Cursor::new(bytes) }))
     }

@@ -421,7 +421,7 @@ pub(crate) fn drop_unmatched_tail(
         tracing::info!(
             from,
             to = range.next,
-            "a snapshot past the log's end: dropping the entries after the committed id, which no leader vouches for"
+            "a snapshot past the log's end: dropping the entries after the committed and applied ones, which no leader vouches for"
         );
     }
     log.truncate_entries_from(from)

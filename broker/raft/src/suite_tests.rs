@@ -348,6 +348,18 @@ async fn a_snapshot_past_the_log_end_keeps_the_applied_entries() {
     follower_sm.install_snapshot(&snap.meta, snap.snapshot).await.unwrap();
     assert_eq!(follower_log.entry_range().next, 3, "nothing applied is dropped");
     assert_eq!(values(&follower_log), ["a", "b"]);
+
+    // Nor by a restart, which runs the drop again (for a crash before it ran) with
+    // what was applied before the install, kept with the snapshot.
+    let mut writing = follower.committed_writer();
+    drop((follower, follower_sm));
+    let ended = tokio::time::timeout(Duration::from_secs(10), writing.wait_for(|n| *n == 0)).await.is_ok();
+    assert!(ended, "{} tasks still write", *writing.borrow());
+    let store = LogStore::open(follower_log.clone()).unwrap();
+    let sm = DataStateMachine::open(follower_log.clone(), store.commit_gate()).unwrap();
+    assert_eq!(follower_log.entry_range().next, 3);
+    assert_eq!(values(&follower_log), ["a", "b"]);
+    drop((store, sm));
 }
 
 /// A crash after the snapshot is kept and before the unmatched tail is dropped:

@@ -211,10 +211,11 @@ impl Service {
     /// KIP-392, for a Kafka fetch that names the consumer's rack: the in-sync
     /// replica in that rack to read `partition` from at `offset`, when this node
     /// leads it from another rack, with the partition's high watermark and log
-    /// start for the answer. `None`: read here, as for an offset outside this
-    /// log's range, which the read answers OFFSET_OUT_OF_RANGE so the consumer
-    /// resets (a replica elsewhere would answer the same, and the consumer would
-    /// only come back here). The caller authorized the topic for fetching.
+    /// start for the answer. `None`: read here, as for an offset outside log start
+    /// to high watermark: the read answers it (OFFSET_OUT_OF_RANGE below the log
+    /// start or past the log's end, so the consumer resets rather than being sent
+    /// to a replica that would answer the same and back; nothing yet in between).
+    /// The caller authorized the topic for fetching.
     pub fn preferred_read_replica(
         &self,
         topic: &str,
