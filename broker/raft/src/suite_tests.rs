@@ -210,16 +210,7 @@ async fn a_follower_behind_retention_starts_over_at_the_leaders_log_start() {
     let mut follower = LogStore::open(follower_log.clone()).unwrap();
     let mut follower_sm = DataStateMachine::open(follower_log.clone(), follower.commit_gate()).unwrap();
     // It got indexes 0 and 1 before it went down (the leader's bytes).
-    let (_g3, early_log) = open_partition();
-    let mut early = LogStore::open(early_log).unwrap();
-    let membership = Membership::new_with_defaults(vec![[1u64].into()], []);
-    use crate::entry::EsEntry;
-    append(
-        &mut early,
-        vec![EsEntry::new_membership(log_id(1, 0), membership), EsEntry::new_normal(log_id(1, 1), data("a"))],
-    )
-    .await;
-    append(&mut follower, early.get_log_reader().await.try_get_log_entries(0..2).await.unwrap()).await;
+    append(&mut follower, first_term_entries(&[]).await).await;
 
     // What openraft does for a follower behind the leader's purge point.
     follower_sm.install_snapshot(&snap.meta, snap.snapshot).await.unwrap();
@@ -269,22 +260,29 @@ async fn leader_past_a_term_change() -> (Guard, Arc<PartitionLog>, LogStore, Sna
 type Snap =
     openraft::storage::Snapshot<CommittedLeaderId, u64, openraft::impls::BasicNode, std::io::Cursor<Vec<u8>>>;
 
+/// The membership and "a" of term 1 at indexes 0 and 1, then `more`, as a leader
+/// stamps them: the bytes a follower that got them holds.
+async fn first_term_entries(more: &[crate::entry::EsEntry]) -> Vec<crate::entry::EsEntry> {
+    use crate::entry::EsEntry;
+    let (_g, log) = open_partition();
+    let mut store = LogStore::open(log).unwrap();
+    let membership = Membership::new_with_defaults(vec![[1u64].into()], []);
+    let mut entries =
+        vec![EsEntry::new_membership(log_id(1, 0), membership), EsEntry::new_normal(log_id(1, 1), data("a"))];
+    entries.extend_from_slice(more);
+    let n = entries.len() as u64;
+    append(&mut store, entries).await;
+    store.get_log_reader().await.try_get_log_entries(0..n).await.unwrap()
+}
+
 /// A follower that led term 1: it holds the leader's membership and "a"
 /// (committed), then "x" at index 2, offset 1, which never committed (the leader of
 /// term 2 has "b" there).
 async fn follower_with_an_uncommitted_tail(log: &Arc<PartitionLog>) -> (LogStore, DataStateMachine) {
     use crate::entry::EsEntry;
-    let (_g, early_log) = open_partition();
-    let mut early = LogStore::open(early_log).unwrap();
-    let membership = Membership::new_with_defaults(vec![[1u64].into()], []);
-    append(
-        &mut early,
-        vec![EsEntry::new_membership(log_id(1, 0), membership), EsEntry::new_normal(log_id(1, 1), data("a"))],
-    )
-    .await;
     let mut store = LogStore::open(log.clone()).unwrap();
     let mut sm = DataStateMachine::open(log.clone(), store.commit_gate()).unwrap();
-    append(&mut store, early.get_log_reader().await.try_get_log_entries(0..2).await.unwrap()).await;
+    append(&mut store, first_term_entries(&[]).await).await;
     apply_stored(&mut store, &mut sm, 2).await;
     published(log, 1).await;
     append(&mut store, vec![EsEntry::new_normal(log_id(1, 2), data("x"))]).await;
@@ -327,20 +325,11 @@ async fn a_snapshot_past_the_log_end_drops_the_uncommitted_tail() {
 async fn a_snapshot_past_the_log_end_keeps_the_applied_entries() {
     use crate::entry::EsEntry;
     let (_g, _leader_log, _leader, snap) = leader_past_a_term_change().await;
-    // The leader's first entries, stamped as it stamped them.
-    let (_g1, early_log) = open_partition();
-    let mut early = LogStore::open(early_log).unwrap();
-    let membership = Membership::new_with_defaults(vec![[1u64].into()], []);
-    let first = vec![
-        EsEntry::new_membership(log_id(1, 0), membership),
-        EsEntry::new_normal(log_id(1, 1), data("a")),
-        EsEntry::new_normal(log_id(2, 2), data("b")),
-    ];
-    append(&mut early, first).await;
     let (_g2, follower_log) = open_partition();
     let mut follower = LogStore::open(follower_log.clone()).unwrap();
     let mut follower_sm = DataStateMachine::open(follower_log.clone(), follower.commit_gate()).unwrap();
-    let stored = early.get_log_reader().await.try_get_log_entries(0..3).await.unwrap();
+    // The leader's first entries, stamped as it stamped them.
+    let stored = first_term_entries(&[EsEntry::new_normal(log_id(2, 2), data("b"))]).await;
     append(&mut follower, stored.clone()).await;
     // Applied, with no committed id on disk yet.
     follower_sm.apply(futures_util::stream::iter(stored.into_iter().map(|e| Ok((e, None))))).await.unwrap();

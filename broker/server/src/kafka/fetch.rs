@@ -169,23 +169,20 @@ fn base(index: i32) -> PartitionData {
         .with_records(Some(bytes::Bytes::new()))
 }
 
+/// A partition's answer with its watermarks: no transactions, so everything
+/// durable is stable (last stable offset = high watermark).
+fn with_ends(index: i32, high_watermark: u64, log_start: u64) -> PartitionData {
+    let hw = high_watermark as i64;
+    base(index).with_high_watermark(hw).with_last_stable_offset(hw).with_log_start_offset(log_start as i64)
+}
+
 fn served(index: i32, read: ReadResult) -> PartitionData {
-    let hw = read.high_watermark as i64;
-    base(index)
-        .with_high_watermark(hw)
-        // No transactions: everything durable is stable.
-        .with_last_stable_offset(hw)
-        .with_log_start_offset(read.log_start_offset as i64)
-        .with_records(Some(read.data))
+    with_ends(index, read.high_watermark, read.log_start_offset).with_records(Some(read.data))
 }
 
 /// Sent to another replica: no records, the leader's watermarks (as Kafka answers).
 fn elsewhere(index: i32, e: ReadElsewhere) -> PartitionData {
-    let hw = e.high_watermark as i64;
-    base(index)
-        .with_high_watermark(hw)
-        .with_last_stable_offset(hw)
-        .with_log_start_offset(e.log_start as i64)
+    with_ends(index, e.high_watermark, e.log_start)
         .with_preferred_read_replica(BrokerId(super::metadata::node_id(e.node)))
 }
 
@@ -199,12 +196,7 @@ fn failed(index: i32, error: i16) -> PartitionData {
 
 fn from_error(index: i32, e: &BrokerError) -> PartitionData {
     if let BrokerError::OffsetOutOfRange { log_start, high_watermark, .. } = e {
-        let hw = *high_watermark as i64;
-        return base(index)
-            .with_error_code(code::OFFSET_OUT_OF_RANGE)
-            .with_high_watermark(hw)
-            .with_last_stable_offset(hw)
-            .with_log_start_offset(*log_start as i64);
+        return with_ends(index, *high_watermark, *log_start).with_error_code(code::OFFSET_OUT_OF_RANGE);
     }
     failed(index, kafka_code(e))
 }
