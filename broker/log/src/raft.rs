@@ -649,6 +649,35 @@ mod tests {
         assert_eq!(p.entry_range().next, 21);
     }
 
+    /// The same gap with the segment below it in the cold tier (tiering does not
+    /// wait for a purge in Raft mode).
+    #[test]
+    fn a_truncation_from_a_gap_after_the_cold_tier_cuts_the_entries_after_it() {
+        let (dir, cold) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let opts = ManagerOptions {
+            housekeeping_interval: None,
+            cold_dir: Some(cold.path().to_owned()),
+            ..ManagerOptions::default()
+        };
+        let m = LogManager::new(dir.path(), opts).unwrap();
+        let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
+        fill(&p);
+        p.restart_entries_at(20, 2).unwrap();
+        p.append_entry(blank(20), 20, EntryStamp::Leader(LeaderEpoch(3))).unwrap().wait().unwrap();
+        p.append_entry(data("c"), 21, EntryStamp::Leader(LeaderEpoch(3))).unwrap().wait().unwrap();
+        p.set_config(LogConfig { cold_tier: true, retention_bytes: 1, ..LogConfig::default() }).unwrap();
+        // The flusher seals the rolled segment on its own thread (bounded wait).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while p.housekeeping().unwrap().tiered_segments.is_empty() {
+            assert!(std::time::Instant::now() < deadline, "the first segment never went cold");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        p.truncate_entries_from(10).unwrap();
+        assert_eq!(p.entry_range().next, 20, "nothing from index 20 on");
+        assert_eq!(p.info().log_end_offset, 2);
+        assert!(p.truncate_entries_from(2).is_err(), "an index in the cold tier is not cut");
+    }
+
     #[test]
     fn a_log_starts_over_past_its_end_when_the_records_between_are_gone() {
         let dir = tempfile::tempdir().unwrap();
