@@ -626,6 +626,15 @@ mod tests {
         assert!(p.restart_entries_at(5, 2).is_err());
     }
 
+    /// `fill`, then the log continues at index 20 (offset 2, a new segment): a
+    /// blank and "c". Indexes 4-19 are a gap.
+    fn fill_past_a_gap(p: &PartitionLog) {
+        fill(p);
+        p.restart_entries_at(20, 2).unwrap();
+        p.append_entry(blank(20), 20, EntryStamp::Leader(LeaderEpoch(3))).unwrap().wait().unwrap();
+        p.append_entry(data("c"), 21, EntryStamp::Leader(LeaderEpoch(3))).unwrap().wait().unwrap();
+    }
+
     /// A log that continued past purged entries has a gap in its indexes; a
     /// truncation from inside the gap cuts everything after it (a snapshot past the
     /// log's end drops the entries after the committed id, es-raft's
@@ -635,10 +644,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let m = manager(dir.path(), true);
         let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
-        fill(&p);
-        p.restart_entries_at(20, 2).unwrap();
-        p.append_entry(blank(20), 20, EntryStamp::Leader(LeaderEpoch(3))).unwrap().wait().unwrap();
-        p.append_entry(data("c"), 21, EntryStamp::Leader(LeaderEpoch(3))).unwrap().wait().unwrap();
+        fill_past_a_gap(&p);
         assert_eq!(p.info().log_end_offset, 3);
         p.truncate_entries_from(10).unwrap();
         assert_eq!(p.entry_range().next, 20, "nothing from index 20 on");
@@ -661,10 +667,7 @@ mod tests {
         };
         let m = LogManager::new(dir.path(), opts).unwrap();
         let (p, _) = m.open_partition("t-0", LogConfig::default()).unwrap();
-        fill(&p);
-        p.restart_entries_at(20, 2).unwrap();
-        p.append_entry(blank(20), 20, EntryStamp::Leader(LeaderEpoch(3))).unwrap().wait().unwrap();
-        p.append_entry(data("c"), 21, EntryStamp::Leader(LeaderEpoch(3))).unwrap().wait().unwrap();
+        fill_past_a_gap(&p);
         p.set_config(LogConfig { cold_tier: true, retention_bytes: 1, ..LogConfig::default() }).unwrap();
         // The flusher seals the rolled segment on its own thread (bounded wait).
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

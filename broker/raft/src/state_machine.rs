@@ -323,14 +323,13 @@ impl RaftStateMachine<TypeConfig> for DataStateMachine {
         let file: SnapshotFile = serde_json::from_slice(snapshot.get_ref()).map_err(io::Error::other)?;
         let applied_before = {
             let mut st = self.lock();
-            let before = st.applied.last_applied;
-            st.applied = AppliedState {
+            st.memberships = vec![meta.last_membership.clone()];
+            let installed = AppliedState {
                 last_applied: meta.last_log_id,
                 membership: meta.last_membership.clone(),
                 high_watermark: file.next_offset,
             };
-            st.memberships = vec![meta.last_membership.clone()];
-            before
+            std::mem::replace(&mut st.applied, installed).last_applied
         };
         // On disk before readers see its offset: a restart starts from it.
         self.keep(SnapshotFile { meta: meta.clone(), next_offset: file.next_offset, applied_before })?;

@@ -275,6 +275,15 @@ async fn first_term_entries(more: &[crate::entry::EsEntry]) -> Vec<crate::entry:
     store.get_log_reader().await.try_get_log_entries(0..n).await.unwrap()
 }
 
+/// Drops a group's store and state machine and waits (bounded) until no task of
+/// theirs writes to the log: what a closing group does before its log is reopened.
+async fn close(store: LogStore, sm: DataStateMachine) {
+    let mut writing = store.committed_writer();
+    drop((store, sm));
+    let ended = tokio::time::timeout(Duration::from_secs(10), writing.wait_for(|n| *n == 0)).await.is_ok();
+    assert!(ended, "{} tasks still write", *writing.borrow());
+}
+
 /// A follower that led term 1: it holds the leader's membership and "a"
 /// (committed), then "x" at index 2, offset 1, which never committed (the leader of
 /// term 2 has "b" there).
@@ -340,10 +349,7 @@ async fn a_snapshot_past_the_log_end_keeps_the_applied_entries() {
 
     // Nor by a restart, which runs the drop again (for a crash before it ran) with
     // what was applied before the install, kept with the snapshot.
-    let mut writing = follower.committed_writer();
-    drop((follower, follower_sm));
-    let ended = tokio::time::timeout(Duration::from_secs(10), writing.wait_for(|n| *n == 0)).await.is_ok();
-    assert!(ended, "{} tasks still write", *writing.borrow());
+    close(follower, follower_sm).await;
     let store = LogStore::open(follower_log.clone()).unwrap();
     let sm = DataStateMachine::open(follower_log.clone(), store.commit_gate()).unwrap();
     assert_eq!(follower_log.entry_range().next, 3);
@@ -358,10 +364,7 @@ async fn a_restart_drops_the_tail_a_kept_snapshot_left_unmatched() {
     let (_g, _leader_log, _leader, snap) = leader_past_a_term_change().await;
     let (_g2, follower_log) = open_partition();
     let (follower, follower_sm) = follower_with_an_uncommitted_tail(&follower_log).await;
-    let mut writing = follower.committed_writer();
-    drop((follower, follower_sm));
-    let ended = tokio::time::timeout(Duration::from_secs(10), writing.wait_for(|n| *n == 0)).await.is_ok();
-    assert!(ended, "{} tasks still write", *writing.borrow());
+    close(follower, follower_sm).await;
     // What `install_snapshot` keeps on disk first: the snapshot as the leader sent it.
     follower_log.write_raft_file(es_log::RaftFile::Snapshot, snap.snapshot.get_ref()).unwrap();
 

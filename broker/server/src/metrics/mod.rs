@@ -191,6 +191,13 @@ impl TopicStats {
         }
     }
 
+    /// Whole batches handed to a consumer, as read: [`TopicStats::measure`] then
+    /// [`TopicStats::fetched`].
+    pub fn fetched_batches(&self, data: &[u8]) {
+        let (records, bytes) = self.measure(data);
+        self.fetched(records, bytes);
+    }
+
     /// (records in, bytes in, records out, bytes out).
     pub fn read(&self) -> [u64; 4] {
         [&self.records_in, &self.bytes_in, &self.records_out, &self.bytes_out]

@@ -147,8 +147,7 @@ impl Service {
         let read = cluster.partition_read(&topic, partition, offset, max_bytes).await?;
         let _ = self.quotas.charge(principal, Direction::Fetch, read.data.len());
         // Served to the client from here: counted here, as a local read is.
-        let (records, bytes) = topic.stats.measure(&read.data);
-        topic.stats.fetched(records, bytes);
+        topic.stats.fetched_batches(&read.data);
         Ok(read)
     }
 
@@ -293,8 +292,7 @@ async fn read_all(
 fn count_out(handles: &[Result<PartitionHandle>], reads: &[Option<Result<ReadResult>>]) {
     for (handle, read) in handles.iter().zip(reads) {
         if let (Ok(h), Some(Ok(r))) = (handle, read) {
-            let (records, bytes) = h.topic.stats.measure(&r.data);
-            h.topic.stats.fetched(records, bytes);
+            h.topic.stats.fetched_batches(&r.data);
         }
     }
 }
