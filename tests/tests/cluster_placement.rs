@@ -416,13 +416,28 @@ fn a_kafka_consumer_reads_from_the_replica_in_its_rack() {
 /// One Fetch of partition 0 of `racked` at `offset` from a consumer in `rack`:
 /// (error code, preferred read replica, bytes of records).
 fn raw_fetch(addr: &str, version: i16, offset: i64, rack: &str) -> (i16, i32, usize) {
+    fetch_naming(addr, version, "racked", offset, rack, -1)
+}
+
+/// [`raw_fetch`] of `topic`, naming `epoch` as the partition's current leader
+/// epoch (-1: none).
+fn fetch_naming(
+    addr: &str,
+    version: i16,
+    topic: &str,
+    offset: i64,
+    rack: &str,
+    epoch: i32,
+) -> (i16, i32, usize) {
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
     use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
     let mut conn = es_tests::kafka_wire::KafkaConn::connect(addr).unwrap();
-    let partition = FetchPartition::default().with_fetch_offset(offset).with_partition_max_bytes(1 << 20);
-    let topic = FetchTopic::default()
-        .with_topic(TopicName("racked".to_owned().into()))
-        .with_partitions(vec![partition]);
+    let partition = FetchPartition::default()
+        .with_fetch_offset(offset)
+        .with_partition_max_bytes(1 << 20)
+        .with_current_leader_epoch(epoch);
+    let topic =
+        FetchTopic::default().with_topic(TopicName(topic.to_owned().into())).with_partitions(vec![partition]);
     let req = FetchRequest::default()
         .with_replica_id(BrokerId(-1))
         .with_max_wait_ms(0)
@@ -432,4 +447,103 @@ fn raw_fetch(addr: &str, version: i16, offset: i64, rack: &str) -> (i16, i32, us
     let r = conn.call(version, &req).unwrap();
     let p = &r.responses[0].partitions[0];
     (p.error_code, p.preferred_read_replica.0, p.records.as_ref().map_or(0, |b| b.len()))
+}
+
+/// Partition 0 of `topic` in Metadata v12 from `addr`: (leader id, leader epoch).
+fn metadata_leader(addr: &str, topic: &str) -> (i32, i32) {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{MetadataRequest, TopicName};
+    let mut conn = es_tests::kafka_wire::KafkaConn::connect(addr).unwrap();
+    let t = MetadataRequestTopic::default().with_name(Some(TopicName(topic.to_owned().into())));
+    let r = conn.call(12, &MetadataRequest::default().with_topics(Some(vec![t]))).unwrap();
+    let p = &r.topics[0].partitions[0];
+    (p.leader_id.0, p.leader_epoch)
+}
+
+/// ListOffsets v7 (latest) of partition 0 of `topic` naming `epoch`: (error code, offset).
+fn latest_naming(addr: &str, topic: &str, epoch: i32) -> (i16, i64) {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, TopicName};
+    let mut conn = es_tests::kafka_wire::KafkaConn::connect(addr).unwrap();
+    let p = ListOffsetsPartition::default().with_timestamp(-1).with_current_leader_epoch(epoch);
+    let t =
+        ListOffsetsTopic::default().with_name(TopicName(topic.to_owned().into())).with_partitions(vec![p]);
+    let r = conn
+        .call(7, &ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![t]))
+        .unwrap();
+    let p = &r.topics[0].partitions[0];
+    (p.error_code, p.offset)
+}
+
+/// OffsetForLeaderEpoch v4 of partition 0 of `topic` for `epoch`, naming `current`:
+/// the error code.
+fn epoch_end_naming(addr: &str, topic: &str, current: i32, epoch: i32) -> i16 {
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+        OffsetForLeaderPartition, OffsetForLeaderTopic,
+    };
+    use kafka_protocol::messages::{OffsetForLeaderEpochRequest, TopicName};
+    let mut conn = es_tests::kafka_wire::KafkaConn::connect(addr).unwrap();
+    let p = OffsetForLeaderPartition::default().with_current_leader_epoch(current).with_leader_epoch(epoch);
+    let t = OffsetForLeaderTopic::default()
+        .with_topic(TopicName(topic.to_owned().into()))
+        .with_partitions(vec![p]);
+    let r = conn.call(4, &OffsetForLeaderEpochRequest::default().with_topics(vec![t])).unwrap();
+    r.topics[0].partitions[0].error_code
+}
+
+/// KIP-320 on reads: a Kafka consumer names the leader epoch its metadata gave it
+/// (Fetch from v9, ListOffsets from v4, OffsetForLeaderEpoch); a replica whose
+/// epoch is newer answers FENCED_LEADER_EPOCH (74), one whose epoch is older
+/// UNKNOWN_LEADER_EPOCH (76), as Kafka's `Partition.checkCurrentLeaderEpoch`
+/// does, before any leadership check; both make the client refresh its metadata.
+/// After a leader transfer the old epoch is fenced on every replica and the new
+/// one read. ListOffsets is the leader's (NOT_LEADER_OR_FOLLOWER, 6, on a follower).
+#[test]
+fn kafka_reads_naming_another_leader_epoch_are_refused_until_the_metadata_is_fresh() {
+    let mut c = Cluster::new(3, &["--cluster-leader-balance-ms", "0"], &[]);
+    for id in 1..=3 {
+        c.start_node(id);
+    }
+    c.create_topic_anywhere("epochs");
+    let (leader, _) = c.produce_anywhere("epochs", &["a".to_owned(), "b".to_owned()]);
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let (at_leader, at_follower) = (c.node(leader).kafka_addr.clone(), c.node(follower).kafka_addr.clone());
+    let (named, epoch) = metadata_leader(&at_leader, "epochs");
+    assert_eq!(named, leader as i32);
+    assert!(epoch > 0, "a Raft term: {epoch}");
+
+    let code = |addr: &str, epoch: i32| fetch_naming(addr, 12, "epochs", 0, "", epoch).0;
+    let served = fetch_naming(&at_leader, 12, "epochs", 0, "", epoch);
+    assert_eq!(served.0, 0);
+    assert!(served.2 > 0, "the leader served the records");
+    assert_eq!((code(&at_leader, epoch - 1), code(&at_leader, epoch + 1)), (74, 76));
+    assert_eq!(code(&at_leader, -1), 0, "no epoch named: not checked");
+    // Follower fetching (v11+) checks the follower's own epoch, the same term.
+    eventually(ELECTION_WAIT, "the follower serving the records", || {
+        let (error, _, bytes) = fetch_naming(&at_follower, 12, "epochs", 0, "", epoch);
+        (error == 0 && bytes > 0).then_some(())
+    });
+    assert_eq!((code(&at_follower, epoch - 1), code(&at_follower, epoch + 1)), (74, 76));
+
+    assert_eq!(latest_naming(&at_leader, "epochs", epoch), (0, 2));
+    assert_eq!(latest_naming(&at_leader, "epochs", epoch - 1).0, 74);
+    assert_eq!(latest_naming(&at_leader, "epochs", epoch + 1).0, 76);
+    assert_eq!(latest_naming(&at_follower, "epochs", epoch).0, 6, "ListOffsets is the leader's");
+    assert_eq!(epoch_end_naming(&at_leader, "epochs", epoch, epoch), 0);
+    assert_eq!(epoch_end_naming(&at_leader, "epochs", epoch - 1, epoch), 74);
+    assert_eq!(epoch_end_naming(&at_leader, "epochs", epoch + 1, epoch), 76);
+
+    // A new leader, a new epoch: the old one is stale everywhere.
+    let r = c.node(leader).post("/cluster/partitions/epochs/0/leader", &json!({"to": follower}));
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let (named, newer) = metadata_leader(&at_follower, "epochs");
+    assert_eq!(named, follower as i32);
+    assert!(newer > epoch, "{epoch} -> {newer}");
+    assert_eq!(code(&at_follower, epoch), 74, "the old epoch fenced on the new leader");
+    assert_eq!(code(&at_follower, newer), 0);
+    assert_eq!(latest_naming(&at_follower, "epochs", newer), (0, 2));
+    eventually(ELECTION_WAIT, "the old leader following in the new epoch", || {
+        (code(&at_leader, newer) == 0).then_some(())
+    });
+    assert_eq!(code(&at_leader, epoch), 74, "and on the old leader");
 }

@@ -164,6 +164,7 @@ async fn fetch(
             partition: p.partition,
             offset: p.offset,
             max_bytes: p.max_bytes as usize,
+            leader_epoch: None,
         })
         .collect();
     let req = FetchRequest {
@@ -206,7 +207,9 @@ async fn admin(service: &Service, who: &Principal, req: Request) -> Result<Respo
                 OffsetSpec::Latest => offsets::OffsetSpec::Latest,
                 OffsetSpec::Timestamp(t) => offsets::OffsetSpec::Timestamp(t),
             };
-            Response::ListOffsets { offset: service.list_offset(who, &topic, partition, spec).await? }
+            // Any replica answers, up to its high watermark, as for a fetch.
+            let offset = service.list_offset(who, &topic, partition, spec, Replicas::Any, None).await?;
+            Response::ListOffsets { offset }
         }
         Request::CreateTopic { name, partitions, configs } => {
             service.create_topic(who, name, partitions, config_changes(configs)).await?;

@@ -25,6 +25,8 @@ pub fn code(e: &BrokerError) -> ErrorCode {
     match e {
         // es-client resends an idempotent producer's batch on either; the message says which.
         BrokerError::NotLeader { .. } | BrokerError::LeadershipLost { .. } => ErrorCode::NotLeader,
+        // Only Kafka requests name a leader epoch; never answered here.
+        BrokerError::LeaderEpoch { .. } => ErrorCode::NotLeader,
         BrokerError::Unauthorized { .. } => ErrorCode::Unauthorized,
         BrokerError::Throttled { .. } => ErrorCode::Throttled,
         BrokerError::Unauthenticated => ErrorCode::Unauthenticated,

@@ -17,6 +17,8 @@ impl BrokerError {
         match self {
             BrokerError::NotLeader { .. } => "not_leader",
             BrokerError::LeadershipLost { .. } => "leadership_lost",
+            // Only Kafka requests name a leader epoch; never answered over HTTP.
+            BrokerError::LeaderEpoch { .. } => "leader_epoch",
             BrokerError::Unauthorized { .. } => "unauthorized",
             BrokerError::Unauthenticated => "unauthenticated",
             BrokerError::KeyNotFound(_) => "key_not_found",
@@ -90,7 +92,9 @@ impl BrokerError {
             | BrokerError::RecordTooLarge { .. }
             | BrokerError::RequestTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             BrokerError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            BrokerError::ShuttingDown | BrokerError::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            BrokerError::ShuttingDown | BrokerError::Overloaded { .. } | BrokerError::LeaderEpoch { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             BrokerError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             BrokerError::Storage(l) => storage_status(l),
             BrokerError::DataDirInUse(_) | BrokerError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,

@@ -345,6 +345,7 @@ async fn read(
                 // Retention may have removed records below the position: skip to the log start.
                 offset: (*offset).max(info.log_start_offset),
                 max_bytes: limits::CONSUME_BYTES_DEFAULT,
+                leader_epoch: None,
             }),
             Err(BrokerError::NotLeader { .. }) => elsewhere.push((tp.clone(), *offset)),
             Err(e) => return Err(e),

@@ -152,7 +152,7 @@ pub async fn consume(
         bounded("max_bytes", q.max_bytes, limits::CONSUME_BYTES_DEFAULT, limits::CONSUME_BYTES_MAX)?;
     let start = start_of(&q)?;
     let offset = state.service.start_offset(&principal, &name, partition, start).await?;
-    let one = FetchPartition { topic: name.clone(), partition, offset, max_bytes };
+    let one = FetchPartition { topic: name.clone(), partition, offset, max_bytes, leader_epoch: None };
     let req = FetchRequest {
         partitions: vec![one],
         max_wait_ms: q.wait_ms.unwrap_or(0),

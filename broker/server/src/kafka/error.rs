@@ -68,6 +68,8 @@ pub fn kafka_code(e: &BrokerError) -> i16 {
     match e {
         // Kafka answers both alike; its idempotent producers make the resend safe.
         BrokerError::NotLeader { .. } | BrokerError::LeadershipLost { .. } => NOT_LEADER_OR_FOLLOWER,
+        BrokerError::LeaderEpoch { asked, current, .. } if asked < current => FENCED_LEADER_EPOCH,
+        BrokerError::LeaderEpoch { .. } => UNKNOWN_LEADER_EPOCH,
         BrokerError::Unauthorized { .. } => TOPIC_AUTHORIZATION_FAILED,
         BrokerError::Unauthenticated => SASL_AUTHENTICATION_FAILED,
         BrokerError::Denied(missing) => denied_code(missing),

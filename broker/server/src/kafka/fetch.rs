@@ -11,6 +11,12 @@
 //! (`rack_id`, the client's `client.rack`) from another rack answers a partition
 //! with no records and `preferred_read_replica` set to an in-sync replica in that
 //! rack when there is one (`cluster/racks.rs`); otherwise it is -1.
+//!
+//! From v9 a partition names the leader epoch the consumer knows it by
+//! (`current_leader_epoch`, KIP-320): a replica whose epoch is newer answers
+//! FENCED_LEADER_EPOCH (the consumer's metadata is stale), one whose epoch is
+//! older UNKNOWN_LEADER_EPOCH (the replica has not caught up); both are retried
+//! after a metadata refresh.
 
 use es_kafka::kafka_protocol::messages::fetch_request::FetchTopic;
 use es_kafka::kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
@@ -64,14 +70,10 @@ pub async fn fetch(
         for p in &t.partitions {
             let read = match refused.map_or_else(|| target(&name, p), Err) {
                 Err(c) => Todo::Failed(c),
-                Ok(at) => {
-                    match rack.and_then(|r| {
-                        ctx.service.preferred_read_replica(&at.topic, at.partition, at.offset, r)
-                    }) {
-                        Some(elsewhere) => Todo::Elsewhere(elsewhere),
-                        None => Todo::Read(at),
-                    }
-                }
+                Ok(at) => match rack.and_then(|r| ctx.service.preferred_read_replica(&at, r)) {
+                    Some(elsewhere) => Todo::Elsewhere(elsewhere),
+                    None => Todo::Read(at),
+                },
             };
             slots.push(Slot { topic: topics.len(), index: p.partition, read });
         }
@@ -158,7 +160,9 @@ fn target(
     let partition = u32::try_from(p.partition).map_err(|_| code::UNKNOWN_TOPIC_OR_PARTITION)?;
     let offset = u64::try_from(p.fetch_offset).map_err(|_| code::OFFSET_OUT_OF_RANGE)?;
     let max_bytes = usize::try_from(p.partition_max_bytes).unwrap_or(0).max(1);
-    Ok(FetchPartition { topic: name, partition, offset, max_bytes })
+    // -1 (not named) before v9, where the field does not exist.
+    let leader_epoch = Some(p.current_leader_epoch).filter(|e| *e >= 0);
+    Ok(FetchPartition { topic: name, partition, offset, max_bytes, leader_epoch })
 }
 
 fn base(index: i32) -> PartitionData {

@@ -3,6 +3,11 @@
 //! after it). A timestamp lookup answers the found record's own timestamp, as Kafka
 //! does (the Java client refuses a negative one). -3 (KIP-734) is the first record
 //! holding the greatest timestamp, answered with that timestamp.
+//!
+//! A partition's leader answers ListOffsets (NOT_LEADER_OR_FOLLOWER elsewhere),
+//! except to Kafka's debugging consumer (replica id -2), which any replica
+//! answers, as Kafka does. From v4 a `current_leader_epoch` other than the
+//! replica's is refused as it is on a fetch (KIP-320).
 
 use es_core::batch::BatchView;
 use es_kafka::kafka_protocol::messages::list_offsets_response::{
@@ -25,18 +30,31 @@ use crate::service::offsets::{EpochEnd, OffsetSpec};
 /// Kafka's "earliest local" spec (KIP-405).
 const EARLIEST_LOCAL: i64 = -4;
 
+/// The replica id of Kafka's debugging consumer, which any replica answers.
+const DEBUGGING_REPLICA_ID: i32 = -2;
+
+/// Which replica answers a lookup, and the leader epoch the client named.
+#[derive(Clone, Copy)]
+struct Lookup {
+    from: Replicas,
+    leader_epoch: Option<i32>,
+}
+
 pub async fn list_offsets(
     ctx: &Ctx,
     who: &Principal,
     version: i16,
     req: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
+    let from = if req.replica_id.0 == DEBUGGING_REPLICA_ID { Replicas::Any } else { Replicas::Leader };
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let mut parts = Vec::with_capacity(t.partitions.len());
         for p in t.partitions {
             let base = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
-            let answer = match lookup(ctx, who, t.name.as_str(), p.partition_index, p.timestamp).await {
+            // -1 (not named) before v4, where the field does not exist.
+            let at = Lookup { from, leader_epoch: Some(p.current_leader_epoch).filter(|e| *e >= 0) };
+            let answer = match lookup(ctx, who, t.name.as_str(), p.partition_index, p.timestamp, at).await {
                 Ok(Some((offset, timestamp))) => {
                     // kafka-protocol refuses to encode a field the version lacks unless
                     // it holds its default: the leader epoch exists from v4.
@@ -74,6 +92,7 @@ async fn lookup(
     topic: &str,
     partition: i32,
     ts: i64,
+    at: Lookup,
 ) -> Result<Option<(u64, i64)>> {
     let partition = u32::try_from(partition).map_err(|_| BrokerError::PartitionNotFound {
         topic: topic.to_owned(),
@@ -85,12 +104,13 @@ async fn lookup(
         EARLIEST_LOCAL => OffsetSpec::Earliest,
         ts => OffsetSpec::from_timestamp(ts)?,
     };
-    let Some(offset) = ctx.service.list_offset(who, topic, partition, spec).await? else {
+    let Some(offset) = ctx.service.list_offset(who, topic, partition, spec, at.from, at.leader_epoch).await?
+    else {
         return Ok(None);
     };
     let timestamp = match spec {
         OffsetSpec::Timestamp(_) | OffsetSpec::MaxTimestamp => {
-            record_timestamp(ctx, who, topic, partition, offset).await?
+            record_timestamp(ctx, who, topic, partition, offset, at.from).await?
         }
         OffsetSpec::Earliest | OffsetSpec::Latest => -1,
     };
@@ -104,15 +124,10 @@ async fn record_timestamp(
     topic: &str,
     partition: u32,
     offset: u64,
+    from: Replicas,
 ) -> Result<i64> {
-    let at = FetchPartition { topic: topic.to_owned(), partition, offset, max_bytes: 1 };
-    let req = FetchRequest {
-        partitions: vec![at],
-        max_wait_ms: 0,
-        min_bytes: 0,
-        max_bytes: 1,
-        from: Replicas::Leader,
-    };
+    let at = FetchPartition { topic: topic.to_owned(), partition, offset, max_bytes: 1, leader_epoch: None };
+    let req = FetchRequest { partitions: vec![at], max_wait_ms: 0, min_bytes: 0, max_bytes: 1, from };
     let read =
         ctx.service.fetch(who, req).await?.pop().ok_or_else(|| BrokerError::Internal("no read".into()))??;
     let invalid =
@@ -164,8 +179,6 @@ pub fn offset_for_leader_epoch(
                         base.with_leader_epoch(epoch).with_end_offset(end_offset as i64)
                     }
                     Ok(EpochEnd::Undefined) => base,
-                    Ok(EpochEnd::Fenced) => base.with_error_code(code::FENCED_LEADER_EPOCH),
-                    Ok(EpochEnd::UnknownEpoch) => base.with_error_code(code::UNKNOWN_LEADER_EPOCH),
                     Err(e) => base.with_error_code(kafka_code(&e)),
                 }
             })

@@ -23,6 +23,15 @@ pub enum BrokerError {
         leader_hint(.leader)
     )]
     LeadershipLost { topic: String, partition: u32, leader: Option<LeaderHint> },
+    /// A Kafka client named a leader epoch for the partition (KIP-320) that is not
+    /// this replica's: older, so its metadata is stale (FENCED_LEADER_EPOCH), or
+    /// newer, so this replica has not caught up with the leader it knows of
+    /// (UNKNOWN_LEADER_EPOCH). Either way it refreshes its metadata and retries.
+    #[error(
+        "the request names leader epoch {asked} of partition {partition} of topic {topic:?}, \
+         and this broker's is {current}: refresh the metadata and retry"
+    )]
+    LeaderEpoch { topic: String, partition: u32, asked: i32, current: i32 },
     /// The caller may not do this to `resource`. Raised before any lookup, so the
     /// answer never says whether the resource exists.
     #[error("not authorized for {resource}")]

@@ -18,6 +18,10 @@ pub struct FetchPartition {
     pub partition: u32,
     pub offset: u64,
     pub max_bytes: usize,
+    /// The leader epoch the caller knows the partition by (Kafka's
+    /// `current_leader_epoch`, KIP-320); a replica with another refuses the read.
+    /// `None`: not checked (HTTP, binary, Kafka before Fetch v9).
+    pub leader_epoch: Option<i32>,
 }
 
 #[derive(Debug, Clone)]
@@ -198,12 +202,7 @@ impl Service {
     ) -> Result<PartitionHandle> {
         self.authorize(principal, Call::Fetch, Resource::Topic(p.topic.clone()))?;
         let handle = self.partition(&self.topic(&p.topic)?, p.partition)?;
-        match (from, handle.role) {
-            (Replicas::Leader, _) | (Replicas::Led, super::partition::Role::Follower { leader: None }) => {
-                handle.check_leader()?
-            }
-            (Replicas::Led | Replicas::Any, _) => {}
-        }
+        handle.check_read(from, p.leader_epoch)?;
         Ok(handle)
     }
 
@@ -213,17 +212,14 @@ impl Service {
     /// start for the answer. `None`: read here, as for an offset outside log start
     /// to high watermark: the read answers it (OFFSET_OUT_OF_RANGE below the log
     /// start or past the log's end, so the consumer resets rather than being sent
-    /// to a replica that would answer the same and back; nothing yet in between).
+    /// to a replica that would answer the same and back; nothing yet in between),
+    /// or for a read this replica refuses (a stale leader epoch: the read says so).
     /// The caller authorized the topic for fetching.
-    pub fn preferred_read_replica(
-        &self,
-        topic: &str,
-        partition: u32,
-        offset: u64,
-        rack: &str,
-    ) -> Option<ReadElsewhere> {
-        let handle = self.partition(&self.topic(topic).ok()?, partition).ok()?;
+    pub fn preferred_read_replica(&self, at: &FetchPartition, rack: &str) -> Option<ReadElsewhere> {
+        let handle = self.partition(&self.topic(&at.topic).ok()?, at.partition).ok()?;
+        handle.check_read(Replicas::Led, at.leader_epoch).ok()?;
         let (log_start, high_watermark) = (handle.info().log_start_offset, handle.high_watermark());
+        let offset = at.offset;
         if offset < log_start || offset > high_watermark {
             return None;
         }

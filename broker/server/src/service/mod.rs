@@ -149,7 +149,13 @@ mod tests {
     }
 
     fn fetch_req(topic: &str, wait_ms: u64) -> FetchRequest {
-        let p = FetchPartition { topic: topic.into(), partition: 0, offset: 0, max_bytes: 1 << 20 };
+        let p = FetchPartition {
+            topic: topic.into(),
+            partition: 0,
+            offset: 0,
+            max_bytes: 1 << 20,
+            leader_epoch: None,
+        };
         FetchRequest {
             partitions: vec![p],
             max_wait_ms: wait_ms,

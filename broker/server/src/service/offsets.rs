@@ -9,6 +9,7 @@
 use es_core::LeaderEpoch;
 use es_log::PartitionInfo;
 
+use super::fetch::Replicas;
 use super::{Call, PartitionHandle, Principal, Resource, Service};
 use crate::service::error::{BrokerError, Result};
 
@@ -73,12 +74,6 @@ pub enum EpochEnd {
     /// The epoch asked is undefined (-1) or newer than any this log knows: Kafka's
     /// (-1, -1).
     Undefined,
-    /// The caller's `current_leader_epoch` is older than the leader's
-    /// (FENCED_LEADER_EPOCH): its metadata is stale.
-    Fenced,
-    /// The caller's `current_leader_epoch` is newer than this leader's
-    /// (UNKNOWN_LEADER_EPOCH): this node has not caught up with it yet.
-    UnknownEpoch,
 }
 
 /// Where `epoch` ends on a log whose epochs start at `starts` (oldest first), whose
@@ -153,15 +148,19 @@ pub fn start_offset(handle: &PartitionHandle, start: Start) -> Result<u64> {
 }
 
 impl Service {
-    /// One partition's offset for `spec`.
+    /// One partition's offset for `spec`, on a replica `from` allows and that has
+    /// the caller's `leader_epoch`, as for a fetch ([`PartitionHandle::check_read`]).
     pub async fn list_offset(
         &self,
         principal: &Principal,
         topic: &str,
         partition: u32,
         spec: OffsetSpec,
+        from: Replicas,
+        leader_epoch: Option<i32>,
     ) -> Result<Option<u64>> {
         let handle = self.read_handle(principal, Call::ListOffsets, topic, partition)?;
+        handle.check_read(from, leader_epoch)?;
         blocking(move || resolve(&handle, spec)).await
     }
 
@@ -238,7 +237,8 @@ impl Service {
     }
 
     /// Kafka's OffsetForLeaderEpoch on one partition, as its leader answers it.
-    /// `current_leader_epoch` (-1: not given) fences a caller with stale metadata.
+    /// `current_leader_epoch` (-1: not given) fences a caller with stale metadata
+    /// (`BrokerError::LeaderEpoch`).
     pub fn epoch_end_offset(
         &self,
         principal: &Principal,
@@ -248,15 +248,8 @@ impl Service {
         epoch: i32,
     ) -> Result<EpochEnd> {
         let handle = self.read_handle(principal, Call::ListOffsets, topic, partition)?;
-        handle.check_leader()?;
-        let current = handle.leader_epoch;
-        if current_leader_epoch >= 0 && current_leader_epoch < current.0 {
-            return Ok(EpochEnd::Fenced);
-        }
-        if current_leader_epoch > current.0 {
-            return Ok(EpochEnd::UnknownEpoch);
-        }
-        Ok(epoch_end(&handle.epoch_starts(), epoch, current, handle.high_watermark()))
+        handle.check_read(Replicas::Leader, Some(current_leader_epoch))?;
+        Ok(epoch_end(&handle.epoch_starts(), epoch, handle.leader_epoch, handle.high_watermark()))
     }
 
     /// Kafka's DescribeProducers on one partition: its idempotent producers.

@@ -11,6 +11,7 @@ use es_log::{Appended, PartitionInfo, PartitionLog, PendingAppend, ReadResult};
 use crate::cluster::IdempotentTurn;
 use crate::registry::Topic;
 use crate::service::error::{BrokerError, Result};
+use crate::service::fetch::Replicas;
 
 /// A single node is the leader of every partition it has, in one epoch that never
 /// changes. The one place the epoch is set.
@@ -112,6 +113,27 @@ impl PartitionHandle {
             (Role::Follower { leader }, Some(r)) => {
                 Err(r.cluster.not_leader(self.topic.name(), self.partition, leader))
             }
+        }
+    }
+
+    /// Refuses a read this replica may not answer: one naming a leader epoch
+    /// (Kafka's `current_leader_epoch`, KIP-320; `None` or -1: not named) other than
+    /// this replica's, checked first as Kafka does; then one that `from` does not
+    /// let this replica serve (NotLeader, with the leader's address).
+    pub fn check_read(&self, from: Replicas, leader_epoch: Option<i32>) -> Result<()> {
+        if let Some(asked) = leader_epoch.filter(|e| *e >= 0)
+            && asked != self.leader_epoch.0
+        {
+            return Err(BrokerError::LeaderEpoch {
+                topic: self.topic.name(),
+                partition: self.partition,
+                asked,
+                current: self.leader_epoch.0,
+            });
+        }
+        match (from, self.role) {
+            (Replicas::Leader, _) | (Replicas::Led, Role::Follower { leader: None }) => self.check_leader(),
+            (Replicas::Led | Replicas::Any, _) => Ok(()),
         }
     }
 
