@@ -339,6 +339,36 @@ fn a_produce_spanning_partitions_led_elsewhere_is_refused_whole() {
     }
 }
 
+/// Rack-aware placement: nodes 1 and 2 in rack r1, 3 and 4 in r2; a topic of four
+/// partitions with two replicas each has a replica in each rack (round-robin over
+/// the ids, as without racks, would put partition 0 on nodes 1 and 2, both in r1).
+#[test]
+fn a_partitions_replicas_are_placed_in_different_racks() {
+    let mut c = Cluster::new(4, &[], &[]);
+    for id in 1..=4u64 {
+        c.env = vec![("ES_CLUSTER_RACK".into(), format!("r{}", id.div_ceil(2)))];
+        c.start_node(id);
+    }
+    for id in 1..=4 {
+        eventually(ELECTION_WAIT, "every rack known", || {
+            let nodes = c.node(id).get("/cluster").body["nodes"].clone();
+            (nodes.as_array()?.iter().filter(|n| n["rack"].is_string()).count() == 4).then_some(())
+        });
+    }
+    let created = eventually(ELECTION_WAIT, "the metadata leader", || {
+        let r =
+            c.node(2).post("/topics", &json!({"name": "spread", "partitions": 4, "replication_factor": 2}));
+        (r.status != 503 && r.status != 504).then_some(r)
+    });
+    assert!(created.status < 300, "{:?}", created.body);
+    for p in 0..4u64 {
+        let seen = eventually(ELECTION_WAIT, "the placement", || partition_seen(&c, 2, "spread", p));
+        let assigned = ids(&seen["assigned"]);
+        assert_eq!(assigned.len(), 2, "{seen}");
+        assert_ne!(assigned[0].div_ceil(2), assigned[1].div_ceil(2), "partition {p} in one rack: {seen}");
+    }
+}
+
 /// Records of `topic` node `b` handed to consumers (`es_records_fetched_total`).
 fn records_fetched(b: &es_tests::broker::Broker, topic: &str) -> u64 {
     let text = b.get("/metrics").body.as_str().map(str::to_owned).unwrap_or_default();
@@ -536,8 +566,12 @@ fn kafka_reads_naming_another_leader_epoch_are_refused_until_the_metadata_is_fre
     // A new leader, a new epoch: the old one is stale everywhere.
     let r = c.node(leader).post("/cluster/partitions/epochs/0/leader", &json!({"to": follower}));
     assert_eq!(r.status, 200, "{:?}", r.body);
-    let (named, newer) = metadata_leader(&at_follower, "epochs");
-    assert_eq!(named, follower as i32);
+    // The old leader answered once it saw the new one lead; the new leader's own
+    // view follows within a moment.
+    let newer = eventually(ELECTION_WAIT, "the new leader naming itself", || {
+        let (named, newer) = metadata_leader(&at_follower, "epochs");
+        (named == follower as i32).then_some(newer)
+    });
     assert!(newer > epoch, "{epoch} -> {newer}");
     assert_eq!(code(&at_follower, epoch), 74, "the old epoch fenced on the new leader");
     assert_eq!(code(&at_follower, newer), 0);

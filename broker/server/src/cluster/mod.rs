@@ -307,7 +307,8 @@ impl Cluster {
         // meanwhile may have been placed on it.
         let mut moved = 0;
         loop {
-            let moves = placement::without_node(id, &members, self.registry.topic_metas().iter());
+            let moves =
+                placement::without_node(id, &members, &self.racks(), self.registry.topic_metas().iter());
             if moves.is_empty() {
                 break;
             }
@@ -470,6 +471,13 @@ impl Cluster {
     /// Every node whose addresses are known.
     pub fn known_nodes(&self) -> BTreeMap<u64, NodeAddresses> {
         self.nodes.read().expect("nodes lock").clone()
+    }
+
+    /// The rack of every node that names one and whose addresses are known
+    /// (placement uses them when every member's is known).
+    pub fn racks(&self) -> BTreeMap<u64, String> {
+        let nodes = self.nodes.read().expect("nodes lock");
+        nodes.iter().filter_map(|(id, a)| Some((*id, a.rack.clone()?))).collect()
     }
 
     /// The metadata group's leader (the controller, in Kafka's words).

@@ -2,7 +2,10 @@
 //! created with `replication.factor` replicas per partition (default: 3, or every
 //! node of a smaller cluster), placed round-robin over the members from the member
 //! that is preferred leader of the fewest partitions, so replicas and preferred
-//! leaders spread evenly (rack-unaware, as Kafka's default assignment). The first
+//! leaders spread evenly. When every member names its rack (`cluster.rack`), the
+//! members are walked in Kafka's rack-alternated order and a partition's replicas
+//! take racks none of its other replicas has while any is left, as Kafka's
+//! rack-aware assignment does; otherwise placement ignores racks. The first
 //! replica listed is the preferred leader: it forms the group and the leader
 //! balancer hands leadership back to it. The planning functions are pure: the
 //! proposing node plans, the metadata log carries the plan, and every node applies
@@ -34,11 +37,14 @@ pub fn replication_factor(asked: Option<usize>, members: usize) -> Result<usize>
 }
 
 /// Replicas for partitions `first..first + count` of a topic, `rf` each, over
-/// `members` (sorted): partition `first + i` starts at the member after the
-/// previous one's, beginning with the member preferred by the fewest partitions of
-/// `topics`.
+/// `members` (sorted), whose racks are `racks` (ignored unless every member has
+/// one): partition `first + i` starts at the member after the previous one's in
+/// [`walk_order`], beginning with the member preferred by the fewest partitions
+/// of `topics`, and takes the next members of that order, those in a rack it has
+/// no replica in yet first.
 pub fn place<'a>(
     members: &[u64],
+    racks: &BTreeMap<u64, String>,
     rf: usize,
     count: u32,
     topics: impl Iterator<Item = &'a TopicMeta>,
@@ -47,13 +53,56 @@ pub fn place<'a>(
     if n == 0 {
         return Vec::new();
     }
+    let racks = known_racks(members, racks);
+    let order = walk_order(members, racks);
     let preferred = preferred_counts(members, topics);
-    let start = members
+    let start = order
         .iter()
         .enumerate()
         .min_by_key(|(i, m)| (preferred.get(m).copied().unwrap_or(0), *i))
         .map_or(0, |(i, _)| i);
-    (0..count as usize).map(|p| (0..rf.min(n)).map(|k| members[(start + p + k) % n]).collect()).collect()
+    (0..count as usize).map(|p| replicas_from(&order, racks, (start + p) % n, rf.min(n))).collect()
+}
+
+/// `racks` when every member has one, else none (placement ignores racks then,
+/// as Kafka refuses rack-aware assignment over brokers some of which have none).
+fn known_racks<'r>(members: &[u64], racks: &'r BTreeMap<u64, String>) -> &'r BTreeMap<u64, String> {
+    static NONE: BTreeMap<u64, String> = BTreeMap::new();
+    if members.iter().all(|m| racks.contains_key(m)) { racks } else { &NONE }
+}
+
+/// The order placement walks the members in: as given without racks; with racks,
+/// Kafka's rack-alternated list (racks by name, each rack's next member taken in
+/// turn), so neighbours sit in different racks.
+fn walk_order(members: &[u64], racks: &BTreeMap<u64, String>) -> Vec<u64> {
+    if racks.is_empty() {
+        return members.to_vec();
+    }
+    let mut by_rack: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for m in members {
+        by_rack.entry(racks[m].as_str()).or_default().push(*m);
+    }
+    let deepest = by_rack.values().map(Vec::len).max().unwrap_or(0);
+    (0..deepest).flat_map(|i| by_rack.values().filter_map(move |ms| ms.get(i).copied())).collect()
+}
+
+/// `rf` members of `order` from index `first` on: a member whose rack none chosen
+/// so far has before any other (without racks, the next `rf`).
+fn replicas_from(order: &[u64], racks: &BTreeMap<u64, String>, first: usize, rf: usize) -> Vec<u64> {
+    let walk = || (0..order.len()).map(|k| order[(first + k) % order.len()]);
+    let mut chosen: Vec<u64> = Vec::with_capacity(rf);
+    let mut used = BTreeSet::new();
+    for m in walk() {
+        if chosen.len() < rf && racks.get(&m).is_none_or(|r| used.insert(r)) {
+            chosen.push(m);
+        }
+    }
+    for m in walk() {
+        if chosen.len() < rf && !chosen.contains(&m) {
+            chosen.push(m);
+        }
+    }
+    chosen
 }
 
 /// How many placed partitions each member is the preferred leader of.
@@ -92,14 +141,19 @@ pub fn check_replicas(replicas: &[u64], members: &BTreeSet<u64>) -> Result<()> {
 
 /// What removing node `gone` moves: each placed partition it replicates gets the
 /// remaining member that holds the fewest replicas in its place (at the same
-/// position, so a preferred leader's place goes to its replacement), or loses it
-/// when every other member already replicates that partition. Answers (topic,
-/// partition, new replicas) in topic and partition order.
+/// position, so a preferred leader's place goes to its replacement), one in a
+/// rack the partition's other replicas are not in first when every member's rack
+/// is known (`racks`), or loses it when every other member already replicates
+/// that partition. Answers (topic, partition, new replicas) in topic and
+/// partition order.
 pub fn without_node<'a>(
     gone: u64,
     members: &BTreeSet<u64>,
+    racks: &BTreeMap<u64, String>,
     topics: impl Iterator<Item = &'a TopicMeta> + Clone,
 ) -> Vec<(String, u32, Vec<u64>)> {
+    let listed: Vec<u64> = members.iter().copied().collect();
+    let racks = known_racks(&listed, racks);
     let mut load: BTreeMap<u64, usize> = members.iter().filter(|m| **m != gone).map(|m| (*m, 0)).collect();
     for t in topics.clone() {
         for r in t.replicas.iter().flatten() {
@@ -116,8 +170,13 @@ pub fn without_node<'a>(
     for t in sorted {
         for (p, r) in t.replicas.iter().flatten().enumerate() {
             let Some(at) = r.iter().position(|m| *m == gone) else { continue };
-            let spare =
-                load.iter().filter(|(m, _)| !r.contains(m)).min_by_key(|(m, c)| (**c, **m)).map(|(m, _)| *m);
+            let taken: BTreeSet<&String> =
+                r.iter().filter(|m| **m != gone).filter_map(|m| racks.get(m)).collect();
+            let spare = load
+                .iter()
+                .filter(|(m, _)| !r.contains(m))
+                .min_by_key(|(m, c)| (racks.get(m).is_some_and(|rack| taken.contains(rack)), **c, **m))
+                .map(|(m, _)| *m);
             let mut next = r.clone();
             match spare {
                 Some(s) => {
@@ -285,17 +344,54 @@ mod tests {
 
     #[test]
     fn replicas_and_preferred_leaders_spread_round_robin() {
-        let placed = place(&[1, 2, 3, 4], 2, 4, std::iter::empty());
+        let none = BTreeMap::new();
+        let placed = place(&[1, 2, 3, 4], &none, 2, 4, std::iter::empty());
         assert_eq!(placed, vec![vec![1, 2], vec![2, 3], vec![3, 4], vec![4, 1]]);
         // The next topic starts at the member preferred by the fewest.
         let first = topic("a", vec![vec![1, 2], vec![2, 3]]);
-        let next = place(&[1, 2, 3, 4], 3, 2, [&first].into_iter());
+        let next = place(&[1, 2, 3, 4], &none, 3, 2, [&first].into_iter());
         assert_eq!(next, vec![vec![3, 4, 1], vec![4, 1, 2]]);
         // A factor as large as the cluster: every member, each preferred in turn.
         assert_eq!(
-            place(&[1, 2, 3], 3, 3, std::iter::empty()),
+            place(&[1, 2, 3], &none, 3, 3, std::iter::empty()),
             vec![vec![1, 2, 3], vec![2, 3, 1], vec![3, 1, 2]]
         );
+        // A rack known for some members only: racks are ignored.
+        let some = racks(&[(1, "a"), (2, "a")]);
+        assert_eq!(place(&[1, 2, 3, 4], &some, 2, 4, std::iter::empty()), placed);
+    }
+
+    fn racks(of: &[(u64, &str)]) -> BTreeMap<u64, String> {
+        of.iter().map(|(m, r)| (*m, (*r).to_owned())).collect()
+    }
+
+    fn racks_of(replicas: &[u64], racks: &BTreeMap<u64, String>) -> BTreeSet<String> {
+        replicas.iter().map(|m| racks[m].clone()).collect()
+    }
+
+    #[test]
+    fn with_every_rack_known_a_partitions_replicas_span_the_racks() {
+        // Two racks of three, ids interleaved with the racks as they often are not.
+        let six = racks(&[(1, "a"), (2, "a"), (3, "a"), (4, "b"), (5, "b"), (6, "b")]);
+        let members = [1, 2, 3, 4, 5, 6];
+        let placed = place(&members, &six, 2, 6, std::iter::empty());
+        // Rack-unaware, [1, 2] would sit in rack a alone.
+        assert_eq!(placed, vec![vec![1, 4], vec![4, 2], vec![2, 5], vec![5, 3], vec![3, 6], vec![6, 1]]);
+        for r in &placed {
+            assert_eq!(racks_of(r, &six).len(), 2, "{r:?}");
+        }
+        // Three racks of unequal sizes, factor 3: every partition in all three,
+        // preferred leaders on every member in turn.
+        let uneven = racks(&[(1, "a"), (2, "b"), (3, "c"), (4, "a"), (5, "c")]);
+        let placed = place(&[1, 2, 3, 4, 5], &uneven, 3, 5, std::iter::empty());
+        for r in &placed {
+            assert_eq!(racks_of(r, &uneven).len(), 3, "{r:?}");
+        }
+        let leaders: BTreeSet<u64> = placed.iter().map(|r| r[0]).collect();
+        assert_eq!(leaders, BTreeSet::from([1, 2, 3, 4, 5]));
+        // More replicas than racks: every rack first, then the rest.
+        let placed = place(&members, &six, 3, 1, std::iter::empty());
+        assert_eq!(placed, vec![vec![1, 4, 2]]);
     }
 
     #[test]
@@ -323,7 +419,7 @@ mod tests {
         let members = BTreeSet::from([1, 2, 3, 4]);
         let a = topic("a", vec![vec![3, 1], vec![1, 2], vec![2, 3]]);
         let b = topic("b", vec![vec![1, 2, 3]]);
-        let moves = without_node(3, &members, [&a, &b].into_iter());
+        let moves = without_node(3, &members, &BTreeMap::new(), [&a, &b].into_iter());
         // Loads without 3: 1 -> 3, 2 -> 3, 4 -> 0: node 4 takes 3's places first.
         assert_eq!(
             moves,
@@ -331,6 +427,15 @@ mod tests {
         );
         // Three members, a partition on all of them: it loses the node.
         let three = BTreeSet::from([1, 2, 3]);
-        assert_eq!(without_node(3, &three, [&b].into_iter()), vec![("b".into(), 0, vec![1, 2])]);
+        assert_eq!(
+            without_node(3, &three, &BTreeMap::new(), [&b].into_iter()),
+            vec![("b".into(), 0, vec![1, 2])]
+        );
+        // With racks: the spare in the rack the partition lost, though it holds more.
+        let four = racks(&[(1, "a"), (2, "b"), (3, "b"), (4, "a")]);
+        let c = topic("c", vec![vec![1, 3]]);
+        let d = topic("d", vec![vec![2, 1], vec![2, 4]]);
+        // Loads without 3: 1 -> 2, 2 -> 2, 4 -> 1; node 4 is least loaded but in rack a.
+        assert_eq!(without_node(3, &members, &four, [&c, &d].into_iter()), vec![("c".into(), 0, vec![1, 2])]);
     }
 }

@@ -69,6 +69,15 @@ impl Registry {
             None => crate::cluster::placement::replication_factor(asked, members.len())?,
         };
         let metadata = self.metadata();
-        Ok(Some(crate::cluster::placement::place(&members, rf, count, metadata.topics())))
+        let racks = cluster.racks();
+        let unknown: Vec<u64> = members.iter().copied().filter(|m| !racks.contains_key(m)).collect();
+        if !racks.is_empty() && !unknown.is_empty() {
+            tracing::warn!(
+                ?unknown,
+                "placing {count} partition(s) without regard to racks: some nodes name a rack and nodes \
+                 {unknown:?} name none or are not heard from yet (set cluster.rack on every node)"
+            );
+        }
+        Ok(Some(crate::cluster::placement::place(&members, &racks, rf, count, metadata.topics())))
     }
 }

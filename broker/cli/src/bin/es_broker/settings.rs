@@ -375,7 +375,7 @@ pub const SETTINGS: &[Setting] = &[
         .help("This node joins a running cluster: it forms no partition of its own and waits for `es cluster add-node` (asked of any member). Harmless to keep once it joined."),
     Setting::new("cluster", "rack", "cluster-rack", Kind::Text)
         .default(Default::Unset("none"))
-        .help("This node's rack or zone (Kafka's broker.rack), listed in Metadata. A Kafka consumer that sets client.rack is sent to read from an in-sync replica in its own rack when the partition's leader is elsewhere (follower fetching, KIP-392)."),
+        .help("This node's rack or zone (Kafka's broker.rack), listed in Metadata. A Kafka consumer that sets client.rack is sent to read from an in-sync replica in its own rack when the partition's leader is elsewhere (follower fetching, KIP-392). Set on every node, it also spreads each partition's replicas over the racks (docs/cluster.md, \"Racks\")."),
     Setting::new("cluster", "metadata_segment_bytes", "cluster-metadata-segment-bytes", Kind::Int { min: 4096, max: 1 << 30 })
         .default(Default::Int(8 * 1024 * 1024))
         .help("Segment size of the replicated metadata log (__es_cluster_metadata), in bytes; its retention removes whole segments."),
