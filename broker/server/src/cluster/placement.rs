@@ -152,8 +152,9 @@ pub fn without_node<'a>(
     racks: &BTreeMap<u64, String>,
     topics: impl Iterator<Item = &'a TopicMeta> + Clone,
 ) -> Vec<(String, u32, Vec<u64>)> {
-    let listed: Vec<u64> = members.iter().copied().collect();
-    let racks = known_racks(&listed, racks);
+    // The removed node's rack is never used: it may be down and unheard of.
+    let remaining: Vec<u64> = members.iter().copied().filter(|m| *m != gone).collect();
+    let racks = known_racks(&remaining, racks);
     let mut load: BTreeMap<u64, usize> = members.iter().filter(|m| **m != gone).map(|m| (*m, 0)).collect();
     for t in topics.clone() {
         for r in t.replicas.iter().flatten() {
@@ -175,7 +176,7 @@ pub fn without_node<'a>(
             let spare = load
                 .iter()
                 .filter(|(m, _)| !r.contains(m))
-                .min_by_key(|(m, c)| (racks.get(m).is_some_and(|rack| taken.contains(rack)), **c, **m))
+                .min_by_key(|(m, c)| (racks.get(*m).is_some_and(|rack| taken.contains(rack)), **c, **m))
                 .map(|(m, _)| *m);
             let mut next = r.clone();
             match spare {
@@ -437,5 +438,11 @@ mod tests {
         let d = topic("d", vec![vec![2, 1], vec![2, 4]]);
         // Loads without 3: 1 -> 2, 2 -> 2, 4 -> 1; node 4 is least loaded but in rack a.
         assert_eq!(without_node(3, &members, &four, [&c, &d].into_iter()), vec![("c".into(), 0, vec![1, 2])]);
+        // The removed node's rack unknown (down since this node started): the same.
+        let unheard = racks(&[(1, "a"), (2, "b"), (4, "a")]);
+        assert_eq!(
+            without_node(3, &members, &unheard, [&c, &d].into_iter()),
+            vec![("c".into(), 0, vec![1, 2])]
+        );
     }
 }
