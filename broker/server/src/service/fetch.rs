@@ -90,8 +90,10 @@ impl Drop for Parked<'_> {
 
 impl Service {
     /// Reads every partition; while fewer than `min_bytes` came back, no partition
-    /// failed and the wait has time left, parks until any high watermark moves or
-    /// shutdown begins, then reads again.
+    /// failed and the wait has time left, parks until any high watermark, leader or
+    /// leader epoch changes or shutdown begins, then checks each partition's replica
+    /// again (a leadership that moved answers at once, as Kafka's delayed fetch
+    /// does) and reads again.
     pub async fn fetch(&self, principal: &Principal, req: FetchRequest) -> Result<Fetched> {
         let started = Instant::now();
         let fetched = self.fetch_polling(principal, req).await;
@@ -102,12 +104,22 @@ impl Service {
     async fn fetch_polling(&self, principal: &Principal, req: FetchRequest) -> Result<Fetched> {
         check_shape(&req)?;
         self.refuse_while_throttled(principal, Direction::Fetch)?;
-        let handles: Vec<Result<PartitionHandle>> =
-            req.partitions.iter().map(|p| self.fetch_handle(principal, p, req.from)).collect();
+        let handles_now = || -> Vec<Result<PartitionHandle>> {
+            req.partitions.iter().map(|p| self.fetch_handle(principal, p, req.from)).collect()
+        };
+        let mut handles = handles_now();
         let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms);
         let mut shutdown = self.registry.shutdown_signal();
+        let mut first = true;
         loop {
+            // Subscribed before the handles are taken again, so no change between
+            // the two goes unseen.
             let watches: Vec<_> = handles.iter().flatten().map(PartitionHandle::subscribe).collect();
+            let leaders: Vec<_> =
+                handles.iter().flatten().filter_map(PartitionHandle::subscribe_leader).collect();
+            if !std::mem::take(&mut first) {
+                handles = handles_now();
+            }
             let reads = read_all(&req, &handles).await?;
             let total: usize = reads.iter().flatten().flatten().map(|r| r.data.len()).sum();
             let failed = handles.iter().any(Result::is_err) || reads.iter().flatten().any(Result::is_err);
@@ -123,6 +135,14 @@ impl Service {
             for mut w in watches {
                 set.spawn(async move {
                     let _ = w.changed().await;
+                });
+            }
+            for mut w in leaders {
+                set.spawn(async move {
+                    // A group that closed changes no more: wait on the others.
+                    if w.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
                 });
             }
             tokio::select! {

@@ -259,6 +259,14 @@ impl PartitionHandle {
         self.log.subscribe()
     }
 
+    /// Changes when the partition's leader or leader epoch does, from now on
+    /// (`None` on a single node, where neither ever changes).
+    pub fn subscribe_leader(&self) -> Option<tokio::sync::watch::Receiver<(Option<u64>, LeaderEpoch)>> {
+        let mut leader = self.replica.as_ref()?.group.watch_leader();
+        leader.mark_unchanged();
+        Some(leader)
+    }
+
     pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<u64>> {
         self.log.offset_for_timestamp(timestamp).map_err(|e| self.log_error(e))
     }
