@@ -81,6 +81,16 @@ impl Cluster {
         c
     }
 
+    /// Starts nodes 1..=n without the leader balancer, so leadership moves only
+    /// when a test moves it (or a node fails).
+    pub fn start_unbalanced(n: u64) -> Cluster {
+        let mut c = Cluster::new(n, &["--cluster-leader-balance-ms", "0"], &[]);
+        for id in 1..=n {
+            c.start_node(id);
+        }
+        c
+    }
+
     /// A cluster of `n` nodes, none started yet, each to start with `extra` flags
     /// and `env`.
     pub fn new(n: u64, extra: &[&str], env: &[(&str, &str)]) -> Cluster {

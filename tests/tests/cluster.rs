@@ -687,10 +687,7 @@ fn cluster_leader(b: &Broker, topic: &str) -> Option<(u64, i64)> {
 /// acknowledged record is on every node once, at dense offsets.
 #[test]
 fn a_leader_transfer_under_load_moves_the_partition_and_loses_nothing() {
-    let mut c = Cluster::new(3, &["--cluster-leader-balance-ms", "0"], &[]);
-    for id in 1..=3 {
-        c.start_node(id);
-    }
+    let c = Cluster::start_unbalanced(3);
     c.create_topic_anywhere("moved");
     let (leader, _) = c.produce_anywhere("moved", &["warm-up".to_owned()]);
     let (_, epoch_before) = eventually(ELECTION_WAIT, "GET /cluster naming the leader", || {
@@ -868,10 +865,7 @@ fn idempotent_producers_share_a_partition_and_a_racing_resend_is_written_once() 
 #[test]
 fn an_idempotent_producers_pipelined_batches_are_proposed_in_arrival_order() {
     use es_client::{Client, ClientOptions};
-    let mut c = Cluster::new(3, &["--cluster-leader-balance-ms", "0"], &[]);
-    for id in 1..=3 {
-        c.start_node(id);
-    }
+    let c = Cluster::start_unbalanced(3);
     c.create_topic_anywhere("ordered");
     let (leader, first) = c.produce_anywhere("ordered", &["warm-up".to_owned()]);
     assert_eq!(first, [0]);

@@ -677,10 +677,7 @@ fn a_quiet_partitions_paused_leader_is_replaced_and_a_write_wakes_it() {
 /// leadership at once when asked.
 #[test]
 fn a_follower_restarted_while_its_partition_is_idle_takes_the_leadership_when_asked() {
-    let mut c = Cluster::new(3, &["--cluster-leader-balance-ms", "0"], &[]);
-    for id in 1..=3 {
-        c.start_node(id);
-    }
+    let mut c = Cluster::start_unbalanced(3);
     for (i, quiet_first) in [false, true, false, true].into_iter().enumerate() {
         let topic = format!("idle{i}");
         c.create_topic_via(&[1, 2, 3], &topic);

@@ -463,22 +463,8 @@ fn fetch_naming(
     rack: &str,
     epoch: i32,
 ) -> (i16, i32, usize) {
-    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-    use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
     let mut conn = es_tests::kafka_wire::KafkaConn::connect(addr).unwrap();
-    let partition = FetchPartition::default()
-        .with_fetch_offset(offset)
-        .with_partition_max_bytes(1 << 20)
-        .with_current_leader_epoch(epoch);
-    let topic =
-        FetchTopic::default().with_topic(TopicName(topic.to_owned().into())).with_partitions(vec![partition]);
-    let req = FetchRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_max_wait_ms(0)
-        .with_max_bytes(1 << 20)
-        .with_topics(vec![topic])
-        .with_rack_id(rack.to_owned().into());
-    let r = conn.call(version, &req).unwrap();
+    let r = conn.call(version, &consumer_fetch(topic, offset, epoch, rack, 0)).unwrap();
     let p = &r.responses[0].partitions[0];
     (p.error_code, p.preferred_read_replica.0, p.records.as_ref().map_or(0, |b| b.len()))
 }
@@ -486,24 +472,37 @@ fn fetch_naming(
 /// A Fetch v12 of partition 0 of `topic` at `offset` naming `epoch` that waits up
 /// to `wait_ms` for a byte: its error code and how long it took.
 fn parked_fetch(addr: &str, topic: &str, offset: i64, epoch: i32, wait_ms: i32) -> (i16, Duration) {
+    let mut conn = es_tests::kafka_wire::KafkaConn::connect(addr).unwrap();
+    let started = std::time::Instant::now();
+    let r = conn.call(12, &consumer_fetch(topic, offset, epoch, "", wait_ms)).unwrap();
+    (r.responses[0].partitions[0].error_code, started.elapsed())
+}
+
+/// A consumer's Fetch of partition 0 of `topic` at `offset`, naming `epoch` as its
+/// current leader epoch (-1: none) and `rack` as its own, waiting up to `wait_ms`
+/// for a byte.
+fn consumer_fetch(
+    topic: &str,
+    offset: i64,
+    epoch: i32,
+    rack: &str,
+    wait_ms: i32,
+) -> kafka_protocol::messages::FetchRequest {
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
     use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
-    let mut conn = es_tests::kafka_wire::KafkaConn::connect(addr).unwrap();
     let partition = FetchPartition::default()
         .with_fetch_offset(offset)
         .with_partition_max_bytes(1 << 20)
         .with_current_leader_epoch(epoch);
     let topic =
         FetchTopic::default().with_topic(TopicName(topic.to_owned().into())).with_partitions(vec![partition]);
-    let req = FetchRequest::default()
+    FetchRequest::default()
         .with_replica_id(BrokerId(-1))
         .with_max_wait_ms(wait_ms)
         .with_min_bytes(1)
         .with_max_bytes(1 << 20)
-        .with_topics(vec![topic]);
-    let started = std::time::Instant::now();
-    let r = conn.call(12, &req).unwrap();
-    (r.responses[0].partitions[0].error_code, started.elapsed())
+        .with_topics(vec![topic])
+        .with_rack_id(rack.to_owned().into())
 }
 
 /// Partition 0 of `topic` in Metadata v12 from `addr`: (leader id, leader epoch).
@@ -557,10 +556,7 @@ fn epoch_end_naming(addr: &str, topic: &str, current: i32, epoch: i32) -> i16 {
 /// one read. ListOffsets is the leader's (NOT_LEADER_OR_FOLLOWER, 6, on a follower).
 #[test]
 fn kafka_reads_naming_another_leader_epoch_are_refused_until_the_metadata_is_fresh() {
-    let mut c = Cluster::new(3, &["--cluster-leader-balance-ms", "0"], &[]);
-    for id in 1..=3 {
-        c.start_node(id);
-    }
+    let c = Cluster::start_unbalanced(3);
     c.create_topic_anywhere("epochs");
     let (leader, _) = c.produce_anywhere("epochs", &["a".to_owned(), "b".to_owned()]);
     let follower = (1..=3).find(|id| *id != leader).unwrap();
