@@ -90,10 +90,13 @@ impl Drop for Parked<'_> {
 
 impl Service {
     /// Reads every partition; while fewer than `min_bytes` came back, no partition
-    /// failed and the wait has time left, parks until any high watermark, leader or
-    /// leader epoch changes or shutdown begins, then checks each partition's replica
-    /// again (a leadership that moved answers at once, as Kafka's delayed fetch
-    /// does) and reads again.
+    /// failed and the wait has time left, parks until any high watermark moves or
+    /// shutdown begins, then reads again. A reader that follows leaders (Kafka:
+    /// `Replicas::Leader` or `Led`) also wakes when a partition's leader or leader
+    /// epoch changes, and its partitions are checked again, so one this replica may
+    /// no longer serve it answers at once, as Kafka's delayed fetch does. HTTP and
+    /// the binary protocol read any replica's log, which a leadership change does
+    /// not take away.
     pub async fn fetch(&self, principal: &Principal, req: FetchRequest) -> Result<Fetched> {
         let started = Instant::now();
         let fetched = self.fetch_polling(principal, req).await;
@@ -110,16 +113,14 @@ impl Service {
         let mut handles = handles_now();
         let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms);
         let mut shutdown = self.registry.shutdown_signal();
-        let mut first = true;
+        let follows_leaders = req.from != Replicas::Any;
         loop {
-            // Subscribed before the handles are taken again, so no change between
-            // the two goes unseen.
             let watches: Vec<_> = handles.iter().flatten().map(PartitionHandle::subscribe).collect();
-            let leaders: Vec<_> =
-                handles.iter().flatten().filter_map(PartitionHandle::subscribe_leader).collect();
-            if !std::mem::take(&mut first) {
-                handles = handles_now();
-            }
+            // Each fires at once if its leader moved since its handle was made.
+            let leaders: Vec<_> = match follows_leaders {
+                true => handles.iter().flatten().filter_map(PartitionHandle::subscribe_leader).collect(),
+                false => Vec::new(),
+            };
             let reads = read_all(&req, &handles).await?;
             let total: usize = reads.iter().flatten().flatten().map(|r| r.data.len()).sum();
             let failed = handles.iter().any(Result::is_err) || reads.iter().flatten().any(Result::is_err);
@@ -131,10 +132,12 @@ impl Service {
                 return Ok(answers(handles, reads));
             }
             let _parked = Parked::new(&self.polls);
+            // Each task answers whether a leader moved.
             let mut set = tokio::task::JoinSet::new();
             for mut w in watches {
                 set.spawn(async move {
                     let _ = w.changed().await;
+                    false
                 });
             }
             for mut w in leaders {
@@ -143,13 +146,19 @@ impl Service {
                     if w.changed().await.is_err() {
                         std::future::pending::<()>().await;
                     }
+                    true
                 });
             }
-            tokio::select! {
-                _ = tokio::time::timeout(deadline - now, set.join_next()) => {}
-                _ = shutdown.wait_for(|s| *s) => {}
-            }
+            let moved = tokio::select! {
+                woken = tokio::time::timeout(deadline - now, set.join_next()) => {
+                    matches!(woken, Ok(Some(Ok(true))))
+                }
+                _ = shutdown.wait_for(|s| *s) => false,
+            };
             set.abort_all();
+            if moved {
+                handles = handles_now();
+            }
         }
     }
 

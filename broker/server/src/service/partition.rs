@@ -43,6 +43,8 @@ pub struct PartitionHandle {
 struct Replica {
     group: es_raft::Group,
     cluster: Arc<crate::cluster::Cluster>,
+    /// The group's leader and epoch when this handle was made.
+    seen: (Option<u64>, LeaderEpoch),
 }
 
 /// An append on its way to durability: local (the group commit's fsync) or
@@ -87,14 +89,16 @@ impl PartitionHandle {
         group: es_raft::Group,
     ) -> Result<PartitionHandle> {
         let log = topic.partition(u64::from(partition))?.clone();
+        // Read before the role: a change after it is seen by `subscribe_leader`.
+        let seen = *group.watch_leader().borrow();
         let role = if group.is_leader() { Role::Leader } else { Role::Follower { leader: group.leader() } };
         Ok(PartitionHandle {
             topic: topic.clone(),
             partition,
             role,
-            leader_epoch: group.leader_epoch(),
+            leader_epoch: seen.1,
             log,
-            replica: Some(Replica { group, cluster: cluster.clone() }),
+            replica: Some(Replica { group, cluster: cluster.clone(), seen }),
         })
     }
 
@@ -259,11 +263,17 @@ impl PartitionHandle {
         self.log.subscribe()
     }
 
-    /// Changes when the partition's leader or leader epoch does, from now on
-    /// (`None` on a single node, where neither ever changes).
+    /// Changes when the partition's leader or leader epoch differs from what this
+    /// handle was made with: at once if it already does (`None` on a single node,
+    /// where neither ever changes).
     pub fn subscribe_leader(&self) -> Option<tokio::sync::watch::Receiver<(Option<u64>, LeaderEpoch)>> {
-        let mut leader = self.replica.as_ref()?.group.watch_leader();
-        leader.mark_unchanged();
+        let replica = self.replica.as_ref()?;
+        let mut leader = replica.group.watch_leader();
+        if *leader.borrow() == replica.seen {
+            leader.mark_unchanged();
+        } else {
+            leader.mark_changed();
+        }
         Some(leader)
     }
 
