@@ -342,11 +342,14 @@ fn a_produce_spanning_partitions_led_elsewhere_is_refused_whole() {
 /// Rack-aware placement: nodes 1 and 2 in rack r1, 3 and 4 in r2; a topic of four
 /// partitions with two replicas each has a replica in each rack (round-robin over
 /// the ids, as without racks, would put partition 0 on nodes 1 and 2, both in r1).
+/// Node 2 remembers the racks it heard: restarted while node 4 is down, it still
+/// places a new topic over both racks.
 #[test]
 fn a_partitions_replicas_are_placed_in_different_racks() {
     let mut c = Cluster::new(4, &[], &[]);
+    let rack_of = |id: u64| format!("r{}", id.div_ceil(2));
     for id in 1..=4u64 {
-        c.env = vec![("ES_CLUSTER_RACK".into(), format!("r{}", id.div_ceil(2)))];
+        c.env = vec![("ES_CLUSTER_RACK".into(), rack_of(id))];
         c.start_node(id);
     }
     for id in 1..=4 {
@@ -355,21 +358,31 @@ fn a_partitions_replicas_are_placed_in_different_racks() {
             (nodes.as_array()?.iter().filter(|n| n["rack"].is_string()).count() == 4).then_some(())
         });
     }
-    // Planned by the node asked, which knows every rack.
+    spread_over_racks(&c, "spread");
+
+    c.kill9(4);
+    c.kill9(2);
+    c.env = vec![("ES_CLUSTER_RACK".into(), rack_of(2))];
+    c.start_node(2);
+    spread_over_racks(&c, "spread-again");
+}
+
+/// Creates `topic` (4 partitions, 2 replicas each) on node 2, which plans it, and
+/// checks each partition has a replica in each rack.
+fn spread_over_racks(c: &Cluster, topic: &str) {
     eventually(ELECTION_WAIT, "creating the topic", || {
-        let r =
-            c.node(2).post("/topics", &json!({"name": "spread", "partitions": 4, "replication_factor": 2}));
+        let r = c.node(2).post("/topics", &json!({"name": topic, "partitions": 4, "replication_factor": 2}));
         match r.status {
             201 | 409 => Some(()),
             421 | 500 | 503 | 504 => None,
-            other => panic!("creating spread: {other} {:?}", r.body),
+            other => panic!("creating {topic}: {other} {:?}", r.body),
         }
     });
     for p in 0..4u64 {
-        let seen = eventually(ELECTION_WAIT, "the placement", || partition_seen(&c, 2, "spread", p));
+        let seen = eventually(ELECTION_WAIT, "the placement", || partition_seen(c, 2, topic, p));
         let assigned = ids(&seen["assigned"]);
         assert_eq!(assigned.len(), 2, "{seen}");
-        assert_ne!(assigned[0].div_ceil(2), assigned[1].div_ceil(2), "partition {p} in one rack: {seen}");
+        assert_ne!(assigned[0].div_ceil(2), assigned[1].div_ceil(2), "{topic} {p} in one rack: {seen}");
     }
 }
 

@@ -120,6 +120,8 @@ pub struct Cluster {
     groups: RwLock<HashMap<PartitionKey, Group>>,
     /// Client addresses of the nodes, learned from each (this one's included).
     nodes: RwLock<BTreeMap<u64, NodeAddresses>>,
+    /// Every node's rack as last heard, kept across restarts (`racks.rs`).
+    racks: Arc<racks::Remembered>,
     runtime: tokio::runtime::Handle,
     /// One idempotent producer's proposals to one partition, in the order they
     /// arrived: its duplicate check and append must not interleave with another
@@ -203,6 +205,8 @@ impl Cluster {
         let ClusterOptions { node_id, peers, secrets, timers, addresses, leader_balance, join, metadata_log } =
             options;
         let members = start_members(node_id, &peers, &cluster_dir(&registry))?;
+        let remembered = Arc::new(racks::Remembered::load(&cluster_dir(&registry)));
+        racks::remember(&remembered, node_id, addresses.rack.as_deref());
         let voters: Vec<u64> = members.nodes.keys().copied().collect();
         let others =
             members.nodes.iter().filter(|(id, _)| **id != node_id).map(|(id, a)| (*id, a.clone())).collect();
@@ -234,6 +238,7 @@ impl Cluster {
             http: std::sync::OnceLock::new(),
             groups: RwLock::default(),
             nodes: RwLock::new(BTreeMap::from([(node_id, addresses)])),
+            racks: remembered,
             runtime: tokio::runtime::Handle::current(),
             idempotent: Mutex::default(),
             turns: std::sync::atomic::AtomicU64::new(0),
@@ -456,6 +461,7 @@ impl Cluster {
             members::Change::Removed { id } => {
                 self.host.remove_peer(id);
                 self.nodes.write().expect("nodes lock").remove(&id);
+                racks::remember(&self.racks, id, None);
                 tracing::info!(node = self.node_id, removed = id, "a node left the cluster");
             }
         }
@@ -473,11 +479,20 @@ impl Cluster {
         self.nodes.read().expect("nodes lock").clone()
     }
 
-    /// The rack of every node that names one and whose addresses are known
-    /// (placement uses them when every member's is known).
+    /// The rack of every node that names one, as this node last heard it, now or
+    /// before a restart (placement uses them when every member's is known).
     pub fn racks(&self) -> BTreeMap<u64, String> {
-        let nodes = self.nodes.read().expect("nodes lock");
-        nodes.iter().filter_map(|(id, a)| Some((*id, a.rack.clone()?))).collect()
+        self.racks.racks()
+    }
+
+    /// Node `id`'s client addresses, as it advertised them (asked of a member,
+    /// which may have left since: then forgotten).
+    fn learn_addresses(&self, id: u64, addresses: NodeAddresses) {
+        if !self.members.read().expect("members lock").nodes.contains_key(&id) {
+            return;
+        }
+        racks::remember(&self.racks, id, addresses.rack.as_deref());
+        self.nodes.write().expect("nodes lock").insert(id, addresses);
     }
 
     /// The metadata group's leader (the controller, in Kafka's words).

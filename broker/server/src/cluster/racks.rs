@@ -5,10 +5,88 @@
 //! advertised with its addresses and listed in Metadata. The choice is Kafka's
 //! `RackAwareReplicaSelector`: no rack named, or the leader in the consumer's rack,
 //! or no in-sync replica there, and the leader serves.
+//!
+//! Racks also place replicas (`placement.rs`). Each node remembers every node's
+//! rack as it last heard it in `<data>/cluster/racks.json`, so a node that
+//! restarted plans rack-aware placements even for members it has not heard from
+//! since (one that is down), as Kafka's controller knows every registered
+//! broker's rack.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use super::{Cluster, NodeAddresses};
+
+const FILE: &str = "racks.json";
+
+/// Every node's rack as this node last heard it, by id (`<data>/cluster/racks.json`).
+/// A cache of what the nodes advertise: a file that cannot be read is logged and
+/// started afresh, and what a node advertises replaces what was remembered.
+pub(super) struct Remembered {
+    path: PathBuf,
+    racks: Mutex<BTreeMap<u64, String>>,
+    /// Held while a save writes, so the save that ends last writes the newest racks.
+    saving: Mutex<()>,
+}
+
+impl Remembered {
+    pub(super) fn load(dir: &Path) -> Remembered {
+        let path = dir.join(FILE);
+        let racks = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+                tracing::warn!(path = %path.display(), error = %e, "not a racks file; racks are learned afresh");
+                BTreeMap::new()
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "the racks file cannot be read; racks are learned afresh");
+                BTreeMap::new()
+            }
+        };
+        Remembered { path, racks: Mutex::new(racks), saving: Mutex::new(()) }
+    }
+
+    /// Node `id` advertises `rack` (`None`: none, or it left the cluster); whether
+    /// that changed what is remembered.
+    pub(super) fn heard(&self, id: u64, rack: Option<&str>) -> bool {
+        let mut racks = self.racks.lock().expect("racks lock");
+        match rack {
+            Some(r) if racks.get(&id).map(String::as_str) != Some(r) => {
+                racks.insert(id, r.to_owned());
+                true
+            }
+            Some(_) => false,
+            None => racks.remove(&id).is_some(),
+        }
+    }
+
+    pub(super) fn racks(&self) -> BTreeMap<u64, String> {
+        self.racks.lock().expect("racks lock").clone()
+    }
+
+    /// Writes what is remembered durably; blocking.
+    fn save(&self) {
+        let _one = self.saving.lock().expect("racks save lock");
+        let bytes = serde_json::to_vec_pretty(&self.racks()).expect("a map of strings serializes");
+        // A new node saves its own rack before anything else made `<data>/cluster`.
+        let dir = self.path.parent().expect("a file in a directory");
+        if let Err(e) =
+            std::fs::create_dir_all(dir).and_then(|()| crate::store::write_durably(&self.path, &bytes))
+        {
+            tracing::warn!(path = %self.path.display(), error = %e, "the racks could not be saved");
+        }
+    }
+}
+
+/// Notes that node `id` advertises `rack`, saving off the async workers when that
+/// changed what `remembered` holds.
+pub(super) fn remember(remembered: &Arc<Remembered>, id: u64, rack: Option<&str>) {
+    if remembered.heard(id, rack) {
+        let remembered = remembered.clone();
+        tokio::task::spawn_blocking(move || remembered.save());
+    }
+}
 
 impl Cluster {
     /// The replica a consumer in `rack` should read `partition` from while this
@@ -59,6 +137,20 @@ mod tests {
                 (id, a)
             })
             .collect()
+    }
+
+    #[test]
+    fn racks_heard_are_remembered_across_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Remembered::load(dir.path());
+        assert!(r.heard(1, Some("a")) && r.heard(2, Some("b")));
+        assert!(!r.heard(1, Some("a")), "unchanged");
+        assert!(r.heard(2, Some("c")) && r.heard(3, Some("a")) && r.heard(3, None));
+        r.save();
+        let again = Remembered::load(dir.path());
+        assert_eq!(again.racks(), BTreeMap::from([(1, "a".to_owned()), (2, "c".to_owned())]));
+        std::fs::write(dir.path().join(FILE), b"{not json").unwrap();
+        assert!(Remembered::load(dir.path()).racks().is_empty(), "a damaged cache starts afresh");
     }
 
     #[test]

@@ -155,7 +155,7 @@ pub(super) fn spawn_address_exchange(cluster: &Arc<Cluster>) {
                     continue;
                 }
                 if let Some(addresses) = ask_addresses(&cluster, id).await {
-                    cluster.nodes.write().expect("nodes lock").insert(id, addresses);
+                    cluster.learn_addresses(id, addresses);
                 }
             }
             since_refresh = if refresh { Duration::ZERO } else { since_refresh + EXCHANGE_EVERY };

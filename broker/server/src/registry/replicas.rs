@@ -71,7 +71,7 @@ impl Registry {
         let metadata = self.metadata();
         let racks = cluster.racks();
         let unknown: Vec<u64> = members.iter().copied().filter(|m| !racks.contains_key(m)).collect();
-        if !racks.is_empty() && !unknown.is_empty() {
+        if unknown.len() < members.len() && !unknown.is_empty() {
             tracing::warn!(
                 ?unknown,
                 "placing {count} partition(s) without regard to racks: some nodes name a rack and nodes \
