@@ -736,6 +736,11 @@ impl Group {
         self.inner.leader.borrow().1
     }
 
+    /// The leader id and term as [`Group::watch_leader`] has them now.
+    pub fn leader_view(&self) -> (Option<u64>, LeaderEpoch) {
+        *self.inner.leader.borrow()
+    }
+
     pub fn status(&self) -> GroupStatus {
         let m = self.inner.raft.metrics().borrow_watched().clone();
         let voters: Vec<u64> = m.membership_config.membership().voter_ids().collect();

@@ -155,7 +155,7 @@ pub fn without_node<'a>(
     // The removed node's rack is never used: it may be down and unheard of.
     let remaining: Vec<u64> = members.iter().copied().filter(|m| *m != gone).collect();
     let racks = known_racks(&remaining, racks);
-    let mut load: BTreeMap<u64, usize> = members.iter().filter(|m| **m != gone).map(|m| (*m, 0)).collect();
+    let mut load: BTreeMap<u64, usize> = remaining.iter().map(|m| (*m, 0)).collect();
     for t in topics.clone() {
         for r in t.replicas.iter().flatten() {
             for m in r {

@@ -160,9 +160,14 @@ fn target(
     let partition = u32::try_from(p.partition).map_err(|_| code::UNKNOWN_TOPIC_OR_PARTITION)?;
     let offset = u64::try_from(p.fetch_offset).map_err(|_| code::OFFSET_OUT_OF_RANGE)?;
     let max_bytes = usize::try_from(p.partition_max_bytes).unwrap_or(0).max(1);
-    // -1 (not named) before v9, where the field does not exist.
-    let leader_epoch = Some(p.current_leader_epoch).filter(|e| *e >= 0);
+    let leader_epoch = named_epoch(p.current_leader_epoch);
     Ok(FetchPartition { topic: name, partition, offset, max_bytes, leader_epoch })
+}
+
+/// A request's `current_leader_epoch`: -1 (its default, and all a version
+/// without the field carries) names none.
+pub(super) fn named_epoch(epoch: i32) -> Option<i32> {
+    (epoch >= 0).then_some(epoch)
 }
 
 fn base(index: i32) -> PartitionData {

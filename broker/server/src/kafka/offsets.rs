@@ -22,6 +22,7 @@ use es_kafka::kafka_protocol::messages::{
 
 use super::Ctx;
 use super::error::{code, kafka_code};
+use super::fetch::named_epoch;
 use crate::service::Principal;
 use crate::service::error::{BrokerError, Result};
 use crate::service::fetch::{FetchPartition, FetchRequest, Replicas};
@@ -52,8 +53,7 @@ pub async fn list_offsets(
         let mut parts = Vec::with_capacity(t.partitions.len());
         for p in t.partitions {
             let base = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
-            // -1 (not named) before v4, where the field does not exist.
-            let at = Lookup { from, leader_epoch: Some(p.current_leader_epoch).filter(|e| *e >= 0) };
+            let at = Lookup { from, leader_epoch: named_epoch(p.current_leader_epoch) };
             let answer = match lookup(ctx, who, t.name.as_str(), p.partition_index, p.timestamp, at).await {
                 Ok(Some((offset, timestamp))) => {
                     // kafka-protocol refuses to encode a field the version lacks unless
@@ -171,7 +171,7 @@ pub fn offset_for_leader_epoch(
                     who,
                     t.topic.as_str(),
                     partition,
-                    p.current_leader_epoch,
+                    named_epoch(p.current_leader_epoch),
                     p.leader_epoch,
                 );
                 match answer {

@@ -237,18 +237,18 @@ impl Service {
     }
 
     /// Kafka's OffsetForLeaderEpoch on one partition, as its leader answers it.
-    /// `current_leader_epoch` (-1: not given) fences a caller with stale metadata
-    /// (`BrokerError::LeaderEpoch`).
+    /// `current_leader_epoch` (`None`: not named) fences a caller with stale
+    /// metadata (`BrokerError::LeaderEpoch`).
     pub fn epoch_end_offset(
         &self,
         principal: &Principal,
         topic: &str,
         partition: u32,
-        current_leader_epoch: i32,
+        current_leader_epoch: Option<i32>,
         epoch: i32,
     ) -> Result<EpochEnd> {
         let handle = self.read_handle(principal, Call::ListOffsets, topic, partition)?;
-        handle.check_read(Replicas::Leader, Some(current_leader_epoch))?;
+        handle.check_read(Replicas::Leader, current_leader_epoch)?;
         Ok(epoch_end(&handle.epoch_starts(), epoch, handle.leader_epoch, handle.high_watermark()))
     }
 

@@ -90,7 +90,7 @@ impl PartitionHandle {
     ) -> Result<PartitionHandle> {
         let log = topic.partition(u64::from(partition))?.clone();
         // Read before the role: a change after it is seen by `subscribe_leader`.
-        let seen = *group.watch_leader().borrow();
+        let seen = group.leader_view();
         let role = if group.is_leader() { Role::Leader } else { Role::Follower { leader: group.leader() } };
         Ok(PartitionHandle {
             topic: topic.clone(),
@@ -121,11 +121,11 @@ impl PartitionHandle {
     }
 
     /// Refuses a read this replica may not answer: one naming a leader epoch
-    /// (Kafka's `current_leader_epoch`, KIP-320; `None` or -1: not named) other than
+    /// (Kafka's `current_leader_epoch`, KIP-320; `None`: not named) other than
     /// this replica's, checked first as Kafka does; then one that `from` does not
     /// let this replica serve (NotLeader, with the leader's address).
     pub fn check_read(&self, from: Replicas, leader_epoch: Option<i32>) -> Result<()> {
-        if let Some(asked) = leader_epoch.filter(|e| *e >= 0)
+        if let Some(asked) = leader_epoch
             && asked != self.leader_epoch.0
         {
             return Err(BrokerError::LeaderEpoch {
