@@ -898,3 +898,31 @@ fn an_idempotent_producers_pipelined_batches_are_proposed_in_arrival_order() {
         assert_eq!(got, acked, "node {id}");
     }
 }
+
+/// A produce is answered once the leader's high watermark covers the record, as
+/// Kafka answers acks=all: asked right after each answer, the leader lists an
+/// end offset past the record and serves it, every time (the watermark moves a
+/// committed-id fsync after the commit, so a produce answered at the commit
+/// alone would lose this race now and then).
+#[test]
+fn the_leader_serves_an_acknowledged_record_at_once() {
+    let c = Cluster::start(3);
+    c.create_topic_anywhere("ryw");
+    let (leader, _) = c.produce_anywhere("ryw", &["first".to_string()]);
+    let b = c.node(leader);
+    for i in 0..200 {
+        let r =
+            b.post("/topics/ryw/records", &json!({"records": [{"value": format!("v{i}"), "partition": 0}]}));
+        assert_eq!(r.status, 200, "produce {i} to the leader, node {leader}: {:?}", r.body);
+        let offset = r.body["offsets"][0]["offset"].as_u64().unwrap();
+        let end = b.get("/topics/ryw/offsets");
+        let latest = end.body["partitions"][0]["latest"].as_u64().unwrap();
+        assert!(
+            latest > offset,
+            "produce {i}: acknowledged at {offset}, but the leader's latest offset is {latest}"
+        );
+        let read = b.get(&format!("/topics/ryw/partitions/0/records?offset={offset}&wait_ms=0"));
+        assert_eq!(read.status, 200, "{:?}", read.body);
+        assert_eq!(read.body["records"][0]["value"], format!("v{i}"), "produce {i}: {:?}", read.body);
+    }
+}

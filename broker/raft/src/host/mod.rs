@@ -565,8 +565,9 @@ impl Group {
 
     /// Proposes one encoded v2 data batch (unstamped, as the service appends
     /// locally) and resolves once a majority has it durably and it is committed,
-    /// with the offsets it got. An idempotent producer's retry of a batch in the
-    /// log answers the original offsets once they are committed. Not the leader:
+    /// with the offsets it got; [`Group::visible`] then waits for this node's
+    /// readers to see it. An idempotent producer's retry of a batch in the log
+    /// answers the original offsets once they are visible. Not the leader:
     /// `NotLeader` (nothing appended); leadership lost before the commit:
     /// `LeadershipLost` (the batch may or may not be in the log). Bounded by the
     /// proposal timeout.
@@ -583,7 +584,8 @@ impl Group {
             return Err(ProposeError::ControlBatch);
         }
         if let Some((base, last)) = self.inner.log.check_duplicate(&batch)? {
-            return self.committed_duplicate(base, last).await;
+            self.visible(last).await?;
+            return Ok(Appended { base_offset: base, last_offset: last, duplicate: true });
         }
         // The leader's store stamps a batch without a leader epoch; one a client
         // stamped would take the follower path there and fail the group.
@@ -598,6 +600,29 @@ impl Group {
                 }
                 result
             }
+        }
+    }
+
+    /// Resolves once this node's high watermark passes `last` (bounded by the
+    /// proposal timeout). A committed entry becomes visible once the committed id
+    /// covering it is on disk (`CommitGate`), a file's fsync after the commit;
+    /// the service answers a produce only then, as Kafka answers acks=all once
+    /// the high watermark moved, so a fetch or ListOffsets sent to this leader
+    /// right after the answer sees the record.
+    pub async fn visible(&self, last: u64) -> Result<(), ProposeError> {
+        let mut rx = self.inner.log.subscribe();
+        let seen = async {
+            while self.inner.log.high_watermark() <= last {
+                if rx.changed().await.is_err() {
+                    return false;
+                }
+            }
+            true
+        };
+        match tokio::time::timeout(Duration::from_millis(limits::PROPOSE_TIMEOUT_MS), seen).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(ProposeError::Shutdown),
+            Err(_) => Err(ProposeError::Timeout),
         }
     }
 
@@ -691,24 +716,6 @@ impl Group {
         // not fence a busy leader: pings share the link with replication and may
         // lag while its acknowledgements still arrive.
         unacked || self.inner.liveness.majority_unreachable(m.membership_config.membership().voter_ids())
-    }
-
-    /// A retry: answers once the original is committed (bounded).
-    async fn committed_duplicate(&self, base: u64, last: u64) -> Result<Appended, ProposeError> {
-        let mut rx = self.inner.log.subscribe();
-        let committed = async {
-            while self.inner.log.high_watermark() <= last {
-                if rx.changed().await.is_err() {
-                    return false;
-                }
-            }
-            true
-        };
-        match tokio::time::timeout(Duration::from_millis(limits::PROPOSE_TIMEOUT_MS), committed).await {
-            Ok(true) => Ok(Appended { base_offset: base, last_offset: last, duplicate: true }),
-            Ok(false) => Err(ProposeError::Shutdown),
-            Err(_) => Err(ProposeError::Timeout),
-        }
     }
 
     /// Whether this node leads the group now (an elected leader, term 1 or later).
@@ -886,7 +893,7 @@ impl Group {
     }
 
     /// Stops the group, then waits for its committed-id writer's last write and
-    /// its high-watermark publisher (bounded); whether all ended in time.
+    /// its state machine (bounded); whether all ended in time.
     async fn close(&self) -> bool {
         self.inner.stopped.store(true, Ordering::Release);
         let mut writer = self.inner.writer.clone();

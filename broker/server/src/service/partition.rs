@@ -180,7 +180,13 @@ impl PartitionHandle {
         // A retry of a batch in the log is answered by the group once the original
         // is committed (`Group::propose`): one whose original timed out may still
         // be uncommitted, and must not be acknowledged before it is.
-        replica.group.propose(batch).await.map_err(|e| self.propose_error(&replica, e))
+        let appended = replica.group.propose(batch).await.map_err(|e| self.propose_error(&replica, e))?;
+        // The producer's next batch may go as soon as this one is committed; the
+        // answer waits until this leader's readers see the batch (Kafka's acks=all
+        // answers once the high watermark moved), a committed-id fsync later.
+        drop(turn);
+        replica.group.visible(appended.last_offset).await.map_err(|e| self.propose_error(&replica, e))?;
+        Ok(appended)
     }
 
     fn propose_error(&self, replica: &Replica, e: es_raft::ProposeError) -> BrokerError {
