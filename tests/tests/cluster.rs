@@ -901,9 +901,9 @@ fn an_idempotent_producers_pipelined_batches_are_proposed_in_arrival_order() {
 
 /// A produce is answered once the leader's high watermark covers the record, as
 /// Kafka answers acks=all: asked right after each answer, the leader lists an
-/// end offset past the record and serves it, every time (the watermark moves a
-/// committed-id fsync after the commit, so a produce answered at the commit
-/// alone would lose this race now and then).
+/// end offset past the record and serves it, every time. (Until 5af515a the
+/// watermark moved a committed-id fsync after the answer, and this failed on
+/// the second produce; docs/benchmarks.md, Run 17.)
 #[test]
 fn the_leader_serves_an_acknowledged_record_at_once() {
     let c = Cluster::start(3);

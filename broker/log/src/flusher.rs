@@ -86,11 +86,14 @@ impl Progress {
         durable.min(self.committed.load(Ordering::Acquire))
     }
 
-    /// Wakes readers if the visible watermark grew. Under the watch's lock, so two
-    /// racing publishers never leave the lower value behind.
+    /// Wakes readers if the visible watermark grew. Read and compared under the
+    /// watch's lock: two racing publishers (the flusher moving the durable end,
+    /// a Raft apply moving the committed offset) never leave the lower value
+    /// behind, and the second sees what the first stored, so neither misses the
+    /// other's move.
     pub fn publish(&self) {
-        let now = self.visible();
         self.notify.send_if_modified(|seen| {
+            let now = self.visible();
             let grew = now > *seen;
             if grew {
                 *seen = now;

@@ -372,7 +372,8 @@ impl LogStore {
 
 /// Readers see the committed records again as soon as the group reopens, not only
 /// once openraft has re-applied them: a consumer that read up to the watermark
-/// before a restart must not find it lower after (it could reset its offsets). The
+/// before a restart finds it at most the commits still in flight lower after (the
+/// id is written behind the apply; a clean close writes the last one). The
 /// committed id is written after the entries it covers are durable, so the entry is
 /// here; its end offset is the committed offset (a control batch's base offset is
 /// the next offset at its place, as it takes none). An entry retention removed
@@ -401,8 +402,8 @@ fn restore_committed_offset(log: &PartitionLog, index: u64) -> Result<(), RaftEr
 /// may have seen, so they stay, as do those up to `applied` (the state machine
 /// applied them: committed and readable before the committed id on disk covered
 /// them). One applied before a crash past the id on disk may be dropped: it lies
-/// below the snapshot, which sits below the leader's first retained record, so
-/// retention has taken its records everywhere else already. Run after the snapshot is on disk (a
+/// below the snapshot, which sits below the leader's first retained record: this
+/// replica's log start jumps past it as retention's would. Run after the snapshot is on disk (a
 /// restart in between runs it again on open, `DataStateMachine::open`) and before
 /// its offset is readable. An open gate (the Suite) knows no committed id: nothing
 /// is dropped.

@@ -445,6 +445,13 @@ async fn an_applied_entry_is_seen_at_once_and_its_commit_written_behind() {
     assert_eq!(values(&p), ["a", "b"]);
     assert!(!store.commit_gate().covers(2), "no committed id was saved yet");
     store.save_committed(Some(log_id(1, 2))).await.unwrap();
+    let mut gate = store.commit_gate();
+    let written = async {
+        while !gate.covers(2) {
+            assert!(gate.changed().await, "the writer stopped");
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), written).await.expect("the committed id written behind");
     // A closing group waits for all that writes to the log: the committed-id
     // writer and the state machine; both end once the store and state machine
     // are gone, the id written.
@@ -533,7 +540,7 @@ async fn a_committed_id_that_cannot_be_written_fails_the_gate() {
     assert!(!gate.covers(1));
     let stored = store.get_log_reader().await.try_get_log_entries(0..2).await.unwrap();
     let applied = sm.apply(futures_util::stream::iter(stored.into_iter().map(|e| Ok((e, None))))).await;
-    assert!(applied.is_err(), "the apply goes on after the failure");
+    assert!(applied.is_err(), "the apply refuses to go on after the failure");
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(p.high_watermark(), 0, "the failed group applied nothing");
 }

@@ -603,27 +603,34 @@ impl Group {
         }
     }
 
-    /// Resolves once this node's high watermark passes `last` (bounded by the
-    /// proposal timeout). A committed entry becomes visible once the committed id
-    /// covering it is on disk (`CommitGate`), a file's fsync after the commit;
-    /// the service answers a produce only then, as Kafka answers acks=all once
-    /// the high watermark moved, so a fetch or ListOffsets sent to this leader
-    /// right after the answer sees the record.
+    /// Resolves once this node's high watermark passes `last`, which the service
+    /// waits for before answering a produce: Kafka answers acks=all once the high
+    /// watermark moved, so a fetch or ListOffsets sent to this leader right after
+    /// the answer sees the record. The apply moves the watermark before
+    /// [`Group::propose`] returns, so a new batch is seen at once unless this
+    /// replica's own fsync of it is still running (es-log never shows readers what
+    /// it does not hold durably); an idempotent retry waits here for its original
+    /// to commit. A group that stops meanwhile (a storage error) answers
+    /// `LeadershipLost`: the batch may be committed on the others. Bounded by the
+    /// proposal timeout.
     pub async fn visible(&self, last: u64) -> Result<(), ProposeError> {
         let mut rx = self.inner.log.subscribe();
+        let heartbeat = Duration::from_millis(self.inner.raft.config().heartbeat_interval);
         let seen = async {
             while self.inner.log.high_watermark() <= last {
-                if rx.changed().await.is_err() {
-                    return false;
+                if self.inner.stopped.load(Ordering::Acquire) {
+                    return Err(ProposeError::LeadershipLost { leader: None });
+                }
+                // Bounded by a heartbeat: a stopped group publishes nothing.
+                if let Ok(Err(_)) = tokio::time::timeout(heartbeat, rx.changed()).await {
+                    return Err(ProposeError::Shutdown);
                 }
             }
-            true
+            Ok(())
         };
-        match tokio::time::timeout(Duration::from_millis(limits::PROPOSE_TIMEOUT_MS), seen).await {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(ProposeError::Shutdown),
-            Err(_) => Err(ProposeError::Timeout),
-        }
+        tokio::time::timeout(Duration::from_millis(limits::PROPOSE_TIMEOUT_MS), seen)
+            .await
+            .unwrap_or(Err(ProposeError::Timeout))
     }
 
     /// Hands the batch to openraft. A leader whose quorum lease is not (yet or any
@@ -928,12 +935,10 @@ fn term_of(vote: &crate::types::Vote) -> LeaderEpoch {
     term.epoch()
 }
 
-/// Follows openraft's server metrics (leader, vote, membership: they change on
-/// elections, not on every append) into the group's leader watch.
 /// Stops the group once its committed id can no longer be written (the write, or
 /// an append before it, failed). The next apply would stop it too, but an idle
-/// group applies nothing, and would keep leading with a high watermark frozen
-/// below what it acknowledged. Ends when the group closes.
+/// group applies nothing, and would keep leading and voting on a disk that
+/// refuses its writes. Ends when the group closes.
 async fn stop_on_commit_failure(group: std::sync::Weak<GroupInner>, mut gate: crate::store::CommitGate) {
     while gate.changed().await {
         if let Err(e) = gate.check() {
@@ -946,6 +951,8 @@ async fn stop_on_commit_failure(group: std::sync::Weak<GroupInner>, mut gate: cr
     }
 }
 
+/// Follows openraft's server metrics (leader, vote, membership: they change on
+/// elections, not on every append) into the group's leader watch.
 async fn watch_leader(raft: Raft, tx: watch::Sender<LeaderView>, figures: Arc<GroupFigures>) {
     let mut m = raft.server_metrics();
     // The last (leader, term) counted: a leader known again in the same term is no change.

@@ -183,7 +183,7 @@ impl PartitionHandle {
         let appended = replica.group.propose(batch).await.map_err(|e| self.propose_error(&replica, e))?;
         // The producer's next batch may go as soon as this one is committed; the
         // answer waits until this leader's readers see the batch (Kafka's acks=all
-        // answers once the high watermark moved), a committed-id fsync later.
+        // answers once the high watermark moved): at once, as a rule.
         drop(turn);
         replica.group.visible(appended.last_offset).await.map_err(|e| self.propose_error(&replica, e))?;
         Ok(appended)
