@@ -899,11 +899,11 @@ fn an_idempotent_producers_pipelined_batches_are_proposed_in_arrival_order() {
     }
 }
 
-/// A produce is answered once the leader's high watermark covers the record, as
-/// Kafka answers acks=all: asked right after each answer, the leader lists an
-/// end offset past the record and serves it, every time. (Until 5af515a the
-/// watermark moved a committed-id fsync after the answer, and this failed on
-/// the second produce; docs/benchmarks.md, Run 17.)
+/// An HTTP produce is answered once the leader's high watermark covers the
+/// record, as Kafka answers acks=all: asked right after each answer, the leader
+/// lists an end offset past the record and serves it, every time. (Answered at
+/// the commit, as a binary produce is, this fails on the second produce: the
+/// watermark moves a committed-id fsync later; docs/benchmarks.md, Run 17.)
 #[test]
 fn the_leader_serves_an_acknowledged_record_at_once() {
     let c = Cluster::start(3);

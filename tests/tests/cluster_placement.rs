@@ -579,7 +579,7 @@ fn kafka_reads_naming_another_leader_epoch_are_refused_until_the_metadata_is_fre
     assert!(epoch > 0, "a Raft term: {epoch}");
 
     let code = |addr: &str, epoch: i32| fetch_naming(addr, 12, "epochs", 0, "", epoch).0;
-    // Acknowledged once the leader's high watermark covers it (at once, as a rule).
+    // Acknowledged at commit; the high watermark that lets readers see it follows.
     eventually(ELECTION_WAIT, "the leader serving the records", || {
         let (error, _, bytes) = fetch_naming(&at_leader, 12, "epochs", 0, "", epoch);
         (error == 0 && bytes > 0).then_some(())

@@ -2,15 +2,11 @@
 //! records are already in the log. It tracks the last applied log id, the
 //! membership and the high watermark (the end offset of the last applied data
 //! entry), which it sets as the log's committed offset: readers of any replica never
-//! see past it. An entry is readable, and its proposer answered, as it is applied
-//! (it is committed: durable on a majority), as Kafka's high watermark moves once
-//! the in-sync replicas have a batch. The committed id is written behind it, off
-//! the answer's path ([`CommitGate`]); a replica that cannot write it stops its
-//! group. A restart starts from the snapshot's offset; openraft re-applies the
-//! committed entries up to the committed id on disk, so across a crash this
-//! replica's watermark may restart a few entries lower, until the leader's next
-//! commit (Kafka's checkpointed high watermark does the same). Idempotent-producer
-//! state is not replicated here yet (docs/cluster.md).
+//! see past it. An entry's proposer is answered as it is applied (it is committed);
+//! the high watermark follows once the committed id covering the entry is on disk
+//! ([`CommitGate`]), moved by a publisher task so the apply never waits for that
+//! write: later entries are answered meanwhile. A restart starts from the snapshot's offset; openraft re-applies
+//! the committed entries after it. Idempotent-producer state is not replicated here yet (docs/cluster.md).
 //!
 //! Snapshots are metadata only and are taken at the retention boundary, never at
 //! the applied index alone (DESIGN §4, "snapshot trap"): a snapshot covers only
@@ -19,8 +15,9 @@
 //! it and purges its log up to the snapshot never loses a record a consumer can
 //! still read. (Purge does not delete segments: retention does, once purged.)
 
+use std::collections::VecDeque;
 use std::io::{self, Cursor};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use es_core::batch::RaftControl;
 use es_log::{PartitionLog, RaftFile};
@@ -29,6 +26,7 @@ use openraft::OptionalSend;
 use openraft::entry::RaftEntry;
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine, Snapshot, SnapshotMeta};
 use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
 
 use crate::error::{RaftError, io};
 use crate::store::CommitGate;
@@ -76,8 +74,12 @@ struct State {
 pub struct DataStateMachine {
     log: Arc<PartitionLog>,
     state: Arc<Mutex<State>>,
-    /// Whether the committed id could be written: applying stops once it failed.
+    /// Readers see an applied entry once the committed id on disk covers it.
     gate: CommitGate,
+    /// Each applied data entry's (Raft index, end offset), for the task that
+    /// publishes them as the high watermark once the gate covers them (started on
+    /// the first apply).
+    publish: Arc<OnceLock<mpsc::UnboundedSender<(u64, u64)>>>,
     /// Counts the state machine, whose snapshot installs write to the log, among
     /// the tasks a closing group waits for, until its last clone is dropped.
     _hold: Arc<crate::store::WritingHold>,
@@ -102,7 +104,62 @@ impl DataStateMachine {
         state.snapshot = snapshot;
         log.set_committed_offset(state.applied.high_watermark);
         let hold = Arc::new(gate.hold());
-        Ok(DataStateMachine { log, state: Arc::new(Mutex::new(state)), gate, _hold: hold })
+        Ok(DataStateMachine {
+            log,
+            state: Arc::new(Mutex::new(state)),
+            gate,
+            publish: Arc::default(),
+            _hold: hold,
+        })
+    }
+
+    /// Moves the high watermark to `offset` once the committed id on disk covers
+    /// Raft index `index`: the publisher takes every entry the id on disk covers
+    /// each time it moves, and publishes the last one's offset. It ends with the
+    /// state machine, or when the committed-id writer is gone (the group closed)
+    /// or failed (`apply` then fails the group); a closing group waits for it
+    /// (`CommitGate::hold`), so it never touches a log handed to someone else.
+    fn publish(&self, index: u64, offset: u64) {
+        let tx = self.publish.get_or_init(|| {
+            let (tx, mut rx) = mpsc::unbounded_channel::<(u64, u64)>();
+            let (log, mut gate) = (self.log.clone(), self.gate.clone());
+            let hold = gate.hold();
+            tokio::spawn(async move {
+                let _hold = hold;
+                let mut waiting: VecDeque<(u64, u64)> = VecDeque::new();
+                let mut taken = Vec::new();
+                loop {
+                    tokio::select! {
+                        biased;
+                        n = rx.recv_many(&mut taken, 1024) => {
+                            if n == 0 {
+                                return;
+                            }
+                            waiting.extend(taken.drain(..));
+                        }
+                        more = gate.changed() => {
+                            if !more {
+                                return;
+                            }
+                        }
+                    }
+                    let mut last = None;
+                    while let Some(&(index, offset)) = waiting.front() {
+                        if !gate.covers(index) {
+                            break;
+                        }
+                        last = Some(offset);
+                        waiting.pop_front();
+                    }
+                    if let Some(offset) = last {
+                        // Readers of this replica may now see the entries (es-log Raft mode).
+                        log.set_committed_offset(offset);
+                    }
+                }
+            });
+            tx
+        });
+        let _ = tx.send((index, offset));
     }
 
     pub fn applied(&self) -> AppliedState {
@@ -128,9 +185,7 @@ impl DataStateMachine {
         match entry.header() {
             Some(h) if !h.is_raft_control() => {
                 st.applied.high_watermark = h.next_offset();
-                // Readers of this replica may now see the entry (es-log Raft mode:
-                // never past what this replica holds durably).
-                self.log.set_committed_offset(h.next_offset());
+                self.publish(log_id.index, h.next_offset());
                 Applied { base_offset: h.base_offset, next_offset: h.next_offset() }
             }
             Some(h) => {

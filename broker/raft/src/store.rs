@@ -57,8 +57,8 @@ struct Shared {
     committed: Arc<watch::Sender<Option<LogId>>>,
     committed_writer: OnceLock<()>,
     /// How many tasks may still write to the log or its Raft files: the
-    /// committed-id writer (`persist_committed`) and the state machine (its
-    /// snapshot installs). A group closing waits for none to be left before
+    /// committed-id writer (`persist_committed`) and the state machine's
+    /// high-watermark publisher. A group closing waits for none to be left before
     /// the log is handed to anyone else (a discard, a new group).
     writing: Arc<watch::Sender<usize>>,
     /// How far the committed id is on disk ([`CommitGate`]).
@@ -76,17 +76,16 @@ enum Durable {
     Open,
 }
 
-/// How far the committed id is on disk, and whether writing it failed. openraft
-/// awaits `save_committed` on its core task before each apply, and writing the id
-/// costs a file's fsync (about 1-2 ms here), during which the core neither
-/// appended, replicated nor answered: one commit at a time. So `save_committed`
-/// only hands the id to a writer task and returns, and the state machine applies
-/// (readers see the entry, the proposer is answered) without waiting for it: the
-/// entry is committed, on a majority's disks. The id on disk is what a restart
-/// re-applies up to, so it may trail what readers saw by the writes in flight (a
-/// restarted replica's watermark starts that much lower and catches up at the
-/// leader's next commit, as Kafka's checkpointed one does). A failed write fails
-/// the gate: the state machine stops applying and the host stops the group.
+/// Holds the high watermark readers see until the committed id covering the
+/// entry is on disk. openraft awaits `save_committed` on its core task before
+/// each apply, and writing the id costs a file's fsync (about 1-2 ms here),
+/// during which the core neither appended, replicated nor answered: one commit at
+/// a time. So `save_committed` only hands the id to a writer task and returns; the
+/// state machine applies and answers the proposer at once (the entry is
+/// committed), and its publisher moves the high watermark once this gate opens.
+/// What a reader saw is then always covered by the committed id on disk, which a
+/// restart restores before anything else (the watermark never moves back), while
+/// the core goes on with the next entries and proposers are not held by the write.
 #[derive(Clone)]
 pub struct CommitGate {
     durable: watch::Receiver<Durable>,
@@ -108,7 +107,6 @@ impl CommitGate {
     }
 
     /// Whether the committed id on disk covers Raft index `index` now.
-    #[cfg(test)]
     pub(crate) fn covers(&self, index: u64) -> bool {
         match &*self.durable.borrow() {
             Durable::Upto(upto) => upto.is_some_and(|u| u >= index),
@@ -372,8 +370,7 @@ impl LogStore {
 
 /// Readers see the committed records again as soon as the group reopens, not only
 /// once openraft has re-applied them: a consumer that read up to the watermark
-/// before a restart finds it at most the commits still in flight lower after (the
-/// id is written behind the apply; a clean close writes the last one). The
+/// before a restart must not find it lower after (it could reset its offsets). The
 /// committed id is written after the entries it covers are durable, so the entry is
 /// here; its end offset is the committed offset (a control batch's base offset is
 /// the next offset at its place, as it takes none). An entry retention removed
@@ -400,10 +397,8 @@ fn restore_committed_offset(log: &PartitionLog, index: u64) -> Result<(), RaftEr
 /// next offset, they would serve records no other replica has. Those at or below
 /// the committed id match the leader's (Raft's log matching) and are what readers
 /// may have seen, so they stay, as do those up to `applied` (the state machine
-/// applied them: committed and readable before the committed id on disk covered
-/// them). One applied before a crash past the id on disk may be dropped: it lies
-/// below the snapshot, which sits below the leader's first retained record: this
-/// replica's log start jumps past it as retention's would. Run after the snapshot is on disk (a
+/// applied them: committed; an earlier snapshot may have made them readable before
+/// the committed id on disk covered them). Run after the snapshot is on disk (a
 /// restart in between runs it again on open, `DataStateMachine::open`) and before
 /// its offset is readable. An open gate (the Suite) knows no committed id: nothing
 /// is dropped.

@@ -67,7 +67,8 @@ fn values(p: &PartitionLog) -> Vec<String> {
     out
 }
 
-/// Waits (bounded) until readers see `offset` as the high watermark.
+/// Waits (bounded) until readers see `offset` as the high watermark: the state
+/// machine's publisher moves it once the committed id is on disk.
 async fn published(p: &PartitionLog, offset: u64) {
     let mut rx = p.subscribe();
     let reached =
@@ -419,12 +420,12 @@ async fn the_raft_log_survives_a_restart() {
     assert_eq!(before.0.iter().map(|e| e.log_id()).collect::<Vec<_>>(), [log_id(1, 1), log_id(3, 2)]);
 }
 
-/// Readers see an entry as it is applied (it is committed), before the committed
-/// id covering it is on disk: `save_committed` returns at once, since openraft's
-/// core awaits it on every commit, and neither the apply nor the readers wait for
-/// the store's writer task. The id reaches the disk behind them.
+/// Readers see an applied entry only once the committed id covering it is on
+/// disk: `save_committed` returns at once, since openraft's core awaits it on
+/// every commit; the apply (which answers the proposer) does not wait either; the
+/// high watermark waits for the store's writer task.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_applied_entry_is_seen_at_once_and_its_commit_written_behind() {
+async fn an_entry_is_seen_only_once_its_commit_is_on_disk() {
     use crate::entry::EsEntry;
     let (_g, p) = open_partition();
     let mut store = LogStore::open(p.clone()).unwrap();
@@ -440,23 +441,17 @@ async fn an_applied_entry_is_seen_at_once_and_its_commit_written_behind() {
     let mut applier = sm.clone();
     let apply = applier.apply(futures_util::stream::iter(stored.into_iter().map(|e| Ok((e, None)))));
     tokio::time::timeout(Duration::from_secs(10), apply).await.unwrap().unwrap();
-    assert_eq!(sm.applied().high_watermark, 2);
-    assert_eq!(p.high_watermark(), 2, "readers see the applied entries at once");
-    assert_eq!(values(&p), ["a", "b"]);
-    assert!(!store.commit_gate().covers(2), "no committed id was saved yet");
+    assert_eq!(sm.applied().high_watermark, 2, "applied at once");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(p.high_watermark(), 0, "readers see nothing before a committed id is on disk");
     store.save_committed(Some(log_id(1, 2))).await.unwrap();
-    let mut gate = store.commit_gate();
-    let written = async {
-        while !gate.covers(2) {
-            assert!(gate.changed().await, "the writer stopped");
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), written).await.expect("the committed id written behind");
-    // A closing group waits for all that writes to the log: the committed-id
-    // writer and the state machine; both end once the store and state machine
-    // are gone, the id written.
+    published(&p, 2).await;
+    assert_eq!(values(&p), ["a", "b"]);
+    // A closing group waits for all that writes to the log: the committed-id writer,
+    // the state machine and its publisher; all end once the store and state
+    // machine are gone.
     let mut writing = store.committed_writer();
-    assert_eq!(*writing.borrow(), 2, "the writer and the state machine");
+    assert_eq!(*writing.borrow(), 3, "the writer, the state machine and the publisher");
     drop((store, sm, applier));
     let ended = tokio::time::timeout(Duration::from_secs(10), writing.wait_for(|n| *n == 0)).await.is_ok();
     assert!(ended, "{} tasks still write", *writing.borrow());
@@ -515,8 +510,8 @@ async fn key_log_ids_come_from_the_epoch_checkpoint() {
 }
 
 /// A committed id that cannot be written fails the gate: the next apply fails
-/// before applying anything (openraft then stops the group; an idle group is
-/// stopped by the host's `stop_on_commit_failure`), so readers see nothing more.
+/// (openraft then stops the group; an idle group is stopped by the host's
+/// `stop_on_commit_failure`), and readers never see what it would have covered.
 /// Here the slot file's path is a directory, so the write fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_committed_id_that_cannot_be_written_fails_the_gate() {
@@ -540,7 +535,7 @@ async fn a_committed_id_that_cannot_be_written_fails_the_gate() {
     assert!(!gate.covers(1));
     let stored = store.get_log_reader().await.try_get_log_entries(0..2).await.unwrap();
     let applied = sm.apply(futures_util::stream::iter(stored.into_iter().map(|e| Ok((e, None))))).await;
-    assert!(applied.is_err(), "the apply refuses to go on after the failure");
+    assert!(applied.is_err(), "the apply goes on after the failure");
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(p.high_watermark(), 0, "the failed group applied nothing");
+    assert_eq!(p.high_watermark(), 0, "readers see nothing the failed id covers");
 }

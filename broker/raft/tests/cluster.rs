@@ -322,8 +322,7 @@ async fn a_leader_failure_elects_a_new_leader_and_a_restarted_node_catches_up() 
     n.groups.clear();
     start(n, listener, &addrs, &groups).await;
     for &g in &groups {
-        // What readers saw before a clean restart is served again at once (the
-        // close waited for the last committed id's write).
+        // What readers saw before the restart is served again at once.
         assert!(n.log(g).high_watermark() >= seen[&g], "group {g}: the watermark moved back");
     }
     for &g in &groups {

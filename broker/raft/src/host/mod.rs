@@ -565,9 +565,9 @@ impl Group {
 
     /// Proposes one encoded v2 data batch (unstamped, as the service appends
     /// locally) and resolves once a majority has it durably and it is committed,
-    /// with the offsets it got; [`Group::visible`] then waits for this node's
-    /// readers to see it. An idempotent producer's retry of a batch in the log
-    /// answers the original offsets once they are visible. Not the leader:
+    /// with the offsets it got; [`Group::visible`] waits for this node's readers
+    /// to see it. An idempotent producer's retry of a batch in the log answers
+    /// the original offsets once they are visible. Not the leader:
     /// `NotLeader` (nothing appended); leadership lost before the commit:
     /// `LeadershipLost` (the batch may or may not be in the log). Bounded by the
     /// proposal timeout.
@@ -603,13 +603,12 @@ impl Group {
         }
     }
 
-    /// Resolves once this node's high watermark passes `last`, which the service
-    /// waits for before answering a produce: Kafka answers acks=all once the high
+    /// Resolves once this node's high watermark passes `last`. A committed entry
+    /// becomes visible once the committed id covering it is on disk (`CommitGate`),
+    /// a file's fsync after the commit; the service waits for this before
+    /// answering a Kafka or HTTP produce, as Kafka answers acks=all once the high
     /// watermark moved, so a fetch or ListOffsets sent to this leader right after
-    /// the answer sees the record. The apply moves the watermark before
-    /// [`Group::propose`] returns, so a new batch is seen at once unless this
-    /// replica's own fsync of it is still running (es-log never shows readers what
-    /// it does not hold durably); an idempotent retry waits here for its original
+    /// the answer sees the record. An idempotent retry waits here for its original
     /// to commit. A group that stops meanwhile (a storage error) answers
     /// `LeadershipLost`: the batch may be committed on the others. Bounded by the
     /// proposal timeout.
@@ -937,8 +936,8 @@ fn term_of(vote: &crate::types::Vote) -> LeaderEpoch {
 
 /// Stops the group once its committed id can no longer be written (the write, or
 /// an append before it, failed). The next apply would stop it too, but an idle
-/// group applies nothing, and would keep leading and voting on a disk that
-/// refuses its writes. Ends when the group closes.
+/// group applies nothing, and would keep leading with a high watermark frozen
+/// below what it acknowledged. Ends when the group closes.
 async fn stop_on_commit_failure(group: std::sync::Weak<GroupInner>, mut gate: crate::store::CommitGate) {
     while gate.changed().await {
         if let Err(e) = gate.check() {

@@ -47,6 +47,20 @@ struct Replica {
     seen: (Option<u64>, LeaderEpoch),
 }
 
+/// When a replicated append is answered. A record is committed once a majority
+/// has it durably; this leader's readers see it one fsync later, once the
+/// committed id covering it is on disk (the high watermark never moves back
+/// across a restart: es-raft's `CommitGate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerAt {
+    /// At the commit: es's binary protocol, whose pipelined producers are
+    /// bound by that latency; a reader may trail the answer by the fsync.
+    Commit,
+    /// Once this leader's high watermark covers the batch, as Kafka answers
+    /// acks=all: a fetch or ListOffsets sent right after the answer sees it.
+    Seen,
+}
+
 /// An append on its way to durability: local (the group commit's fsync) or
 /// replicated (commit by a majority, each after its fsync).
 pub enum Pending {
@@ -142,8 +156,10 @@ impl PartitionHandle {
     }
 
     /// Appends an encoded batch as leader: offsets and epoch are stamped here (in
-    /// a cluster, by the group's leader as it appends the entry).
-    pub fn append(&self, batch: Vec<u8>) -> Result<Pending> {
+    /// a cluster, by the group's leader as it appends the entry). In a cluster,
+    /// `answer` says when the pending append resolves: at the commit, or once this
+    /// leader's readers see the batch too.
+    pub fn append(&self, batch: Vec<u8>, answer: AnswerAt) -> Result<Pending> {
         self.check_leader()?;
         let (records, bytes) = self.topic.stats.measure(&batch);
         let pending = match &self.replica {
@@ -155,7 +171,7 @@ impl PartitionHandle {
                     .map_err(|e| BrokerError::InvalidBatch(e.to_string()))?;
                 let turn = (producer_id >= 0)
                     .then(|| r.cluster.idempotent_turn(&self.topic, self.partition, producer_id));
-                Pending::Replicated(tokio::spawn(self.clone().propose(r.clone(), batch, turn)))
+                Pending::Replicated(tokio::spawn(self.clone().propose(r.clone(), batch, turn, answer)))
             }
         };
         self.topic.stats.produced(records, bytes);
@@ -173,6 +189,7 @@ impl PartitionHandle {
         replica: Replica,
         batch: Vec<u8>,
         mut turn: Option<IdempotentTurn>,
+        answer: AnswerAt,
     ) -> Result<Appended> {
         if let Some(t) = turn.as_mut() {
             t.wait().await;
@@ -181,11 +198,11 @@ impl PartitionHandle {
         // is committed (`Group::propose`): one whose original timed out may still
         // be uncommitted, and must not be acknowledged before it is.
         let appended = replica.group.propose(batch).await.map_err(|e| self.propose_error(&replica, e))?;
-        // The producer's next batch may go as soon as this one is committed; the
-        // answer waits until this leader's readers see the batch (Kafka's acks=all
-        // answers once the high watermark moved): at once, as a rule.
+        // The producer's next batch may go as soon as this one is committed.
         drop(turn);
-        replica.group.visible(appended.last_offset).await.map_err(|e| self.propose_error(&replica, e))?;
+        if answer == AnswerAt::Seen {
+            replica.group.visible(appended.last_offset).await.map_err(|e| self.propose_error(&replica, e))?;
+        }
         Ok(appended)
     }
 

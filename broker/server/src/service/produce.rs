@@ -13,7 +13,7 @@ use es_core::batch::BatchView;
 use es_core::{Clock, ProducerInfo, Record, SystemClock};
 use es_log::Appended;
 
-use super::partition::Pending;
+use super::partition::{AnswerAt, Pending};
 use super::quota::{Direction, Throttle};
 use super::{Call, PartitionHandle, Principal, Resource, Service};
 use crate::partitioner;
@@ -350,14 +350,21 @@ impl Plan {
         for (_, p) in &self.dead {
             p.handle.check_leader()?;
         }
+        // Kafka answers acks=all once the high watermark moved, and an HTTP client
+        // reading its own write expects the same; es's binary protocol is answered
+        // at the commit (docs/protocol.md).
+        let answer = match timer.protocol {
+            crate::metrics::Protocol::Kafka | crate::metrics::Protocol::Http => AnswerAt::Seen,
+            crate::metrics::Protocol::Binary => AnswerAt::Commit,
+        };
         let mut main = Vec::with_capacity(self.main.len());
         for m in self.main {
-            let pending = m.batch.map(|b| m.handle.append(b)).transpose()?;
+            let pending = m.batch.map(|b| m.handle.append(b, answer)).transpose()?;
             main.push((m.handle.partition, m.ids, pending, m.high_watermark));
         }
         let mut dead = Vec::with_capacity(self.dead.len());
         for (topic, p) in self.dead {
-            dead.push((topic, p.handle.partition, p.ids, p.handle.append(p.batch)?));
+            dead.push((topic, p.handle.partition, p.ids, p.handle.append(p.batch, answer)?));
         }
         Ok(PendingProduce { main, dead, findings, throttle, timer })
     }
