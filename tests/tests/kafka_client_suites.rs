@@ -139,7 +139,6 @@ fn parse(stream: &str) -> (BTreeMap<String, Outcome>, String) {
     (tests, package)
 }
 
-/// The tail of `s`, at most `n` bytes, for a failure message.
 /// The failures with what each printed, then their first lines again: a panic's
 /// message ends with them, where a log cut in the middle still shows them.
 fn failed_last(failures: &[String]) -> String {
@@ -152,6 +151,7 @@ fn failed_last(failures: &[String]) -> String {
     )
 }
 
+/// The tail of `s`, at most `n` bytes, for a failure message.
 fn tail(s: &str, n: usize) -> &str {
     let mut start = s.len().saturating_sub(n);
     while !s.is_char_boundary(start) {

@@ -88,7 +88,7 @@ impl Progress {
 
     /// Wakes readers if the visible watermark grew. Read and compared under the
     /// watch's lock: two racing publishers (the flusher moving the durable end,
-    /// a Raft apply moving the committed offset) never leave the lower value
+    /// es-raft's publisher moving the committed offset) never leave the lower value
     /// behind, and the second sees what the first stored, so neither misses the
     /// other's move.
     pub fn publish(&self) {

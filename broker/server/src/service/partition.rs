@@ -201,7 +201,16 @@ impl PartitionHandle {
         // The producer's next batch may go as soon as this one is committed.
         drop(turn);
         if answer == AnswerAt::Seen {
-            replica.group.visible(appended.last_offset).await.map_err(|e| self.propose_error(&replica, e))?;
+            replica.group.visible(appended.last_offset).await.map_err(|e| match e {
+                es_raft::ProposeError::Timeout => BrokerError::Timeout(format!(
+                    "partition {} of {:?} committed the batch on a majority of its replicas, but this leader \
+                     could not show it to readers in time (its disk may be stalled): retry, with an idempotent \
+                     producer to be sure it is written once",
+                    self.partition,
+                    self.topic.name()
+                )),
+                other => self.propose_error(&replica, other),
+            })?;
         }
         Ok(appended)
     }
