@@ -584,8 +584,18 @@ impl Group {
             return Err(ProposeError::ControlBatch);
         }
         if let Some((base, last)) = self.inner.log.check_duplicate(&batch)? {
+            // The original may be appended but not committed: once the watermark
+            // passes it, it is committed, unless this node lost the leadership
+            // meanwhile and its tail was replaced by the new leader's entries
+            // (which rebuilds the producer table). Asked again, the table says
+            // which: an original no longer there is not answered as written.
             self.visible(last).await?;
-            return Ok(Appended { base_offset: base, last_offset: last, duplicate: true });
+            return match self.inner.log.check_duplicate(&batch) {
+                Ok(Some(at)) if at == (base, last) => {
+                    Ok(Appended { base_offset: base, last_offset: last, duplicate: true })
+                }
+                _ => Err(ProposeError::LeadershipLost { leader: None }),
+            };
         }
         // The leader's store stamps a batch without a leader epoch; one a client
         // stamped would take the follower path there and fail the group.
